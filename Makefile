@@ -1,0 +1,39 @@
+# Two commands do all set-up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PERFSTAMP := $(VENV)/.installed-perf
+
+.PHONY: run test lint perf perf-quick clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+$(PERFSTAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,perf]'
+	touch $(PERFSTAMP)
+
+run: $(STAMP)
+	$(BIN)/extender serve $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/ruff check extender tests perf
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check extender tests perf
+
+perf: $(PERFSTAMP)
+	$(BIN)/python -m perf run --full
+
+perf-quick: $(PERFSTAMP)
+	$(BIN)/python -m perf run --quick
+
+clean:
+	rm -rf $(VENV) build *.egg-info perf/out

@@ -1,0 +1,126 @@
+"""`extender serve | explain | version` — thin argparse front-end over config and service."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from extender import __version__
+from extender.config import SETTINGS, ConfigError, build_config, env_name, flag_name
+
+HELP = {
+    "listen": "address to serve on, HOST:PORT (default 0.0.0.0:8888)",
+    "workers": "gunicorn worker processes (default 1)",
+    "threads": "threads per worker, gthread (default 4)",
+    "cluster": "cluster dump: kind: List / multi-document YAML / JSON (default: bundled example)",
+    "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
+    "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
+    "weights": "score plugin weights, e.g. TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
+    "score_mode": "scaled (0..10, default) or in-tree (sum(weight*score)/10, use extender weight 1)",
+    "max_body_bytes": "largest request body accepted, bytes (default 64 MiB)",
+    "log_level": "debug, info, warning or error (default info)",
+    "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
+    "cel_result_cache_size": "memoized CEL (expression, taint) results (default 100000)",
+    "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
+}
+
+SERVE_ONLY = ("listen", "workers", "threads", "max_body_bytes", "reload_interval")
+
+
+def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
+    parser.add_argument("--config", help="YAML config file (env EXTENDER_CONFIG)")
+    for attr in SETTINGS:
+        if attr in SERVE_ONLY and not serve:
+            continue
+        parser.add_argument(flag_name(attr), dest=attr, default=None, help=f"{HELP[attr]} [env {env_name(attr)}]")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="extender",
+        description="kube-scheduler extender: Gt/Lt, Semver and CEL tolerations, semver node "
+        "affinity, taint-aware topology spread. Flags beat EXTENDER_* env vars beat --config.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve /filter, /prioritize, /healthz, /readyz, /metrics")
+    _add_settings(serve, serve=True)
+    exp = sub.add_parser("explain", help="explain offline why pods fit or do not fit each node")
+    _add_settings(exp, serve=False)
+    exp.add_argument("--pod", action="append", required=True, help="pod YAML/JSON file (repeatable)")
+    exp.add_argument("--candidates", help="comma-separated node names (default: every node)")
+    exp.add_argument("--output", choices=("json", "table"), default="json")
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def _settings(ns: argparse.Namespace) -> dict:
+    return {attr: getattr(ns, attr, None) for attr in SETTINGS}
+
+
+def _load_pods(paths: list[str]) -> list[dict]:
+    from extender.state.loader import parse_documents
+
+    pods: list[dict] = []
+    for path in paths:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"--pod: cannot read {path!r}: {exc.strerror}") from None
+        for obj in parse_documents(data, path):
+            if obj.get("kind", "Pod") == "Pod":
+                pods.append(obj)
+    if not pods:
+        raise ConfigError("--pod: no Pod objects found")
+    return pods
+
+
+def cmd_explain(ns: argparse.Namespace) -> int:
+    import orjson
+
+    from extender.explain import explain, render_table, static_extender
+    from extender.logs import setup_logging
+    from extender.state import ClusterSnapshot, load_objects
+
+    config = build_config(_settings(ns), config_file=ns.config)
+    setup_logging("warning" if config.log_level == "info" else config.log_level)
+    snapshot = ClusterSnapshot.from_objects(load_objects(config.cluster))
+    candidates = [c.strip() for c in ns.candidates.split(",") if c.strip()] if ns.candidates else None
+    report = explain(static_extender(config, snapshot), _load_pods(ns.pod), candidates)
+    if ns.output == "table":
+        sys.stdout.write(render_table(report))
+    else:
+        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return 0
+
+
+def cmd_serve(ns: argparse.Namespace) -> int:
+    from extender.server.launcher import prepare_multiprocess_metrics
+
+    prepare_multiprocess_metrics()  # before any metric exists
+    from extender.logs import setup_logging
+    from extender.server.launcher import ExtenderServer
+    from extender.state import load_objects
+    from extender.state.snapshot import ClusterSnapshot
+
+    config = build_config(_settings(ns), config_file=ns.config)
+    setup_logging(config.log_level)
+    ClusterSnapshot.from_objects(load_objects(config.cluster))  # fail fast, before forking
+    ExtenderServer(config).run()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.command == "version":
+        print(__version__)
+        return 0
+    try:
+        return cmd_serve(ns) if ns.command == "serve" else cmd_explain(ns)
+    except ConfigError as exc:
+        print(f"extender: error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # cluster file and model errors carry precise messages
+        print(f"extender: error: {exc}", file=sys.stderr)
+        return 2

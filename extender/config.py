@@ -1,0 +1,240 @@
+"""Configuration: defaults < YAML file (`--config`) < environment < command-line flags.
+
+Every setting has a flag and an `EXTENDER_*` environment twin. The YAML file uses the
+camelCase keys below and may carry plugin arguments in KubeSchedulerConfiguration's
+`pluginConfig` shape, so users can paste what they already have. Unknown keys and bad
+values are rejected at start-up with the key named.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from extender.features import FeatureGates, parse_feature_gates
+from extender.model.parse import DEFAULT_ANNOTATION_PREFIX
+from extender.scoring import DEFAULT_WEIGHTS, SCORE_MODES
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+KNOWN_PLUGINS = tuple(DEFAULT_WEIGHTS) + ("NodeUnschedulable",)
+
+
+class ConfigError(ValueError):
+    """A bad setting; the message names the key."""
+
+
+def bundled_cluster() -> str:
+    return str(resources.files("extender") / "data" / "cluster.yaml")
+
+
+@dataclass(frozen=True)
+class Config:
+    listen: str = "0.0.0.0:8888"
+    workers: int = 1
+    threads: int = 4
+    cluster: str = field(default_factory=bundled_cluster)
+    annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
+    feature_gates: FeatureGates = FeatureGates()
+    weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    score_mode: str = "scaled"
+    max_body_bytes: int = 64 * 1024 * 1024
+    log_level: str = "info"
+    plugin_args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cel_program_cache_size: int = 1024
+    cel_result_cache_size: int = 100_000
+    reload_interval: float = 2.0
+
+
+# setting -> (yaml key, env var, parser)
+def _int_at_least(minimum: int):
+    def parse(value: Any, key: str) -> int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+        if number < minimum:
+            raise ConfigError(f"{key}: must be >= {minimum}, got {number}")
+        return number
+
+    return parse
+
+
+def _float_at_least(minimum: float):
+    def parse(value: Any, key: str) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+        if number < minimum:
+            raise ConfigError(f"{key}: must be >= {minimum}, got {number}")
+        return number
+
+    return parse
+
+
+def _str(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _listen(value: Any, key: str) -> str:
+    text = _str(value, key)
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{key}: expected HOST:PORT, got {text!r}")
+    return text
+
+
+def _choice(options: tuple[str, ...], lower: bool = False):
+    def parse(value: Any, key: str) -> str:
+        text = str(value).lower() if lower else str(value)
+        if text not in options:
+            raise ConfigError(f"{key}: must be one of {', '.join(options)}; got {value!r}")
+        return text
+
+    return parse
+
+
+def _gates(value: Any, key: str) -> FeatureGates:
+    try:
+        return parse_feature_gates(value)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+
+
+def _weights(value: Any, key: str) -> dict[str, int]:
+    if isinstance(value, str):
+        pairs = {}
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            name, sep, weight = part.partition("=")
+            if not sep:
+                raise ConfigError(f"{key}: expected Plugin=weight, got {part!r}")
+            pairs[name.strip()] = weight.strip()
+        value = pairs
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key}: expected a mapping of plugin name to weight")
+    weights = dict(DEFAULT_WEIGHTS)
+    for name, weight in value.items():
+        if name not in DEFAULT_WEIGHTS:
+            raise ConfigError(f"{key}: unknown score plugin {name!r} (known: {', '.join(DEFAULT_WEIGHTS)})")
+        weights[name] = _int_at_least(0)(weight, f"{key}.{name}")
+    return weights
+
+
+def _prefix(value: Any, key: str) -> str:
+    from extender.matching.labels import validate_label_key
+
+    text = _str(value, key)
+    problems = validate_label_key(text + "/x")
+    if problems:
+        raise ConfigError(f"{key}: {text!r} is not a valid annotation prefix: {'; '.join(problems)}")
+    return text
+
+
+SETTINGS: dict[str, tuple[str, Any]] = {
+    # attribute: (yaml key, parser)
+    "listen": ("listen", _listen),
+    "workers": ("workers", _int_at_least(1)),
+    "threads": ("threads", _int_at_least(1)),
+    "cluster": ("cluster", _str),
+    "annotation_prefix": ("annotationPrefix", _prefix),
+    "feature_gates": ("featureGates", _gates),
+    "weights": ("weights", _weights),
+    "score_mode": ("scoreMode", _choice(SCORE_MODES)),
+    "max_body_bytes": ("maxBodyBytes", _int_at_least(1)),
+    "log_level": ("logLevel", _choice(LOG_LEVELS, lower=True)),
+    "cel_program_cache_size": ("celProgramCacheSize", _int_at_least(1)),
+    "cel_result_cache_size": ("celResultCacheSize", _int_at_least(0)),
+    "reload_interval": ("reloadInterval", _float_at_least(0)),
+}
+
+
+def env_name(attr: str) -> str:
+    return "EXTENDER_" + attr.upper()
+
+
+def flag_name(attr: str) -> str:
+    return "--" + attr.replace("_", "-")
+
+
+def _plugin_config(value: Any, key: str) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{key}: expected a list of {{name, args}}")
+    out: dict[str, dict[str, Any]] = {}
+    for i, entry in enumerate(value):
+        where = f"{key}[{i}]"
+        if not isinstance(entry, dict) or set(entry) - {"name", "args"}:
+            raise ConfigError(f"{where}: expected {{name, args}}")
+        name = entry.get("name")
+        if name not in KNOWN_PLUGINS:
+            raise ConfigError(f"{where}.name: unknown plugin {name!r}")
+        args = entry.get("args") or {}
+        if not isinstance(args, dict):
+            raise ConfigError(f"{where}.args: expected a mapping")
+        args = {k: v for k, v in args.items() if k not in ("apiVersion", "kind")}
+        validate = PLUGIN_ARG_VALIDATORS.get(name)
+        if validate is not None:
+            validate(args, f"{where}.args")
+        out[name] = args
+    return out
+
+
+# Plugins register argument validators here (PodTopologySpreadArgs validation lives with
+# the plugin); a validator raises ConfigError naming the key.
+PLUGIN_ARG_VALIDATORS: dict[str, Any] = {}
+
+
+def load_file(path: str | os.PathLike) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"--config: cannot read {str(path)!r}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config: {str(path)!r} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config: {str(path)!r} must be a mapping")
+    return data
+
+
+def build_config(
+    flags: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    config_file: str | None = None,
+) -> Config:
+    """Merge the layers; `flags` holds only the flags the user actually gave."""
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    env = os.environ if env is None else env
+    config_file = config_file or env.get("EXTENDER_CONFIG")
+    changes: dict[str, Any] = {}
+    if config_file:
+        data = load_file(config_file)
+        by_yaml = {yaml_key: attr for attr, (yaml_key, _) in SETTINGS.items()}
+        for key, value in data.items():
+            if key == "pluginConfig":
+                changes["plugin_args"] = _plugin_config(value, "pluginConfig")
+                continue
+            attr = by_yaml.get(key)
+            if attr is None:
+                known = ", ".join(sorted([*by_yaml, "pluginConfig"]))
+                raise ConfigError(f"{config_file}: unknown key {key!r} (known: {known})")
+            changes[attr] = SETTINGS[attr][1](value, key)
+    for attr, (_, parse) in SETTINGS.items():
+        name = env_name(attr)
+        if name in env and env[name] != "":
+            changes[attr] = parse(env[name], name)
+    for attr, value in flags.items():
+        if attr not in SETTINGS:
+            raise ConfigError(f"unknown setting {attr!r}")
+        changes[attr] = SETTINGS[attr][1](value, flag_name(attr))
+    return replace(Config(), **changes)
+

@@ -1,0 +1,22 @@
+"""A small scheduling framework in kube-scheduler's shape.
+
+Statuses instead of exceptions, one CycleState per pod and request, and the extension
+points PreFilter -> Filter -> PreScore -> Score -> NormalizeScore run by `Framework`.
+"""
+
+from extender.framework.cycle_state import CycleState
+from extender.framework.interface import NodeScore, Plugin, PreFilterResult
+from extender.framework.runner import FilterOutcome, Framework, ScoreOutcome
+from extender.framework.status import Code, Status
+
+__all__ = [
+    "Code",
+    "CycleState",
+    "FilterOutcome",
+    "Framework",
+    "NodeScore",
+    "Plugin",
+    "PreFilterResult",
+    "ScoreOutcome",
+    "Status",
+]

@@ -1,0 +1,74 @@
+"""The plugin contract: which extension points exist and what they return.
+
+Plugins implement only the points they need (duck typing, like Go interfaces). Every
+per-node point has two forms:
+
+* `filter(state, pod, node)` / `score(state, pod, node)`: one node, the plain
+  reference path that mirrors upstream line by line;
+* `filter_nodes(state, pod, nodes)` / `score_nodes(state, pod, nodes)`: the batch
+  fast path that does the work once per distinct taint set or label projection.
+
+The framework prefers the batch form; differential tests run both and compare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from extender.framework.cycle_state import CycleState
+    from extender.framework.status import Status
+    from extender.model import Node, Pod
+    from extender.state.nodeset import NodeSet
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """Upstream `PreFilterResult`: when set, only these nodes may pass."""
+
+    node_names: frozenset[str]
+
+
+@dataclass(slots=True)
+class NodeScore:
+    name: str
+    score: int
+
+
+class Plugin(Protocol):
+    """Marker protocol; see the module docstring for the optional methods."""
+
+    name: str
+
+
+class PreFilterPlugin(Protocol):
+    name: str
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeSet
+    ) -> tuple[PreFilterResult | None, Status]: ...
+
+
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, state: CycleState, pod: Pod, node: Node) -> Status: ...
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+        """Return the failing nodes only (name -> status); absent means Success."""
+        ...
+
+
+class ScorePlugin(Protocol):
+    name: str
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Status: ...
+
+    def score(self, state: CycleState, pod: Pod, node: Node) -> tuple[int, Status]: ...
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
+        """Raw scores aligned with `nodes.nodes`."""
+        ...
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status: ...

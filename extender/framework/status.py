@@ -1,0 +1,70 @@
+"""Status codes and statuses, as in `k8s.io/kube-scheduler/framework/interface.go`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Code(Enum):
+    """`Code.String()` values are what metrics and explain output show."""
+
+    SUCCESS = "Success"
+    ERROR = "Error"
+    UNSCHEDULABLE = "Unschedulable"
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    WAIT = "Wait"
+    SKIP = "Skip"
+    PENDING = "Pending"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The result of one plugin at one extension point.
+
+    `reasons` are the wire messages (upstream constants); `details` are the richer,
+    human explanations (which taint, which toleration, why a value did not parse)
+    that only `explain` and debug logs show.
+    """
+
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+    details: tuple[str, ...] = ()
+
+    @property
+    def is_success(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    @property
+    def is_skip(self) -> bool:
+        return self.code is Code.SKIP
+
+    @property
+    def is_rejection(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def message(self) -> str:
+        """Upstream `Status.Message()`: reasons joined by `, `."""
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> Status:
+        if self.plugin == plugin:
+            return self
+        return Status(self.code, self.reasons, plugin, self.details)
+
+
+SUCCESS = Status()
+SKIP = Status(Code.SKIP)
+
+
+def unschedulable(reason: str, *details: str, unresolvable: bool = True) -> Status:
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, (reason,), "", tuple(details))
+
+
+def error(message: str) -> Status:
+    return Status(Code.ERROR, (message,))

@@ -1,0 +1,1 @@
+"""Matching rules shared by plugins: tolerations, node selectors, values."""

@@ -1,0 +1,272 @@
+"""Node selector matching: `labels.Requirement`, `LazyErrorNodeSelector`,
+`RequiredNodeAffinity` and `PreferredSchedulingTerms` from component-helpers, plus the
+extender's `SemverGt/Lt/Eq` operators (KEP-5721).
+
+Each requirement can answer two ways: `matches(node)` for one node (the reference
+path) and `matching_names(index, universe)` as a set computed from the inverted label
+index (the fast path: set algebra in C instead of a Python loop over nodes).
+Selectors are immutable values, so parsing is cached per distinct selector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from extender.matching.labels import validate_label_key, validate_label_value
+from extender.matching.numeric import GoNumError, go_parse_int64
+from extender.matching.semver import SemverError, compare_semver, parse_tolerant
+from extender.model import Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from extender.state.nodeset import LabelIndex
+
+SET_OPERATORS = ("In", "NotIn")
+EXISTENCE_OPERATORS = ("Exists", "DoesNotExist")
+NUMERIC_OPERATORS = ("Gt", "Lt")
+SEMVER_OPERATORS = ("SemverGt", "SemverLt", "SemverEq")
+NODE_FIELD_NAME = "metadata.name"
+
+
+class RequirementError(ValueError):
+    """A requirement that does not parse: its term never matches (lazy errors)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    key: str
+    operator: str
+    values: frozenset[str]
+    number: int = 0
+
+    def matches_value(self, present: bool, value: str) -> bool:
+        op = self.operator
+        if op == "In":
+            return present and value in self.values
+        if op == "NotIn":
+            return not present or value not in self.values
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return not present
+        if not present:
+            return False
+        if op in NUMERIC_OPERATORS:
+            try:
+                label = go_parse_int64(value)
+            except GoNumError:
+                return False
+            return label > self.number if op == "Gt" else label < self.number
+        (wanted,) = self.values
+        return compare_semver(op, value, wanted)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        return self.matches_value(value is not None, value or "")
+
+    def matching_names(self, index: LabelIndex, universe: frozenset[str]) -> frozenset[str] | set[str]:
+        by_value = index.get(self.key, {})
+        op = self.operator
+        if op in SET_OPERATORS:
+            hit: set[str] = set()
+            for value in self.values:
+                hit |= by_value.get(value, set())
+            return hit if op == "In" else universe - hit
+        present: set[str] = set()
+        if op in EXISTENCE_OPERATORS:
+            for names in by_value.values():
+                present |= names
+            return present if op == "Exists" else universe - present
+        for value, names in by_value.items():
+            if self.matches_value(True, value):
+                present |= names
+        return present
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRequirement:
+    """`fields.Selector` requirement: only `metadata.name` has a value; others read "". """
+
+    key: str
+    operator: str  # In or NotIn, exactly one value
+    value: str
+
+    def _field(self, name: str) -> str:
+        return name if self.key == NODE_FIELD_NAME else ""
+
+    def matches(self, node: Node) -> bool:
+        return (self._field(node.name) == self.value) == (self.operator == "In")
+
+    def matching_names(self, universe: frozenset[str]) -> frozenset[str] | set[str]:
+        if self.key == NODE_FIELD_NAME:
+            equal: frozenset[str] | set[str] = {self.value} & universe
+        else:
+            equal = universe if self.value == "" else frozenset()
+        return equal if self.operator == "In" else universe - equal
+
+
+def _parse_label_requirement(req: NodeSelectorRequirement, semver_enabled: bool) -> LabelRequirement:
+    errors = list(validate_label_key(req.key))
+    op, values = req.operator, req.values
+    number = 0
+    if op in SET_OPERATORS:
+        if not values:
+            errors.append("for 'in', 'notin' operators, values set can't be empty")
+    elif op in EXISTENCE_OPERATORS:
+        if values:
+            errors.append("values set must be empty for exists and does not exist")
+    elif op in NUMERIC_OPERATORS:
+        if len(values) != 1:
+            errors.append("for 'Gt', 'Lt' operators, exactly one value is required")
+        else:
+            try:
+                number = go_parse_int64(values[0])
+            except GoNumError:
+                errors.append("for 'Gt', 'Lt' operators, the value must be an integer")
+    elif op in SEMVER_OPERATORS and semver_enabled:
+        if len(values) != 1:
+            errors.append(f"for '{op}' operator, exactly one value is required")
+        else:
+            try:
+                parse_tolerant(values[0])
+            except SemverError as exc:
+                errors.append(f"for '{op}' operator, the value must be a semantic version: {exc}")
+    else:
+        errors.append(f"operator: Unsupported value: {op!r}")
+    if op not in SEMVER_OPERATORS:
+        for value in values:
+            errors.extend(validate_label_value(value))
+    if errors:
+        raise RequirementError(f"key {req.key!r}: " + "; ".join(errors))
+    return LabelRequirement(req.key, op, frozenset(values), number)
+
+
+def _parse_field_requirement(req: NodeSelectorRequirement) -> FieldRequirement:
+    if req.operator not in SET_OPERATORS:
+        raise RequirementError(
+            f"field {req.key!r}: operator: Unsupported value: {req.operator!r}: "
+            'supported values: "In", "NotIn"'
+        )
+    if len(req.values) != 1:
+        raise RequirementError(f"field {req.key!r}: values: Invalid value: must have one element")
+    return FieldRequirement(req.key, req.operator, req.values[0])
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTerm:
+    expressions: tuple[LabelRequirement, ...]
+    fields: tuple[FieldRequirement, ...]
+
+    def matches(self, node: Node) -> bool:
+        labels = node.labels
+        for req in self.expressions:
+            if not req.matches(labels):
+                return False
+        if node.name:
+            for req in self.fields:
+                if not req.matches(node):
+                    return False
+        return True
+
+    def matching_names(self, index: LabelIndex, universe: frozenset[str]) -> frozenset[str] | set[str]:
+        result: frozenset[str] | set[str] = universe
+        for req in self.expressions:
+            result = result & req.matching_names(index, universe)
+            if not result:
+                return result
+        for req in self.fields:
+            result = result & req.matching_names(universe)
+        return result
+
+
+def compile_term(term: NodeSelectorTerm, semver_enabled: bool) -> CompiledTerm:
+    """Parse one term eagerly; raise RequirementError on the first invalid requirement."""
+    exprs = tuple(_parse_label_requirement(r, semver_enabled) for r in term.match_expressions)
+    fields = tuple(_parse_field_requirement(r) for r in term.match_fields)
+    return CompiledTerm(exprs, fields)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSelector:
+    """`LazyErrorNodeSelector`: valid terms are ORed; broken terms never match."""
+
+    terms: tuple[CompiledTerm, ...]
+    errors: tuple[str, ...]
+
+    def matches(self, node: Node) -> bool:
+        return any(term.matches(node) for term in self.terms)
+
+    def matching_names(self, index: LabelIndex, universe: frozenset[str]) -> set[str]:
+        hit: set[str] = set()
+        for term in self.terms:
+            hit |= term.matching_names(index, universe)
+        return hit
+
+
+@lru_cache(maxsize=4096)
+def compile_selector(selector: NodeSelector, semver_enabled: bool = True) -> CompiledSelector:
+    terms, errors = [], []
+    for term in selector.terms:
+        if not term.match_expressions and not term.match_fields:
+            continue  # a nil or empty term matches no objects
+        try:
+            terms.append(compile_term(term, semver_enabled))
+        except RequirementError as exc:
+            errors.append(str(exc))
+    return CompiledSelector(tuple(terms), tuple(errors))
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredAffinity:
+    """`RequiredNodeAffinity`: nodeSelector AND every required selector."""
+
+    node_selector: tuple[tuple[str, str], ...]
+    selectors: tuple[CompiledSelector, ...]
+
+    def matches(self, node: Node) -> bool:
+        labels = node.labels
+        for key, value in self.node_selector:
+            if labels.get(key) != value:
+                return False
+        return all(sel.matches(node) for sel in self.selectors)
+
+    def matching_names(self, index: LabelIndex, universe: frozenset[str]) -> frozenset[str] | set[str]:
+        result: frozenset[str] | set[str] = universe
+        for key, value in self.node_selector:
+            result = result & index.get(key, {}).get(value, set())
+        for sel in self.selectors:
+            if not result:
+                break
+            result = result & sel.matching_names(index, universe)
+        return result
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        return tuple(e for sel in self.selectors for e in sel.errors)
+
+
+def required_affinity(
+    node_selector: Mapping[str, str], selectors: tuple[NodeSelector, ...], semver_enabled: bool
+) -> RequiredAffinity:
+    return RequiredAffinity(
+        tuple(sorted(node_selector.items())),
+        tuple(compile_selector(s, semver_enabled) for s in selectors),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    weight: int
+    term: CompiledTerm
+
+
+def preferred_terms(preferred, semver_enabled: bool) -> tuple[WeightedTerm, ...]:
+    """`NewPreferredSchedulingTerms`: weight-0 and empty terms are skipped; any parse
+    error fails the whole set (raises RequirementError), as upstream's PreScore does."""
+    out = []
+    for p in preferred:
+        if p.weight == 0:
+            continue
+        if not p.preference.match_expressions and not p.preference.match_fields:
+            continue
+        out.append(WeightedTerm(p.weight, compile_term(p.preference, semver_enabled)))
+    return tuple(out)

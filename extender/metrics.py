@@ -1,0 +1,112 @@
+"""Every Prometheus metric the extender exports, defined in one place.
+
+Names, types, labels and buckets follow kube-scheduler (`pkg/scheduler/metrics`), so
+the PromQL in the KEPs works unchanged. One deliberate superset: the
+`scheduler_plugin_evaluation_total` counter carries the `status` label KEP-5471 and
+KEP-5721 propose (upstream has none).
+
+With several gunicorn workers, `PROMETHEUS_MULTIPROC_DIR` is set before this module is
+imported (see `extender.server.launcher`) and prometheus-client writes every sample to a
+per-process file; `/metrics` then aggregates them with `MultiProcessCollector`.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+PROFILE = "default-scheduler"
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
+    """Go's `metrics.ExponentialBuckets`: start * factor**i for i in 0..count-1."""
+    return [start * factor**i for i in range(count)]
+
+
+# --- kube-scheduler metrics -------------------------------------------------------
+
+PLUGIN_EVALUATION_TOTAL = Counter(
+    "scheduler_plugin_evaluation_total",
+    "Number of attempts to schedule pods by each plugin and the extension point "
+    "(available only in PreFilter, Filter, PreScore, and Score).",
+    ["plugin", "extension_point", "profile", "status"],
+)
+
+PLUGIN_EXECUTION_DURATION = Histogram(
+    "scheduler_plugin_execution_duration_seconds",
+    "Duration for running a plugin at a specific extension point.",
+    ["plugin", "extension_point", "status"],
+    buckets=exponential_buckets(0.00001, 1.5, 20),
+)
+
+EXTENSION_POINT_DURATION = Histogram(
+    "scheduler_framework_extension_point_duration_seconds",
+    "Latency for running all plugins of a specific extension point.",
+    ["extension_point", "status", "profile"],
+    buckets=exponential_buckets(0.0001, 2, 12),
+)
+
+# --- extender HTTP metrics ----------------------------------------------------------
+
+HTTP_REQUESTS_TOTAL = Counter(
+    "extender_http_requests_total",
+    "HTTP requests served by the extender, by verb and status code.",
+    ["verb", "code"],
+)
+
+HTTP_REQUEST_DURATION = Histogram(
+    "extender_http_request_duration_seconds",
+    "Latency of extender HTTP requests, decode to encode, by verb.",
+    ["verb"],
+    buckets=exponential_buckets(0.0001, 2, 16),
+)
+
+CLUSTER_STATE_OBJECTS = Gauge(
+    "extender_cluster_state_objects",
+    "Objects in the current cluster state, by kind.",
+    ["kind"],
+    multiprocess_mode="liveall",
+)
+
+CLUSTER_STATE_RELOADS_TOTAL = Counter(
+    "extender_cluster_state_reloads_total",
+    "Cluster state reloads, by result (success or error).",
+    ["result"],
+)
+
+# --- CEL (KEP-5500) -----------------------------------------------------------------
+
+CEL_CACHE_REQUESTS_TOTAL = Counter(
+    "extender_cel_program_cache_requests_total",
+    "Lookups in the shared compiled-program cache, by result (hit or miss).",
+    ["result"],
+)
+
+CEL_CACHE_EVICTIONS_TOTAL = Counter(
+    "extender_cel_program_cache_evictions_total",
+    "Compiled programs evicted from the shared cache.",
+)
+
+CEL_CACHE_ENTRIES = Gauge(
+    "extender_cel_program_cache_entries",
+    "Entries (programs and cached compile errors) in the shared cache.",
+    multiprocess_mode="liveall",
+)
+
+CEL_COMPILE_DURATION = Histogram(
+    "extender_cel_compile_duration_seconds",
+    "Time to compile and validate one CEL toleration expression.",
+    buckets=exponential_buckets(0.00001, 2, 18),
+)
+
+CEL_EVALUATION_ERRORS_TOTAL = Counter(
+    "extender_cel_evaluation_errors_total",
+    "CEL toleration expressions that did not yield a boolean, by reason "
+    "(compile, runtime, cost, non-bool).",
+    ["reason"],
+)
+
+CEL_RESULT_MEMO_TOTAL = Counter(
+    "extender_cel_result_memo_requests_total",
+    "Lookups in the (expression, taint) result memo, by result (hit or miss).",
+    ["result"],
+)

@@ -1,0 +1,289 @@
+"""Build model objects from Kubernetes JSON (dicts), once, with clear errors.
+
+The pod's *effective* constraints merge `spec` with the annotation channel
+(semantics §0.6): `<prefix>/tolerations` (a JSON list of tolerations, unioned with
+`spec.tolerations`) and `<prefix>/node-affinity` (a JSON NodeAffinity whose required
+selector is ANDed with the spec's and whose preferred terms are added). A malformed
+annotation is recorded on the pod (`tolerations_error` / `affinity_error`) so the
+plugins reject every node loudly instead of silently ignoring it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from extender.model.objects import (
+    Node,
+    NodeAffinity,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PreferredSchedulingTerm,
+    Taint,
+    Toleration,
+)
+
+DEFAULT_ANNOTATION_PREFIX = "scheduling-extender.io"
+
+
+class ModelError(ValueError):
+    """An object whose fields have the wrong JSON types."""
+
+
+def _obj(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ModelError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ModelError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ModelError(f"{where}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    result = {}
+    for k, v in _obj(value, where).items():
+        result[k] = _str(v, f"{where}[{k!r}]")
+    return result
+
+
+def _int(value: Any, where: str, default: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelError(f"{where}: expected an integer, got {type(value).__name__}")
+    return value
+
+
+# --- nodes --------------------------------------------------------------------------
+
+
+def taint_from_dict(raw: Any, where: str) -> Taint:
+    raw = _obj(raw, where)
+    return Taint(
+        _str(raw.get("key"), f"{where}.key"),
+        _str(raw.get("value"), f"{where}.value"),
+        _str(raw.get("effect"), f"{where}.effect"),
+    )
+
+
+def node_from_dict(raw: Any, keep_raw: bool = False) -> Node:
+    raw = _obj(raw, "node")
+    meta = _obj(raw.get("metadata"), "node.metadata")
+    spec = _obj(raw.get("spec"), "node.spec")
+    name = _str(meta.get("name"), "node.metadata.name")
+    where = f"node {name!r}"
+    taints = tuple(
+        taint_from_dict(t, f"{where}.spec.taints[{i}]")
+        for i, t in enumerate(_list(spec.get("taints"), f"{where}.spec.taints"))
+    )
+    unschedulable = spec.get("unschedulable") or False
+    if not isinstance(unschedulable, bool):
+        raise ModelError(f"{where}.spec.unschedulable: expected a boolean")
+    return Node(
+        name=name,
+        labels=_str_map(meta.get("labels"), f"{where}.metadata.labels"),
+        taints=taints,
+        unschedulable=unschedulable,
+        raw=raw if keep_raw else None,
+    )
+
+
+# --- tolerations and affinity -------------------------------------------------------
+
+
+def toleration_from_dict(raw: Any, where: str, source: str = "spec") -> Toleration:
+    raw = _obj(raw, where)
+    seconds = raw.get("tolerationSeconds")
+    return Toleration(
+        key=_str(raw.get("key"), f"{where}.key"),
+        operator=_str(raw.get("operator"), f"{where}.operator"),
+        value=_str(raw.get("value"), f"{where}.value"),
+        effect=_str(raw.get("effect"), f"{where}.effect"),
+        toleration_seconds=None if seconds is None else _int(seconds, f"{where}.tolerationSeconds"),
+        expression=_str(raw.get("expression"), f"{where}.expression"),
+        source=source,
+    )
+
+
+def _requirement(raw: Any, where: str) -> NodeSelectorRequirement:
+    raw = _obj(raw, where)
+    values = tuple(_str(v, f"{where}.values[]") for v in _list(raw.get("values"), f"{where}.values"))
+    return NodeSelectorRequirement(
+        _str(raw.get("key"), f"{where}.key"), _str(raw.get("operator"), f"{where}.operator"), values
+    )
+
+
+def node_selector_term(raw: Any, where: str) -> NodeSelectorTerm:
+    raw = _obj(raw, where)
+    exprs = _list(raw.get("matchExpressions"), f"{where}.matchExpressions")
+    fields = _list(raw.get("matchFields"), f"{where}.matchFields")
+    return NodeSelectorTerm(
+        tuple(_requirement(r, f"{where}.matchExpressions[{i}]") for i, r in enumerate(exprs)),
+        tuple(_requirement(r, f"{where}.matchFields[{i}]") for i, r in enumerate(fields)),
+    )
+
+
+def node_affinity_from_dict(raw: Any, where: str) -> tuple[NodeSelector | None, tuple, bool]:
+    """Return (required selector or None, preferred terms, preferred-list-present)."""
+    raw = _obj(raw, where)
+    req_raw = raw.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = None
+    if req_raw is not None:
+        req_where = f"{where}.requiredDuringSchedulingIgnoredDuringExecution"
+        terms = _list(_obj(req_raw, req_where).get("nodeSelectorTerms"), f"{req_where}.nodeSelectorTerms")
+        required = NodeSelector(
+            tuple(node_selector_term(t, f"{req_where}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
+        )
+    pref_raw = raw.get("preferredDuringSchedulingIgnoredDuringExecution")
+    pref_where = f"{where}.preferredDuringSchedulingIgnoredDuringExecution"
+    preferred = []
+    for i, p in enumerate(_list(pref_raw, pref_where)):
+        p = _obj(p, f"{pref_where}[{i}]")
+        preferred.append(
+            PreferredSchedulingTerm(
+                _int(p.get("weight"), f"{pref_where}[{i}].weight"),
+                node_selector_term(p.get("preference"), f"{pref_where}[{i}].preference"),
+            )
+        )
+    return required, tuple(preferred), pref_raw is not None
+
+
+# --- pods ---------------------------------------------------------------------------
+
+
+def _annotation_json(annotations: Mapping[str, str], name: str) -> tuple[Any, str | None]:
+    text = annotations.get(name)
+    if text is None:
+        return None, None
+    try:
+        return orjson.loads(text), None
+    except orjson.JSONDecodeError as exc:
+        return None, f"annotation {name}: invalid JSON: {exc}"
+
+
+def _annotation_tolerations(annotations, prefix) -> tuple[tuple[Toleration, ...], str | None]:
+    name = f"{prefix}/tolerations"
+    data, err = _annotation_json(annotations, name)
+    if err or data is None:
+        return (), err
+    if not isinstance(data, list):
+        return (), f"annotation {name}: expected a JSON list of tolerations, got {type(data).__name__}"
+    try:
+        return tuple(toleration_from_dict(t, f"[{i}]", name) for i, t in enumerate(data)), None
+    except ModelError as exc:
+        return (), f"annotation {name}: {exc}"
+
+
+def _annotation_affinity(annotations, prefix):
+    name = f"{prefix}/node-affinity"
+    data, err = _annotation_json(annotations, name)
+    if err or data is None:
+        return None, (), False, err
+    if not isinstance(data, dict):
+        return None, (), False, f"annotation {name}: expected a JSON NodeAffinity object, got {type(data).__name__}"
+    try:
+        required, preferred, has_pref = node_affinity_from_dict(data, "nodeAffinity")
+    except ModelError as exc:
+        return None, (), False, f"annotation {name}: {exc}"
+    return required, preferred, has_pref, None
+
+
+def _is_deleting(meta: Mapping[str, Any]) -> bool:
+    return meta.get("deletionTimestamp") is not None
+
+
+def existing_pod_from_dict(raw: Any) -> Pod:
+    """A pod already in the cluster: only what counting and defaulting read.
+
+    Skips tolerations, affinity and annotations; at 100k pods that saves time and memory.
+    """
+    raw = _obj(raw, "pod")
+    meta = _obj(raw.get("metadata"), "pod.metadata")
+    spec = _obj(raw.get("spec"), "pod.spec")
+    status = _obj(raw.get("status"), "pod.status")
+    return Pod(
+        namespace=_str(meta.get("namespace"), "pod.metadata.namespace") or "default",
+        name=_str(meta.get("name"), "pod.metadata.name"),
+        uid=_str(meta.get("uid"), "pod.metadata.uid"),
+        labels=_str_map(meta.get("labels"), "pod.metadata.labels"),
+        node_name=_str(spec.get("nodeName"), "pod.spec.nodeName"),
+        priority=_int(spec.get("priority"), "pod.spec.priority"),
+        phase=_str(status.get("phase"), "pod.status.phase"),
+        terminating=_is_deleting(meta),
+        nominated_node_name=_str(status.get("nominatedNodeName"), "pod.status.nominatedNodeName"),
+    )
+
+
+def pod_from_dict(raw: Any, annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX, keep_raw: bool = True) -> Pod:
+    """The pod being scheduled, with its effective constraints."""
+    raw = _obj(raw, "pod")
+    meta = _obj(raw.get("metadata"), "pod.metadata")
+    spec = _obj(raw.get("spec"), "pod.spec")
+    status = _obj(raw.get("status"), "pod.status")
+    name = _str(meta.get("name"), "pod.metadata.name")
+    namespace = _str(meta.get("namespace"), "pod.metadata.namespace") or "default"
+    annotations = _str_map(meta.get("annotations"), "pod.metadata.annotations")
+
+    tolerations = tuple(
+        toleration_from_dict(t, f"pod.spec.tolerations[{i}]")
+        for i, t in enumerate(_list(spec.get("tolerations"), "pod.spec.tolerations"))
+    )
+    extra_tols, tol_err = _annotation_tolerations(annotations, annotation_prefix)
+
+    affinity = _obj(spec.get("affinity"), "pod.spec.affinity")
+    spec_required, spec_preferred, spec_has_pref = node_affinity_from_dict(
+        affinity.get("nodeAffinity"), "pod.spec.affinity.nodeAffinity"
+    )
+    ann_required, ann_preferred, ann_has_pref, aff_err = _annotation_affinity(annotations, annotation_prefix)
+    required = tuple(s for s in (spec_required, ann_required) if s is not None)
+
+    node_selector_raw = spec.get("nodeSelector")
+    constraints = tuple(
+        _obj(c, f"pod.spec.topologySpreadConstraints[{i}]")
+        for i, c in enumerate(_list(spec.get("topologySpreadConstraints"), "pod.spec.topologySpreadConstraints"))
+    )
+    return Pod(
+        namespace=namespace,
+        name=name,
+        uid=_str(meta.get("uid"), "pod.metadata.uid"),
+        labels=_str_map(meta.get("labels"), "pod.metadata.labels"),
+        annotations=annotations,
+        node_name=_str(spec.get("nodeName"), "pod.spec.nodeName"),
+        node_selector=_str_map(node_selector_raw, "pod.spec.nodeSelector"),
+        has_node_selector=node_selector_raw is not None,
+        tolerations=tolerations + extra_tols,
+        affinity=NodeAffinity(required, spec_preferred + ann_preferred),
+        has_required_affinity=bool(required),
+        has_preferred_affinity=spec_has_pref or ann_has_pref,
+        topology_spread_constraints=constraints,
+        owner_references=tuple(
+            _obj(o, "pod.metadata.ownerReferences[]")
+            for o in _list(meta.get("ownerReferences"), "pod.metadata.ownerReferences")
+        ),
+        priority=_int(spec.get("priority"), "pod.spec.priority"),
+        phase=_str(status.get("phase"), "pod.status.phase"),
+        terminating=_is_deleting(meta),
+        nominated_node_name=_str(status.get("nominatedNodeName"), "pod.status.nominatedNodeName"),
+        tolerations_error=tol_err,
+        affinity_error=aff_err,
+        raw=raw if keep_raw else None,
+    )

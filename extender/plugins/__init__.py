@@ -1,0 +1,1 @@
+"""Scheduling plugins, one module each, named as upstream names them."""

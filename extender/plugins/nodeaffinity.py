@@ -1,0 +1,128 @@
+"""NodeAffinity (`pkg/scheduler/framework/plugins/nodeaffinity`), with the extender's
+Semver operators and the annotation channel's extra required/preferred terms.
+
+PreFilter parses the required part once (and turns `matchFields metadata.name In`
+into a PreFilterResult); Filter matches it; PreScore parses the preferred terms
+(a broken term fails the whole set with an Error); Score sums matching weights;
+NormalizeScore scales by the maximum.
+"""
+
+from __future__ import annotations
+
+from extender.framework import CycleState, NodeScore, PreFilterResult, Status
+from extender.framework.handle import Handle
+from extender.framework.status import SKIP, error, unschedulable
+from extender.matching.nodeselector import (
+    NODE_FIELD_NAME,
+    RequiredAffinity,
+    RequirementError,
+    WeightedTerm,
+    preferred_terms,
+    required_affinity,
+)
+from extender.model import Node, NodeSelector, Pod
+from extender.plugins.helper import MAX_NODE_SCORE, aligned, default_normalize_score
+from extender.state.nodeset import NodeSet
+
+NAME = "NodeAffinity"
+ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+ERR_REASON_CONFLICT = "pod affinity terms conflict"
+PRE_FILTER_KEY = "PreFilter" + NAME
+PRE_SCORE_KEY = "PreScore" + NAME
+REJECTED = unschedulable(ERR_REASON_POD)
+
+
+def _node_names_of(selector: NodeSelector) -> set[str] | None:
+    """Names a selector restricts nodes to via `matchFields metadata.name In`, or None
+    when some term does not restrict (upstream `getPodNodeNames` per selector)."""
+    union: set[str] = set()
+    for term in selector.terms:
+        names: set[str] | None = None
+        for req in term.match_fields:
+            if req.key == NODE_FIELD_NAME and req.operator == "In":
+                values = set(req.values)
+                names = values if names is None else names & values
+        if names is None:
+            return None
+        union |= names
+    return union
+
+
+class NodeAffinity:
+    name = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    def _required(self, pod: Pod) -> RequiredAffinity:
+        semver = self.handle.gates.semver_operators
+        return required_affinity(pod.node_selector, pod.affinity.required, semver)
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeSet):
+        if pod.affinity_error:
+            return None, unschedulable(pod.affinity_error)
+        if not pod.has_required_affinity and not pod.has_node_selector:
+            return None, SKIP
+        state.write(PRE_FILTER_KEY, self._required(pod))
+        allowed: set[str] | None = None
+        for selector in pod.affinity.required:
+            names = _node_names_of(selector)
+            if names is not None:
+                allowed = names if allowed is None else allowed & names
+        if allowed is None:
+            return None, Status()
+        if not allowed:
+            return None, unschedulable(ERR_REASON_CONFLICT)
+        return PreFilterResult(frozenset(allowed)), Status()
+
+    def _state(self, state: CycleState, pod: Pod) -> RequiredAffinity:
+        required = state.get(PRE_FILTER_KEY)
+        return required if required is not None else self._required(pod)
+
+    def filter(self, state: CycleState, pod: Pod, node: Node) -> Status:
+        required = self._state(state, pod)
+        if required.matches(node):
+            return Status()
+        if state.get("explain") and required.errors:
+            return unschedulable(ERR_REASON_POD, *(f"invalid requirement never matches: {e}" for e in required.errors))
+        return REJECTED
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+        required = self._state(state, pod)
+        matching = required.matching_names(nodes.label_index(), nodes.universe.names)
+        failing = nodes.names - matching
+        if not failing:
+            return {}
+        if state.get("explain"):
+            return {name: self.filter(state, pod, nodes.universe.by_name[name]) for name in failing}
+        return dict.fromkeys(failing, REJECTED)
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Status:
+        if not pod.has_preferred_affinity:
+            return SKIP
+        try:
+            terms = preferred_terms(pod.affinity.preferred, self.handle.gates.semver_operators)
+        except RequirementError as exc:
+            return error(f"parsing preferred node affinity: {exc}")
+        state.write(PRE_SCORE_KEY, terms)
+        return Status()
+
+    def _terms(self, state: CycleState, pod: Pod) -> tuple[WeightedTerm, ...]:
+        terms = state.get(PRE_SCORE_KEY)
+        if terms is None:
+            terms = preferred_terms(pod.affinity.preferred, self.handle.gates.semver_operators)
+        return terms
+
+    def score(self, state: CycleState, pod: Pod, node: Node) -> tuple[int, Status]:
+        return sum(t.weight for t in self._terms(state, pod) if t.term.matches(node)), Status()
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
+        index, universe = nodes.label_index(), nodes.universe.names
+        by_name: dict[str, int] = {}
+        for t in self._terms(state, pod):
+            for name in t.term.matching_names(index, universe):
+                by_name[name] = by_name.get(name, 0) + t.weight
+        return aligned(nodes, by_name)
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        return default_normalize_score(MAX_NODE_SCORE, False, scores)

@@ -1,0 +1,87 @@
+"""TaintToleration (`pkg/scheduler/framework/plugins/tainttoleration`), with the
+extender's operators through the shared `TolerationMatcher`.
+
+Filter rejects on the first NoSchedule/NoExecute taint no toleration tolerates;
+Score counts PreferNoSchedule taints tolerated by none of the pod's PreferNoSchedule
+(or effect-less) tolerations, normalized in reverse (fewer is better).
+"""
+
+from __future__ import annotations
+
+from extender.framework import CycleState, NodeScore, Status
+from extender.framework.handle import Handle
+from extender.framework.status import error, unschedulable
+from extender.matching.tolerations import TolerationMatcher, do_not_schedule, matcher_for
+from extender.model import Node, Pod, Taint
+from extender.plugins.helper import MAX_NODE_SCORE, aligned, default_normalize_score
+from extender.state.nodeset import NodeSet
+
+NAME = "TaintToleration"
+ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
+PRE_SCORE_KEY = "PreScore" + NAME
+EXPLAIN_KEY = "explain"
+
+
+def _prefer_no_schedule(taint: Taint) -> bool:
+    return taint.effect == "PreferNoSchedule"
+
+
+class TaintToleration:
+    name = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    def _matcher(self, state: CycleState, pod: Pod) -> TolerationMatcher:
+        return matcher_for(state, pod, self.handle.gates, self.handle.cel)
+
+    def _reject(self, state: CycleState, matcher: TolerationMatcher, taint: Taint) -> Status:
+        details: tuple[str, ...] = ()
+        if state.get(EXPLAIN_KEY):
+            details = (f"taint {taint} is not tolerated", *matcher.explain(taint))
+        return unschedulable(ERR_REASON_UNTOLERATED, *details)
+
+    def filter(self, state: CycleState, pod: Pod, node: Node) -> Status:
+        if pod.tolerations_error:
+            return unschedulable(pod.tolerations_error)
+        matcher = self._matcher(state, pod)
+        taint = matcher.first_untolerated(node.taints, do_not_schedule)
+        return Status() if taint is None else self._reject(state, matcher, taint)
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+        if pod.tolerations_error:
+            return dict.fromkeys(nodes.names, unschedulable(pod.tolerations_error))
+        matcher = self._matcher(state, pod)
+        fails: dict[str, Status] = {}
+        for taints, group in nodes.taint_groups().items():
+            taint = matcher.first_untolerated(taints, do_not_schedule)
+            if taint is not None:
+                fails.update(dict.fromkeys([n.name for n in group], self._reject(state, matcher, taint)))
+        return fails
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Status:
+        prefer = [t for t in pod.tolerations if not t.effect or t.effect == "PreferNoSchedule"]
+        state.write(PRE_SCORE_KEY, TolerationMatcher(prefer, self.handle.gates, self.handle.cel))
+        return Status()
+
+    @staticmethod
+    def _count_intolerable(matcher: TolerationMatcher, taints: tuple[Taint, ...]) -> int:
+        return sum(1 for t in taints if _prefer_no_schedule(t) and not matcher.tolerated(t))
+
+    def score(self, state: CycleState, pod: Pod, node: Node) -> tuple[int, Status]:
+        matcher = state.get(PRE_SCORE_KEY)
+        if matcher is None:
+            return 0, error(f"reading {PRE_SCORE_KEY!r} from cycleState: not found")
+        return self._count_intolerable(matcher, node.taints), Status()
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
+        matcher = state.read(PRE_SCORE_KEY)
+        by_name: dict[str, int] = {}
+        for taints, group in nodes.taint_groups().items():
+            count = self._count_intolerable(matcher, taints)
+            if count:
+                by_name.update(dict.fromkeys([n.name for n in group], count))
+        return aligned(nodes, by_name)
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        return default_normalize_score(MAX_NODE_SCORE, True, scores)

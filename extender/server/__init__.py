@@ -1,0 +1,1 @@
+"""HTTP server: a Flask app factory (`create_app`) and the gunicorn launcher."""

@@ -1,0 +1,145 @@
+"""The extender's engine: one pod, candidate nodes, cluster state -> verdicts and scores.
+
+Shared by the HTTP server and `extender explain`, so both always agree. Nothing here
+knows about HTTP; nothing in the plugins knows about the wire format.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.api.wire import ExtenderArgs, error_filter_result, filter_result
+from extender.config import Config
+from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
+from extender.framework.handle import SNAPSHOT_KEY, Handle
+from extender.framework.status import unschedulable
+from extender.model import Node, Pod
+from extender.model.parse import ModelError, node_from_dict, pod_from_dict
+from extender.plugins.nodeaffinity import NodeAffinity
+from extender.plugins.nodeunschedulable import NodeUnschedulable
+from extender.plugins.tainttoleration import TaintToleration
+from extender.scoring import combine
+from extender.state import ClusterSnapshot, ClusterSource, NodeSet
+
+log = logging.getLogger("extender.service")
+
+ERR_UNKNOWN_NODE = "node not found in the extender's cluster state"
+UNKNOWN_NODE = unschedulable(ERR_UNKNOWN_NODE)
+
+
+def build_plugins(handle: Handle) -> list:
+    """Plugins in upstream's default multiPoint order."""
+    plugins: list = [NodeUnschedulable(handle), TaintToleration(handle), NodeAffinity(handle)]
+    try:
+        from extender.plugins.podtopologyspread import PodTopologySpread
+    except ImportError:  # pragma: no cover - during bring-up only
+        return plugins
+    plugins.append(PodTopologySpread(handle))
+    return plugins
+
+
+@dataclass(slots=True)
+class Candidates:
+    """The request's nodes resolved against cluster state (or taken from the request)."""
+
+    nodes: NodeSet
+    unknown: list[str] = field(default_factory=list)
+    raw_by_name: dict[str, dict[str, Any]] | None = None  # Nodes mode: echo the objects
+
+
+class Extender:
+    def __init__(self, config: Config, source: ClusterSource, cel: Any = None, fast: bool = True) -> None:
+        if cel is None:
+            from extender.cel import CelCache
+
+            cel = CelCache(config.cel_program_cache_size, config.cel_result_cache_size)
+        self.config = config
+        self.source = source
+        self.cel = cel
+        self.handle = Handle(config.feature_gates, cel, config.plugin_args)
+        self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
+
+    # --- building blocks -----------------------------------------------------------
+
+    def parse_pod(self, raw: dict[str, Any]) -> Pod:
+        return pod_from_dict(raw, self.config.annotation_prefix)
+
+    def resolve(self, snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict] | None) -> Candidates:
+        if nodes is not None:
+            parsed: list[Node] = []
+            raw_by_name: dict[str, dict[str, Any]] = {}
+            for i, raw in enumerate(nodes):
+                try:
+                    node = node_from_dict(raw)
+                except ModelError as exc:
+                    raise ModelError(f"Nodes.items[{i}]: {exc}") from exc
+                parsed.append(node)
+                raw_by_name[node.name] = raw
+            return Candidates(NodeSet(parsed), raw_by_name=raw_by_name)
+        by_name = snapshot.nodes.by_name
+        found, unknown = [], []
+        for name in names or ():
+            node = by_name.get(name)
+            if node is None:
+                unknown.append(name)
+            else:
+                found.append(node)
+        return Candidates(NodeSet(found, snapshot.nodes), unknown)
+
+    def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:
+        state = CycleState()
+        state.write(SNAPSHOT_KEY, snapshot)
+        if explain:
+            state.write("explain", True)
+        return state
+
+    def run_filter(self, state: CycleState, pod: Pod, cands: Candidates, run_all: bool = False) -> FilterOutcome:
+        outcome = self.framework.run_filter(state, pod, cands.nodes, run_all=run_all)
+        for name in cands.unknown:
+            outcome.statuses[name] = UNKNOWN_NODE
+        return outcome
+
+    def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> tuple[ScoreOutcome, list[int]]:
+        outcome = self.framework.run_score(state, pod, nodes)
+        if outcome.error:
+            return outcome, []
+        return outcome, combine(outcome, self.config.weights, self.config.score_mode)
+
+    # --- the two verbs ---------------------------------------------------------------
+
+    def filter(self, args: ExtenderArgs) -> dict[str, Any]:
+        snapshot = self.source.snapshot()
+        try:
+            pod = self.parse_pod(args.pod)
+            cands = self.resolve(snapshot, args.node_names, args.nodes)
+        except ModelError as exc:
+            return error_filter_result(str(exc))
+        outcome = self.run_filter(self.new_state(snapshot), pod, cands)
+        if outcome.error:
+            log.error("filter failed", extra={"pod": pod.key, "error": outcome.error})
+            return error_filter_result(outcome.error)
+        if cands.raw_by_name is not None:
+            items = [cands.raw_by_name[n.name] for n in outcome.feasible]
+            return filter_result(None, items, outcome.statuses)
+        return filter_result([n.name for n in outcome.feasible], None, outcome.statuses)
+
+    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
+        """HostPriorityList; raises ValueError when scoring itself errors (the server
+        answers 500, which kube-scheduler logs and ignores, as it ignores any
+        prioritize failure)."""
+        snapshot = self.source.snapshot()
+        pod = self.parse_pod(args.pod)
+        cands = self.resolve(snapshot, args.node_names, args.nodes)
+        outcome, scores = self.run_score(self.new_state(snapshot), pod, cands.nodes)
+        if outcome.error:
+            raise ValueError(outcome.error)
+        return [{"Host": n.name, "Score": s} for n, s in zip(cands.nodes.nodes, scores, strict=True)]
+
+
+def status_dict(status: Status | None, score: int | None) -> dict[str, Any]:
+    if status is None:
+        return {"code": "Success", "reasons": [], "score": score}
+    reasons = list(status.reasons) + list(status.details)
+    return {"code": str(status.code), "reasons": reasons, "score": score}

@@ -1,0 +1,101 @@
+"""The candidate nodes of one request, with indexes that let plugins work per group.
+
+A `NodeSet` built from a cluster snapshot shares the snapshot's precomputed indexes
+(nodes grouped by taint tuple, an inverted label index); one built from a request's
+full `Nodes` list computes them lazily, once per request. Plugins ask for groups and
+sets instead of looping over nodes, so a 5,000-node request costs
+O(distinct taint sets + set operations) rather than O(nodes x plugins) Python calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from extender.model import Node, Taint
+
+TaintGroups = dict[tuple[Taint, ...], list[Node]]
+LabelIndex = dict[str, dict[str, set[str]]]
+
+
+def group_by_taints(nodes: Iterable[Node]) -> TaintGroups:
+    groups: TaintGroups = {}
+    for node in nodes:
+        groups.setdefault(node.taints, []).append(node)
+    return groups
+
+
+def build_label_index(nodes: Iterable[Node]) -> LabelIndex:
+    index: LabelIndex = {}
+    for node in nodes:
+        name = node.name
+        for key, value in node.labels.items():
+            index.setdefault(key, {}).setdefault(value, set()).add(name)
+    return index
+
+
+class NodeIndex:
+    """Indexes over a fixed collection of nodes (a snapshot's, or one request's)."""
+
+    __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index")
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.nodes = list(nodes)
+        self.by_name = {n.name: n for n in self.nodes}
+        self.names = frozenset(self.by_name)
+        self.unschedulable = frozenset(n.name for n in self.nodes if n.unschedulable)
+        self._taint_groups: TaintGroups | None = None
+        self._label_index: LabelIndex | None = None
+
+    def taint_groups(self) -> TaintGroups:
+        if self._taint_groups is None:
+            self._taint_groups = group_by_taints(self.nodes)
+        return self._taint_groups
+
+    def label_index(self) -> LabelIndex:
+        if self._label_index is None:
+            self._label_index = build_label_index(self.nodes)
+        return self._label_index
+
+
+class NodeSet:
+    """Candidate nodes (in request order) plus the index they can be answered from.
+
+    `universe` may hold more nodes than the candidates (a snapshot answering a
+    `NodeNames` subset); set-valued answers computed over the universe are intersected
+    with `names`, which is cheap in C.
+    """
+
+    __slots__ = ("nodes", "names", "universe", "_taint_groups")
+
+    def __init__(self, nodes: Sequence[Node], universe: NodeIndex | None = None) -> None:
+        self.nodes = list(nodes)
+        if universe is None:
+            universe = NodeIndex(self.nodes)
+            self.names: frozenset[str] = universe.names
+        else:
+            self.names = frozenset(n.name for n in self.nodes)
+        self.universe = universe
+        self._taint_groups: TaintGroups | None = None
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.names) == len(self.universe.names)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self):
+        return iter(self.nodes)
+
+    def taint_groups(self) -> TaintGroups:
+        """Candidates grouped by their exact taint tuple."""
+        if self._taint_groups is None:
+            if self.is_full:
+                self._taint_groups = self.universe.taint_groups()
+            else:
+                self._taint_groups = group_by_taints(self.nodes)
+        return self._taint_groups
+
+    def label_index(self) -> LabelIndex:
+        """Inverted label index of the universe (intersect results with `names`)."""
+        return self.universe.label_index()
