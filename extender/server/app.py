@@ -80,10 +80,10 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
         metrics.HTTP_REQUEST_DURATION.labels(name).observe(time.perf_counter() - started)
         return response
 
-    def filter_view() -> Response:
+    def filter_view(prefix: str = "") -> Response:
         return verb("filter", engine.filter)
 
-    def prioritize_view() -> Response:
+    def prioritize_view(prefix: str = "") -> Response:
         return verb("prioritize", engine.prioritize)
 
     for prefix in ("", "/<path:prefix>"):

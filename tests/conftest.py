@@ -1,0 +1,39 @@
+"""Shared fixtures: the bundled example cluster and engines built over it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from extender.config import Config
+from extender.service import Extender
+from extender.state import ClusterSnapshot, StaticSource, load_objects
+from extender.state.loader import parse_documents
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def example_pod(name: str) -> dict:
+    (pod,) = parse_documents((EXAMPLES / "pods" / f"{name}.yaml").read_bytes())
+    return pod
+
+
+@pytest.fixture(scope="session")
+def example_objects() -> list[dict]:
+    return load_objects(EXAMPLES / "cluster.yaml")
+
+
+@pytest.fixture(scope="session")
+def example_snapshot(example_objects) -> ClusterSnapshot:
+    return ClusterSnapshot.from_objects(example_objects)
+
+
+@pytest.fixture(scope="session")
+def example_extender(example_snapshot) -> Extender:
+    return Extender(Config(), StaticSource(example_snapshot))
+
+
+def make_extender(objects: list[dict], config: Config | None = None, **kw) -> Extender:
+    return Extender(config or Config(), StaticSource(ClusterSnapshot.from_objects(objects)), **kw)

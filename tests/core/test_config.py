@@ -1,0 +1,101 @@
+"""Configuration layering and validation: defaults < file < env < flags."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.config import Config, ConfigError, build_config
+from extender.features import FeatureGates
+
+
+def write(tmp_path, text: str) -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_defaults():
+    config = build_config({}, env={})
+    assert config.listen == "0.0.0.0:8888"
+    assert config.workers == 1
+    assert config.weights == {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
+    assert config.feature_gates == FeatureGates()
+    assert config.max_body_bytes == 64 * 1024 * 1024
+    assert config.cluster.endswith("cluster.yaml")
+
+
+def test_layers_flag_beats_env_beats_file(tmp_path):
+    path = write(tmp_path, "listen: 127.0.0.1:1000\nworkers: 3\nthreads: 7\nlogLevel: DEBUG\n")
+    env = {"EXTENDER_LISTEN": "127.0.0.1:2000", "EXTENDER_WORKERS": "5"}
+    config = build_config({"listen": "127.0.0.1:3000"}, env=env, config_file=path)
+    assert config.listen == "127.0.0.1:3000"
+    assert config.workers == 5
+    assert config.threads == 7
+    assert config.log_level == "debug"
+
+
+def test_config_file_from_env(tmp_path):
+    path = write(tmp_path, "scoreMode: in-tree\n")
+    assert build_config({}, env={"EXTENDER_CONFIG": path}).score_mode == "in-tree"
+
+
+def test_feature_gates_from_flag_file_and_env(tmp_path):
+    path = write(tmp_path, "featureGates:\n  TaintTolerationCEL: false\n")
+    config = build_config(
+        {"feature_gates": "TaintTolerationComparisonOperators=false"}, env={}, config_file=path
+    )
+    assert config.feature_gates.comparison_operators is False
+    # a flag replaces the whole gate set given at a lower layer
+    assert config.feature_gates.cel is True
+    assert build_config({}, env={}, config_file=path).feature_gates.cel is False
+
+
+def test_weights_and_plugin_config(tmp_path):
+    path = write(
+        tmp_path,
+        "weights: {TaintToleration: 5}\n"
+        "pluginConfig:\n- name: NodeAffinity\n  args: {}\n",
+    )
+    config = build_config({}, env={}, config_file=path)
+    assert config.weights["TaintToleration"] == 5
+    assert config.weights["NodeAffinity"] == 2
+    assert config.plugin_args == {"NodeAffinity": {}}
+    assert build_config({"weights": "NodeAffinity=9"}, env={}).weights["NodeAffinity"] == 9
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("listn: 1\n", "unknown key 'listn'"),
+        ("workers: 0\n", "workers: must be >= 1"),
+        ("workers: many\n", "workers: expected an integer"),
+        ("listen: nowhere\n", "listen: expected HOST:PORT"),
+        ("scoreMode: fancy\n", "scoreMode: must be one of scaled, in-tree"),
+        ("featureGates: {Bogus: true}\n", "unknown feature gate 'Bogus'"),
+        ("featureGates: {TaintTolerationCEL: maybe}\n", "invalid boolean"),
+        ("weights: {Nope: 1}\n", "unknown score plugin 'Nope'"),
+        ("annotationPrefix: 'bad prefix!'\n", "annotationPrefix"),
+        ("pluginConfig: [{name: Foo}]\n", "pluginConfig[0].name: unknown plugin 'Foo'"),
+        ("- a\n- b\n", "must be a mapping"),
+        ("a: [\n", "not valid YAML"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path, text, fragment):
+    with pytest.raises(ConfigError) as info:
+        build_config({}, env={}, config_file=write(tmp_path, text))
+    assert fragment in str(info.value)
+
+
+def test_bad_env_value_names_the_variable():
+    with pytest.raises(ConfigError, match="EXTENDER_THREADS"):
+        build_config({}, env={"EXTENDER_THREADS": "-1"})
+
+
+def test_missing_config_file():
+    with pytest.raises(ConfigError, match="cannot read"):
+        build_config({}, env={}, config_file="/nonexistent/config.yaml")
+
+
+def test_config_is_frozen():
+    with pytest.raises(AttributeError):
+        Config().workers = 2  # type: ignore[misc]

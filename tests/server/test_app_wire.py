@@ -1,0 +1,132 @@
+"""HTTP behaviour through the Flask app: wire format, errors, limits (in-process)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from conftest import EXAMPLES, example_pod
+
+from extender.config import Config
+from extender.server.app import create_app
+from extender.service import ERR_UNKNOWN_NODE
+
+
+@pytest.fixture(scope="module")
+def client():
+    config = Config(cluster=str(EXAMPLES / "cluster.yaml"), max_body_bytes=200_000, reload_interval=0)
+    return create_app(config).test_client()
+
+
+ALL = ["od-a1", "od-a2", "od-b1", "od-b2", "od-c1", "od-c2", "spot-a1", "spot-b1", "spot-c1", "dev-a1"]
+
+
+def post(client, verb: str, body) -> tuple[int, object]:
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    response = client.post(f"/{verb}", data=data, content_type="application/json")
+    return response.status_code, orjson.loads(response.data)
+
+
+def test_filter_node_names_mode_answers_with_names_and_upstream_messages(client):
+    code, result = post(client, "filter", {"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": ALL})
+    assert code == 200
+    assert list(result) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
+    assert result["Nodes"] is None
+    assert result["NodeNames"] == ["od-a1", "od-b1", "spot-a1", "spot-b1"]
+    assert result["FailedAndUnresolvableNodes"]["spot-c1"] == "node(s) had untolerated taint(s)"
+    assert result["FailedAndUnresolvableNodes"]["od-c2"] == "node(s) were unschedulable"
+    assert result["FailedNodes"] == {}
+    assert result["Error"] == ""
+
+
+def test_filter_nodes_mode_echoes_the_request_objects(client, example_objects):
+    nodes = [o for o in example_objects if o["kind"] == "Node"]
+    code, result = post(client, "filter", {"Pod": example_pod("plain"), "Nodes": {"metadata": {}, "items": nodes}})
+    assert code == 200
+    assert result["NodeNames"] is None
+    names = [n["metadata"]["name"] for n in result["Nodes"]["items"]]
+    assert names == ["od-a1", "od-b1"]
+    assert result["Nodes"]["items"][0] == nodes[0]
+
+
+def test_lower_case_keys_are_accepted(client):
+    code, result = post(client, "filter", {"pod": example_pod("plain"), "nodenames": ["od-a1", "od-a2"]})
+    assert code == 200
+    assert result["NodeNames"] == ["od-a1"]
+
+
+def test_unknown_node_is_unresolvable_not_a_crash(client):
+    code, result = post(client, "filter", {"Pod": example_pod("plain"), "NodeNames": ["od-a1", "ghost"]})
+    assert code == 200
+    assert result["NodeNames"] == ["od-a1"]
+    assert result["FailedAndUnresolvableNodes"] == {"ghost": ERR_UNKNOWN_NODE}
+
+
+def test_prioritize_returns_host_priority_list(client):
+    code, result = post(client, "prioritize", {"Pod": example_pod("plain"), "NodeNames": ["od-a1", "od-b1"]})
+    assert code == 200
+    # od-b1 has one PreferNoSchedule taint the pod does not tolerate: TaintToleration 0 vs 100.
+    assert result == [{"Host": "od-a1", "Score": 10}, {"Host": "od-b1", "Score": 0}]
+
+
+@pytest.mark.parametrize(
+    "body, fragment",
+    [(b"{not json", "malformed JSON"), (b"", "empty"), (b"   ", "empty")],
+)
+def test_malformed_json_is_400_with_a_json_error(client, body, fragment):
+    code, result = post(client, "filter", body)
+    assert code == 400
+    assert fragment in result["error"]
+
+
+def test_trailing_bytes_after_the_first_value_are_ignored_like_go(client):
+    body = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["od-a1"]}) + b" trailing"
+    code, result = post(client, "filter", body)
+    assert code == 200
+    assert result["NodeNames"] == ["od-a1"]
+
+
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ({"NodeNames": ["od-a1"]}, "Pod is missing"),
+        ({"Pod": None}, "Pod is missing"),
+        ({"Pod": "x"}, "Pod must be an object"),
+        ({"Pod": {}, "NodeNames": "od-a1"}, "NodeNames must be a list"),
+        ({"Pod": {}, "Nodes": []}, "Nodes must be a NodeList"),
+        ({"Pod": {"spec": {"tolerations": "x"}}, "NodeNames": []}, "pod.spec.tolerations: expected a list"),
+        ([1, 2], "must be a JSON object"),
+    ],
+)
+def test_invalid_args_are_200_with_error(client, body, fragment):
+    code, result = post(client, "filter", body)
+    assert code == 200
+    assert fragment in result["Error"]
+    assert result["NodeNames"] is None
+
+
+def test_body_over_limit_is_413(client):
+    big = {"Pod": example_pod("plain"), "NodeNames": ["n" * 100] * 5000}
+    code, result = post(client, "filter", big)
+    assert code == 413
+    assert "exceeds the limit of 200000 bytes" in result["error"]
+
+
+def test_verbs_under_a_url_prefix(client):
+    data = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["od-a1"]})
+    response = client.post("/scheduler/filter", data=data)
+    assert response.status_code == 200
+    assert orjson.loads(response.data)["NodeNames"] == ["od-a1"]
+
+
+def test_health_endpoints(client):
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").data == b"ok"
+    metrics = client.get("/metrics").data.decode()
+    assert "scheduler_plugin_evaluation_total" in metrics
+
+
+def test_deeply_nested_json_is_a_clear_400(client):
+    body = b'{"Pod": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    code, result = post(client, "filter", body)
+    assert code == 400
+    assert "malformed JSON" in result["error"]

@@ -1,0 +1,117 @@
+"""End-to-end against a real `extender serve` (gunicorn, two gthread workers)."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+from conftest import EXAMPLES, example_pod
+
+pytestmark = pytest.mark.gunicorn
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _request(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    metrics_dir = tmp_path_factory.mktemp("prom")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), "EXTENDER_LOG_LEVEL": "warning"}
+    cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(EXAMPLES / "cluster.yaml"),
+           "--listen", f"127.0.0.1:{port}", "--workers", "2", "--threads", "2", "--max-body-bytes", "100000"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if _request(port, "GET", "/readyz")[0] == 200:
+                break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise AssertionError(f"server did not become ready: {proc.stderr.read().decode()[-2000:]}")
+    yield port, proc
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        got = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+        if all(got.get(k) == v for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]
+
+
+def test_filter_and_prioritize_over_gunicorn_and_metrics_across_workers(server):
+    port, proc = server
+    body = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
+    rounds = 20
+    for _ in range(rounds):
+        status, data = _request(port, "POST", "/filter", body)
+        assert status == 200
+        assert orjson.loads(data)["NodeNames"] == ["od-a1", "od-b1", "spot-a1", "spot-b1"]
+        status, data = _request(port, "POST", "/prioritize", body)
+        assert status == 200
+        assert {h["Host"] for h in orjson.loads(data)} == set(NAMES)
+
+    status, text = _request(port, "GET", "/metrics")
+    assert status == 200
+    text = text.decode()
+    # Requests were spread over two worker processes; the counters must add up.
+    assert _metric(text, "extender_http_requests_total", verb="filter", code="200") == rounds
+    assert _metric(text, "extender_http_requests_total", verb="prioritize", code="200") == rounds
+    filter_evals = _metric(
+        text, "scheduler_plugin_evaluation_total", plugin="TaintToleration", extension_point="Filter"
+    )
+    assert filter_evals == rounds * len(NAMES)
+    rejected = _metric(
+        text, "scheduler_plugin_evaluation_total", plugin="TaintToleration",
+        extension_point="Filter", status="UnschedulableAndUnresolvable",
+    )
+    assert rejected == rounds * 2  # od-a2 (kernel-version taint) and spot-c1 (sla 500)
+    assert "scheduler_framework_extension_point_duration_seconds_bucket" in text
+
+
+def test_bad_requests_over_gunicorn(server):
+    port, _ = server
+    assert _request(port, "POST", "/filter", b"{oops")[0] == 400
+    status, data = _request(port, "POST", "/filter", b"x" * 200_000)
+    assert status == 413
+    assert b"exceeds the limit" in data
+    status, data = _request(port, "POST", "/filter", b'{"NodeNames": []}')
+    assert status == 200
+    assert orjson.loads(data)["Error"]
+    # and the server keeps serving
+    assert _request(port, "GET", "/healthz") == (200, b"ok")
