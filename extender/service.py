@@ -79,13 +79,11 @@ class Extender:
                 raw_by_name[node.name] = raw
             return Candidates(NodeSet(parsed), raw_by_name=raw_by_name)
         by_name = snapshot.nodes.by_name
-        found, unknown = [], []
-        for name in names or ():
-            node = by_name.get(name)
-            if node is None:
-                unknown.append(name)
-            else:
-                found.append(node)
+        names = names or []
+        found = [by_name[n] for n in names if n in by_name]
+        if len(found) == len(names):
+            return Candidates(NodeSet(found, snapshot.nodes, names))
+        unknown = [n for n in names if n not in by_name]
         return Candidates(NodeSet(found, snapshot.nodes), unknown)
 
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:

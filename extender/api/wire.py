@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import orjson
 
 from extender.framework import Code, Status
+
+
+_MESSAGE = attrgetter("msg")
 
 
 class WireError(ValueError):
@@ -96,13 +100,7 @@ def filter_result(
     statuses: dict[str, Status],
     error: str = "",
 ) -> dict[str, Any]:
-    failed: dict[str, str] = {}
-    unresolvable: dict[str, str] = {}
-    for name, status in statuses.items():
-        if status.code is Code.UNSCHEDULABLE:
-            failed[name] = status.message()
-        else:
-            unresolvable[name] = status.message()
+    failed, unresolvable = split_failures(statuses)
     return {
         "Nodes": None if feasible_nodes is None else {"metadata": {}, "items": feasible_nodes},
         "NodeNames": feasible_names,
@@ -110,6 +108,25 @@ def filter_result(
         "FailedAndUnresolvableNodes": unresolvable,
         "Error": error,
     }
+
+
+def split_failures(statuses: dict[str, Status]) -> tuple[dict[str, str], dict[str, str]]:
+    """FailedNodes (Unschedulable: preemption may help) and FailedAndUnresolvableNodes.
+
+    Statuses are shared objects across nodes, so when all are unresolvable (the common
+    case) the maps are built by C-level zips instead of a Python loop per node."""
+    values = list(statuses.values())
+    distinct = dict(zip(map(id, values), values, strict=True)).values()
+    messages = map(_MESSAGE, values)
+    if all(s.code is not Code.UNSCHEDULABLE for s in distinct):
+        return {}, dict(zip(statuses, messages, strict=True))
+    if all(s.code is Code.UNSCHEDULABLE for s in distinct):
+        return dict(zip(statuses, messages, strict=True)), {}
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    for name, status in statuses.items():
+        (failed if status.code is Code.UNSCHEDULABLE else unresolvable)[name] = status.msg
+    return failed, unresolvable
 
 
 def error_filter_result(message: str) -> dict[str, Any]:

@@ -57,6 +57,17 @@ def _record_evaluations(plugin: str, point: str, counts: Counter) -> None:
             metrics.PLUGIN_EVALUATION_TOTAL.labels(plugin, point, metrics.PROFILE, str(code)).inc(n)
 
 
+def _count_codes(fails: dict[str, Status]) -> Counter:
+    """Count codes per distinct status object (plugins share status objects across nodes),
+    so the per-node work stays in C."""
+    values = list(fails.values())
+    by_id = dict(zip(map(id, values), values, strict=True))
+    counts: Counter = Counter()
+    for key, n in Counter(map(id, values)).items():
+        counts[by_id[key].code] += n
+    return counts
+
+
 def _observe(plugin: str, point: str, status: Code, started: float) -> None:
     metrics.PLUGIN_EXECUTION_DURATION.labels(plugin, point, str(status)).observe(
         time.perf_counter() - started
@@ -134,7 +145,7 @@ class Framework:
             t0 = time.perf_counter()
             fails = self._filter_one_plugin(plugin, state, pod, nodes)
             _observe(plugin.name, "Filter", Code.SUCCESS, t0)
-            counts = Counter(s.code for s in fails.values())
+            counts = _count_codes(fails)
             counts[Code.SUCCESS] = len(nodes) - len(fails)
             _record_evaluations(plugin.name, "Filter", counts)
             out.per_plugin[plugin.name] = fails
@@ -158,15 +169,15 @@ class Framework:
         return out
 
     def _filter_one_plugin(self, plugin, state: CycleState, pod: Pod, nodes: NodeSet):
+        """Failures of one plugin (name -> status); the plugin is the per_plugin key."""
         batch = getattr(plugin, "filter_nodes", None) if self.fast else None
         if batch is not None:
-            fails = batch(state, pod, nodes)
-            return {k: s.with_plugin(plugin.name) for k, s in fails.items()} if fails else fails
+            return batch(state, pod, nodes)
         fails = {}
         for node in nodes:
             status = plugin.filter(state, pod, node)
             if not status.is_success:
-                fails[node.name] = status.with_plugin(plugin.name)
+                fails[node.name] = status
         return fails
 
     # --- scoring ------------------------------------------------------------------

@@ -67,13 +67,19 @@ class NodeSet:
 
     __slots__ = ("nodes", "names", "universe", "_taint_groups")
 
-    def __init__(self, nodes: Sequence[Node], universe: NodeIndex | None = None) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        universe: NodeIndex | None = None,
+        names: Iterable[str] | None = None,
+    ) -> None:
+        """`names`, when given, must be the candidates' names (saves a Python pass)."""
         self.nodes = list(nodes)
         if universe is None:
             universe = NodeIndex(self.nodes)
             self.names: frozenset[str] = universe.names
         else:
-            self.names = frozenset(n.name for n in self.nodes)
+            self.names = frozenset(names if names is not None else (n.name for n in self.nodes))
         self.universe = universe
         self._taint_groups: TaintGroups | None = None
 

@@ -1,0 +1,186 @@
+"""Static checks on the IR: names, overloads (arity, receiver style, argument types),
+homogeneous literals, constant regex / duration / timestamp literals, and the result type.
+
+This is the subset of cel-go's checker that decides what Kubernetes rejects at admission;
+messages follow cel-go's wording (``undeclared reference to 'x' (in container '')``,
+``found no matching overload for 'f' applied to 'string.(int)'``).
+"""
+
+from __future__ import annotations
+
+from celpy import celtypes as T
+
+from extender.cel.ast import Node
+from extender.cel.decls import DYN, Type, format_type, substitute, unify
+from extender.cel.environment import CompileError
+from extender.cel.lib import REGISTRY, UNSUPPORTED
+from extender.cel.lib.regex import PATTERN_ARGS, pattern_error
+from extender.cel.lib.stdlib import parse_go_duration
+
+TAINT_TYPE: Type = ("map", "string", "string")
+VARIABLES: dict[str, Type] = {"taint": TAINT_TYPE}
+TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
+                         "null_type", "type"})
+_MAP_KEYS = frozenset({"int", "uint", "bool", "string", DYN})
+
+
+def check(root: Node) -> Type:
+    """Annotate every node with ``.type``; raise CompileError on the first problem."""
+    t = _Checker().visit(root, {})
+    if t not in ("bool", DYN):
+        raise CompileError(f"expression must evaluate to bool, got {format_type(t)}")
+    return t
+
+
+class _Checker:
+    def visit(self, n: Node, scope: dict[str, Type]) -> Type:
+        n.type = getattr(self, "_" + n.kind)(n, scope)
+        return n.type
+
+    def _const(self, n: Node, scope: dict) -> Type:
+        return n.name
+
+    def _ident(self, n: Node, scope: dict) -> Type:
+        if n.value != "root" and n.name in scope:
+            return scope[n.name]
+        if n.name in VARIABLES:
+            return VARIABLES[n.name]
+        if n.name in TYPE_IDENTS:
+            return "type"
+        raise CompileError(f"undeclared reference to '{n.name}' (in container ''){n.where}")
+
+    def _select(self, n: Node, scope: dict) -> Type:
+        t = self.visit(n.target, scope)
+        return self._field(t, n.name, n.where)
+
+    def _has(self, n: Node, scope: dict) -> Type:
+        self._field(self.visit(n.target, scope), n.name, "")
+        return "bool"
+
+    @staticmethod
+    def _field(t: Type, name: str, where: str) -> Type:
+        if t == DYN:
+            return DYN
+        if isinstance(t, tuple) and t[0] == "map" and t[1] in ("string", DYN):
+            return t[2]
+        raise CompileError(f"type '{format_type(t)}' does not support field selection"
+                           f" ('.{name}'){where}")
+
+    def _list(self, n: Node, scope: dict) -> Type:
+        return ("list", self._homogeneous([self.visit(a, scope) for a in n.args]))
+
+    def _map(self, n: Node, scope: dict) -> Type:
+        types = [self.visit(a, scope) for a in n.args]
+        keys, values = types[0::2], types[1::2]
+        key = self._homogeneous(keys)
+        if key not in _MAP_KEYS:
+            raise CompileError(f"unsupported map key type: {format_type(key)}")
+        return ("map", key, self._homogeneous(values))
+
+    @staticmethod
+    def _homogeneous(types: list[Type]) -> Type:
+        """K8s HomogeneousAggregateLiterals: all elements of one type (dyn is wildcard)."""
+        first = next((t for t in types if t != DYN), DYN)
+        for t in types:
+            if not unify(t, first, {}):
+                raise CompileError(
+                    f"expected type '{format_type(first)}' but found '{format_type(t)}'"
+                )
+        return first
+
+    def _call(self, n: Node, scope: dict) -> Type:
+        target = [self.visit(n.target, scope)] if n.target is not None else []
+        args = target + [self.visit(a, scope) for a in n.args]
+        overloads = REGISTRY.get(n.name)
+        if not overloads:
+            if n.name in UNSUPPORTED:
+                raise CompileError(f"function {n.name} is not supported by this extender"
+                                   f" ({UNSUPPORTED[n.name]})")
+            raise CompileError(f"undeclared reference to '{n.name}' (in container '')"
+                               f"{n.where}")
+        results = []
+        member = n.target is not None
+        for ov in overloads:
+            if ov.member != member or len(ov.params) != len(args):
+                continue
+            b: dict = {}
+            if all(unify(a, p, b) for a, p in zip(args, ov.params, strict=True)):
+                results.append(substitute(ov.result, b))
+        if not results:
+            raise CompileError(f"found no matching overload for '{_display(n.name)}' applied"
+                               f" to '{_signature(args, member)}'{n.where}")
+        self._constant_args(n)
+        return results[0] if all(r == results[0] for r in results) else DYN
+
+    def _constant_args(self, n: Node) -> None:
+        """Constant regex patterns, durations and timestamps must be valid (K8s 1.29
+        literal validators)."""
+        args = ([n.target] if n.target is not None else []) + n.args
+        idx = PATTERN_ARGS.get(n.name)
+        if idx is not None and n.target is None:
+            idx = 1  # global matches(s, re)
+        if idx is not None and idx < len(args) and args[idx].kind == "const" and (
+            args[idx].name == "string"
+        ):
+            err = pattern_error(args[idx].value)
+            if err:
+                raise CompileError(err)
+        if n.name in ("duration", "timestamp") and args and args[0].kind == "const" and (
+            args[0].name == "string"
+        ):
+            try:
+                if n.name == "duration":
+                    parse_go_duration(args[0].value)
+                else:
+                    T.TimestampType(args[0].value)
+            except Exception:
+                raise CompileError(f"invalid {n.name} literal {args[0].value!r}") from None
+
+    def _comp(self, n: Node, scope: dict) -> Type:
+        rng = self.visit(n.target, scope)
+        if isinstance(rng, tuple) and rng[0] == "list":
+            first, second = ("int", rng[1]) if len(n.vars) == 2 else (rng[1], None)
+        elif isinstance(rng, tuple) and rng[0] == "map":
+            first, second = rng[1], rng[2]
+        elif rng == DYN:
+            first, second = DYN, DYN
+        else:
+            raise CompileError(f"expression of type '{format_type(rng)}' cannot be the range"
+                               " of a comprehension (must be list, map, or dynamic)")
+        inner = dict(scope)
+        inner[n.vars[0]] = first
+        if len(n.vars) == 2:
+            inner[n.vars[1]] = second
+        types = [self.visit(a, inner) for a in n.args]
+        name = n.name
+        quantifier = name in ("all", "exists", "exists_one", "existsOne", "filter")
+        # map/transform*: with two expressions the first one is a filter predicate
+        predicates = types if quantifier else (types[:1] if len(types) == 2 else [])
+        for t in predicates:
+            if t not in ("bool", DYN):
+                raise CompileError(f"{name}() predicate must be bool, got {format_type(t)}")
+        if name in ("all", "exists", "exists_one", "existsOne"):
+            return "bool"
+        if name in ("map", "transformList"):
+            return ("list", types[-1])
+        if name == "filter":
+            return ("list", first)
+        if name == "sortBy":
+            return rng if rng != DYN else ("list", DYN)
+        if name == "transformMap":
+            return ("map", first, types[-1])
+        last = types[-1]  # transformMapEntry: the expression must build a map
+        if not (last == DYN or (isinstance(last, tuple) and last[0] == "map")):
+            raise CompileError(f"transformMapEntry() expression must be a map, got "
+                               f"{format_type(last)}")
+        return last
+
+
+def _display(name: str) -> str:
+    return {"@in": "@in", "_[_]": "_[_]"}.get(name, name)
+
+
+def _signature(args: list[Type], member: bool) -> str:
+    if member:
+        return f"{format_type(args[0])}.({', '.join(format_type(a) for a in args[1:])})"
+    return f"({', '.join(format_type(a) for a in args)})"

@@ -1,0 +1,48 @@
+"""The library registry: every declared overload, its runtime callable and cost.
+
+``SIGNATURES`` feed the validator (``extender.cel.decls``); ``FUNCTIONS`` is the mapping
+handed to cel-python (operators and built-ins are overridden by name); ``UNSUPPORTED``
+lists Kubernetes CEL functions this extender deliberately does not implement, so that
+using one fails compilation with a message naming it instead of silently misbehaving.
+"""
+
+from __future__ import annotations
+
+from extender.cel.decls import build_registry
+from extender.cel.lib import compare, lists, quantity, regex, semver, sets, stdlib, strings
+
+_MODULES = (stdlib, strings, regex, sets, lists, semver, quantity, compare)
+
+SIGNATURES: list[str] = [sig for m in _MODULES for sig in m.SIGNATURES]
+FUNCTIONS: dict = {}
+for _m in _MODULES:
+    FUNCTIONS.update(_m.FUNCTIONS)
+
+#: name -> why it is unsupported (all are part of the Kubernetes 1.35 base environment).
+UNSUPPORTED: dict[str, str] = {
+    "format": "cel-go's locale-dependent string formatting is not reproduced",
+    "optional.of": "optional types are not supported",
+    "optional.ofNonZeroValue": "optional types are not supported",
+    "optional.none": "optional types are not supported",
+    "hasValue": "optional types are not supported",
+    "value": "optional types are not supported",
+    "orValue": "optional types are not supported",
+    "or": "optional types are not supported",
+    "first": "optional types are not supported",
+    "last": "optional types are not supported",
+    "url": "the urls library is not supported", "isURL": "the urls library is not supported",
+    "getScheme": "the urls library is not supported",
+    "getHost": "the urls library is not supported",
+    "getHostname": "the urls library is not supported",
+    "getPort": "the urls library is not supported",
+    "getEscapedPath": "the urls library is not supported",
+    "getQuery": "the urls library is not supported",
+    "format.named": "the format library is not supported",
+    "validate": "the format library is not supported",
+}
+for _f in ("dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName",
+           "dns1123LabelPrefix", "dns1123SubdomainPrefix", "dns1035LabelPrefix",
+           "labelValue", "uri", "uuid", "byte", "date", "datetime"):
+    UNSUPPORTED[f"format.{_f}"] = "the format library is not supported"
+
+REGISTRY = build_registry(SIGNATURES)

@@ -1,0 +1,201 @@
+"""cel-go ``ext.Lists`` version 3 and the Kubernetes ``lists`` library (v0).
+
+ext.Lists: ``slice flatten distinct reverse sort lists.range`` (and the ``sortBy`` macro,
+implemented in the evaluator).  K8s: ``isSorted sum min max indexOf lastIndexOf``.
+``indexOf``/``lastIndexOf`` are shared with ext strings: cel-python has one callable per
+name, so the implementation dispatches on the receiver's kind.
+"""
+
+from __future__ import annotations
+
+import datetime
+from functools import cmp_to_key
+from typing import Any
+
+from celpy import celtypes as T
+
+from extender.cel.lib import strings
+from extender.cel.values import (
+    ORDERED,
+    EvalError,
+    cel_compare,
+    cel_equal,
+    cel_function,
+    check_int,
+    check_uint,
+    kind,
+    want,
+)
+
+
+def _int(v: Any) -> int:
+    want(v, "int")
+    return int(v)
+
+
+@cel_function("slice")
+def slice_(items: Any, start: Any, end: Any) -> Any:
+    want(items, "list")
+    a, b = _int(start), _int(end)
+    if a < 0 or b < 0:
+        raise EvalError(f"cannot slice({a}, {b}), negative indexes not supported")
+    if a > b:
+        raise EvalError(
+            f"cannot slice({a}, {b}), start index must be less than or equal to end index"
+        )
+    if b > len(items):
+        raise EvalError(f"cannot slice({a}, {b}), list is length {len(items)}")
+    return T.ListType(items[a:b])
+
+
+def _flatten(items: list, depth: int) -> list:
+    out: list = []
+    for x in items:
+        if kind(x) == "list" and depth > 0:
+            out.extend(_flatten(x, depth - 1))
+        else:
+            out.append(x)
+    return out
+
+
+@cel_function("flatten")
+def flatten(items: Any, depth: Any = None) -> Any:
+    want(items, "list")
+    d = 1 if depth is None else _int(depth)
+    if d < 0:
+        raise EvalError("level must be non-negative")
+    return T.ListType(_flatten(items, d))
+
+
+@cel_function("distinct")
+def distinct(items: Any) -> Any:
+    want(items, "list")
+    out: list = []
+    for x in items:
+        if not any(cel_equal(x, y) for y in out):
+            out.append(x)
+    return T.ListType(out)
+
+
+@cel_function("lists.range")
+def range_(n: Any) -> Any:
+    return T.ListType([T.IntType(i) for i in range(max(0, _int(n)))])
+
+
+@cel_function("reverse")
+def reverse(items: Any) -> Any:
+    want(items, "list")
+    return T.ListType(list(reversed(items)))
+
+
+def _check_sortable(items: list) -> None:
+    kinds = {kind(x) for x in items}
+    if len(kinds) > 1:
+        raise EvalError("list elements must have the same type")
+    if kinds and not kinds <= ORDERED:
+        raise EvalError(f"list elements of type {kinds.pop()} are not comparable")
+
+
+def sort_values(items: list, keys: list | None = None) -> list:
+    """Stable sort by CEL ordering (of ``keys`` when given, as for ``sortBy``)."""
+    basis = items if keys is None else keys
+    _check_sortable(basis)
+    order = sorted(range(len(items)), key=cmp_to_key(lambda i, j: cel_compare(basis[i],
+                                                                              basis[j])))
+    return [items[i] for i in order]
+
+
+@cel_function("sort")
+def sort(items: Any) -> Any:
+    want(items, "list")
+    return T.ListType(sort_values(list(items)))
+
+
+@cel_function("isSorted")
+def is_sorted(items: Any) -> Any:
+    want(items, "list")
+    return T.BoolType(all(cel_compare(a, b) <= 0 for a, b in zip(items, items[1:],
+                                                                  strict=False)))
+
+
+@cel_function("sum")
+def sum_(items: Any) -> Any:
+    want(items, "list")
+    if not items:
+        return T.IntType(0)
+    k = kind(items[0])
+    if any(kind(x) != k for x in items):
+        raise EvalError("sum of list elements of different types")
+    if k == "int":
+        return check_int(sum(int(x) for x in items))
+    if k == "uint":
+        return check_uint(sum(int(x) for x in items))
+    if k == "double":
+        total = 0.0
+        for x in items:
+            total += float(x)
+        return T.DoubleType(total)
+    if k == "duration":
+        return T.DurationType(sum(items, datetime.timedelta(0)))
+    raise TypeError(k)
+
+
+def _extreme(items: Any, name: str, sign: int) -> Any:
+    want(items, "list")
+    if not items:
+        raise EvalError(f"{name}(list) argument must not be empty")
+    best = items[0]
+    for x in items[1:]:
+        if cel_compare(x, best) * sign > 0:
+            best = x
+    return best
+
+
+@cel_function("min")
+def min_(items: Any) -> Any:
+    return _extreme(items, "min", -1)
+
+
+@cel_function("max")
+def max_(items: Any) -> Any:
+    return _extreme(items, "max", 1)
+
+
+@cel_function("indexOf")
+def index_of(target: Any, item: Any, offset: Any = None) -> Any:
+    if kind(target) == "string":
+        return strings.index_of_string(target, item, offset)
+    want(target, "list")
+    if offset is not None:
+        raise TypeError("list.indexOf takes one argument")
+    return T.IntType(next((i for i, x in enumerate(target) if cel_equal(x, item)), -1))
+
+
+@cel_function("lastIndexOf")
+def last_index_of(target: Any, item: Any, offset: Any = None) -> Any:
+    if kind(target) == "string":
+        return strings.last_index_of_string(target, item, offset)
+    want(target, "list")
+    if offset is not None:
+        raise TypeError("list.lastIndexOf takes one argument")
+    for i in range(len(target) - 1, -1, -1):
+        if cel_equal(target[i], item):
+            return T.IntType(i)
+    return T.IntType(-1)
+
+
+SIGNATURES = [
+    "list(A).slice(int, int) -> list(A)", "list(A).flatten() -> list(dyn)",
+    "list(A).flatten(int) -> list(dyn)", "list(A).distinct() -> list(A)",
+    "lists.range(int) -> list(int)", "list(A).reverse() -> list(A)",
+    "list(A).sort() -> list(A)",
+    "list(A).isSorted() -> bool", "list(int).sum() -> int", "list(uint).sum() -> uint",
+    "list(double).sum() -> double", "list(duration).sum() -> duration",
+    "list(A).min() -> A", "list(A).max() -> A",
+    "list(A).indexOf(A) -> int", "list(A).lastIndexOf(A) -> int",
+]
+FUNCTIONS = {
+    "slice": slice_, "flatten": flatten, "distinct": distinct, "lists.range": range_,
+    "reverse": reverse, "sort": sort, "isSorted": is_sorted, "sum": sum_, "min": min_,
+    "max": max_, "indexOf": index_of, "lastIndexOf": last_index_of,
+}

@@ -1,0 +1,97 @@
+"""RE2 regular expressions: CEL ``matches`` and the Kubernetes ``find``/``findAll``.
+
+Go's ``regexp`` is RE2 (no backtracking, leftmost-first); google-re2 gives the same
+engine, so ``(a+)+$`` on a long input is linear.  ``findAll`` follows Go's
+``FindAllString`` rule that an empty match directly after the previous match is dropped
+(spec cel.md §1.2), which Python's and google-re2's ``findall`` do not.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import re2
+from celpy import celtypes as T
+
+from extender.cel.values import EvalError, cel_function, want
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # RE2 would log every failed compile to stderr via absl
+
+
+@lru_cache(maxsize=512)
+def _compile(pattern: str) -> tuple[Any, str | None]:
+    try:
+        return re2.compile(pattern, _OPTIONS), None
+    except re2.error as exc:
+        return None, str(exc) or "invalid pattern"
+
+
+def compile_pattern(pattern: str) -> Any:
+    """Compiled RE2 pattern (cached, including failures); EvalError when invalid."""
+    rx, err = _compile(str(pattern))
+    if rx is None:
+        raise EvalError(f"invalid regular expression {str(pattern)!r}: {err}")
+    return rx
+
+
+def pattern_error(pattern: str) -> str | None:
+    """Compile-time check of a constant pattern: the error message, or None."""
+    rx, err = _compile(pattern)
+    return None if rx is not None else f"invalid regular expression {pattern!r}: {err}"
+
+
+@cel_function("matches")
+def matches(text: Any, pattern: Any) -> Any:
+    want(text, "string")
+    want(pattern, "string")
+    return T.BoolType(compile_pattern(pattern).search(str(text)) is not None)
+
+
+@cel_function("find")
+def find(text: Any, pattern: Any) -> Any:
+    want(text, "string")
+    want(pattern, "string")
+    m = compile_pattern(pattern).search(str(text))
+    return T.StringType(m.group() if m is not None else "")
+
+
+def go_find_all(rx: Any, s: str, n: int = -1) -> list[str]:
+    """Go ``FindAllString(s, n)``: drop an empty match adjacent to the previous match."""
+    out: list[str] = []
+    pos, prev_end = 0, -1
+    while (n < 0 or len(out) < n) and pos <= len(s):
+        m = rx.search(s, pos)
+        if m is None:
+            break
+        a, b = m.span()
+        if not (a == b and a == prev_end):
+            out.append(m.group())
+        pos = a + 1 if a == b else b
+        prev_end = b
+    return out
+
+
+@cel_function("findAll")
+def find_all(text: Any, pattern: Any, limit: Any = None) -> Any:
+    want(text, "string")
+    want(pattern, "string")
+    n = -1
+    if limit is not None:
+        want(limit, "int")
+        n = int(limit)
+        if n == 0:
+            return T.ListType([])
+    found = go_find_all(compile_pattern(pattern), str(text), n)
+    return T.ListType([T.StringType(x) for x in found])
+
+
+SIGNATURES = [
+    "matches(string, string) -> bool", "string.matches(string) -> bool",
+    "string.find(string) -> string", "string.findAll(string) -> list(string)",
+    "string.findAll(string, int) -> list(string)",
+]
+FUNCTIONS = {"matches": matches, "find": find, "findAll": find_all}
+#: (function name, index of the pattern argument incl. receiver) checked at compile time
+PATTERN_ARGS = {"matches": 1, "find": 1, "findAll": 1}

@@ -1,0 +1,501 @@
+"""CEL standard library fixes on top of cel-python (spec cel.md §2.9, Part 3 item 3).
+
+cel-python's built-ins are lenient where cel-go is strict (``int(' 1')``, ``'abc'[0]``,
+``[1,2][-1]``, ``string(true) == 'True'``) and lack heterogeneous equality and K8s'
+cross-type numeric ordering.  These overrides are registered under the same names, so
+cel-python's evaluator calls them for operators, indexing and conversions.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from decimal import Decimal
+from typing import Any
+
+from celpy import celtypes as T
+
+from extender.cel.values import (
+    INT64_MAX,
+    INT64_MIN,
+    NUMERIC,
+    UINT64_MAX,
+    EvalError,
+    cel_compare,
+    cel_equal,
+    cel_function,
+    check_int,
+    check_uint,
+    kind,
+    map_get,
+    want,
+)
+
+B = T.BoolType
+
+
+def _same(a: Any, b: Any, *kinds: str) -> str:
+    ka, kb = kind(a), kind(b)
+    if ka != kb or ka not in kinds:
+        raise TypeError(f"{ka}, {kb}")
+    return ka
+
+
+@cel_function("_+_")
+def add(a: Any, b: Any) -> Any:
+    ka, kb = kind(a), kind(b)
+    if ka == kb == "int":
+        return check_int(int(a) + int(b))
+    if ka == kb == "uint":
+        return check_uint(int(a) + int(b))
+    if ka == kb == "double":
+        return T.DoubleType(float(a) + float(b))
+    if ka == kb == "string":
+        return T.StringType(str.__add__(a, b))
+    if ka == kb == "bytes":
+        return T.BytesType(bytes.__add__(a, b))
+    if ka == kb == "list":
+        return T.ListType(list(a) + list(b))
+    if {ka, kb} <= {"timestamp", "duration"} and (ka, kb) != ("timestamp", "timestamp"):
+        return a + b
+    raise TypeError(f"{ka} + {kb}")
+
+
+@cel_function("_-_")
+def sub(a: Any, b: Any) -> Any:
+    k = kind(a)
+    if (k, kind(b)) in (("timestamp", "timestamp"), ("timestamp", "duration"),
+                        ("duration", "duration")):
+        return a - b
+    k = _same(a, b, "int", "uint", "double")
+    if k == "int":
+        return check_int(int(a) - int(b))
+    if k == "uint":
+        return check_uint(int(a) - int(b))
+    return T.DoubleType(float(a) - float(b))
+
+
+@cel_function("_*_")
+def mul(a: Any, b: Any) -> Any:
+    k = _same(a, b, "int", "uint", "double")
+    if k == "int":
+        return check_int(int(a) * int(b))
+    if k == "uint":
+        return check_uint(int(a) * int(b))
+    return T.DoubleType(float(a) * float(b))
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+@cel_function("_/_")
+def div(a: Any, b: Any) -> Any:
+    k = _same(a, b, "int", "uint", "double")
+    if k == "double":
+        fa, fb = float(a), float(b)
+        if fb == 0.0:
+            if fa == 0.0 or math.isnan(fa):
+                return T.DoubleType(math.nan)
+            return T.DoubleType(math.copysign(math.inf, fa) * math.copysign(1.0, fb))
+        return T.DoubleType(fa / fb)
+    if int(b) == 0:
+        raise EvalError("division by zero")
+    q = _trunc_div(int(a), int(b))
+    return check_int(q) if k == "int" else check_uint(q)
+
+
+@cel_function("_%_")
+def mod(a: Any, b: Any) -> Any:
+    k = _same(a, b, "int", "uint")
+    if int(b) == 0:
+        raise EvalError("modulus by zero")
+    r = int(a) - _trunc_div(int(a), int(b)) * int(b)
+    return T.IntType(r) if k == "int" else T.UintType(r)
+
+
+@cel_function("-_")
+def neg(a: Any) -> Any:
+    k = kind(a)
+    if k == "int":
+        return check_int(-int(a))
+    if k == "double":
+        return T.DoubleType(-float(a))
+    if k == "duration":
+        return -a
+    raise TypeError(k)
+
+
+@cel_function("!_")
+def logical_not(a: Any) -> Any:
+    want(a, "bool")
+    return B(not a)
+
+
+@cel_function("_==_")
+def eq(a: Any, b: Any) -> Any:
+    return B(cel_equal(a, b))
+
+
+@cel_function("_!=_")
+def ne(a: Any, b: Any) -> Any:
+    return B(not cel_equal(a, b))
+
+
+@cel_function("_<_")
+def lt(a: Any, b: Any) -> Any:
+    return B(cel_compare(a, b) < 0)
+
+
+@cel_function("_<=_")
+def le(a: Any, b: Any) -> Any:
+    return B(cel_compare(a, b) <= 0)
+
+
+@cel_function("_>_")
+def gt(a: Any, b: Any) -> Any:
+    return B(cel_compare(a, b) > 0)
+
+
+@cel_function("_>=_")
+def ge(a: Any, b: Any) -> Any:
+    return B(cel_compare(a, b) >= 0)
+
+
+@cel_function("@in")
+def in_(item: Any, container: Any) -> Any:
+    k = kind(container)
+    if k == "list":
+        return B(any(cel_equal(item, x) for x in container))
+    if k == "map":
+        return B(map_get(container, item) is not _missing())
+    raise TypeError(k)
+
+
+def _missing() -> object:
+    from extender.cel.values import _MISSING
+
+    return _MISSING
+
+
+def _list_index(container: list, index: Any) -> int:
+    k = kind(index)
+    if k == "double":
+        f = float(index)
+        if not f.is_integer():
+            raise EvalError(f"unsupported index value {f}")
+        i = int(f)
+    elif k in ("int", "uint"):
+        i = int(index)
+    else:
+        raise TypeError(k)
+    if i < 0 or i >= len(container):
+        raise EvalError(f"index out of range: {i}")
+    return i
+
+
+@cel_function("_[_]")
+def index(container: Any, key: Any) -> Any:
+    k = kind(container)
+    if k == "list":
+        return container[_list_index(container, key)]
+    if k == "map":
+        value = map_get(container, key)
+        if value is _missing():
+            raise EvalError(f"no such key: {key!s}")
+        return value
+    raise TypeError(k)
+
+
+@cel_function("size")
+def size(v: Any) -> Any:
+    k = kind(v)
+    if k in ("string", "bytes", "list", "map"):
+        return T.IntType(len(v))
+    raise TypeError(k)
+
+
+@cel_function("contains")
+def contains(s: Any, sub_: Any) -> Any:
+    _same(s, sub_, "string")
+    return B(str.__contains__(s, sub_))
+
+
+@cel_function("startsWith")
+def starts_with(s: Any, prefix: Any) -> Any:
+    _same(s, prefix, "string")
+    return B(str.startswith(s, prefix))
+
+
+@cel_function("endsWith")
+def ends_with(s: Any, suffix: Any) -> Any:
+    _same(s, suffix, "string")
+    return B(str.endswith(s, suffix))
+
+
+# --- conversions (cel-go semantics) -------------------------------------------------
+
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_UINT_RE = re.compile(r"[0-9]+")
+_FLOAT_RE = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
+    re.IGNORECASE,
+)
+
+
+@cel_function("int")
+def to_int(v: Any) -> Any:
+    k = kind(v)
+    if k in ("int", "uint"):
+        return check_int(int(v))
+    if k == "double":
+        f = float(v)
+        if math.isnan(f) or f <= INT64_MIN or f >= INT64_MAX:
+            raise EvalError("integer overflow")
+        return T.IntType(int(f))
+    if k == "string":
+        if not _INT_RE.fullmatch(v):
+            raise EvalError(f"cannot parse {str(v)!r} as int")
+        return check_int(int(v))
+    if k == "timestamp":
+        return T.IntType(int(v.timestamp()))
+    raise TypeError(k)
+
+
+@cel_function("uint")
+def to_uint(v: Any) -> Any:
+    k = kind(v)
+    if k in ("int", "uint"):
+        return check_uint(int(v))
+    if k == "double":
+        f = float(v)
+        if math.isnan(f) or f < 0 or f >= UINT64_MAX:
+            raise EvalError("unsigned integer overflow")
+        return T.UintType(int(f))
+    if k == "string":
+        if not _UINT_RE.fullmatch(v):
+            raise EvalError(f"cannot parse {str(v)!r} as uint")
+        return check_uint(int(v))
+    raise TypeError(k)
+
+
+@cel_function("double")
+def to_double(v: Any) -> Any:
+    k = kind(v)
+    if k in NUMERIC:
+        return T.DoubleType(float(v))
+    if k == "string":
+        if not _FLOAT_RE.fullmatch(v):
+            raise EvalError(f"cannot parse {str(v)!r} as double")
+        f = float(v)
+        if math.isinf(f) and "inf" not in v.lower():
+            raise EvalError(f"value out of range: {str(v)!r}")
+        return T.DoubleType(f)
+    raise TypeError(k)
+
+
+def go_format_double(f: float) -> str:
+    """Go ``strconv.FormatFloat(f, 'g', -1, 64)`` (what cel-go's string(double) yields)."""
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "+Inf" if f > 0 else "-Inf"
+    if f == 0:
+        return "-0" if math.copysign(1.0, f) < 0 else "0"
+    sign, digits, exp = Decimal(repr(f)).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    point = len(digits) + int(exp)  # position of the decimal point within ds
+    x = point - 1  # decimal exponent
+    neg = "-" if sign else ""
+    if x < -4 or x >= 6:  # shortest 'g' uses %e when exp < -4 || exp >= 6
+        mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
+        return f"{neg}{mant}e{'-' if x < 0 else '+'}{abs(x):02d}"
+    if point <= 0:
+        return f"{neg}0.{'0' * -point}{ds}"
+    if point >= len(ds):
+        return f"{neg}{ds}{'0' * (point - len(ds))}"
+    return f"{neg}{ds[:point]}.{ds[point:]}"
+
+
+def go_format_duration_seconds(d: datetime.timedelta) -> str:
+    """cel-go string(duration): seconds with the shortest fraction, e.g. ``1.5s``."""
+    micros = (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+    text = format(Decimal(micros) / Decimal(1_000_000), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text + "s"
+
+
+@cel_function("string")
+def to_string(v: Any) -> Any:
+    k = kind(v)
+    if k == "string":
+        return v
+    if k == "bool":
+        return T.StringType("true" if v else "false")
+    if k in ("int", "uint"):
+        return T.StringType(str(int(v)))
+    if k == "double":
+        return T.StringType(go_format_double(float(v)))
+    if k == "bytes":
+        try:
+            return T.StringType(bytes(v).decode("utf-8"))
+        except UnicodeDecodeError:
+            raise EvalError("invalid UTF-8 in bytes") from None
+    if k == "timestamp":
+        return T.StringType(str(v))
+    if k == "duration":
+        return T.StringType(go_format_duration_seconds(v))
+    conv = getattr(v, "cel_string", None)
+    if conv is not None:
+        return T.StringType(conv())
+    raise TypeError(k)
+
+
+_BOOL_STRINGS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+                 "0": False, "f": False, "F": False, "FALSE": False, "false": False,
+                 "False": False}
+
+
+@cel_function("bool")
+def to_bool(v: Any) -> Any:
+    k = kind(v)
+    if k == "bool":
+        return v
+    if k == "string":
+        if str(v) not in _BOOL_STRINGS:
+            raise EvalError(f"cannot parse {str(v)!r} as bool")
+        return B(_BOOL_STRINGS[str(v)])
+    raise TypeError(k)
+
+
+@cel_function("bytes")
+def to_bytes(v: Any) -> Any:
+    k = kind(v)
+    if k == "bytes":
+        return v
+    if k == "string":
+        return T.BytesType(str(v).encode("utf-8", "surrogatepass"))
+    raise TypeError(k)
+
+
+_DURATION_RE = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": Decimal(1), "us": Decimal(10**3), "µs": Decimal(10**3),
+                   "μs": Decimal(10**3), "ms": Decimal(10**6), "s": Decimal(10**9),
+                   "m": Decimal(60 * 10**9), "h": Decimal(3600 * 10**9)}
+
+
+def parse_go_duration(text: str) -> datetime.timedelta:
+    """Go ``time.ParseDuration`` (microsecond resolution: Python timedelta)."""
+    s = text
+    sign = 1
+    if s[:1] in "+-" and s:
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    if s == "0":
+        return datetime.timedelta(0)
+    if not s:
+        raise EvalError(f"invalid duration {text!r}")
+    total = Decimal(0)
+    pos = 0
+    while pos < len(s):
+        m = _DURATION_RE.match(s, pos)
+        if not m or m.group(1) in ("", "."):
+            raise EvalError(f"invalid duration {text!r}")
+        total += Decimal(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    nanos = int(total) * sign
+    if abs(nanos) > INT64_MAX:
+        raise EvalError(f"invalid duration {text!r}")
+    return datetime.timedelta(microseconds=nanos // 1000 if nanos >= 0 else -((-nanos) // 1000))
+
+
+@cel_function("duration")
+def to_duration(v: Any) -> Any:
+    k = kind(v)
+    if k == "duration":
+        return v
+    if k == "string":
+        return T.DurationType(parse_go_duration(str(v)))
+    raise TypeError(k)
+
+
+@cel_function("timestamp")
+def to_timestamp(v: Any) -> Any:
+    k = kind(v)
+    if k == "timestamp":
+        return v
+    if k == "string":
+        try:
+            return T.TimestampType(str(v))
+        except Exception as exc:
+            raise EvalError(f"invalid timestamp {str(v)!r}") from exc
+    if k == "int":
+        return T.TimestampType(datetime.datetime.fromtimestamp(int(v), tz=datetime.UTC))
+    raise TypeError(k)
+
+
+@cel_function("dyn")
+def dyn(v: Any) -> Any:
+    return v
+
+
+SIGNATURES = [
+    # operators (names as cel-python calls them; checked by the validator)
+    "_+_(int, int) -> int", "_+_(uint, uint) -> uint", "_+_(double, double) -> double",
+    "_+_(string, string) -> string", "_+_(bytes, bytes) -> bytes",
+    "_+_(list(A), list(A)) -> list(A)", "_+_(timestamp, duration) -> timestamp",
+    "_+_(duration, timestamp) -> timestamp", "_+_(duration, duration) -> duration",
+    "_-_(int, int) -> int", "_-_(uint, uint) -> uint", "_-_(double, double) -> double",
+    "_-_(timestamp, timestamp) -> duration", "_-_(timestamp, duration) -> timestamp",
+    "_-_(duration, duration) -> duration",
+    "_*_(int, int) -> int", "_*_(uint, uint) -> uint", "_*_(double, double) -> double",
+    "_/_(int, int) -> int", "_/_(uint, uint) -> uint", "_/_(double, double) -> double",
+    "_%_(int, int) -> int", "_%_(uint, uint) -> uint",
+    "-_(int) -> int", "-_(double) -> double", "-_(duration) -> duration",
+    "!_(bool) -> bool",
+    "_&&_(bool, bool) -> bool", "_||_(bool, bool) -> bool", "_?_:_(bool, A, A) -> A",
+    "_==_(A, A) -> bool", "_!=_(A, A) -> bool",
+    "@in(A, list(A)) -> bool", "@in(A, map(A, B)) -> bool",
+    "_[_](list(A), int) -> A", "_[_](list(A), uint) -> A", "_[_](map(K, V), K) -> V",
+    "size(string) -> int", "size(bytes) -> int", "size(list(A)) -> int",
+    "size(map(K, V)) -> int", "string.size() -> int", "bytes.size() -> int",
+    "list(A).size() -> int", "map(K, V).size() -> int",
+    "string.contains(string) -> bool", "string.startsWith(string) -> bool",
+    "string.endsWith(string) -> bool",
+    "int(int) -> int", "int(uint) -> int", "int(double) -> int", "int(string) -> int",
+    "int(timestamp) -> int",
+    "uint(uint) -> uint", "uint(int) -> uint", "uint(double) -> uint", "uint(string) -> uint",
+    "double(double) -> double", "double(int) -> double", "double(uint) -> double",
+    "double(string) -> double",
+    "string(string) -> string", "string(bool) -> string", "string(int) -> string",
+    "string(uint) -> string", "string(double) -> string", "string(bytes) -> string",
+    "string(timestamp) -> string", "string(duration) -> string",
+    "bool(bool) -> bool", "bool(string) -> bool",
+    "bytes(bytes) -> bytes", "bytes(string) -> bytes",
+    "duration(duration) -> duration", "duration(string) -> duration",
+    "timestamp(timestamp) -> timestamp", "timestamp(string) -> timestamp",
+    "timestamp(int) -> timestamp",
+    "dyn(A) -> dyn", "type(A) -> type",
+]
+for _op in ("_<_", "_<=_", "_>_", "_>=_"):
+    SIGNATURES += [f"{_op}({t}, {t}) -> bool" for t in ("bool", "string", "bytes",
+                                                         "timestamp", "duration")]
+    SIGNATURES += [f"{_op}({a}, {b}) -> bool" for a in ("int", "uint", "double")
+                   for b in ("int", "uint", "double")]
+for _acc in ("getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek",
+             "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds"):
+    SIGNATURES += [f"timestamp.{_acc}() -> int", f"timestamp.{_acc}(string) -> int"]
+for _acc in ("getHours", "getMinutes", "getSeconds", "getMilliseconds"):
+    SIGNATURES.append(f"duration.{_acc}() -> int")
+
+FUNCTIONS = {
+    "_+_": add, "_-_": sub, "_*_": mul, "_/_": div, "_%_": mod, "-_": neg, "!_": logical_not,
+    "_==_": eq, "_!=_": ne, "_<_": lt, "_<=_": le, "_>_": gt, "_>=_": ge,
+    "_in_": in_, "@in": in_, "_[_]": index, "size": size, "contains": contains,
+    "startsWith": starts_with, "endsWith": ends_with, "int": to_int, "uint": to_uint,
+    "double": to_double, "string": to_string, "bool": to_bool, "bytes": to_bytes,
+    "duration": to_duration, "timestamp": to_timestamp, "dyn": dyn,
+}

@@ -1,0 +1,50 @@
+"""Hard limits for CEL toleration expressions (KEP-5500, spec cel.md §1.4/§1.6, semantics §0.7).
+
+All numbers the validator, the cost model and the runtime share live here so that the
+admission-style check and the runtime guard can never disagree.
+"""
+
+from __future__ import annotations
+
+#: KEP-5500 ``CELTolerationExpressionMaxLength`` (10 KiB, measured in UTF-8 bytes).
+MAX_EXPRESSION_BYTES = 10 * 1024
+
+#: KEP-5500 ``CELTolerationExpressionMaxCost`` = apiserver ``PerCallLimit``; used both as the
+#: static estimate limit and as the runtime budget.
+MAX_COST = 1_000_000
+
+#: Declared maximum sizes of the taint fields used by the cost estimator.  KEP-5500 gives no
+#: numbers; these follow node-taint validation: key = qualified name (253-char DNS subdomain
+#: prefix + "/" + 63-char name), value = label value, effect = longest enum value.
+TAINT_KEY_MAX = 317
+TAINT_VALUE_MAX = 63
+TAINT_EFFECT_MAX = 16
+
+#: Maximum nesting depth of the expression tree (calls, operators, literals, macros; a
+#: parenthesis alone does not count).  cel-go's parser stops at 250 recursion levels; we
+#: use a lower bound so that evaluation stays far below Python's default recursion limit
+#: even on a deep server call stack (see ``extender.cel.environment``).
+MAX_NESTING_DEPTH = 100
+
+#: Default wall-clock guard per evaluation.  The 1M cost budget is a correctness guard
+#: (cel-python needs seconds for 1M units); this is the latency guard.
+DEFAULT_EVAL_TIMEOUT = 0.1
+
+#: Error messages in CelOutcome / compile_error are truncated to this many characters.
+MAX_MESSAGE_CHARS = 300
+
+#: Cost charged per comprehension iteration on top of the loop step.  cel-go charges ~3
+#: (loop condition + accumulator); cel-python additionally clones an activation per element,
+#: which costs about as much as five more selections, so we charge 8.  Estimate and runtime
+#: use the same constant.  Consequence (deliberate): a 50x50x50 nested ``all`` over list
+#: literals (~125k iterations) is rejected by the estimate, where cel-go would accept it.
+ITERATION_COST = 8
+
+#: cel-go unit costs (checker/cost.go, common/cost.go).
+STRING_TRAVERSAL_FACTOR = 0.1
+REGEX_LENGTH_FACTOR = 0.25
+LIST_CREATE_COST = 10
+MAP_CREATE_COST = 30
+
+#: "Unknown size" in the estimator (cel-go uses max uint64).
+UNBOUNDED = 2**64 - 1
