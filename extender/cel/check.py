@@ -89,8 +89,6 @@ class _Checker:
         return first
 
     def _call(self, n: Node, scope: dict) -> Type:
-        target = [self.visit(n.target, scope)] if n.target is not None else []
-        args = target + [self.visit(a, scope) for a in n.args]
         overloads = REGISTRY.get(n.name)
         if not overloads:
             if n.name in UNSUPPORTED:
@@ -98,6 +96,8 @@ class _Checker:
                                    f" ({UNSUPPORTED[n.name]})")
             raise CompileError(f"undeclared reference to '{n.name}' (in container '')"
                                f"{n.where}")
+        target = [self.visit(n.target, scope)] if n.target is not None else []
+        args = target + [self.visit(a, scope) for a in n.args]
         results = []
         member = n.target is not None
         for ov in overloads:

@@ -173,8 +173,12 @@ class CompiledTerm:
             result = result & req.matching_names(index, universe)
             if not result:
                 return result
-        for req in self.fields:
-            result = result & req.matching_names(universe)
+        if self.fields:
+            nameless = "" in result  # a node without a name ignores matchFields
+            for req in self.fields:
+                result = result & req.matching_names(universe)
+            if nameless:
+                result = result | {""}
         return result
 
 

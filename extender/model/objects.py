@@ -23,9 +23,11 @@ class Taint:
     effect: str = ""
 
     def __str__(self) -> str:
-        """Upstream `Taint.ToString`: `key=value:effect`, parts omitted when empty."""
-        text = self.key if not self.value else f"{self.key}={self.value}"
-        return f"{text}:{self.effect}" if self.effect else text
+        """Upstream `Taint.ToString`: `key=value:effect`; `key=value:` when only the
+        effect is empty; `key:effect` or `key` when the value is empty."""
+        if not self.value:
+            return f"{self.key}:{self.effect}" if self.effect else self.key
+        return f"{self.key}={self.value}:{self.effect}"
 
 
 @dataclass(frozen=True, slots=True)

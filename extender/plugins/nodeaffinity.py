@@ -34,7 +34,9 @@ REJECTED = unschedulable(ERR_REASON_POD)
 
 def _node_names_of(selector: NodeSelector) -> set[str] | None:
     """Names a selector restricts nodes to via `matchFields metadata.name In`, or None
-    when some term does not restrict (upstream `getPodNodeNames` per selector)."""
+    when some term does not restrict or there are no terms (upstream `getPodNodeNames`)."""
+    if not selector.terms:
+        return None
     union: set[str] = set()
     for term in selector.terms:
         names: set[str] | None = None

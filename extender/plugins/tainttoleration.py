@@ -41,6 +41,13 @@ class TaintToleration:
             details = (f"taint {taint} is not tolerated", *matcher.explain(taint))
         return unschedulable(ERR_REASON_UNTOLERATED, *details)
 
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeSet):
+        """A malformed tolerations annotation rejects every node before any Filter runs
+        (upstream master also has a PreFilter here, for deferred-resize pods)."""
+        if pod.tolerations_error:
+            return None, unschedulable(pod.tolerations_error)
+        return None, Status()
+
     def filter(self, state: CycleState, pod: Pod, node: Node) -> Status:
         if pod.tolerations_error:
             return unschedulable(pod.tolerations_error)

@@ -45,4 +45,9 @@ for _f in ("dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName",
            "labelValue", "uri", "uuid", "byte", "date", "datetime"):
     UNSUPPORTED[f"format.{_f}"] = "the format library is not supported"
 
+for _f in ("ip", "isIP", "ip.isCanonical", "family", "isUnspecified", "isLoopback",
+           "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "cidr", "isCIDR",
+           "containsIP", "containsCIDR", "masked", "prefixLength"):
+    UNSUPPORTED[_f] = "the ip and cidr libraries are not supported"
+
 REGISTRY = build_registry(SIGNATURES)

@@ -25,7 +25,10 @@ def _compile(pattern: str) -> tuple[Any, str | None]:
     try:
         return re2.compile(pattern, _OPTIONS), None
     except re2.error as exc:
-        return None, str(exc) or "invalid pattern"
+        detail = exc.args[0] if exc.args else ""
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        return None, str(detail) or "invalid pattern"
 
 
 def compile_pattern(pattern: str) -> Any:

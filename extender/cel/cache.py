@@ -1,0 +1,170 @@
+"""The process-wide CEL toleration cache: compiled programs + a memo of results.
+
+One instance is created at start-up and shared by every plugin (KEP-5500 / DRA pattern):
+
+* an LRU (cachetools) of compiled programs keyed by the expression, guarded by a lock;
+  compile failures are cached too (negative entries), so a bad expression on a
+  5,000-node request is compiled once, not 5,000 times;
+* a hashed key-mutex (64 buckets, as DRA's ``keymutex.NewHashed``) around get-or-compile,
+  so concurrent misses for one expression compile it once (single flight);
+* a bounded memo of outcomes keyed by ``(expression, key, value, effect)`` — evaluation is
+  a pure function of those (no time-dependent variables) and most nodes share taints.
+
+Metrics: program-cache hits/misses/evictions/entries, compile duration, evaluation errors
+by reason (counted when an outcome is computed, not on memo hits), memo hits/misses.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import cachetools
+
+from extender.cel.environment import CompileError
+from extender.cel.limits import DEFAULT_EVAL_TIMEOUT
+from extender.cel.program import Program, compile_program, run_program
+from extender.metrics import (
+    CEL_CACHE_ENTRIES,
+    CEL_CACHE_EVICTIONS_TOTAL,
+    CEL_CACHE_REQUESTS_TOTAL,
+    CEL_COMPILE_DURATION,
+    CEL_EVALUATION_ERRORS_TOTAL,
+    CEL_RESULT_MEMO_TOTAL,
+)
+
+_KEY_MUTEXES = 64
+# Labelled children bound once: ``labels()`` costs more than the memo lookup itself.
+_PROGRAM_HIT = CEL_CACHE_REQUESTS_TOTAL.labels(result="hit")
+_PROGRAM_MISS = CEL_CACHE_REQUESTS_TOTAL.labels(result="miss")
+_MEMO_HIT = CEL_RESULT_MEMO_TOTAL.labels(result="hit")
+_MEMO_MISS = CEL_RESULT_MEMO_TOTAL.labels(result="miss")
+
+
+@dataclass(frozen=True, slots=True)
+class CelOutcome:
+    matched: bool  # True only if the expression evaluated to boolean true
+    kind: str  # "true" | "false" | "compile" | "runtime" | "cost" | "non-bool"
+    message: str  # "" for true/false; otherwise a precise, truncated error message
+
+
+_TRUE = CelOutcome(True, "true", "")
+_FALSE = CelOutcome(False, "false", "")
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """A negative cache entry: the expression does not compile."""
+
+    message: str
+
+
+class _LRU(cachetools.LRUCache):
+    """LRUCache that reports evictions (cachetools evicts through ``popitem``)."""
+
+    def __init__(self, maxsize: int, on_evict: Any) -> None:
+        super().__init__(maxsize)
+        self._on_evict = on_evict
+
+    def popitem(self) -> tuple[Any, Any]:
+        item = super().popitem()
+        self._on_evict()
+        return item
+
+
+class CelCache:
+    def __init__(self, max_programs: int = 1024, max_results: int = 100_000,
+                 eval_timeout: float = DEFAULT_EVAL_TIMEOUT) -> None:
+        self.eval_timeout = eval_timeout
+        self._lock = threading.Lock()
+        self._programs = _LRU(max(1, max_programs), self._evicted)
+        self._key_locks = [threading.Lock() for _ in range(_KEY_MUTEXES)]
+        self._memo_lock = threading.Lock()
+        self._memo = cachetools.LRUCache(max_results) if max_results > 0 else None
+        self._counts = dict.fromkeys(("hits", "misses", "evictions", "memo_hits",
+                                      "memo_misses", "compiles"), 0)
+
+    # --- programs -------------------------------------------------------------------
+    def _evicted(self) -> None:  # called with self._lock held
+        self._counts["evictions"] += 1
+        CEL_CACHE_EVICTIONS_TOTAL.inc()
+
+    def _lookup(self, expression: str) -> Program | _Failed | None:
+        with self._lock:
+            return self._programs.get(expression)
+
+    def _get_or_compile(self, expression: str) -> Program | _Failed:
+        entry = self._lookup(expression)
+        if entry is None:
+            with self._key_locks[hash(expression) % _KEY_MUTEXES]:
+                entry = self._lookup(expression)  # another thread may have compiled it
+                if entry is None:
+                    entry = self._compile(expression)
+                    with self._lock:
+                        self._counts["misses"] += 1
+                        self._programs[expression] = entry
+                        CEL_CACHE_ENTRIES.set(len(self._programs))
+                    _PROGRAM_MISS.inc()
+                    return entry
+        with self._lock:
+            self._counts["hits"] += 1
+        _PROGRAM_HIT.inc()
+        return entry
+
+    def _compile(self, expression: str) -> Program | _Failed:
+        start = time.perf_counter()
+        try:
+            entry: Program | _Failed = compile_program(expression)
+        except CompileError as exc:
+            entry = _Failed(str(exc))
+        CEL_COMPILE_DURATION.observe(time.perf_counter() - start)
+        with self._lock:
+            self._counts["compiles"] += 1
+        return entry
+
+    def compile_error(self, expression: str) -> str | None:
+        """Admission-style validation (cached): the error message, or None if valid."""
+        entry = self._get_or_compile(expression)
+        return entry.message if isinstance(entry, _Failed) else None
+
+    # --- evaluation -------------------------------------------------------------------
+    def evaluate(self, expression: str, taint: Any) -> CelOutcome:
+        """Outcome of ``expression`` for ``taint`` (memoised; never raises)."""
+        key = (expression, taint.key, taint.value, taint.effect)
+        if self._memo is not None:
+            with self._memo_lock:
+                outcome = self._memo.get(key)
+                self._counts["memo_hits" if outcome is not None else "memo_misses"] += 1
+            if outcome is not None:
+                _MEMO_HIT.inc()
+                return outcome
+            _MEMO_MISS.inc()
+        outcome = self._compute(expression, taint)
+        if self._memo is not None:
+            with self._memo_lock:
+                self._memo[key] = outcome
+        return outcome
+
+    def _compute(self, expression: str, taint: Any) -> CelOutcome:
+        entry = self._get_or_compile(expression)
+        if isinstance(entry, _Failed):
+            outcome = CelOutcome(False, "compile", entry.message)
+        else:
+            kind, message = run_program(entry, taint.key, taint.value, taint.effect,
+                                        timeout=self.eval_timeout)
+            outcome = _TRUE if kind == "true" else _FALSE if kind == "false" else CelOutcome(
+                False, kind, message)
+        if outcome.kind not in ("true", "false"):
+            CEL_EVALUATION_ERRORS_TOTAL.labels(reason=outcome.kind).inc()
+        return outcome
+
+    def stats(self) -> dict:
+        with self._lock:
+            counts = dict(self._counts)
+            counts["programs"] = len(self._programs)
+        with self._memo_lock:
+            counts["memo_hits"], counts["memo_misses"] = (self._counts["memo_hits"],
+                                                          self._counts["memo_misses"])
+        return counts

@@ -1,0 +1,268 @@
+"""The cost model: cel-go/Kubernetes unit costs, used twice.
+
+* ``estimate(root)`` — the admission-time worst case over the checked IR, with the taint
+  fields at their declared maximum sizes (key 317, value 63, effect 16).
+* ``call_cost(name, args)`` — the runtime charge for one call with actual values.
+
+Both use the same per-function rules (``_RULES``), applied to maximum sizes at compile time
+and to actual sizes at runtime, so the estimate is an upper bound of the runtime charge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from extender.cel.ast import Node
+from extender.cel.decls import DYN
+from extender.cel.limits import (
+    ITERATION_COST,
+    LIST_CREATE_COST,
+    MAP_CREATE_COST,
+    REGEX_LENGTH_FACTOR,
+    STRING_TRAVERSAL_FACTOR,
+    TAINT_EFFECT_MAX,
+    TAINT_KEY_MAX,
+    TAINT_VALUE_MAX,
+    UNBOUNDED,
+)
+from extender.cel.values import kind, size_of
+
+TAINT_FIELDS = {"key": TAINT_KEY_MAX, "value": TAINT_VALUE_MAX, "effect": TAINT_EFFECT_MAX}
+_SIZED = frozenset({"string", "bytes", "list", "map"})
+
+
+def _f(n: float, factor: float) -> int:
+    return min(UNBOUNDED, math.ceil(n * factor))
+
+
+def _text(k: str) -> bool:
+    return k in ("string", "bytes")
+
+
+def _replace_result(s: list[int]) -> int:
+    """Upper bound of ``s0.replace(old, new)``'s length."""
+    return min(UNBOUNDED, s[0] + (s[0] // max(1, s[1]) + 1) * s[2])
+
+
+# rule(kinds, sizes, values) -> cost of the call itself (arguments are charged separately)
+Rule = Callable[[list[str], list[int], list[Any]], int]
+_RULES: dict[str, Rule] = {
+    "_==_": lambda k, s, v: 1 + (_f(min(s), STRING_TRAVERSAL_FACTOR) if k[0] in _SIZED else 0),
+    "_!=_": lambda k, s, v: 1 + (_f(min(s), STRING_TRAVERSAL_FACTOR) if k[0] in _SIZED else 0),
+    "_+_": lambda k, s, v: max(1, _f(s[0] + s[1], STRING_TRAVERSAL_FACTOR))
+    if k[0] in _SIZED else 1,
+    "@in": lambda k, s, v: max(1, s[1]) if k[1] == "list" else 1,
+    "contains": lambda k, s, v: max(1, _f(s[0], STRING_TRAVERSAL_FACTOR)
+                                    * _f(s[1], STRING_TRAVERSAL_FACTOR)),
+    "startsWith": lambda k, s, v: max(1, _f(s[1], STRING_TRAVERSAL_FACTOR)),
+    "endsWith": lambda k, s, v: max(1, _f(s[1], STRING_TRAVERSAL_FACTOR)),
+    "replace": lambda k, s, v: max(1, _f(s[0] + _replace_result(s), STRING_TRAVERSAL_FACTOR)),
+    "split": lambda k, s, v: max(1, _f(s[0], 2 * STRING_TRAVERSAL_FACTOR)),
+    "join": lambda k, s, v: max(1, _f(sum(size_of(x) for x in v[0]) + len(v[0]) *
+                                      (s[1] if len(s) > 1 else 0), 2 * STRING_TRAVERSAL_FACTOR))
+    if v[0] is not None else UNBOUNDED,
+    "strings.quote": lambda k, s, v: 1 + _f(s[0], STRING_TRAVERSAL_FACTOR),
+    "sets.contains": lambda k, s, v: max(1, s[0] * s[1]),
+    "sets.equivalent": lambda k, s, v: max(1, 2 * s[0] * s[1]),
+    "sets.intersects": lambda k, s, v: max(1, s[0] * s[1]),
+    "distinct": lambda k, s, v: max(1, s[0] * s[0]),
+    "sort": lambda k, s, v: max(1, s[0] * max(1, math.ceil(math.log2(s[0] + 1)))),
+    "lists.range": lambda k, s, v: max(1, int(v[0])) if v[0] is not None else UNBOUNDED,
+}
+for _name in ("matches", "find", "findAll"):
+    _RULES[_name] = lambda k, s, v: max(1, _f(s[0] + 1, STRING_TRAVERSAL_FACTOR)
+                                        * _f(s[1], REGEX_LENGTH_FACTOR))
+for _name in ("_<_", "_<=_", "_>_", "_>=_"):
+    _RULES[_name] = lambda k, s, v: 1 + (_f(min(s), STRING_TRAVERSAL_FACTOR)
+                                         if _text(k[0]) else 0)
+for _name in ("lowerAscii", "upperAscii", "trim", "substring", "semver", "isSemver",
+              "quantity", "isQuantity", "int", "uint", "double", "bool", "bytes", "string",
+              "duration", "timestamp"):
+    _RULES[_name] = lambda k, s, v: max(1, _f(s[0], STRING_TRAVERSAL_FACTOR)) if _text(k[0]) \
+        else 1
+for _name in ("indexOf", "lastIndexOf"):
+    _RULES[_name] = lambda k, s, v: max(1, s[0]) if k[0] == "list" else max(
+        1, _f(s[0], STRING_TRAVERSAL_FACTOR))
+for _name in ("reverse", "flatten", "slice", "isSorted", "sum", "min", "max"):
+    _RULES[_name] = lambda k, s, v: max(1, s[0])
+
+
+def call_cost(name: str, args: list[Any]) -> int:
+    """Runtime charge for calling ``name`` with actual argument values."""
+    rule = _RULES.get(name)
+    if rule is None:
+        return 1
+    return rule([kind(a) for a in args], [size_of(a) for a in args], args)
+
+
+# --- static estimate -----------------------------------------------------------------
+
+class Size:
+    """Upper bound of a value's length/count, with element (and key) bounds."""
+
+    __slots__ = ("n", "elem", "key")
+
+    def __init__(self, n: int, elem: Size | None = None, key: Size | None = None) -> None:
+        self.n, self.elem, self.key = min(n, UNBOUNDED), elem, key
+
+
+_UNKNOWN = Size(UNBOUNDED)
+_ONE = Size(1)
+
+
+def _max(sizes: list[Size]) -> Size:
+    if not sizes:
+        return Size(0)
+    return Size(max(s.n for s in sizes), _merge([s.elem for s in sizes]),
+                _merge([s.key for s in sizes]))
+
+
+def _merge(parts: list[Size | None]) -> Size | None:
+    known = [p for p in parts if p is not None]
+    return _max(known) if known else None
+
+
+def _elem(s: Size) -> Size:
+    return s.elem if s.elem is not None else _UNKNOWN
+
+
+def _type_kind(t: Any) -> str:
+    if isinstance(t, tuple):
+        return t[0]
+    return t if t != DYN else "dyn"
+
+
+def estimate(root: Node) -> int:
+    """Worst-case cost of the (checked) expression."""
+    return _Estimator().visit(root, {})[0]
+
+
+class _Estimator:
+    def visit(self, n: Node, scope: dict[str, Size]) -> tuple[int, Size]:
+        cost, size = getattr(self, "_" + n.kind)(n, scope)
+        return min(cost, UNBOUNDED), size
+
+    def _const(self, n: Node, scope: dict) -> tuple[int, Size]:
+        return 0, Size(len(n.value)) if isinstance(n.value, str | bytes) else _ONE
+
+    def _ident(self, n: Node, scope: dict) -> tuple[int, Size]:
+        if n.value != "root" and n.name in scope:
+            return 1, scope[n.name]
+        if n.name == "taint":
+            return 1, Size(3, Size(max(TAINT_FIELDS.values())), Size(6))
+        return 1, _ONE
+
+    def _is_taint(self, n: Node, scope: dict) -> bool:
+        return n.kind == "ident" and n.name == "taint" and (n.value == "root" or
+                                                            "taint" not in scope)
+
+    def _select(self, n: Node, scope: dict) -> tuple[int, Size]:
+        cost, size = self.visit(n.target, scope)
+        if self._is_taint(n.target, scope) and n.name in TAINT_FIELDS:
+            return cost + 1, Size(TAINT_FIELDS[n.name])
+        return cost + 1, _elem(size)
+
+    def _has(self, n: Node, scope: dict) -> tuple[int, Size]:
+        return self.visit(n.target, scope)[0] + 1, _ONE
+
+    def _list(self, n: Node, scope: dict) -> tuple[int, Size]:
+        parts = [self.visit(a, scope) for a in n.args]
+        return LIST_CREATE_COST + sum(c for c, _ in parts), Size(len(parts),
+                                                                 _max([s for _, s in parts]))
+
+    def _map(self, n: Node, scope: dict) -> tuple[int, Size]:
+        parts = [self.visit(a, scope) for a in n.args]
+        keys, values = parts[0::2], parts[1::2]
+        return MAP_CREATE_COST + sum(c for c, _ in parts), Size(
+            len(keys), _max([s for _, s in values]), _max([s for _, s in keys]))
+
+    def _call(self, n: Node, scope: dict) -> tuple[int, Size]:
+        nodes = ([n.target] if n.target is not None else []) + n.args
+        parts = [self.visit(a, scope) for a in nodes]
+        arg_cost = sum(c for c, _ in parts)
+        sizes = [s for _, s in parts]
+        if n.name in ("_&&_", "_||_"):
+            return arg_cost, _ONE
+        if n.name == "_?_:_":
+            return parts[0][0] + max(parts[1][0], parts[2][0]), _max(sizes[1:])
+        if n.name == "_[_]":
+            if self._is_taint(nodes[0], scope) and nodes[1].kind == "const" and (
+                nodes[1].value in TAINT_FIELDS
+            ):
+                return arg_cost + 1, Size(TAINT_FIELDS[nodes[1].value])
+            return arg_cost + 1, _elem(sizes[0])
+        kinds = [_type_kind(a.type) for a in nodes]
+        values = [a.value if a.kind == "const" else None for a in nodes]
+        if n.name == "join" and n.target is not None and sizes:
+            list_size = sizes[0]
+            total = list_size.n * _elem(list_size).n
+            sep = sizes[1].n if len(sizes) > 1 else 0
+            own = max(1, _f(total + list_size.n * sep, 2 * STRING_TRAVERSAL_FACTOR))
+            return arg_cost + own, Size(total + list_size.n * sep)
+        rule = _RULES.get(n.name)
+        own = rule(kinds, [s.n for s in sizes], values) if rule else 1
+        return arg_cost + own, _result_size(n.name, kinds, sizes, values, n.type)
+
+    def _comp(self, n: Node, scope: dict) -> tuple[int, Size]:
+        range_cost, rng = self.visit(n.target, scope)
+        kind_ = _type_kind(n.target.type)
+        inner = dict(scope)
+        if kind_ == "map":
+            first, second = (rng.key or _UNKNOWN), _elem(rng)
+        elif len(n.vars) == 2:
+            first, second = Size(1), _elem(rng)
+        else:
+            first, second = _elem(rng), None
+        inner[n.vars[0]] = first
+        if len(n.vars) == 2:
+            inner[n.vars[1]] = second or _UNKNOWN
+        parts = [self.visit(a, inner) for a in n.args]
+        step = ITERATION_COST + sum(c for c, _ in parts)
+        count = rng.n
+        total = range_cost + min(UNBOUNDED, count * step)
+        if n.name == "sortBy":
+            total += max(1, count * max(1, math.ceil(math.log2(count + 1))))
+        result_elem = parts[-1][1] if n.name in ("map", "transformList",
+                                                 "transformMap") else first
+        if n.name in ("all", "exists", "exists_one", "existsOne"):
+            return total, _ONE
+        if n.name == "sortBy":
+            return total, rng
+        if n.name == "transformMapEntry":
+            return total, Size(count * max(1, parts[-1][1].n), parts[-1][1].elem,
+                               parts[-1][1].key)
+        return total, Size(count, result_elem, first if n.name == "transformMap" else None)
+
+
+def _result_size(name: str, kinds: list[str], sizes: list[Size], values: list[Any],
+                 result_type: Any) -> Size:
+    s = [x.n for x in sizes]
+    if name in ("lowerAscii", "upperAscii", "trim", "substring", "find", "reverse", "sort",
+                "distinct", "slice", "string") and sizes and kinds[0] in _SIZED:
+        return sizes[0]
+    if name == "string":
+        return Size(32)
+    if name == "charAt":
+        return _ONE
+    if name == "strings.quote":
+        return Size(2 * s[0] + 2)
+    if name == "bytes":
+        return Size(4 * s[0])
+    if name == "replace":
+        return Size(_replace_result(s))
+    if name in ("split", "findAll"):
+        return Size(s[0] + 1, sizes[0])
+    if name == "_+_" and kinds[0] in _SIZED:
+        return Size(s[0] + s[1], _merge([sizes[0].elem, sizes[1].elem]))
+    if name == "flatten":
+        inner = _elem(sizes[0])
+        return Size(s[0] * max(1, inner.n), _UNKNOWN)
+    if name == "lists.range":
+        return Size(int(values[0]) if values[0] is not None else UNBOUNDED, _ONE)
+    if name in ("min", "max"):
+        return _elem(sizes[0])
+    if _type_kind(result_type) in _SIZED or result_type == DYN:
+        return _UNKNOWN
+    return _ONE

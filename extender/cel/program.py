@@ -1,0 +1,81 @@
+"""Compile (validate + estimate + build the runner) and evaluate one expression.
+
+``compile_program`` is the admission-style check: length, syntax, nesting depth, names,
+overloads, literal validators, static bool result, estimated cost.  ``run_program``
+evaluates against one taint and classifies the result; every failure is a non-match
+(semantics §0.7).  Neither function caches; ``extender.cel.cache`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from celpy import celtypes as T
+from celpy.evaluation import CELEvalError
+
+from extender.cel import ast, check, cost
+from extender.cel.environment import CompileError, parse
+from extender.cel.limits import DEFAULT_EVAL_TIMEOUT, MAX_COST, MAX_MESSAGE_CHARS
+from extender.cel.runtime import Budget, CostLimitExceeded, EvalTimeout, TolerationRunner
+from extender.cel.values import kind
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    expression: str
+    runner: TolerationRunner
+    estimated_cost: int
+
+
+def truncate(message: str) -> str:
+    message = " ".join(message.split())
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return message[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def compile_program(expression: str, max_cost: int = MAX_COST) -> Program:
+    """Validate and build; raises CompileError with a precise (truncated) message."""
+    try:
+        tree = parse(expression)
+        root = ast.build(tree)
+        check.check(root)
+        estimated = cost.estimate(root)
+    except CompileError as exc:
+        raise CompileError(truncate(str(exc))) from None
+    except RecursionError:
+        raise CompileError("expression is nested too deeply") from None
+    if estimated > max_cost:
+        raise CompileError(f"estimated cost {estimated} exceeds the limit of {max_cost}")
+    return Program(expression, TolerationRunner(tree), estimated)
+
+
+def taint_activation(key: str, value: str, effect: str) -> dict[str, Any]:
+    s = T.StringType
+    return {"taint": T.MapType({s("key"): s(key), s("value"): s(value),
+                                s("effect"): s(effect)})}
+
+
+def run_program(program: Program, key: str, value: str, effect: str, *,
+                timeout: float = DEFAULT_EVAL_TIMEOUT,
+                cost_limit: int = MAX_COST) -> tuple[str, str]:
+    """Evaluate; returns (kind, message) with kind in true/false/runtime/cost/non-bool."""
+    budget = Budget(cost_limit, timeout)
+    try:
+        result = program.runner.run(taint_activation(key, value, effect), budget)
+    except CostLimitExceeded:
+        return "cost", (f"operation cancelled: actual cost limit exceeded "
+                        f"({budget.used} > {cost_limit})")
+    except EvalTimeout:
+        return "cost", f"operation cancelled: evaluation exceeded the time limit of " \
+                       f"{timeout * 1000:g} ms"
+    except RecursionError:
+        return "runtime", "expression is nested too deeply to evaluate"
+    except Exception as exc:  # cel-python internals: never let them escape
+        return "runtime", truncate(f"{type(exc).__name__}: {exc}")
+    if isinstance(result, CELEvalError):
+        return "runtime", truncate(str(result.args[0]) if result.args else "evaluation error")
+    if isinstance(result, T.BoolType):
+        return ("true", "") if result else ("false", "")
+    return "non-bool", f"expression evaluated to {kind(result)}, not bool"

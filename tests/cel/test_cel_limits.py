@@ -1,0 +1,183 @@
+"""Compile-time validation and every limit: length, syntax, names, arity, depth,
+estimated cost, runtime cost, wall-clock guard, recursion."""
+
+import sys
+import time
+
+import pytest
+
+from extender.cel import MAX_COST, MAX_EXPRESSION_BYTES, CelCache
+from extender.cel.environment import CompileError
+from extender.cel.limits import MAX_NESTING_DEPTH
+from extender.cel.program import compile_program, run_program
+from extender.model.objects import Taint
+
+L50 = "[" + ",".join(["0"] * 50) + "]"
+NESTED_345 = f"{L50}.all(a, {L50}.all(b, {L50}.all(c, taint.key != '')))"
+
+
+def test_public_constants():
+    assert (MAX_EXPRESSION_BYTES, MAX_COST) == (10240, 1_000_000)
+
+
+def test_length_limit_is_in_utf8_bytes():
+    ok = "taint.key == '" + "a" * (MAX_EXPRESSION_BYTES - 15) + "'"
+    assert len(ok.encode()) == MAX_EXPRESSION_BYTES
+    compile_program(ok)
+    with pytest.raises(CompileError) as info:
+        compile_program(ok.replace("'a", "'é", 1))  # one more byte, same characters
+    assert str(info.value) == "expression exceeds the maximum length of 10240 bytes"
+
+
+COMPILE_ERRORS = [
+    ("", "expression is empty"),
+    ("taint.key ==", "syntax error"),
+    ("taint.key.startsWith('a'", "syntax error"),
+    ("x == 1", "undeclared reference to 'x' (in container '')"),
+    ("nodeName == 'a'", "undeclared reference to 'nodeName'"),
+    ("foo(taint.key)", "undeclared reference to 'foo' (in container '')"),
+    ("taint.key.foo()", "undeclared reference to 'foo'"),
+    ("taint.key > 5", "found no matching overload for '_>_' applied to '(string, int)'"),
+    ("taint.key + 1 == 'a'", "found no matching overload for '_+_' applied to '(string, int)'"),
+    ("taint.key.startsWith()", "found no matching overload for 'startsWith' applied to "
+     "'string.()'"),
+    ("taint.key.startsWith('a', 'b')", "applied to 'string.(string, string)'"),
+    ("startsWith(taint.key, 'a')", "found no matching overload for 'startsWith' applied to "
+     "'(string, string)'"),
+    ("size(taint.key, 1) > 0", "found no matching overload for 'size'"),
+    ("1 == 1.0", "found no matching overload for '_==_' applied to '(int, double)'"),
+    ("taint.key", "expression must evaluate to bool, got string"),
+    ("taint.value.size()", "expression must evaluate to bool, got int"),
+    ("[true]", "expression must evaluate to bool, got list(bool)"),
+    ("taint.key.matches('[')", "invalid regular expression '['"),
+    ("matches(taint.key, '(?P<x')", "invalid regular expression"),
+    ("taint.key.find('(') == ''", "invalid regular expression '('"),
+    ("timestamp('yesterday') > timestamp('2020-01-01T00:00:00Z')",
+     "invalid timestamp literal 'yesterday'"),
+    ("[1, 'a'] == []", "expected type 'int' but found 'string'"),
+    ("has(taint)", "invalid argument to has() macro"),
+    ("9223372036854775808 > 0", "integer literal 9223372036854775808 is out of range"),
+    ("isURL('https://x')", "function isURL is not supported by this extender"),
+    ("url('https://x').getHost() == 'x'", "function getHost is not supported by this extender"),
+    ("ip('1.2.3.4') == ip('1.2.3.4')", "function ip is not supported by this extender"),
+    ("cidr('10.0.0.0/8').containsIP(taint.value)", "is not supported by this extender"),
+    ("optional.none() == optional.none()", "function optional.none is not supported"),
+    ("format.dns1123Label() == format.dns1123Label()",
+     "function format.dns1123Label is not supported"),
+    ("cel.bind(x, 1, x > 0)", "undeclared reference to 'cel.bind'"),
+    ("math.greatest(1, 2) == 2", "undeclared reference to 'math.greatest'"),
+    ("Foo{a: 1} == 1", "message construction is not supported"),
+]
+
+
+@pytest.mark.parametrize("expr,fragment", COMPILE_ERRORS)
+def test_compile_errors(expr, fragment):
+    with pytest.raises(CompileError) as info:
+        compile_program(expr)
+    assert fragment in str(info.value)
+    assert len(str(info.value)) <= 300
+
+
+def test_compile_error_messages_are_truncated():
+    expr = "taint.key == '" + "x" * 2000 + "' && " + "y" * 500 + " > 0"
+    with pytest.raises(CompileError) as info:
+        compile_program("(" + expr)
+    assert len(str(info.value)) <= 300
+
+
+@pytest.mark.parametrize("shape", [
+    lambda n: "!" * n + "true",
+    lambda n: " && ".join(["true"] * n),
+    lambda n: " + ".join(["1"] * n) + " > 0",
+    lambda n: "[" * n + "1" + "]" * n + " != []",
+    lambda n: "string(" * n + "'x'" + ")" * n + " == 'x'",
+    lambda n: "[1].all(x, " * n + "true" + ")" * n,
+])
+def test_depth_is_a_compile_error_not_a_recursion_error(shape):
+    # 60 levels: fine or a clean depth error; 600 levels: always the depth error
+    for n in (60, 600):
+        try:
+            program = compile_program(shape(n))
+        except CompileError as exc:
+            assert "nested too deeply" in str(exc) or "estimated cost" in str(exc)
+            continue
+        assert n == 60
+        assert run_program(program, "k", "", "")[0] in ("true", "false")
+    with pytest.raises(CompileError, match=f"more than {MAX_NESTING_DEPTH} levels"):
+        compile_program(shape(600))
+
+
+def test_parentheses_do_not_count_towards_depth():
+    expr = "(" * 500 + "taint.key == 'k'" + ")" * 500
+    assert run_program(compile_program(expr), "k", "", "") == ("true", "")
+
+
+def test_recursion_limit_not_changed_by_import():
+    # celpy.Environment() sets 2500; extender.cel restores the previous limit at import.
+    assert sys.getrecursionlimit() != 2500
+
+
+def test_nested_comprehension_rejected_by_estimate():
+    assert len(NESTED_345) == 345
+    with pytest.raises(CompileError) as info:
+        compile_program(NESTED_345)
+    msg = str(info.value)
+    assert msg.startswith("estimated cost ") and msg.endswith(" exceeds the limit of 1000000")
+    assert int(msg.split()[2]) > 1_000_000
+
+
+@pytest.mark.parametrize("expr", [
+    "lists.range(int(taint.value)).size() > 0",
+    "taint.value.replace('', taint.value).replace('', taint.value)"
+    ".replace('', taint.value).size() > 0",
+    "dyn(taint).key.split('').all(c, c.split('').all(d, d.split('').all(e, e != '')))",
+])
+def test_unbounded_or_huge_estimates_are_rejected(expr):
+    with pytest.raises(CompileError, match="estimated cost"):
+        compile_program(expr)
+
+
+@pytest.mark.parametrize("expr,bound", [
+    ("taint.key.startsWith('env.example.com/')", 10),
+    ("taint.key.matches('^zone-a[12]-rack-[0-9]+$')", 500),
+    ("taint.key.split('/').all(p, p.size() < 64)", 5000),
+])
+def test_small_expressions_have_small_estimates(expr, bound):
+    assert compile_program(expr).estimated_cost <= bound
+
+
+def test_runtime_cost_budget_aborts():
+    program = compile_program(f"{L50}.all(a, {L50}.all(b, taint.key != ''))")
+    assert program.estimated_cost < MAX_COST
+    kind, message = run_program(program, "k", "", "", timeout=30, cost_limit=1000)
+    assert kind == "cost"
+    assert message.startswith("operation cancelled: actual cost limit exceeded")
+    # the same program within budget
+    assert run_program(program, "k", "", "", timeout=30)[0] == "true"
+
+
+def test_runtime_cost_charges_match_the_estimate_for_worst_case_inputs():
+    program = compile_program("taint.key.split('').all(c, c != 'x')")
+    key = "a" * 317
+    kind, _ = run_program(program, key, "", "", timeout=30, cost_limit=program.estimated_cost)
+    assert kind == "true"
+
+
+def test_wall_clock_guard_aborts_within_the_timeout():
+    program = compile_program(f"{L50}.all(a, {L50}.all(b, taint.key != ''))")
+    start = time.perf_counter()
+    kind, message = run_program(program, "k", "", "", timeout=0.01)
+    elapsed = time.perf_counter() - start
+    assert kind == "cost" and "time limit of 10 ms" in message
+    assert elapsed < 0.1
+
+
+def test_default_timeout_bounds_any_accepted_expression():
+    cache = CelCache(max_results=0)
+    expr = f"{L50}.all(a, {L50}.all(b, taint.key.split('').size() > 0))"
+    assert cache.compile_error(expr) is None
+    start = time.perf_counter()
+    outcome = cache.evaluate(expr, Taint("k" * 300, "", "NoSchedule"))
+    assert time.perf_counter() - start < 0.25
+    assert outcome.matched is (outcome.kind == "true")
+    assert outcome.kind in ("true", "cost")
