@@ -16,7 +16,12 @@ kube-scheduler multiplies an extender's score by `weight * 10` and does not clam
 
 from __future__ import annotations
 
-from extender.framework.runner import MAX_NODE_SCORE, ScoreOutcome
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # no runtime import: config imports this module before metrics may exist
+    from extender.framework.runner import ScoreOutcome
+
+MAX_NODE_SCORE = 100
 
 MAX_EXTENDER_PRIORITY = 10
 SCORE_MODES = ("scaled", "in-tree")

@@ -49,6 +49,8 @@ class ExtenderServer(BaseApplication):
             "post_fork": _post_fork,
             "limit_request_line": 8190,
         }
+        if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25.1
+            settings["control_socket_disable"] = True  # no socket in $HOME; read-only roots
         for key, value in settings.items():
             self.cfg.set(key, value)
 

@@ -35,10 +35,11 @@ def _request(port: int, method: str, path: str, body: bytes | None = None) -> tu
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server():
     port = _free_port()
-    metrics_dir = tmp_path_factory.mktemp("prom")
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), "EXTENDER_LOG_LEVEL": "warning"}
+    # No PROMETHEUS_MULTIPROC_DIR: `serve` must set up multiprocess metrics itself.
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env["EXTENDER_LOG_LEVEL"] = "warning"
     cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(EXAMPLES / "cluster.yaml"),
            "--listen", f"127.0.0.1:{port}", "--workers", "2", "--threads", "2", "--max-body-bytes", "100000"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
