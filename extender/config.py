@@ -192,6 +192,15 @@ def _plugin_config(value: Any, key: str) -> dict[str, dict[str, Any]]:
 PLUGIN_ARG_VALIDATORS: dict[str, Any] = {}
 
 
+def _pod_topology_spread_args(args: dict[str, Any], key: str) -> None:
+    from extender.plugins.podtopologyspread.args import validate_args  # lazy: no import cycle
+
+    validate_args(args, key)
+
+
+PLUGIN_ARG_VALIDATORS["PodTopologySpread"] = _pod_topology_spread_args
+
+
 def load_file(path: str | os.PathLike) -> dict[str, Any]:
     try:
         data = yaml.safe_load(Path(path).read_text())

@@ -17,7 +17,6 @@ import orjson
 
 from extender.framework import Code, Status
 
-
 _MESSAGE = attrgetter("msg")
 
 

@@ -133,6 +133,27 @@ class SpreadIndex:
     def node_counts(self, namespace: str, selector: Any) -> Mapping[str, int]:
         return self.namespace(namespace).node_counts(selector)
 
+    def domain_counts(
+        self, namespace: str, selector: Any, key: str, eligible: frozenset[str]
+    ) -> Mapping[str, int]:
+        """Matching counted pods per value of `key` (absent label -> ""), counting only
+        pods on `eligible` nodes; memoized per (namespace, selector, key, eligible)."""
+        ns = self.namespace(namespace)
+        memo_key = (selector, key, eligible)
+        hit = ns._memo.get(memo_key)
+        if hit is None:
+            by_name = self.snapshot.nodes.by_name
+            out: dict[str, int] = {}
+            for name, n in ns.node_counts(selector).items():
+                if name in eligible:
+                    value = by_name[name].labels.get(key, "")
+                    out[value] = out.get(value, 0) + n
+            hit = out
+            if len(ns._memo) >= _MEMO_LIMIT:
+                ns._memo.clear()
+            ns._memo[memo_key] = hit
+        return hit
+
     def nodes_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Names of snapshot nodes carrying every key in `keys`."""
         hit = self._with_keys.get(keys)

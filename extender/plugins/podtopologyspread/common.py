@@ -32,6 +32,7 @@ from extender.plugins.podtopologyspread.selector import (
     from_map,
     parse_label_selector,
 )
+from extender.state.podindex import SpreadIndex
 from extender.state.snapshot import ClusterSnapshot
 
 HONOR = "Honor"
@@ -233,6 +234,42 @@ class Inclusion:
         if c.honor_affinity and not self._affinity_free and not self.affinity.matches(node):
             return False
         return not c.honor_taints or self.taints_ok(node.taints)
+
+
+class EligibleSets:
+    """The fast path's view of `Inclusion`: eligible node *names* from set algebra over
+    the snapshot's label index and taint groups instead of per-node checks."""
+
+    __slots__ = ("inclusion", "index", "_affinity", "_excluded")
+
+    def __init__(self, inclusion: Inclusion, index: SpreadIndex) -> None:
+        self.inclusion = inclusion
+        self.index = index
+        self._affinity: frozenset[str] | set[str] | None = None
+        self._excluded: frozenset[str] | None = None
+
+    def affinity_names(self) -> frozenset[str] | set[str]:
+        if self._affinity is None:
+            nodes = self.index.snapshot.nodes
+            self._affinity = self.inclusion.affinity.matching_names(nodes.label_index(), nodes.names)
+        return self._affinity
+
+    def excluded_by_taints(self) -> frozenset[str]:
+        if self._excluded is None:
+            bad = [names for taints, names in self.index.taint_group_names().items()
+                   if not self.inclusion.taints_ok(taints)]
+            self._excluded = frozenset().union(*bad)
+        return self._excluded
+
+    def eligible(self, c: Constraint, base: frozenset[str]) -> frozenset[str]:
+        result = base
+        if c.honor_affinity and not self.inclusion.affinity_free:
+            result = result & self.affinity_names()
+        if c.honor_taints:
+            excluded = self.excluded_by_taints()
+            if excluded:
+                result = result - excluded
+        return result if isinstance(result, frozenset) else frozenset(result)
 
 
 def has_keys(node: Node, keys: Iterable[str]) -> bool:

@@ -1,0 +1,11 @@
+"""PodTopologySpread (`pkg/scheduler/framework/plugins/podtopologyspread`), upstream-exact,
+with KEP-3094's node inclusion policies answered by the extender's own matchers.
+
+Split as upstream splits it: `common` (constraints, defaults, inclusion policies),
+`filtering` (PreFilter counting + Filter), `scoring` (PreScore/Score/NormalizeScore),
+plus `selector` (label selector semantics) and `args` (PodTopologySpreadArgs).
+"""
+
+from extender.plugins.podtopologyspread.plugin import NAME, PodTopologySpread
+
+__all__ = ["NAME", "PodTopologySpread"]

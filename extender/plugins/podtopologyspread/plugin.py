@@ -1,0 +1,189 @@
+"""The PodTopologySpread plugin: upstream's extension points over the extender's state.
+
+Per-node `filter`/`score` are the reference path (plain counting straight from the
+snapshot's pods, computed once per CycleState); `filter_nodes`/`score_nodes` are the
+fast path (pod label index + set algebra, statuses per distinct label projection).
+"""
+
+from __future__ import annotations
+
+from extender.framework import CycleState, NodeScore, Status
+from extender.framework.handle import SNAPSHOT_KEY, Handle
+from extender.framework.status import SKIP, error
+from extender.matching.tolerations import matcher_for
+from extender.model import Node, Pod
+from extender.plugins.podtopologyspread import filtering, scoring
+from extender.plugins.podtopologyspread.args import (
+    DO_NOT_SCHEDULE,
+    SCHEDULE_ANYWAY,
+    ArgsError,
+    parse_args,
+)
+from extender.plugins.podtopologyspread.common import (
+    ConstraintError,
+    EligibleSets,
+    Inclusion,
+    constraints_for,
+)
+from extender.state.nodeset import NodeSet
+from extender.state.podindex import spread_index
+from extender.state.snapshot import ClusterSnapshot
+
+NAME = "PodTopologySpread"
+
+
+class PodTopologySpread:
+    name = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        try:
+            self.args = parse_args(handle.plugin_args.get(NAME, {}), f"pluginConfig[{NAME}].args")
+        except ArgsError as exc:
+            from extender.config import ConfigError
+
+            raise ConfigError(str(exc)) from None
+
+    def _inclusion(self, state: CycleState, pod: Pod) -> Inclusion:
+        matcher = matcher_for(state, pod, self.handle.gates, self.handle.cel)
+        return Inclusion(pod, matcher, self.handle.gates)
+
+    # --- PreFilter / Filter ------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeSet):
+        snapshot: ClusterSnapshot = state.read(SNAPSHOT_KEY)
+        try:
+            constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, self.args, snapshot, self.handle.gates)
+        except ConstraintError as exc:
+            return None, error(f"get constraints from pod: {exc}")
+        if not constraints:
+            return None, SKIP
+        state.write(filtering.PRE_FILTER_KEY, filtering.new_state(pod, constraints, self._inclusion(state, pod)))
+        return None, Status()
+
+    def _pre_filter_state(self, state: CycleState) -> filtering.PreFilterState | None:
+        return state.get(filtering.PRE_FILTER_KEY)
+
+    def filter(self, state: CycleState, pod: Pod, node: Node) -> Status:
+        st = self._pre_filter_state(state)
+        if st is None:
+            return error(f'reading "{filtering.PRE_FILTER_KEY}" from cycleState: not found')
+        if st.reference is None:
+            snapshot = state.read(SNAPSHOT_KEY)
+            st.reference = (
+                filtering.reference_counts(snapshot, pod, st.constraints, st.inclusion),
+                filtering.reference_nominated(snapshot, pod),
+            )
+        counts, nominated_on = st.reference
+        return filtering.check_with_nominated(st, counts, nominated_on, node, bool(state.get("explain")))
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+        st = self._pre_filter_state(state)
+        if st is None:
+            return dict.fromkeys(nodes.names, error(f'reading "{filtering.PRE_FILTER_KEY}" from cycleState: not found'))
+        if st.counts is None:
+            index = spread_index(state.read(SNAPSHOT_KEY))
+            st.counts = filtering.indexed_counts(index, pod, st.constraints, EligibleSets(st.inclusion, index))
+            st.nominated = filtering.indexed_nominated(index, pod)
+        explain = bool(state.get("explain"))
+        keys = [c.topology_key for c in st.constraints]
+        by_projection: dict[tuple, Status] = {}
+        fails: dict[str, Status] = {}
+        for node in nodes:
+            if node.name in st.nominated:
+                status = filtering.check_with_nominated(st, st.counts, st.nominated, node, explain)
+            else:
+                labels = node.labels
+                projection = tuple(labels.get(k) for k in keys)
+                status = by_projection.get(projection)
+                if status is None:
+                    status = by_projection[projection] = filtering.check(st, st.counts, node, explain)
+            if not status.is_success:
+                fails[node.name] = status
+        return fails
+
+    # --- PreScore / Score / NormalizeScore -----------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Status:
+        snapshot: ClusterSnapshot = state.read(SNAPSHOT_KEY)
+        try:
+            constraints, from_pod = constraints_for(pod, SCHEDULE_ANYWAY, self.args, snapshot, self.handle.gates)
+        except ConstraintError as exc:
+            return error(f"calculating preScoreState: {exc}")
+        if not constraints or not snapshot.nodes.nodes:
+            return SKIP
+        require_all = from_pod or not self.args.system_defaulted
+        st = scoring.new_state(constraints, require_all, nodes.nodes, self._inclusion(state, pod))
+        state.write(scoring.PRE_SCORE_KEY, st)
+        return Status()
+
+    def score(self, state: CycleState, pod: Pod, node: Node) -> tuple[int, Status]:
+        st: scoring.PreScoreState | None = state.get(scoring.PRE_SCORE_KEY)
+        if st is None:
+            return 0, error(f'reading "{scoring.PRE_SCORE_KEY}" from cycleState: not found')
+        if st.reference is None:
+            st.reference = scoring.reference_counts(state.read(SNAPSHOT_KEY), pod, st)
+        counts, pods_on = st.reference
+        own = {
+            i: sum(1 for p in pods_on.get(node.name, ()) if c.selector.matches(p.labels))
+            for i, c in enumerate(st.constraints)
+            if c.is_hostname and scoring.counts_pods(c)
+        }
+        return scoring.raw_score(st, counts, node, own), Status()
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
+        st: scoring.PreScoreState = state.read(scoring.PRE_SCORE_KEY)
+        index = spread_index(state.read(SNAPSHOT_KEY))
+        if st.counts is None:
+            st.counts = scoring.indexed_counts(index, pod, st, EligibleSets(st.inclusion, index))
+        hostname = [
+            (i, index.node_counts(pod.namespace, c.selector))
+            for i, c in enumerate(st.constraints)
+            if c.is_hostname and scoring.counts_pods(c)
+        ]
+        # The raw score depends only on each constraint's domain (or, for hostname, the
+        # node's own count): compute it once per distinct projection.
+        keys = [c.topology_key for c in st.constraints]
+        if len(keys) == 1 and not st.constraints[0].is_hostname:
+            return self._score_single_domain(st, nodes, keys[0])
+        by_projection: dict[tuple, int] = {}
+        out = []
+        for node in nodes:
+            if node.name in st.ignored:
+                out.append(0)
+                continue
+            labels = node.labels
+            own = {i: per_node.get(node.name, 0) for i, per_node in hostname}
+            projection = tuple(
+                (k in labels, own.get(i, 0)) if c.is_hostname else labels.get(k)
+                for i, (k, c) in enumerate(zip(keys, st.constraints, strict=True))
+            )
+            score = by_projection.get(projection)
+            if score is None:
+                score = by_projection[projection] = scoring.raw_score(st, st.counts, node, own)
+            out.append(score)
+        return out
+
+    @staticmethod
+    def _score_single_domain(st: scoring.PreScoreState, nodes: NodeSet, key: str) -> list[int]:
+        """One non-hostname soft constraint (the common case): one score per domain."""
+        by_value: dict[str | None, int] = {}
+        ignored = st.ignored
+        out = []
+        for node in nodes:
+            if node.name in ignored:
+                out.append(0)
+                continue
+            value = node.labels.get(key)
+            score = by_value.get(value)
+            if score is None:
+                score = by_value[value] = scoring.raw_score(st, st.counts, node, {})
+            out.append(score)
+        return out
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        st = state.get(scoring.PRE_SCORE_KEY)
+        if st is None:
+            return error(f'reading "{scoring.PRE_SCORE_KEY}" from cycleState: not found')
+        scoring.normalize(st, scores)
+        return Status()

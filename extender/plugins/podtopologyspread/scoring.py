@@ -1,0 +1,141 @@
+"""PreScore / Score / NormalizeScore (spec §4).
+
+PreScore seeds domains from the candidate (feasible) nodes only and marks nodes that
+lack a topology key as ignored (when all keys are required); counting then covers every
+snapshot node whose domain was seeded, so pods on infeasible nodes of a seeded domain
+count too (SC11). Weights are `ln(size + 2)`; hostname constraints are never seeded and
+count the node's own pods on the spot, without inclusion policies. Scores are summed
+as float64 in constraint order and rounded half away from zero, as Go's `math.Round`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.framework.interface import NodeScore
+from extender.model import Node, Pod
+from extender.plugins.podtopologyspread.common import (
+    Constraint,
+    EligibleSets,
+    Inclusion,
+    counts_pods,
+    has_keys,
+)
+from extender.plugins.podtopologyspread.filtering import plain_counted, topology_keys
+from extender.state.podindex import SpreadIndex
+from extender.state.snapshot import ClusterSnapshot
+
+PRE_SCORE_KEY = "PreScorePodTopologySpread"
+MAX_NODE_SCORE = 100
+
+
+def go_round(x: float) -> int:
+    """`math.Round` for x >= 0: half away from zero, exact (no `x + 0.5` error)."""
+    r = math.floor(x)
+    return int(r + 1 if x - r >= 0.5 else r)
+
+
+@dataclass(slots=True)
+class PreScoreState:
+    constraints: list[Constraint]
+    keys: tuple[str, ...]
+    require_all: bool
+    ignored: set[str]
+    seeded: list[set[str] | None]  # None for hostname constraints
+    weights: list[float]
+    inclusion: Inclusion
+    counts: list[dict[str, int] | None] | None = None  # fast path, lazily
+    reference: tuple[list[dict[str, int] | None], dict[str, list[Pod]]] | None = None
+
+
+def new_state(
+    constraints: list[Constraint], require_all: bool, candidates: Sequence[Node], inclusion: Inclusion
+) -> PreScoreState:
+    keys = topology_keys(constraints)
+    ignored: set[str] = set()
+    seeded: list[set[str] | None] = [None if c.is_hostname else set() for c in constraints]
+    for node in candidates:
+        if require_all and not has_keys(node, keys):
+            ignored.add(node.name)
+            continue
+        for c, domains in zip(constraints, seeded, strict=True):
+            if domains is not None:
+                domains.add(node.labels.get(c.topology_key, ""))
+    weights = []
+    for domains in seeded:
+        size = len(candidates) - len(ignored) if domains is None else len(domains)
+        weights.append(math.log(size + 2))
+    return PreScoreState(constraints, keys, require_all, ignored, seeded, weights, inclusion)
+
+
+def indexed_counts(index: SpreadIndex, pod: Pod, st: PreScoreState, sets: EligibleSets) -> list[dict[str, int] | None]:
+    base = index.nodes_with_keys(st.keys) if st.require_all else index.snapshot.nodes.names
+    out: list[dict[str, int] | None] = []
+    for c, domains in zip(st.constraints, st.seeded, strict=True):
+        if domains is None:
+            out.append(None)
+            continue
+        counts = dict.fromkeys(domains, 0)
+        if counts_pods(c):
+            eligible = sets.eligible(c, base)
+            full = index.domain_counts(pod.namespace, c.selector, c.topology_key, eligible)
+            for value in domains:
+                counts[value] = full.get(value, 0)
+        out.append(counts)
+    return out
+
+
+def reference_counts(
+    snapshot: ClusterSnapshot, pod: Pod, st: PreScoreState
+) -> tuple[list[dict[str, int] | None], dict[str, list[Pod]]]:
+    pods_on: dict[str, list[Pod]] = {}
+    for p in snapshot.pods:
+        if plain_counted(p) and p.namespace == pod.namespace:
+            pods_on.setdefault(p.node_name, []).append(p)
+    out: list[dict[str, int] | None] = [
+        None if d is None else dict.fromkeys(d, 0) for d in st.seeded
+    ]
+    for node in snapshot.nodes.nodes:
+        if st.require_all and not has_keys(node, st.keys):
+            continue
+        for c, counts in zip(st.constraints, out, strict=True):
+            if counts is None or not st.inclusion.eligible(node, c):
+                continue
+            value = node.labels.get(c.topology_key, "")
+            if value in counts and counts_pods(c):
+                counts[value] += sum(1 for p in pods_on.get(node.name, ()) if c.selector.matches(p.labels))
+    return out, pods_on
+
+
+def raw_score(
+    st: PreScoreState, counts: list[dict[str, int] | None], node: Node, own: Mapping[int, int]
+) -> int:
+    """`own[i]`: matching pods on the node itself, for hostname constraint i."""
+    if node.name in st.ignored:
+        return 0
+    score = 0.0
+    for i, c in enumerate(st.constraints):
+        value = node.labels.get(c.topology_key)
+        if value is None:
+            continue
+        domain = counts[i]
+        cnt = own.get(i, 0) if domain is None else domain.get(value, 0)
+        score += cnt * st.weights[i] + float(c.max_skew - 1)
+    return go_round(score)
+
+
+def normalize(st: PreScoreState, scores: list[NodeScore]) -> None:
+    """Upstream NormalizeScore: ignored nodes 0; maxScore == 0 -> 100; else
+    100 * (max + min - s) // max over the non-ignored nodes."""
+    live = [s.score for s in scores if s.name not in st.ignored]
+    max_score = max([0, *live])
+    min_score = min(live) if live else 0
+    for s in scores:
+        if s.name in st.ignored:
+            s.score = 0
+        elif max_score == 0:
+            s.score = MAX_NODE_SCORE
+        else:
+            s.score = MAX_NODE_SCORE * (max_score + min_score - s.score) // max_score
