@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
 
 
-@dataclass(frozen=True, slots=True)
-class Taint:
+class Taint(NamedTuple):
+    """A NamedTuple, not a dataclass: hashing and equality run in C, which matters
+    because verdicts are memoized per taint and per taint tuple on every request."""
+
     key: str
     value: str = ""
     effect: str = ""
