@@ -16,6 +16,8 @@ kube-scheduler multiplies an extender's score by `weight * 10` and does not clam
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import add, mul
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # no runtime import: config imports this module before metrics may exist
@@ -33,10 +35,9 @@ def combine(outcome: ScoreOutcome, weights: dict[str, int], mode: str = "scaled"
     n = len(outcome.nodes)
     if not active:
         return [0] * n
-    totals = [0] * n
-    for weight, values in active:
-        for i, v in enumerate(values):
-            totals[i] += weight * v
+    totals: list[int] = [0] * n
+    for weight, values in active:  # map/operator keep the per-node arithmetic in C
+        totals = list(map(add, totals, map(mul, repeat(weight), values)))
     if mode == "in-tree":
         return [(t + 5) // 10 for t in totals]
     maximum = sum(w for w, _ in active) * MAX_NODE_SCORE

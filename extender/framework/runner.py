@@ -217,26 +217,33 @@ class Framework:
                     raw.append(value)
             _observe(plugin.name, "Score", Code.SUCCESS, t0)
             _record_evaluations(plugin.name, "Score", Counter({Code.SUCCESS: len(raw)}))
-            scores = [NodeScore(n.name, s) for n, s in zip(nodes.nodes, raw, strict=True)]
-            normalize = getattr(plugin, "normalize_score", None)
-            if normalize is not None:
-                t0 = time.perf_counter()
-                status = normalize(state, pod, scores)
-                _observe(plugin.name, "ScoreExtensionNormalize", status.code, t0)
-                if not status.is_success:
-                    out.error = f"running Normalize plugin {plugin.name!r}: {status.message()}"
-                    return out
-            values = [s.score for s in scores]
-            for s in scores:
-                if not 0 <= s.score <= MAX_NODE_SCORE:
-                    out.error = (
-                        f'plugin "{plugin.name}" returns an invalid score {s.score}, it should '
-                        f"in the range of [0, {MAX_NODE_SCORE}] after normalizing"
-                    )
-                    return out
+            t0 = time.perf_counter()
+            values, status = self._normalize(plugin, state, pod, nodes, raw)
+            _observe(plugin.name, "ScoreExtensionNormalize", status.code, t0)
+            if not status.is_success:
+                out.error = f"running Normalize plugin {plugin.name!r}: {status.message()}"
+                return out
+            if values and (min(values) < 0 or max(values) > MAX_NODE_SCORE):
+                bad = next(v for v in values if not 0 <= v <= MAX_NODE_SCORE)
+                out.error = (
+                    f'plugin "{plugin.name}" returns an invalid score {bad}, it should '
+                    f"in the range of [0, {MAX_NODE_SCORE}] after normalizing"
+                )
+                return out
             out.scores[plugin.name] = values
         self._observe_point("Score", Code.SUCCESS, started)
         return out
+
+    def _normalize(self, plugin, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]):
+        """NormalizeScore: on plain lists in the batch path, on NodeScore objects (as
+        upstream) in the reference path."""
+        batch = getattr(plugin, "normalize_values", None) if self.fast else None
+        if batch is not None:
+            return batch(state, pod, nodes, raw), Status()
+        scores = [NodeScore(n.name, s) for n, s in zip(nodes.nodes, raw, strict=True)]
+        normalize = getattr(plugin, "normalize_score", None)
+        status = normalize(state, pod, scores) if normalize is not None else Status()
+        return [s.score for s in scores], status
 
     @staticmethod
     def _observe_point(point: str, code: Code, started: float) -> None:

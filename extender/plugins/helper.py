@@ -25,7 +25,37 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeS
     return Status()
 
 
+def default_normalize_values(max_priority: int, reverse: bool, raw: list[int]) -> list[int]:
+    """`default_normalize_score` on a plain list (the batch path: no NodeScore objects)."""
+    max_count = max(raw, default=0)
+    if max_count == 0:
+        return [max_priority] * len(raw) if reverse else list(raw)
+    if reverse:
+        return [max_priority - max_priority * s // max_count for s in raw]
+    return [max_priority * s // max_count for s in raw]
+
+
 def aligned(nodes: Iterable[Node], by_name: dict[str, int], default: int = 0) -> list[int]:
     """Scores in node order from a name -> score mapping."""
     get = by_name.get
     return [get(n.name, default) for n in nodes]
+
+
+def universe_memo(state, nodes, key, compute):
+    """Answer over the snapshot's whole node universe, memoized per snapshot and pod
+    shape (`key`), or None when that does not apply: explain runs (they want details)
+    and `Nodes`-mode requests (their nodes are not the snapshot's)."""
+    from extender.framework.handle import SNAPSHOT_KEY
+
+    snapshot = state.get(SNAPSHOT_KEY)
+    if snapshot is None or state.get("explain") or nodes.universe is not snapshot.nodes:
+        return None
+    return snapshot.memo(key, compute)
+
+
+def restrict(fails: dict, nodes) -> dict:
+    """A universe-wide failure map cut down to the request's candidates (C-level ops)."""
+    if nodes.is_full:
+        return fails
+    keys = fails.keys() & nodes.names
+    return dict(zip(keys, map(fails.__getitem__, keys), strict=True))

@@ -21,7 +21,13 @@ from extender.matching.nodeselector import (
     required_affinity,
 )
 from extender.model import Node, NodeSelector, Pod
-from extender.plugins.helper import MAX_NODE_SCORE, aligned, default_normalize_score
+from extender.plugins.helper import (
+    MAX_NODE_SCORE,
+    aligned,
+    default_normalize_score,
+    default_normalize_values,
+    universe_memo,
+)
 from extender.state.nodeset import NodeSet
 
 NAME = "NodeAffinity"
@@ -91,8 +97,15 @@ class NodeAffinity:
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
         required = self._state(state, pod)
-        matching = required.matching_names(nodes.label_index(), nodes.universe.names)
-        failing = nodes.names - matching
+        universe = nodes.universe.names
+
+        def failing_in_universe() -> frozenset[str]:
+            return universe - required.matching_names(nodes.label_index(), universe)
+
+        failing = universe_memo(state, nodes, (NAME, "Filter", required), failing_in_universe)
+        if failing is None:
+            failing = failing_in_universe()
+        failing = failing & nodes.names
         if not failing:
             return {}
         if state.get("explain"):
@@ -119,12 +132,21 @@ class NodeAffinity:
         return sum(t.weight for t in self._terms(state, pod) if t.term.matches(node)), Status()
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
-        index, universe = nodes.label_index(), nodes.universe.names
-        by_name: dict[str, int] = {}
-        for t in self._terms(state, pod):
-            for name in t.term.matching_names(index, universe):
-                by_name[name] = by_name.get(name, 0) + t.weight
-        return aligned(nodes, by_name)
+        terms = self._terms(state, pod)
+
+        def weights() -> dict[str, int]:
+            index, universe = nodes.label_index(), nodes.universe.names
+            by_name: dict[str, int] = {}
+            for t in terms:
+                for name in t.term.matching_names(index, universe):
+                    by_name[name] = by_name.get(name, 0) + t.weight
+            return by_name
+
+        by_name = universe_memo(state, nodes, (NAME, "Score", terms), weights)
+        return aligned(nodes, by_name if by_name is not None else weights())
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, False, scores)
+
+    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]) -> list[int]:
+        return default_normalize_values(MAX_NODE_SCORE, False, raw)

@@ -13,7 +13,14 @@ from extender.framework.handle import Handle
 from extender.framework.status import error, unschedulable
 from extender.matching.tolerations import TolerationMatcher, do_not_schedule, matcher_for
 from extender.model import Node, Pod, Taint
-from extender.plugins.helper import MAX_NODE_SCORE, aligned, default_normalize_score
+from extender.plugins.helper import (
+    MAX_NODE_SCORE,
+    aligned,
+    default_normalize_score,
+    default_normalize_values,
+    restrict,
+    universe_memo,
+)
 from extender.state.nodeset import NodeSet
 
 NAME = "TaintToleration"
@@ -58,9 +65,17 @@ class TaintToleration:
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
         if pod.tolerations_error:
             return dict.fromkeys(nodes.names, unschedulable(pod.tolerations_error))
+        key = (NAME, "Filter", pod.tolerations, self.handle.gates)
+        fails = universe_memo(state, nodes, key, lambda: self._fails(state, pod, nodes.universe.taint_groups()))
+        if fails is None:
+            return self._fails(state, pod, nodes.taint_groups())
+        return restrict(fails, nodes)
+
+    def _fails(self, state: CycleState, pod: Pod, groups) -> dict[str, Status]:
+        """Failures per distinct taint tuple: one verdict per group of nodes."""
         matcher = self._matcher(state, pod)
         fails: dict[str, Status] = {}
-        for taints, group in nodes.taint_groups().items():
+        for taints, group in groups.items():
             taint = matcher.first_untolerated(taints, do_not_schedule)
             if taint is not None:
                 fails.update(dict.fromkeys([n.name for n in group], self._reject(state, matcher, taint)))
@@ -83,12 +98,23 @@ class TaintToleration:
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
         matcher = state.read(PRE_SCORE_KEY)
+        key = (NAME, "Score", matcher.tolerations, self.handle.gates)
+        by_name = universe_memo(state, nodes, key, lambda: self._counts(matcher, nodes.universe.taint_groups()))
+        if by_name is None:
+            by_name = self._counts(matcher, nodes.taint_groups())
+        return aligned(nodes, by_name)
+
+    def _counts(self, matcher: TolerationMatcher, groups) -> dict[str, int]:
+        """Intolerable PreferNoSchedule taints per node (non-zero only), per taint tuple."""
         by_name: dict[str, int] = {}
-        for taints, group in nodes.taint_groups().items():
+        for taints, group in groups.items():
             count = self._count_intolerable(matcher, taints)
             if count:
                 by_name.update(dict.fromkeys([n.name for n in group], count))
-        return aligned(nodes, by_name)
+        return by_name
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, True, scores)
+
+    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]) -> list[int]:
+        return default_normalize_values(MAX_NODE_SCORE, True, raw)

@@ -36,7 +36,7 @@ def build_label_index(nodes: Iterable[Node]) -> LabelIndex:
 class NodeIndex:
     """Indexes over a fixed collection of nodes (a snapshot's, or one request's)."""
 
-    __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index")
+    __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index", "_with_key")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.nodes = list(nodes)
@@ -45,6 +45,15 @@ class NodeIndex:
         self.unschedulable = frozenset(n.name for n in self.nodes if n.unschedulable)
         self._taint_groups: TaintGroups | None = None
         self._label_index: LabelIndex | None = None
+        self._with_key: dict[str, frozenset[str]] = {}
+
+    def names_with_key(self, key: str) -> frozenset[str]:
+        """Names of the nodes that carry label `key` (any value), cached per key."""
+        hit = self._with_key.get(key)
+        if hit is None:
+            hit = frozenset().union(*self.label_index().get(key, {}).values())
+            self._with_key[key] = hit
+        return hit
 
     def taint_groups(self) -> TaintGroups:
         if self._taint_groups is None:

@@ -9,8 +9,10 @@ own derived indexes off `derived`, built lazily once per snapshot.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
+
+from cachetools import LRUCache
 
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, existing_pod_from_dict, node_from_dict
@@ -18,6 +20,16 @@ from extender.state.loader import ClusterFileError
 from extender.state.nodeset import NodeIndex
 
 WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
+MEMO_SIZE = 512
+
+
+def _workloads_by_namespace(snapshot: ClusterSnapshot) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    index: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for kind, objects in snapshot.workloads.items():
+        for w in objects:
+            namespace = (w.get("metadata") or {}).get("namespace") or "default"
+            index.setdefault((kind, namespace), []).append(w)
+    return index
 
 
 class ClusterSnapshot:
@@ -37,6 +49,8 @@ class ClusterSnapshot:
         self.generation = generation
         self._derived: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._memo: LRUCache = LRUCache(MEMO_SIZE)
+        self._memo_lock = threading.Lock()
 
     def derived(self, key: str, build: Callable[[ClusterSnapshot], Any]) -> Any:
         """Get or build (once, thread-safely) an index derived from this snapshot."""
@@ -49,11 +63,25 @@ class ClusterSnapshot:
                     self._derived[key] = value
         return value
 
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """Per-snapshot memo of pure, pod-shape-keyed answers.
+
+        Pods of one workload share their constraints, so e.g. "which nodes fail these
+        tolerations" is answered once per snapshot, not once per pod. The snapshot is
+        immutable, so entries never go stale; a new snapshot starts empty. `compute`
+        runs outside the lock (a racing duplicate is harmless: answers are pure).
+        """
+        with self._memo_lock:
+            value = self._memo.get(key)
+        if value is None:
+            value = compute()
+            with self._memo_lock:
+                self._memo[key] = value
+        return value
+
     def workloads_in(self, kind: str, namespace: str) -> list[dict[str, Any]]:
-        return [
-            w for w in self.workloads.get(kind, ())
-            if ((w.get("metadata") or {}).get("namespace") or "default") == namespace
-        ]
+        """Workload objects of one kind in one namespace (indexed once per snapshot)."""
+        return self.derived("workloads-by-namespace", _workloads_by_namespace).get((kind, namespace), [])
 
     def counts(self) -> dict[str, int]:
         out = {"nodes": len(self.nodes.nodes), "pods": len(self.pods)}

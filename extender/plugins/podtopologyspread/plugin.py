@@ -113,7 +113,7 @@ class PodTopologySpread:
         if not constraints or not snapshot.nodes.nodes:
             return SKIP
         require_all = from_pod or not self.args.system_defaulted
-        st = scoring.new_state(constraints, require_all, nodes.nodes, self._inclusion(state, pod))
+        st = scoring.new_state(constraints, require_all, nodes, self._inclusion(state, pod))
         state.write(scoring.PRE_SCORE_KEY, st)
         return Status()
 
@@ -144,6 +144,9 @@ class PodTopologySpread:
         # The raw score depends only on each constraint's domain (or, for hostname, the
         # node's own count): compute it once per distinct projection.
         keys = [c.topology_key for c in st.constraints]
+        grouped = self._score_by_groups(st, nodes, hostname)
+        if grouped is not None:
+            return grouped
         if len(keys) == 1 and not st.constraints[0].is_hostname:
             return self._score_single_domain(st, nodes, keys[0])
         by_projection: dict[tuple, int] = {}
@@ -165,6 +168,41 @@ class PodTopologySpread:
         return out
 
     @staticmethod
+    def _score_by_groups(st: scoring.PreScoreState, nodes: NodeSet, hostname) -> list[int] | None:
+        """At most one non-hostname constraint (System defaults, zone spreading): nodes
+        fall into groups (domain value x has-hostname-label) scored once each with set
+        operations; only nodes with own matching pods are scored one by one."""
+        constraints = st.constraints
+        non_host = [i for i, c in enumerate(constraints) if not c.is_hostname]
+        host = [i for i, c in enumerate(constraints) if c.is_hostname]
+        if len(non_host) > 1 or len({constraints[i].topology_key for i in host}) > 1:
+            return None
+        candidates = nodes.names - st.ignored
+        groups: list[tuple[str | None, frozenset[str] | set[str]]] = [(None, candidates)]
+        if non_host:
+            key = constraints[non_host[0]].topology_key
+            by_value = nodes.label_index().get(key, {})
+            groups = [(v, names & candidates) for v, names in by_value.items()]
+            groups.append((None, candidates - nodes.universe.names_with_key(key)))
+        with_host = nodes.universe.names_with_key(constraints[host[0]].topology_key) if host else frozenset()
+        by_name: dict[str, int] = dict.fromkeys(st.ignored & nodes.names, 0)
+        for value, names in groups:
+            for has_host, part in ((True, names & with_host), (False, names - with_host)):
+                if not part:
+                    continue
+                values = [
+                    (constraints[i].topology_key if has_host else None) if i in host else value
+                    for i in range(len(constraints))
+                ]
+                by_name.update(dict.fromkeys(part, scoring.raw_from_values(st, st.counts, values, {})))
+        busy = set().union(*(per_node.keys() for _, per_node in hostname)) & candidates
+        by_node = nodes.universe.by_name
+        for name in busy:
+            own = {i: per_node.get(name, 0) for i, per_node in hostname}
+            by_name[name] = scoring.raw_score(st, st.counts, by_node[name], own)
+        return [by_name[n.name] for n in nodes]
+
+    @staticmethod
     def _score_single_domain(st: scoring.PreScoreState, nodes: NodeSet, key: str) -> list[int]:
         """One non-hostname soft constraint (the common case): one score per domain."""
         by_value: dict[str | None, int] = {}
@@ -180,6 +218,10 @@ class PodTopologySpread:
                 score = by_value[value] = scoring.raw_score(st, st.counts, node, {})
             out.append(score)
         return out
+
+    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]) -> list[int]:
+        st = state.read(scoring.PRE_SCORE_KEY)
+        return scoring.normalize_values(st, [n.name for n in nodes] if st.ignored else (), raw)
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         st = state.get(scoring.PRE_SCORE_KEY)

@@ -24,6 +24,7 @@ from extender.plugins.podtopologyspread.common import (
     has_keys,
 )
 from extender.plugins.podtopologyspread.filtering import plain_counted, topology_keys
+from extender.state.nodeset import NodeSet
 from extender.state.podindex import SpreadIndex
 from extender.state.snapshot import ClusterSnapshot
 
@@ -51,18 +52,29 @@ class PreScoreState:
 
 
 def new_state(
-    constraints: list[Constraint], require_all: bool, candidates: Sequence[Node], inclusion: Inclusion
+    constraints: list[Constraint], require_all: bool, nodes: NodeSet, inclusion: Inclusion
 ) -> PreScoreState:
+    """Seed domains from the candidates with set operations on the label index (no
+    per-node loop): nodes lacking a key are ignored when all keys are required, and
+    otherwise seed the empty domain, as `labels[key]` reads "" in Go."""
     keys = topology_keys(constraints)
+    universe = nodes.universe
+    candidates = nodes.names
     ignored: set[str] = set()
-    seeded: list[set[str] | None] = [None if c.is_hostname else set() for c in constraints]
-    for node in candidates:
-        if require_all and not has_keys(node, keys):
-            ignored.add(node.name)
+    if require_all and keys:
+        with_all = frozenset.intersection(*(universe.names_with_key(k) for k in keys))
+        ignored = set(candidates - with_all)
+    live = candidates - ignored
+    seeded: list[set[str] | None] = []
+    for c in constraints:
+        if c.is_hostname:
+            seeded.append(None)
             continue
-        for c, domains in zip(constraints, seeded, strict=True):
-            if domains is not None:
-                domains.add(node.labels.get(c.topology_key, ""))
+        by_value = universe.label_index().get(c.topology_key, {})
+        domains = {value for value, names in by_value.items() if not names.isdisjoint(live)}
+        if not live <= universe.names_with_key(c.topology_key):
+            domains.add("")
+        seeded.append(domains)
     weights = []
     for domains in seeded:
         size = len(candidates) - len(ignored) if domains is None else len(domains)
@@ -115,9 +127,21 @@ def raw_score(
     """`own[i]`: matching pods on the node itself, for hostname constraint i."""
     if node.name in st.ignored:
         return 0
+    labels = node.labels
+    return raw_from_values(st, counts, [labels.get(c.topology_key) for c in st.constraints], own)
+
+
+def raw_from_values(
+    st: PreScoreState,
+    counts: list[dict[str, int] | None],
+    values: Sequence[str | None],
+    own: Mapping[int, int],
+) -> int:
+    """The raw score of a node whose constraint i has topology value `values[i]`
+    (None: the node lacks the key). Float sum in constraint order, then Go rounding."""
     score = 0.0
     for i, c in enumerate(st.constraints):
-        value = node.labels.get(c.topology_key)
+        value = values[i]
         if value is None:
             continue
         domain = counts[i]
@@ -139,3 +163,20 @@ def normalize(st: PreScoreState, scores: list[NodeScore]) -> None:
             s.score = MAX_NODE_SCORE
         else:
             s.score = MAX_NODE_SCORE * (max_score + min_score - s.score) // max_score
+
+
+def normalize_values(st: PreScoreState, names: Sequence[str], raw: list[int]) -> list[int]:
+    """`normalize` on plain lists (the batch path)."""
+    ignored = st.ignored
+    live = [s for name, s in zip(names, raw, strict=True) if name not in ignored] if ignored else raw
+    max_score = max(live, default=0)
+    max_score = max(max_score, 0)
+    min_score = min(live) if live else 0
+    if max_score == 0:
+        values = [MAX_NODE_SCORE] * len(raw)
+    else:
+        total = max_score + min_score
+        values = [MAX_NODE_SCORE * (total - s) // max_score for s in raw]
+    if ignored:
+        values = [0 if name in ignored else v for name, v in zip(names, values, strict=True)]
+    return values
