@@ -36,11 +36,11 @@ def explain_pod(extender: Extender, pod_raw: dict[str, Any], candidates: list[st
     filter_json = (
         filter_result(None, None, {}, wire.error)
         if wire.error
-        else filter_result([n.name for n in wire.feasible], None, wire.statuses)
+        else filter_result(wire.feasible_names, None, wire.statuses)
     )
 
     detail = extender.run_filter(extender.new_state(snapshot, explain=True), pod, cands, run_all=True)
-    feasible = NodeSet(wire.feasible, snapshot.nodes)
+    feasible = NodeSet([snapshot.nodes.by_name[n] for n in wire.feasible_names], snapshot.nodes)
     score_outcome, totals = extender.run_score(extender.new_state(snapshot), pod, feasible)
     prioritize = [{"Host": n.name, "Score": s} for n, s in zip(feasible.nodes, totals, strict=False)]
 

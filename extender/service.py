@@ -80,9 +80,10 @@ class Extender:
             return Candidates(NodeSet(parsed), raw_by_name=raw_by_name)
         by_name = snapshot.nodes.by_name
         names = names or []
-        found = [by_name[n] for n in names if n in by_name]
-        if len(found) == len(names):
+        found = list(map(by_name.get, names))
+        if None not in found:
             return Candidates(NodeSet(found, snapshot.nodes, names))
+        found = [n for n in found if n is not None]
         unknown = [n for n in names if n not in by_name]
         return Candidates(NodeSet(found, snapshot.nodes), unknown)
 
@@ -119,9 +120,9 @@ class Extender:
             log.error("filter failed", extra={"pod": pod.key, "error": outcome.error})
             return error_filter_result(outcome.error)
         if cands.raw_by_name is not None:
-            items = [cands.raw_by_name[n.name] for n in outcome.feasible]
+            items = [cands.raw_by_name[name] for name in outcome.feasible_names]
             return filter_result(None, items, outcome.statuses)
-        return filter_result([n.name for n in outcome.feasible], None, outcome.statuses)
+        return filter_result(outcome.feasible_names, None, outcome.statuses)
 
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
         """HostPriorityList; raises ValueError when scoring itself errors (the server

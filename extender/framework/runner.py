@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from itertools import filterfalse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -35,7 +36,7 @@ class FilterOutcome:
     """`statuses` holds the failing nodes only; `per_plugin` every plugin's verdicts
     (failures only) when the run was asked to evaluate all plugins for explain."""
 
-    feasible: list = field(default_factory=list)
+    feasible_names: list[str] = field(default_factory=list)
     statuses: dict[str, Status] = field(default_factory=dict)
     per_plugin: dict[str, dict[str, Status]] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
@@ -164,7 +165,7 @@ class Framework:
         if "PreFilterResult" in out.per_plugin:
             merged.update(out.per_plugin["PreFilterResult"])
         out.statuses = merged
-        out.feasible = [n for n in nodes.nodes if n.name not in merged] if merged else list(nodes)
+        out.feasible_names = list(filterfalse(merged.__contains__, nodes.order))
         self._observe_point("Filter", Code.SUCCESS, started)
         return out
 

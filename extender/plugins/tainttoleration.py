@@ -26,6 +26,7 @@ from extender.state.nodeset import NodeSet
 NAME = "TaintToleration"
 ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 PRE_SCORE_KEY = "PreScore" + NAME
+REJECTED = unschedulable(ERR_REASON_UNTOLERATED)
 EXPLAIN_KEY = "explain"
 
 
@@ -43,9 +44,9 @@ class TaintToleration:
         return matcher_for(state, pod, self.handle.gates, self.handle.cel)
 
     def _reject(self, state: CycleState, matcher: TolerationMatcher, taint: Taint) -> Status:
-        details: tuple[str, ...] = ()
-        if state.get(EXPLAIN_KEY):
-            details = (f"taint {taint} is not tolerated", *matcher.explain(taint))
+        if not state.get(EXPLAIN_KEY):
+            return REJECTED  # one shared status: the wire message names no taint
+        details = (f"taint {taint} is not tolerated", *matcher.explain(taint))
         return unschedulable(ERR_REASON_UNTOLERATED, *details)
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeSet):

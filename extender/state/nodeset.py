@@ -74,7 +74,7 @@ class NodeSet:
     with `names`, which is cheap in C.
     """
 
-    __slots__ = ("nodes", "names", "universe", "_taint_groups")
+    __slots__ = ("nodes", "names", "order", "universe", "_taint_groups")
 
     def __init__(
         self,
@@ -82,13 +82,14 @@ class NodeSet:
         universe: NodeIndex | None = None,
         names: Iterable[str] | None = None,
     ) -> None:
-        """`names`, when given, must be the candidates' names (saves a Python pass)."""
+        """`names`, when given, must be the candidates' names in order (saves a pass)."""
         self.nodes = list(nodes)
+        self.order: list[str] = list(names) if names is not None else [n.name for n in self.nodes]
         if universe is None:
             universe = NodeIndex(self.nodes)
             self.names: frozenset[str] = universe.names
         else:
-            self.names = frozenset(names if names is not None else (n.name for n in self.nodes))
+            self.names = frozenset(self.order)
         self.universe = universe
         self._taint_groups: TaintGroups | None = None
 
