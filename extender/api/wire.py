@@ -114,8 +114,8 @@ def split_failures(statuses: dict[str, Status]) -> tuple[dict[str, str], dict[st
 
     Statuses are shared objects across nodes, so when all are unresolvable (the common
     case) the maps are built by C-level zips instead of a Python loop per node."""
-    values = list(statuses.values())
-    distinct = dict(zip(map(id, values), values, strict=True)).values()
+    values = statuses.values()
+    distinct = set(values)  # identity hashing: C-level
     messages = map(_MESSAGE, values)
     if all(s.code is not Code.UNSCHEDULABLE for s in distinct):
         return {}, dict(zip(statuses, messages, strict=True))

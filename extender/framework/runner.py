@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from itertools import filterfalse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import filterfalse
 
 from extender import metrics
 from extender.framework.cycle_state import CycleState
@@ -59,13 +59,11 @@ def _record_evaluations(plugin: str, point: str, counts: Counter) -> None:
 
 
 def _count_codes(fails: dict[str, Status]) -> Counter:
-    """Count codes per distinct status object (plugins share status objects across nodes),
-    so the per-node work stays in C."""
-    values = list(fails.values())
-    by_id = dict(zip(map(id, values), values, strict=True))
+    """Count codes per distinct status object (plugins share status objects across nodes;
+    statuses hash by identity), so the per-node work stays in C."""
     counts: Counter = Counter()
-    for key, n in Counter(map(id, values)).items():
-        counts[by_id[key].code] += n
+    for status, n in Counter(fails.values()).items():
+        counts[status.code] += n
     return counts
 
 

@@ -21,13 +21,17 @@ class Code(Enum):
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Status:
     """The result of one plugin at one extension point.
 
     `reasons` are the wire messages (upstream constants); `details` are the richer,
     human explanations (which taint, which toleration, why a value did not parse)
     that only `explain` and debug logs show.
+
+    Identity equality and hashing (eq=False): plugins share one status object across
+    thousands of nodes and the encoder groups by object, in C. Compare `code`,
+    `reasons` and `details` when you mean equal content.
     """
 
     code: Code = Code.SUCCESS

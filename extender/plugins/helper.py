@@ -59,3 +59,21 @@ def restrict(fails: dict, nodes) -> dict:
         return fails
     keys = fails.keys() & nodes.names
     return dict(zip(keys, map(fails.__getitem__, keys), strict=True))
+
+
+def untolerated_node_names(snapshot, pod, matcher, gates) -> frozenset[str]:
+    """Snapshot nodes with a NoSchedule/NoExecute taint the pod does not tolerate.
+
+    One answer per snapshot and toleration set, shared by TaintToleration's Filter and
+    PodTopologySpread's `nodeTaintsPolicy: Honor`; computed once per distinct taint
+    tuple."""
+    from extender.matching.tolerations import do_not_schedule
+
+    def compute() -> frozenset[str]:
+        bad = []
+        for taints, group in snapshot.nodes.taint_groups().items():
+            if matcher.first_untolerated(taints, do_not_schedule) is not None:
+                bad.extend(n.name for n in group)
+        return frozenset(bad)
+
+    return snapshot.memo(("untolerated", pod.tolerations, gates), compute)

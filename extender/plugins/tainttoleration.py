@@ -9,7 +9,7 @@ Score counts PreferNoSchedule taints tolerated by none of the pod's PreferNoSche
 from __future__ import annotations
 
 from extender.framework import CycleState, NodeScore, Status
-from extender.framework.handle import Handle
+from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import error, unschedulable
 from extender.matching.tolerations import TolerationMatcher, do_not_schedule, matcher_for
 from extender.model import Node, Pod, Taint
@@ -18,8 +18,8 @@ from extender.plugins.helper import (
     aligned,
     default_normalize_score,
     default_normalize_values,
-    restrict,
     universe_memo,
+    untolerated_node_names,
 )
 from extender.state.nodeset import NodeSet
 
@@ -66,11 +66,12 @@ class TaintToleration:
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
         if pod.tolerations_error:
             return dict.fromkeys(nodes.names, unschedulable(pod.tolerations_error))
-        key = (NAME, "Filter", pod.tolerations, self.handle.gates)
-        fails = universe_memo(state, nodes, key, lambda: self._fails(state, pod, nodes.universe.taint_groups()))
-        if fails is None:
+        snapshot = state.get(SNAPSHOT_KEY)
+        if state.get(EXPLAIN_KEY) or snapshot is None or nodes.universe is not snapshot.nodes:
             return self._fails(state, pod, nodes.taint_groups())
-        return restrict(fails, nodes)
+        matcher = self._matcher(state, pod)
+        failing = untolerated_node_names(snapshot, pod, matcher, self.handle.gates)
+        return dict.fromkeys(failing if nodes.is_full else failing & nodes.names, REJECTED)
 
     def _fails(self, state: CycleState, pod: Pod, groups) -> dict[str, Status]:
         """Failures per distinct taint tuple: one verdict per group of nodes."""

@@ -1,13 +1,16 @@
 """Differential property test: the batch fast paths and the per-node reference paths must give
 identical `filter` and `prioritize` answers on generated clusters and pods.
 
-Clusters: nodes with labels from a small vocabulary (plain, integer, semver-ish values), taints
-with numeric / semver / plain values and every effect, cordoned nodes. Pods: tolerations with
-every operator (Equal, Exists, Gt, Lt, SemverGt/Lt/Eq, an unknown one, CEL expressions through a
-fake engine, annotation tolerations), nodeSelector, required and preferred node affinity with
-every operator (incl. Gt/Lt/Semver and broken requirements) and matchFields on metadata.name.
-Both request modes are exercised: NodeNames (a subset of the snapshot, plus unknown names) and
-full Nodes.
+Clusters: nodes with labels from a small per-key vocabulary (plain, integer and semver-ish
+values), taints with numeric / semver / plain values and every effect, cordoned nodes. Pods:
+tolerations with every operator (Equal, Exists, Gt, Lt, SemverGt/Lt/Eq, an unknown one, CEL
+expressions through a fake engine, annotation tolerations), nodeSelector, required and preferred
+node affinity with every operator (incl. Gt/Lt/Semver and broken requirements) and matchFields on
+metadata.name. Feature gates vary. Both request modes are exercised: NodeNames (a subset of the
+snapshot, sometimes with an unknown name) and full Nodes.
+
+Values are drawn per key from small vocabularies so that comparisons collide often (equal
+values, boundary values, unparsable values on the same key).
 """
 
 from __future__ import annotations
@@ -21,22 +24,41 @@ from hypothesis import strategies as st
 from extender.api.wire import decode_args
 from extender.config import Config
 from extender.features import FeatureGates
+from extender.framework import CycleState, Status
+from extender.framework.handle import Handle
 from extender.model import Taint
+from extender.model.parse import pod_from_dict
+from extender.plugins.nodeaffinity import NodeAffinity
+from extender.plugins.nodeunschedulable import NodeUnschedulable
+from extender.plugins.tainttoleration import TaintToleration
 from extender.service import Extender
-from extender.state import ClusterSnapshot, StaticSource
+from extender.state import ClusterSnapshot, NodeSet, StaticSource
 
-LABEL_KEYS = ["zone", "tier", "ver", "num", "gpu", "example.com/disk"]
-LABEL_VALUES = ["a", "b", "", "0", "1", "5", "10", "007", "950", "-3", "1.2.3", "v1.10.0", "1.2",
-                "2.0.0-rc.1", "x"]
-TAINT_KEYS = ["dedicated", "sla", "ver", "node.kubernetes.io/unschedulable"]
-TAINT_VALUES = ["", "a", "0", "5", "950", "0100", "-1", "9223372036854775807", "1.2.3", "v2.0.0",
-                "2.0.0-rc.1", "high"]
+INTS = ["0", "1", "5", "10", "950", "007", "-3", "x"]
+SEMVERS = ["1.2.3", "v1.10.0", "1.2", "2.0.0-rc.1", "1", "v2", "x"]
+LABELS = {
+    "zone": ["a", "b", "c"],
+    "tier": ["a", "b", ""],
+    "num": INTS,
+    "ver": SEMVERS,
+    "gpu": ["", "1", "a"],
+    "example.com/disk": ["ssd", "hdd"],
+}
+TAINTS = {
+    "dedicated": ["a", "b", ""],
+    "sla": ["0", "5", "950", "0100", "-1", "9223372036854775807", "high"],
+    "ver": ["1.2.3", "v2.0.0", "2.0.0-rc.1", "1.2", "x"],
+    "node.kubernetes.io/unschedulable": [""],
+}
 EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TOL_OPERATORS = ["", "Equal", "Exists", "Gt", "Lt", "SemverGt", "SemverLt", "SemverEq", "Bogus"]
-TOL_VALUES = TAINT_VALUES + ["900", "+5", "1.2", "v1"]
+TOL_NUMBERS = ["0", "5", "900", "950", "-1", "+5", "0100", "9223372036854775807"]
+TOL_VERSIONS = ["1.2.3", "v2.0.0", "1.2", "v1", "1.0.0+build", "2.0.0-rc.1", "x"]
 EXPR_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "SemverGt", "SemverLt",
                   "SemverEq"]
-EXPR_VALUES = LABEL_VALUES + ["bad value!", "+5"]
+REQ_NUMBERS = ["0", "1", "5", "10", "950", "007"]
+REQ_VERSIONS = ["1.2.3", "v1.10.0", "1.2", "2.0.0-rc.1", "1", "1.0.0+build"]
+BROKEN_VALUES = ["bad value!", "+5", "-5", "1.5", ""]
 NODE_NAMES = [f"n{i}" for i in range(8)]
 
 
@@ -61,15 +83,27 @@ class FakeCel:
 
 # --- strategies -------------------------------------------------------------------------------
 
-taints = st.lists(
-    st.fixed_dictionaries({
-        "key": st.sampled_from(TAINT_KEYS),
-        "value": st.sampled_from(TAINT_VALUES),
+
+def _chance(numerator: int, denominator: int):
+    """True with probability numerator/denominator."""
+    return st.sampled_from([False] * (denominator - numerator) + [True] * numerator)
+
+
+@st.composite
+def _sometimes_broken(draw, good, bad):
+    """Mostly well-formed; now and then broken (a parse error: the term never matches)."""
+    return draw(bad) if draw(_chance(1, 16)) else draw(good)
+
+
+@st.composite
+def taint(draw):
+    key = draw(st.sampled_from(list(TAINTS)))
+    return {
+        "key": key,
+        "value": draw(st.sampled_from(TAINTS[key])),
         # PreferNoSchedule weighted up: it only scores, so more nodes stay feasible
-        "effect": st.sampled_from(EFFECTS + ["PreferNoSchedule"] * 2),
-    }),
-    max_size=3,
-)
+        "effect": draw(st.sampled_from(EFFECTS + ["PreferNoSchedule"] * 2)),
+    }
 
 
 @st.composite
@@ -77,65 +111,67 @@ def nodes(draw):
     count = draw(st.integers(1, len(NODE_NAMES)))
     out = []
     for name in NODE_NAMES[:count]:
-        spec = {"taints": draw(taints)}
-        if draw(st.booleans()):
-            spec["unschedulable"] = draw(st.booleans())
-        labels = draw(st.dictionaries(st.sampled_from(LABEL_KEYS), st.sampled_from(LABEL_VALUES),
-                                      max_size=4))
+        spec = {"taints": draw(st.lists(taint(), max_size=3))}
+        if draw(_chance(1, 2)):
+            spec["unschedulable"] = draw(_chance(1, 2))
+        labels = {}
+        for key, values in LABELS.items():
+            if draw(_chance(2, 3)):
+                labels[key] = draw(st.sampled_from(values))
         out.append({"kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": spec})
     return out
 
 
-plain_toleration = st.fixed_dictionaries(
-    {},
-    optional={
-        "key": st.sampled_from(TAINT_KEYS + [""]),
-        "operator": st.sampled_from(TOL_OPERATORS),
-        "value": st.sampled_from(TOL_VALUES),
-        "effect": st.sampled_from(EFFECTS + [""]),
-    },
-)
+@st.composite
+def plain_toleration(draw):
+    tol = {}
+    if draw(_chance(4, 5)):
+        tol["key"] = draw(st.sampled_from(list(TAINTS)))
+    op = draw(st.sampled_from(TOL_OPERATORS))
+    if op:
+        tol["operator"] = op
+    if op in ("Gt", "Lt"):
+        values = TOL_NUMBERS
+    elif op.startswith("Semver"):
+        values = TOL_VERSIONS
+    else:
+        values = TAINTS.get(tol.get("key", ""), ["", "a"]) + ["zzz"]
+    if op != "Exists" or draw(_chance(1, 5)):
+        tol["value"] = draw(st.sampled_from(values))
+    if draw(_chance(2, 3)):
+        tol["effect"] = draw(st.sampled_from(EFFECTS))
+    return tol
+
+
 expression_toleration = st.builds(
     lambda e: {"expression": e},
     st.sampled_from(["true", "key:dedicated", "key:sla", "key:ver", "broken("]),
 )
-tolerations = st.lists(st.one_of(plain_toleration, plain_toleration, expression_toleration),
-                       max_size=4)
-
-
-INT_VALUES = ["0", "1", "5", "10", "950", "007"]
-SEMVER_VALUES = ["1.2.3", "v1.10.0", "1.2", "2.0.0-rc.1", "1", "v2"]
-
-
-def _chance(numerator: int, denominator: int):
-    """True with probability numerator/denominator (integers() would be biased towards 0)."""
-    return st.sampled_from([False] * (denominator - numerator) + [True] * numerator)
 
 
 @st.composite
-def _sometimes_broken(draw, good, bad):
-    """Mostly well-formed values; now and then a broken one (parse error: term never matches)."""
-    return draw(bad) if draw(_chance(1, 10)) else draw(good)
+def toleration(draw):
+    return draw(expression_toleration) if draw(_chance(1, 6)) else draw(plain_toleration())
 
 
 @st.composite
 def requirement(draw):
     op = draw(st.sampled_from(EXPR_OPERATORS))
-    if op in ("Exists", "DoesNotExist"):
-        values = draw(_sometimes_broken(st.just([]), st.just(["a"])))
+    if op in ("Gt", "Lt"):
+        key = draw(st.sampled_from(["num", "num", "num", "ver", "zone"]))
+        good = st.lists(st.sampled_from(REQ_NUMBERS), min_size=1, max_size=1)
+    elif op.startswith("Semver"):
+        key = draw(st.sampled_from(["ver", "ver", "ver", "num", "zone"]))
+        good = st.lists(st.sampled_from(REQ_VERSIONS), min_size=1, max_size=1)
     elif op in ("In", "NotIn"):
-        values = draw(_sometimes_broken(
-            st.lists(st.sampled_from(LABEL_VALUES), min_size=1, max_size=3),
-            st.lists(st.sampled_from(EXPR_VALUES), max_size=2)))
-    elif op in ("Gt", "Lt"):
-        values = draw(_sometimes_broken(
-            st.lists(st.sampled_from(INT_VALUES), min_size=1, max_size=1),
-            st.lists(st.sampled_from(EXPR_VALUES), min_size=1, max_size=2)))
+        key = draw(st.sampled_from(list(LABELS)))
+        good = st.lists(st.sampled_from(LABELS[key] + ["zzz"]), min_size=1, max_size=3)
     else:
-        values = draw(_sometimes_broken(
-            st.lists(st.sampled_from(SEMVER_VALUES), min_size=1, max_size=1),
-            st.lists(st.sampled_from(EXPR_VALUES), min_size=1, max_size=2)))
-    key = draw(_sometimes_broken(st.sampled_from(LABEL_KEYS), st.just("bad key")))
+        key = draw(st.sampled_from(list(LABELS)))
+        good = st.just([])
+    bad = st.lists(st.sampled_from(BROKEN_VALUES + LABELS[key]), max_size=2)
+    values = draw(_sometimes_broken(good, bad))
+    key = draw(_sometimes_broken(st.just(key), st.just("bad key")))
     return {"key": key, "operator": op, "values": values}
 
 
@@ -144,7 +180,7 @@ def field_requirement(draw):
     key = draw(_sometimes_broken(st.just("metadata.name"), st.just("spec.x")))
     op = draw(_sometimes_broken(st.sampled_from(["In", "NotIn"]), st.just("Exists")))
     values = draw(_sometimes_broken(
-        st.lists(st.sampled_from(NODE_NAMES), min_size=1, max_size=1),
+        st.lists(st.sampled_from(NODE_NAMES[:4]), min_size=1, max_size=1),
         st.lists(st.sampled_from(NODE_NAMES + ["ghost", ""]), min_size=1, max_size=2)))
     return {"key": key, "operator": op, "values": values}
 
@@ -154,21 +190,24 @@ def selector_term(draw):
     term = {}
     if draw(_chance(5, 6)):
         term["matchExpressions"] = draw(st.lists(requirement(), max_size=2))
-    if draw(_chance(1, 5)):
-        term["matchFields"] = draw(st.lists(field_requirement(), max_size=2))
+    if draw(_chance(1, 3)):
+        term["matchFields"] = draw(st.lists(field_requirement(), min_size=1, max_size=2))
     return term
 
 
 @st.composite
 def node_affinity(draw):
     affinity = {}
-    if draw(st.booleans()):
+    if draw(_chance(1, 2)):
         terms = draw(_sometimes_broken(st.lists(selector_term(), min_size=1, max_size=3),
-                                       st.one_of(st.none(), st.just([]))))
+                                       st.sampled_from([None, []])))
         affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
-    if draw(st.booleans()):
+    if draw(_chance(2, 3)):
         affinity["preferredDuringSchedulingIgnoredDuringExecution"] = draw(st.lists(
-            st.fixed_dictionaries({"weight": st.integers(0, 100), "preference": selector_term()}),
+            st.fixed_dictionaries({
+                "weight": st.sampled_from([0, 1, 2, 5, 7, 50, 100]),
+                "preference": selector_term(),
+            }),
             max_size=3,
         ))
     return affinity
@@ -176,30 +215,34 @@ def node_affinity(draw):
 
 @st.composite
 def pods(draw):
-    spec = {"tolerations": draw(tolerations)}
-    if draw(st.booleans()):
-        spec["nodeSelector"] = draw(st.dictionaries(
-            st.sampled_from(LABEL_KEYS), st.sampled_from(LABEL_VALUES), max_size=2))
-    if draw(st.booleans()):
+    spec = {"tolerations": draw(st.lists(toleration(), max_size=4))}
+    if draw(_chance(1, 3)):
+        spec["nodeSelector"] = {
+            key: draw(st.sampled_from(LABELS[key]))
+            for key in draw(st.lists(st.sampled_from(list(LABELS)), max_size=2, unique=True))
+        }
+    if draw(_chance(2, 3)):
         spec["affinity"] = {"nodeAffinity": draw(node_affinity())}
     annotations = {}
-    if draw(_chance(1, 4)):
+    if draw(_chance(1, 5)):
         annotations["scheduling-extender.io/tolerations"] = orjson.dumps(
-            draw(st.lists(plain_toleration, max_size=2))).decode()
+            draw(st.lists(toleration(), max_size=2))).decode()
     if draw(_chance(1, 6)):
         annotations["scheduling-extender.io/node-affinity"] = orjson.dumps(
             draw(node_affinity())).decode()
-    if draw(_chance(1, 30)):
+    if draw(_chance(1, 40)):
         annotations["scheduling-extender.io/tolerations"] = "{broken"
+    if draw(_chance(1, 40)):
+        annotations["scheduling-extender.io/node-affinity"] = "[]"
     meta = {"name": "p", "namespace": "default", "annotations": annotations}
     return {"metadata": meta, "spec": spec}
 
 
 gates = st.builds(
     FeatureGates,
-    comparison_operators=st.booleans(),
-    semver_operators=st.booleans(),
-    cel=st.booleans(),
+    comparison_operators=_chance(3, 4),
+    semver_operators=_chance(3, 4),
+    cel=_chance(3, 4),
 )
 
 
@@ -210,9 +253,9 @@ def requests(draw):
     names = [n["metadata"]["name"] for n in cluster]
     keep = draw(st.lists(_chance(4, 5), min_size=len(names), max_size=len(names)))
     subset = [name for name, k in zip(names, keep, strict=True) if k]
-    subset = draw(st.permutations(subset))
+    subset = list(draw(st.permutations(subset)))
     if draw(_chance(1, 10)):
-        subset = [*subset, "ghost"]
+        subset.append("ghost")
     return cluster, subset
 
 
@@ -256,3 +299,46 @@ def test_fast_and_reference_paths_agree(request, pod, feature_gates, full_mode):
     if survivors:
         narrowed = decode_args(orjson.dumps({"Pod": pod, "NodeNames": survivors}))
         assert _answer(fast.prioritize, narrowed) == _answer(slow.prioritize, narrowed)
+
+
+@settings(max_examples=150, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(request=requests(), pod=pods(), feature_gates=gates)
+def test_each_plugin_batch_equals_per_node(request, pod, feature_gates):
+    """Plugin by plugin, unmasked by other plugins or by score combination: `filter_nodes` vs
+    `filter` per node, and `score_nodes` vs `score` (raw scores), on a NodeNames-style
+    candidate subset of the snapshot."""
+    cluster, subset = request
+    snapshot = ClusterSnapshot.from_objects(cluster)
+    by_name = snapshot.nodes.by_name
+    candidates = NodeSet([by_name[n] for n in subset if n in by_name], snapshot.nodes)
+    the_pod = pod_from_dict(pod)
+    handle = Handle(feature_gates, cel=FakeCel())
+    for plugin in (NodeUnschedulable(handle), TaintToleration(handle), NodeAffinity(handle)):
+        ref_state, fast_state = CycleState(), CycleState()
+        pre = getattr(plugin, "pre_filter", None)
+        if pre is not None:
+            ref_pre, fast_pre = pre(ref_state, the_pod, candidates), pre(fast_state, the_pod,
+                                                                         candidates)
+            assert ref_pre[0] == fast_pre[0]
+            assert (ref_pre[1].code, ref_pre[1].reasons) == (fast_pre[1].code, fast_pre[1].reasons)
+        fails = plugin.filter_nodes(fast_state, the_pod, candidates)
+        assert set(fails) <= candidates.names
+        for node in candidates:
+            ref = plugin.filter(ref_state, the_pod, node)
+            got = fails.get(node.name, Status())
+            assert (got.code, got.reasons) == (ref.code, ref.reasons), (plugin.name, node.name)
+
+        if not hasattr(plugin, "score"):
+            continue
+        ref_status = plugin.pre_score(ref_state, the_pod, candidates)
+        fast_status = plugin.pre_score(fast_state, the_pod, candidates)
+        assert ref_status.code == fast_status.code
+        if not ref_status.is_success:
+            continue
+        raw = []
+        for node in candidates:
+            value, status = plugin.score(ref_state, the_pod, node)
+            assert status.is_success
+            raw.append(value)
+        assert plugin.score_nodes(fast_state, the_pod, candidates) == raw, plugin.name

@@ -23,6 +23,7 @@ from extender.features import FeatureGates
 from extender.matching.nodeselector import RequiredAffinity, required_affinity
 from extender.matching.tolerations import TolerationMatcher, do_not_schedule
 from extender.model import Node, Pod
+from extender.plugins.helper import untolerated_node_names
 from extender.plugins.podtopologyspread.args import DO_NOT_SCHEDULE, HOSTNAME, SpreadArgs
 from extender.plugins.podtopologyspread.selector import (
     EVERYTHING,
@@ -207,9 +208,11 @@ def constraints_for(
 class Inclusion:
     """Node eligibility for one pod and request (spec §1.5), memoized per taint tuple."""
 
-    __slots__ = ("affinity", "matcher", "_by_taints", "_affinity_free")
+    __slots__ = ("pod", "gates", "affinity", "matcher", "_by_taints", "_affinity_free")
 
     def __init__(self, pod: Pod, matcher: TolerationMatcher, gates: FeatureGates) -> None:
+        self.pod = pod
+        self.gates = gates
         self.affinity: RequiredAffinity = required_affinity(
             pod.node_selector, pod.affinity.required, gates.semver_operators
         )
@@ -255,10 +258,12 @@ class EligibleSets:
         return self._affinity
 
     def excluded_by_taints(self) -> frozenset[str]:
+        """Shared with TaintToleration's Filter: one answer per snapshot and tolerations."""
         if self._excluded is None:
-            bad = [names for taints, names in self.index.taint_group_names().items()
-                   if not self.inclusion.taints_ok(taints)]
-            self._excluded = frozenset().union(*bad)
+            inclusion = self.inclusion
+            self._excluded = untolerated_node_names(
+                self.index.snapshot, inclusion.pod, inclusion.matcher, inclusion.gates
+            )
         return self._excluded
 
     def eligible(self, c: Constraint, base: frozenset[str]) -> frozenset[str]:

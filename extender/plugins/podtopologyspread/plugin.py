@@ -86,6 +86,8 @@ class PodTopologySpread:
             st.counts = filtering.indexed_counts(index, pod, st.constraints, EligibleSets(st.inclusion, index))
             st.nominated = filtering.indexed_nominated(index, pod)
         explain = bool(state.get("explain"))
+        if not explain:
+            return self._filter_by_domains(st, nodes)
         keys = [c.topology_key for c in st.constraints]
         by_projection: dict[tuple, Status] = {}
         fails: dict[str, Status] = {}
@@ -100,6 +102,44 @@ class PodTopologySpread:
                     status = by_projection[projection] = filtering.check(st, st.counts, node, explain)
             if not status.is_success:
                 fails[node.name] = status
+        return fails
+
+    @staticmethod
+    def _filter_by_domains(st: filtering.PreFilterState, nodes: NodeSet) -> dict[str, Status]:
+        """The skew check per domain instead of per node: for constraint i a node fails
+        iff it lacks the key (unresolvable) or its domain's count exceeds
+        maxSkew + minimum - selfMatch; constraints in order, first failure wins. Nodes
+        with nominated pods are checked one by one (with and without them)."""
+        counts = st.counts
+        label_index = nodes.label_index()
+        fails: dict[str, Status] = {}
+        nominated = st.nominated.keys() & nodes.names
+        remaining = nodes.names - nominated
+        for i, c in enumerate(st.constraints):
+            if not remaining:
+                break
+            key = c.topology_key
+            missing = remaining - nodes.universe.names_with_key(key)
+            if missing:
+                fails.update(dict.fromkeys(missing, filtering.UNRESOLVABLE))
+                remaining = remaining - missing
+            by_value = label_index.get(key, {})
+            threshold = c.max_skew + counts.minimum[i] - st.self_match[i]
+            per_domain = counts.per_domain[i]
+            if threshold >= 0:  # domains without matching pods pass: look at busy ones only
+                bad_values = [v for v, n in per_domain.items() if n > threshold]
+            else:
+                bad_values = [v for v in by_value if per_domain.get(v, 0) > threshold]
+            for value in bad_values:
+                bad = by_value.get(value, frozenset()) & remaining
+                if bad:
+                    fails.update(dict.fromkeys(bad, filtering.UNSCHEDULABLE))
+                    remaining = remaining - bad
+        by_node = nodes.universe.by_name
+        for name in nominated:
+            status = filtering.check_with_nominated(st, counts, st.nominated, by_node[name], False)
+            if not status.is_success:
+                fails[name] = status
         return fails
 
     # --- PreScore / Score / NormalizeScore -----------------------------------------------
