@@ -87,7 +87,7 @@ def decode_args(body: bytes) -> ExtenderArgs:
     names_raw = fields.get("NodeNames")
     names = None
     if names_raw is not None:
-        if not isinstance(names_raw, list) or not all(isinstance(n, str) for n in names_raw):
+        if not isinstance(names_raw, list) or not set(map(type, names_raw)) <= {str}:
             raise WireError("ExtenderArgs.NodeNames must be a list of strings")
         names = names_raw
     return ExtenderArgs(pod, nodes, names)
