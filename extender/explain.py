@@ -91,7 +91,7 @@ def render_table(report: dict[str, Any]) -> str:
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines.append(f"POD {result['pod']}")
         for r in rows:
-            lines.append("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3])
+            lines.append(("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3]).rstrip())
         lines.append("")
     return "\n".join(lines)
 
