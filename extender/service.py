@@ -10,7 +10,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.api.wire import ExtenderArgs, error_filter_result, filter_result
+from extender.api.wire import (
+    ExtenderArgs,
+    encode_host_priorities,
+    error_filter_result,
+    filter_result,
+    host_priority_list,
+)
 from extender.config import Config
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
@@ -124,17 +130,25 @@ class Extender:
             return filter_result(None, items, outcome.statuses)
         return filter_result(outcome.feasible_names, None, outcome.statuses)
 
-    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
-        """HostPriorityList; raises ValueError when scoring itself errors (the server
-        answers 500, which kube-scheduler logs and ignores, as it ignores any
-        prioritize failure)."""
+    def prioritize_scores(self, args: ExtenderArgs) -> tuple[list[str], list[int]]:
+        """Hosts (request order, unknown names left out) and their extender scores;
+        raises ValueError when scoring itself errors (the server answers 500, which
+        kube-scheduler logs and ignores, as it ignores any prioritize failure)."""
         snapshot = self.source.snapshot()
         pod = self.parse_pod(args.pod)
         cands = self.resolve(snapshot, args.node_names, args.nodes)
         outcome, scores = self.run_score(self.new_state(snapshot), pod, cands.nodes)
         if outcome.error:
             raise ValueError(outcome.error)
-        return [{"Host": n.name, "Score": s} for n, s in zip(cands.nodes.nodes, scores, strict=True)]
+        return cands.nodes.order, scores
+
+    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
+        """The HostPriorityList as Python data."""
+        return host_priority_list(*self.prioritize_scores(args))
+
+    def prioritize_encoded(self, args: ExtenderArgs) -> bytes:
+        """The HostPriorityList as JSON bytes, encoded without per-node dicts."""
+        return encode_host_priorities(*self.prioritize_scores(args))
 
 
 def status_dict(status: Status | None, score: int | None) -> dict[str, Any]:
