@@ -1,0 +1,7 @@
+"""Performance harness for the extender (issue 5): generator, workloads, drivers, report.
+
+Run with `python -m perf run --quick|--full` (`make perf-quick` / `make perf`), or
+`python -m perf generate ...` to write a synthetic cluster file. Nothing here is
+imported by the extender itself; the harness only drives it from the outside
+(in-process through `extender.service.Extender`, over HTTP through `extender serve`).
+"""

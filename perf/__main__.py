@@ -1,0 +1,80 @@
+"""`python -m perf generate ...` and `python -m perf run --quick|--full`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="write a synthetic cluster file (kind: List, JSON)")
+    gen.add_argument("--nodes", type=int, default=500)
+    gen.add_argument("--pods", type=int, default=10_000)
+    gen.add_argument("--seed", type=int, default=1)
+    gen.add_argument("-o", "--output", required=True, help="output path (.json)")
+    run = sub.add_parser("run", help="run the benchmark and write perf/out/report.json")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="500 + 1,000 nodes, < 2 minutes (default)")
+    mode.add_argument("--full", action="store_true", help="adds 5,000 nodes / 50,000 pods")
+    run.add_argument("--seed", type=int, default=1)
+    run.add_argument("--out", default=None, help="output directory (default perf/out)")
+    prof = sub.add_parser("profile", help="cProfile the in-process filter/prioritize paths")
+    prof.add_argument("--nodes", type=int, default=5000)
+    prof.add_argument("--pods", type=int, default=50_000)
+    prof.add_argument("--requests", type=int, default=200)
+    prof.add_argument("--seed", type=int, default=1)
+    prof.add_argument("--out", default=None, help="output directory (default perf/out)")
+    whatif = sub.add_parser("whatif", help="HTTP run: stock server vs gc.freeze() after load")
+    whatif.add_argument("--nodes", type=int, default=5000)
+    whatif.add_argument("--pods", type=int, default=50_000)
+    whatif.add_argument("--requests", type=int, default=400)
+    whatif.add_argument("--seed", type=int, default=1)
+    whatif.add_argument("--out", default=None, help="output directory (default perf/out)")
+    whatif.add_argument("--floor", action="store_true",
+                        help="instead: no-op Flask vs bare-WSGI server (the HTTP floor)")
+    ns = parser.parse_args(argv)
+
+    if ns.command == "whatif":
+        from perf.profile import whatif_floor, whatif_gc_freeze
+        from perf.run import OUT
+
+        out = Path(ns.out) if ns.out else OUT
+        out.mkdir(parents=True, exist_ok=True)
+        if ns.floor:
+            whatif_floor(ns.nodes, ns.requests, out)
+        else:
+            whatif_gc_freeze(ns.nodes, ns.pods, ns.requests, ns.seed, out)
+        return 0
+
+    if ns.command == "profile":
+        from perf.profile import profile
+        from perf.run import OUT
+
+        out = Path(ns.out) if ns.out else OUT
+        out.mkdir(parents=True, exist_ok=True)
+        profile(ns.nodes, ns.pods, ns.requests, ns.seed, out)
+        return 0
+
+    if ns.command == "generate":
+        from perf.generate import generate_cluster, write_cluster
+
+        if ns.nodes < 1 or ns.pods < 0:
+            parser.error("--nodes must be >= 1 and --pods >= 0")
+        cluster, info = generate_cluster(ns.nodes, ns.pods, ns.seed)
+        path = write_cluster(cluster, ns.output)
+        print(f"wrote {path}: {ns.nodes} nodes, {ns.pods} pods, zones {info.zones}, "
+              f"{len(info.racks)} racks; {info.feature_counts}")
+        return 0
+
+    from perf.run import OUT
+    from perf.run import run as run_bench
+
+    run_bench(full=ns.full, seed=ns.seed, out_dir=Path(ns.out) if ns.out else OUT)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

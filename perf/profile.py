@@ -1,0 +1,128 @@
+"""`python -m perf profile`: cProfile of the in-process filter and prioritize paths.
+
+Separate profiles per verb (and one for cluster loading, which is most of the cold
+start) so that PROFILE.md can say where each verb's time goes. `.prof` files land
+in perf/out/ for snakeviz/pstats; the top entries are printed.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import io
+import pstats
+import time
+from pathlib import Path
+
+from extender.api.wire import ExtenderArgs
+from extender.state import ClusterSnapshot, StaticSource, load_objects
+from perf.engine import default_config, detect_engine
+from perf.generate import generate_cluster, write_cluster
+from perf.workloads import mixed_pods
+
+
+def _top(prof: cProfile.Profile, sort: str, limit: int) -> str:
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    stats.strip_dirs().sort_stats(sort).print_stats(limit)
+    return out.getvalue()
+
+
+def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limit: int = 30) -> None:
+    path = out_dir / f"cluster-{nodes}-{pods}.json"
+    if not path.exists():
+        cluster, _ = generate_cluster(nodes, pods, seed)
+        write_cluster(cluster, path)
+        del cluster
+    prof_load = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof_load.enable()
+    snapshot = ClusterSnapshot.from_objects(load_objects(path))
+    prof_load.disable()
+    print(f"== load {path.name}: {time.perf_counter() - t0:.2f} s (profiled)")
+    print(_top(prof_load, "tottime", 15))
+    prof_load.dump_stats(str(out_dir / "load.prof"))
+    gc.collect()
+    gc.freeze()  # as the harness does: time the engine, not collections of the heap
+
+    engine = detect_engine()
+    ext = engine.extender(default_config(), StaticSource(snapshot))
+    names = [n.name for n in snapshot.nodes.nodes]
+    batch = mixed_pods(requests, engine.parts, start=300_000)
+    feasible: list[list[str]] = []
+    for pod in batch[:5]:  # warm caches (CEL programs, derived indexes) outside the profile
+        ext.prioritize(ExtenderArgs(pod, None, ext.filter(ExtenderArgs(pod, None, names))["NodeNames"]))
+    prof_f = cProfile.Profile()
+    t0 = time.perf_counter()
+    for pod in batch:
+        prof_f.enable()
+        result = ext.filter(ExtenderArgs(pod, None, names))
+        prof_f.disable()
+        feasible.append(result["NodeNames"] or [])
+    print(f"== filter x{requests}: {(time.perf_counter() - t0) / requests * 1000:.2f} ms/request "
+          "(wall, includes profiler overhead)")
+    print(_top(prof_f, "tottime", limit))
+    print(_top(prof_f, "cumulative", limit))
+    prof_f.dump_stats(str(out_dir / "filter.prof"))
+    prof_p = cProfile.Profile()
+    t0 = time.perf_counter()
+    for pod, names_ok in zip(batch, feasible, strict=True):
+        prof_p.enable()
+        ext.prioritize(ExtenderArgs(pod, None, names_ok))
+        prof_p.disable()
+    print(f"== prioritize x{requests}: {(time.perf_counter() - t0) / requests * 1000:.2f} ms/request "
+          "(wall, includes profiler overhead)")
+    print(_top(prof_p, "tottime", limit))
+    print(_top(prof_p, "cumulative", limit))
+    prof_p.dump_stats(str(out_dir / "prioritize.prof"))
+
+
+def whatif_gc_freeze(nodes: int, pods: int, requests: int, seed: int, out_dir: Path) -> dict:
+    """Same HTTP NodeNames run against the stock server and one that freezes the GC
+    after loading (perf._serve_shim PERF_GC_FREEZE=1): quantifies the p99 suggestion."""
+    from perf.http_driver import Server, names_requests, run_http
+
+    path = out_dir / f"cluster-{nodes}-{pods}.json"
+    if not path.exists():
+        cluster, _ = generate_cluster(nodes, pods, seed)
+        write_cluster(cluster, path)
+        del cluster
+    engine = detect_engine()
+    snapshot = ClusterSnapshot.from_objects(load_objects(path))
+    names = [n.name for n in snapshot.nodes.nodes]
+    del snapshot
+    reqs = names_requests(mixed_pods(requests, engine.parts, start=400_000), names)
+    results: dict = {}
+    for label, freeze in (("stock", False), ("gc_freeze", True)):
+        server = Server(path, out_dir / f"whatif-{label}.log", gc_freeze=freeze)
+        try:
+            cold = server.start()
+            run = run_http(server.port, reqs, "names", 1)
+            results[label] = {"cold_start_s": round(cold, 2), "pair": run["pair"],
+                              "filter": run["filter"], "prioritize": run["prioritize"],
+                              "stalls": run["stalls"], "rss_mb": server.rss_mb()}
+        finally:
+            server.stop()
+        print(label, results[label])
+    return results
+
+
+def whatif_floor(nodes: int, requests: int, out_dir: Path) -> dict:
+    """No-op servers (Flask vs bare WSGI, same gunicorn settings) answering NodeNames
+    requests for `nodes` names: what the stack costs before any engine work."""
+    from perf.http_driver import Server, names_requests, run_http
+
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    reqs = names_requests(mixed_pods(requests, set(), start=450_000), names)
+    results: dict = {}
+    for label, target in (("flask", "perf._noop_app:app"), ("raw_wsgi", "perf._noop_app:raw_app")):
+        server = Server(out_dir / "unused.json", out_dir / f"floor-{label}.log", noop=True,
+                        noop_target=target)
+        try:
+            server.start()
+            run = run_http(server.port, reqs, "names", 1)
+            results[label] = {k: run[k] for k in ("filter", "prioritize", "pair")}
+        finally:
+            server.stop()
+        print(label, {k: (v.get("p50_ms"), v.get("p99_ms")) for k, v in results[label].items()})
+    return results

@@ -1,0 +1,322 @@
+"""The report: `report.json`, PNG plots and a Markdown summary (for the README).
+
+Raw latency samples travel under `_samples` keys during the run (the plots need them)
+and are stripped before the JSON is written, which keeps the report small and
+diffable between runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REQUIRED_KEYS = ("meta", "mode", "engine", "sizes", "cel", "bar", "notes")
+SIZE_KEYS = ("nodes", "pods", "inprocess", "reference", "http", "simulation")
+
+BAR = {
+    "pair_p50_ms": 2.5,
+    "pair_p99_ms": 10.0,
+    "speedup": 10.0,
+    "rss_mb": 500.0,
+    "cold_start_s": 3.0,
+}
+
+
+def machine() -> dict[str, Any]:
+    """Where the numbers came from (the README must quote it with them)."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        mem_gb = round(psutil.virtual_memory().total / 1e9, 1)
+    except Exception:
+        mem_gb = None
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "memory_gb": mem_gb,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def strip_samples(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: strip_samples(v) for k, v in value.items() if not k.startswith("_")}
+    if isinstance(value, list):
+        return [strip_samples(v) for v in value]
+    return value
+
+
+def _get(d: Any, *path: str) -> Any:
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return d
+
+
+def evaluate_bar(size: dict[str, Any]) -> dict[str, Any]:
+    """Measured vs target at one size; `ok` is None where nothing was measured."""
+    pair = _get(size, "http", "names_seq", "pair") or {}
+    rss = _get(size, "http", "server", "rss_mb", "worker_mb")
+    cold = _get(size, "http", "server", "cold_start_s")
+    speed = _get(size, "reference", "speedup", "pair", "speedup")
+    mism = _get(size, "reference", "mismatches")
+    viol = _get(size, "simulation", "violations")
+
+    def row(measured: Any, target: Any, ok: bool | None, unit: str = "") -> dict[str, Any]:
+        return {"measured": measured, "target": target, "ok": ok, "unit": unit}
+
+    def le(x: Any, t: float) -> bool | None:
+        return None if x is None else x <= t
+
+    return {
+        "size": f"{size.get('nodes')} nodes / {size.get('pods')} pods",
+        "pair_p50_ms": row(pair.get("p50_ms"), BAR["pair_p50_ms"], le(pair.get("p50_ms"), BAR["pair_p50_ms"]), "ms"),
+        "pair_p99_ms": row(pair.get("p99_ms"), BAR["pair_p99_ms"], le(pair.get("p99_ms"), BAR["pair_p99_ms"]), "ms"),
+        "speedup": row(speed, BAR["speedup"], None if speed is None else speed >= BAR["speedup"], "x"),
+        "identical_answers": row(None if mism is None else mism == 0, True,
+                                 None if mism is None else mism == 0),
+        "rss_mb": row(rss, BAR["rss_mb"], le(rss, BAR["rss_mb"]), "MB"),
+        "cold_start_s": row(cold, BAR["cold_start_s"], le(cold, BAR["cold_start_s"]), "s"),
+        "sim_violations": row(viol, 0, None if viol is None else viol == 0),
+    }
+
+
+def _fmt(x: Any, digits: int = 2) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "NO"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _pp(stats: dict[str, Any] | None) -> str:
+    if not stats or not stats.get("n"):
+        return "-"
+    return f"{stats['p50_ms']:.2f} / {stats['p99_ms']:.2f}"
+
+
+def _cel_columns(cel: dict[str, Any]) -> list[str]:
+    columns: list[str] = []
+    for values in cel["expressions"].values():
+        if isinstance(values, dict):
+            columns.extend(k for k in values if k not in columns)
+    return columns
+
+
+def render_summary(report: dict[str, Any]) -> str:
+    """Markdown tables for the README's performance section."""
+    meta = report["meta"]
+    lines = [f"### Extender performance ({report['mode']} run)", ""]
+    lines.append(f"Machine: {meta.get('cpu')} ({meta.get('cpus')} CPUs, {meta.get('memory_gb')} GB), "
+                 f"{meta.get('platform')}, Python {meta.get('python')}; {meta.get('date_utc')}. "
+                 "One gunicorn worker (gthread, 4 threads), loopback HTTP, keep-alive client.")
+    lines.append("")
+    bar = report.get("bar") or {}
+    if bar:
+        lines += [f"**The bar** at {bar.get('size')} (mixed workload, HTTP with `NodeNames`):", "",
+                  "| metric | target | measured | met |", "|---|---|---|---|"]
+        labels = {"pair_p50_ms": "filter+prioritize p50", "pair_p99_ms": "filter+prioritize p99",
+                  "speedup": "speed-up vs reference (in-process pair p50)",
+                  "identical_answers": "identical answers to reference", "rss_mb": "worker RSS",
+                  "cold_start_s": "cold start (spawn to /readyz 200)",
+                  "sim_violations": "simulation hard-constraint violations"}
+        for key, label in labels.items():
+            r = bar.get(key) or {}
+            target = r.get("target")
+            op = "≤ " if key in ("pair_p50_ms", "pair_p99_ms", "rss_mb", "cold_start_s") else (
+                "≥ " if key == "speedup" else "")
+            lines.append(f"| {label} | {op}{_fmt(target)} {r.get('unit', '')} | "
+                         f"{_fmt(r.get('measured'))} {r.get('unit', '') if r.get('measured') is not None else ''} | "
+                         f"{'-' if r.get('ok') is None else ('yes' if r['ok'] else '**NO**')} |")
+        lines.append("")
+    lines += [
+        "Latencies in ms, p50 / p99. In-process = engine only; HTTP = client round trip; "
+        "no-op floor = same gunicorn/Flask/orjson stack answering all-feasible (no engine).",
+        "",
+        "| nodes | pods | in-proc filter | in-proc prioritize | HTTP filter | HTTP prioritize "
+        "| HTTP pair | HTTP pair c=4 (pairs/s) | full-Nodes pair | speed-up | identical "
+        "| no-op floor pair | sim pods/s | violations | worker RSS MB | cold start s |",
+        "|" + "---|" * 16,
+    ]
+    for s in report["sizes"]:
+        ip = _get(s, "inprocess", "mixed") or {}
+        http = s.get("http") or {}
+        c4 = http.get("names_c4") or {}
+        ref = s.get("reference") or {}
+        sim = s.get("simulation") or {}
+        srv = http.get("server") or {}
+        lines.append(
+            f"| {s['nodes']} | {s['pods']} | {_pp(ip.get('filter'))} | {_pp(ip.get('prioritize'))} "
+            f"| {_pp(_get(http, 'names_seq', 'filter'))} | {_pp(_get(http, 'names_seq', 'prioritize'))} "
+            f"| {_pp(_get(http, 'names_seq', 'pair'))} "
+            f"| {_pp(c4.get('pair'))} ({_fmt(c4.get('pairs_per_s'), 0)}) "
+            f"| {_pp(_get(http, 'nodes_seq', 'pair'))} "
+            f"| {_fmt(_get(ref, 'speedup', 'pair', 'speedup'), 1)}x "
+            f"| {_fmt(None if ref.get('mismatches') is None else ref['mismatches'] == 0)} "
+            f"| {_pp(_get(http, 'noop_floor', 'pair'))} "
+            f"| {_fmt(sim.get('pods_per_s'), 0)} | {_fmt(sim.get('violations'))} "
+            f"| {_fmt(_get(srv, 'rss_mb', 'worker_mb'), 0)} | {_fmt(srv.get('cold_start_s'))} |")
+    lines.append("")
+    lines += ["Where HTTP time goes (sequential NodeNames, ms): client p50 vs the server's own "
+              "handler time (mean of `extender_http_request_duration_seconds`: decode, engine, "
+              "encode) vs in-process engine p50 and the no-op stack's p50.", "",
+              "| nodes | verb | HTTP p50 | handler mean | in-process p50 | no-op floor p50 |",
+              "|---|---|---|---|---|---|"]
+    for s in report["sizes"]:
+        for verb in ("filter", "prioritize"):
+            lines.append(
+                f"| {s['nodes']} | {verb} "
+                f"| {_fmt(_get(s, 'http', 'names_seq', verb, 'p50_ms'))} "
+                f"| {_fmt(_get(s, 'http', 'names_seq', 'server_handler_mean_ms', verb))} "
+                f"| {_fmt(_get(s, 'inprocess', 'mixed', verb, 'p50_ms'))} "
+                f"| {_fmt(_get(s, 'http', 'noop_floor', verb, 'p50_ms'))} |")
+    lines.append("")
+    largest = report["sizes"][-1] if report["sizes"] else None
+    workloads = _get(largest, "inprocess", "workloads") or {}
+    if workloads:
+        lines += [f"Per workload, in-process at {largest['nodes']} nodes (p50 / p99 ms; "
+                  "speed-up = reference p50 / fast p50 for the pair):", "",
+                  "| workload | filter | prioritize | feasible nodes | speed-up | identical |",
+                  "|---|---|---|---|---|---|"]
+        for name, w in workloads.items():
+            lines.append(f"| {name} | {_pp(w.get('filter'))} | {_pp(w.get('prioritize'))} "
+                         f"| {_fmt(w.get('feasible_mean'), 0)} "
+                         f"| {_fmt(_get(w, 'speedup', 'pair', 'speedup'), 1)}x "
+                         f"| {_fmt(None if w.get('mismatches') is None else w['mismatches'] == 0)} |")
+        lines.append("")
+    plugins = _get(largest, "inprocess", "mixed", "plugins") or {}
+    if plugins:
+        lines += [f"Per plugin and extension point (mixed, {largest['nodes']} nodes, mean µs per call):",
+                  "", "| plugin / point | calls | mean µs |", "|---|---|---|"]
+        for key, v in plugins.items():
+            lines.append(f"| {key} | {v['calls']} | {v['mean_us']} |")
+        lines.append("")
+    cel = report.get("cel") or {}
+    if cel.get("skipped"):
+        lines += [f"CEL costs: skipped ({cel['skipped']}).", ""]
+    elif isinstance(cel.get("expressions"), dict):
+        lines += ["CEL costs per expression (from `perf/cel_bench.py`, µs):", "",
+                  "| expression | " + " | ".join(_cel_columns(cel)) + " |",
+                  "|---|" + "---|" * len(_cel_columns(cel))]
+        for name, values in cel["expressions"].items():
+            cells = [_fmt(values.get(c)) if isinstance(values, dict) else "-"
+                     for c in _cel_columns(cel)]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    elif cel:
+        lines += ["CEL costs: see `cel` in `perf/out/report.json`.", ""]
+    for note in report.get("notes") or []:
+        lines.append(f"- Note: {note}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def plot(report: dict[str, Any], out_dir: Path) -> list[Path]:
+    """latency-vs-nodes.png and latency-cdf.png (matplotlib, Agg: no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths: list[Path] = []
+    sizes = report["sizes"]
+    xs = [s["nodes"] for s in sizes]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
+    for ax, verb in zip(axes, ("filter", "prioritize", "pair"), strict=True):
+        series = [
+            ("HTTP NodeNames p50", ("http", "names_seq", verb, "p50_ms"), "-o"),
+            ("HTTP NodeNames p99", ("http", "names_seq", verb, "p99_ms"), "--o"),
+            ("HTTP full Nodes p50", ("http", "nodes_seq", verb, "p50_ms"), "-s"),
+            ("no-op server p50 (floor)", ("http", "noop_floor", verb, "p50_ms"), "-.+"),
+            ("in-process p50", ("inprocess", "mixed", verb, "p50_ms"), ":^"),
+            ("reference p50", ("reference", "latency", verb, "p50_ms"), "-.x"),
+        ]
+        for label, path, style in series:
+            ys = [_get(s, *path) for s in sizes]
+            pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+        if verb == "pair":
+            ax.axhline(BAR["pair_p50_ms"], color="grey", lw=0.8, ls=":", label="bar p50 2.5 ms")
+            ax.axhline(BAR["pair_p99_ms"], color="red", lw=0.8, ls=":", label="bar p99 10 ms")
+        ax.set_title(f"{verb} latency vs nodes")
+        ax.set_xlabel("nodes")
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("ms (log)")
+    axes[-1].legend(fontsize=7)
+    fig.tight_layout()
+    p = out_dir / "latency-vs-nodes.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(p)
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for s in sizes:
+        for key, label in (("names_seq", "HTTP NodeNames"), ("names_c4", "HTTP NodeNames c=4")):
+            samples = _get(s, "http", key, "_samples", "pair")
+            if samples:
+                values = sorted(v * 1000 for v in samples)
+                ys = [(i + 1) / len(values) for i in range(len(values))]
+                ax.plot(values, ys, label=f"{s['nodes']} nodes, {label}")
+        samples = _get(s, "inprocess", "mixed", "_samples", "pair")
+        if samples:
+            values = sorted(v * 1000 for v in samples)
+            ax.plot(values, [(i + 1) / len(values) for i in range(len(values))], ":",
+                    label=f"{s['nodes']} nodes, in-process")
+    ax.axvline(BAR["pair_p50_ms"], color="grey", lw=0.8, ls=":")
+    ax.axvline(BAR["pair_p99_ms"], color="red", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_xlabel("filter + prioritize latency, ms (log)")
+    ax.set_ylabel("fraction of pods")
+    ax.set_title("Latency CDF (filter + prioritize pair)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    p = out_dir / "latency-cdf.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(p)
+    return paths
+
+
+def write_report(report: dict[str, Any], out_dir: Path, plots: bool = True) -> dict[str, Path]:
+    """Write report.json, summary.md and (optionally) the plots, plus `-<mode>` copies of
+    each (report-full.json, summary-quick.md, ...); returns the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    if plots and report.get("sizes"):
+        for p in plot(report, out_dir):
+            paths[p.stem] = p
+    clean = strip_samples(report)
+    clean["files"] = {k: str(v) for k, v in paths.items()}
+    summary = render_summary(clean)
+    paths["json"] = out_dir / "report.json"
+    paths["json"].write_bytes(orjson.dumps(clean, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    paths["summary"] = out_dir / "summary.md"
+    paths["summary"].write_text(summary)
+    # Mode-suffixed copies, so a quick run does not overwrite the last full table.
+    mode = str(report.get("mode") or "run")
+    for key, path in list(paths.items()):
+        copy = path.with_name(f"{path.stem}-{mode}{path.suffix}")
+        shutil.copyfile(path, copy)
+        paths[f"{key}-{mode}"] = copy
+    return paths

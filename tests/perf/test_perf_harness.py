@@ -1,0 +1,268 @@
+"""Correctness of the perf harness itself (never timing: numbers belong in the report).
+
+The generator must be deterministic and produce clusters the extender loads with the
+requested counts and features; the independent simulation checker must catch planted
+violations (otherwise "0 violations" would mean nothing); the report writer must emit
+the keys the README and the lead rely on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from extender.model.parse import existing_pod_from_dict, pod_from_dict
+from extender.state import ClusterSnapshot, load_objects
+from perf.check import Checker
+from perf.engine import detect_engine, extend_snapshot
+from perf.generate import generate_cluster, node_objects, pod_objects, write_cluster
+from perf.report import REQUIRED_KEYS, SIZE_KEYS, evaluate_bar, render_summary, write_report
+from perf.stats import percentile, stalls, summarize
+from perf.workloads import CEL_ENV, CEL_ORACLES, WORKLOADS, mixed_pods
+
+# --- generator -----------------------------------------------------------------------
+
+
+def test_generator_is_deterministic_per_seed() -> None:
+    a, _ = generate_cluster(80, 500, seed=7)
+    b, _ = generate_cluster(80, 500, seed=7)
+    c, _ = generate_cluster(80, 500, seed=8)
+    assert orjson.dumps(a) == orjson.dumps(b)
+    assert orjson.dumps(a) != orjson.dumps(c)
+
+
+@pytest.fixture(scope="module")
+def cluster_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    cluster, info = generate_cluster(400, 3000, seed=1)
+    path = write_cluster(cluster, tmp_path_factory.mktemp("perf") / "cluster.json")
+    return path, {"cluster": cluster, "info": info}
+
+
+def test_generated_cluster_loads_with_requested_counts(cluster_file) -> None:
+    path, _ = cluster_file
+    snapshot = ClusterSnapshot.from_objects(load_objects(path))
+    counts = snapshot.counts()
+    assert counts["nodes"] == 400
+    assert counts["pods"] == 3000
+    assert counts["services"] > 0 and counts["replicasets"] > 0 and counts["statefulsets"] > 0
+
+
+def test_generated_cluster_has_the_realistic_features(cluster_file) -> None:
+    _, data = cluster_file
+    nodes = node_objects(data["cluster"])
+    pods = pod_objects(data["cluster"])
+    taints = [t for n in nodes for t in n["spec"].get("taints", [])]
+    sla = [t for t in taints if t["key"] == "node.example.com/sla"]
+    assert sla and all(t["value"].isdigit() and t["effect"] == "NoSchedule" for t in sla)
+    assert any(t["key"] == "node.example.com/kernel-version" for t in taints)
+    assert any(t["key"] == "node.example.com/cni-version" for t in taints)
+    assert any(t["key"].startswith("env.example.com/") for t in taints)
+    assert any(t["effect"] == "PreferNoSchedule" for t in taints)
+    assert any(t["key"].startswith("zone-a1-rack-") for t in taints)
+    cordoned = [n for n in nodes if n["spec"].get("unschedulable")]
+    assert cordoned
+    for n in cordoned:
+        assert {"key": "node.kubernetes.io/unschedulable", "value": "",
+                "effect": "NoSchedule"} in n["spec"]["taints"]
+    for n in nodes:
+        labels = n["metadata"]["labels"]
+        for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone",
+                    "topology.example.com/rack", "node.example.com/kernel-version",
+                    "node.example.com/cni-version"):
+            assert key in labels
+    zones = {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes}
+    assert 3 <= len(zones) <= 5
+    names = {n["metadata"]["name"] for n in nodes}
+    cordoned_names = {n["metadata"]["name"] for n in cordoned}
+    assert all(p["spec"]["nodeName"] in names - cordoned_names for p in pods)
+    assert all(p["metadata"]["ownerReferences"] for p in pods)
+    assert len({p["metadata"]["namespace"] for p in pods}) >= 4
+
+
+def test_cli_generate_writes_a_loadable_file(tmp_path: Path) -> None:
+    from perf.__main__ import main
+
+    out = tmp_path / "c.json"
+    assert main(["generate", "--nodes", "30", "--pods", "100", "--seed", "3", "-o", str(out)]) == 0
+    assert ClusterSnapshot.from_objects(load_objects(out)).counts()["nodes"] == 30
+
+
+# --- workloads -------------------------------------------------------------------------
+
+
+def test_every_workload_pod_parses_without_annotation_errors() -> None:
+    for w in WORKLOADS:
+        pod = pod_from_dict(w.pod(1))
+        assert pod.tolerations_error is None and pod.affinity_error is None, w.name
+
+
+def test_mixed_stream_is_deterministic_and_skips_missing_parts() -> None:
+    assert mixed_pods(40, {"cel", "pts"}) == mixed_pods(40, {"cel", "pts"})
+    without = mixed_pods(60, set())
+    assert not any(t.get("expression") for p in without for t in p["spec"]["tolerations"])
+    assert not any("topologySpreadConstraints" in p["spec"] for p in without)
+    assert len({p["metadata"]["name"] for p in without}) == 60
+
+
+def test_extend_snapshot_appends_without_touching_the_original(cluster_file) -> None:
+    path, _ = cluster_file
+    snap = ClusterSnapshot.from_objects(load_objects(path))
+    pod = existing_pod_from_dict({"metadata": {"name": "x", "namespace": "perf"},
+                                  "spec": {"nodeName": snap.nodes.nodes[0].name}})
+    new = extend_snapshot(snap, pod)
+    assert len(new.pods) == len(snap.pods) + 1 and new.pods[-1] is pod
+    assert pod not in snap.pods_by_namespace.get("perf", [])
+    assert new.pods_by_namespace["perf"][-1] is pod
+    assert new.nodes is snap.nodes and new.generation == snap.generation + 1
+
+
+# --- the independent checker ---------------------------------------------------------
+
+
+def _node(name: str, zone: str, taints=(), unschedulable=False, **labels: str) -> dict:
+    spec: dict = {"taints": list(taints)}
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {"kind": "Node", "metadata": {"name": name, "labels": {
+        "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone, **labels}},
+        "spec": spec}
+
+
+def _pod(name: str, node: str = "", tolerations=(), labels=None, **spec) -> dict:
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "labels": labels or {}},
+            "spec": {"nodeName": node, "tolerations": list(tolerations), **spec},
+            "status": {"phase": "Running"}}
+
+
+SLA = {"key": "node.example.com/sla", "value": "500", "effect": "NoSchedule"}
+NODES = [
+    _node("tainted", "a", [SLA]),
+    _node("cordoned", "a", [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
+          unschedulable=True),
+    _node("old", "b", **{"node.example.com/kernel-version": "5.4.0"}),
+    _node("new", "b", **{"node.example.com/kernel-version": "6.8.0"}),
+    _node("env", "b", [{"key": "env.example.com/dev", "effect": "NoSchedule"}]),
+]
+
+
+def test_checker_detects_planted_violations() -> None:
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+               "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "w"}}}]
+    existing = [_pod("e1", "tainted", labels={"app": "w"}), _pod("e2", "tainted", labels={"app": "w"})]
+    semver = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "node.example.com/kernel-version", "operator": "SemverGt",
+             "values": ["6.0.0"]}]}]}}}
+    gt = {"key": "node.example.com/sla", "operator": "Gt", "value": "100", "effect": "NoSchedule"}
+    checker = Checker(NODES, existing, CEL_ORACLES)
+    placements = [
+        (_pod("p-taint"), "tainted"),  # untolerated NoSchedule
+        (_pod("p-cordon"), "cordoned"),  # cordoned, no toleration
+        (_pod("p-affinity", affinity=semver), "old"),  # 5.4.0 is not > 6.0.0
+        (_pod("p-spread", tolerations=[gt], labels={"app": "w"},
+              topologySpreadConstraints=spread), "tainted"),  # zone a: 2+1-0 > 1
+        (_pod("p-missing"), "nowhere"),
+    ]
+    rules = {(v.pod.split("/")[1], v.rule) for v in checker.replay(placements)}
+    assert rules == {("p-taint", "TaintToleration"), ("p-cordon", "NodeUnschedulable"),
+                     ("p-cordon", "TaintToleration"), ("p-affinity", "NodeAffinity"),
+                     ("p-spread", "PodTopologySpread"), ("p-missing", "node")}
+
+
+def test_checker_accepts_valid_placements_and_counts_replayed_pods() -> None:
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+               "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "w"}}}]
+    gt = {"key": "node.example.com/sla", "operator": "Gt", "value": "100", "effect": "NoSchedule"}
+    ann = {"scheduling-extender.io/tolerations": json.dumps([{"expression": CEL_ENV}])}
+    checker = Checker(NODES, [], CEL_ORACLES)
+    ok = checker.replay([
+        (_pod("gt", tolerations=[gt]), "tainted"),
+        (_pod("cel", labels={}), "new"),
+        ({**_pod("cel-ann"), "metadata": {"name": "cel-ann", "namespace": "ns",
+                                          "annotations": ann}}, "env"),
+        (_pod("s1", tolerations=[gt], labels={"app": "w"}, topologySpreadConstraints=spread), "new"),
+        (_pod("s2", tolerations=[gt], labels={"app": "w"}, topologySpreadConstraints=spread),
+         "tainted"),
+    ])
+    assert ok == []
+    # Zones a=1, b=1: a third pod into b is fine (skew 1); a fourth into b (2+1-1 = 2) is
+    # not. Counts must carry over between replay calls.
+    bad = checker.replay([
+        (_pod("s3", tolerations=[gt], labels={"app": "w"}, topologySpreadConstraints=spread), "new"),
+        (_pod("s4", tolerations=[gt], labels={"app": "w"}, topologySpreadConstraints=spread), "new"),
+    ])
+    assert [v.pod for v in bad] == ["ns/s4"]
+
+
+def test_simulation_on_a_small_cluster_has_no_violations(tmp_path: Path) -> None:
+    from perf.engine import default_config
+    from perf.inprocess import simulate
+
+    cluster, _ = generate_cluster(60, 400, seed=5)
+    path = write_cluster(cluster, tmp_path / "c.json")
+    objects = load_objects(path)
+    snapshot = ClusterSnapshot.from_objects(objects)
+    engine = detect_engine()
+    config = default_config()
+    nodes = [o for o in objects if o["kind"] == "Node"]
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    stream = mixed_pods(40, engine.parts, start=900)
+    result = simulate(lambda src: engine.extender(config, src), snapshot, nodes, pods, stream,
+                      CEL_ORACLES)
+    assert result["pods"] == 40
+    assert result["violations"] == 0, result["violation_examples"]
+    # Carrying the spread index forward must not change a single placement.
+    rebuilt = simulate(lambda src: engine.extender(config, src), snapshot, nodes, pods, stream,
+                       CEL_ORACLES, carry_indexes=False)
+    assert rebuilt["placements_digest"] == result["placements_digest"]
+
+
+# --- stats and report --------------------------------------------------------------------
+
+
+def test_percentiles_are_nearest_rank_and_stalls_are_flagged() -> None:
+    values = [i / 1000 for i in range(1, 101)]  # 1..100 ms
+    assert percentile(values, 50) == 0.05 and percentile(values, 99) == 0.099
+    s = summarize(values)
+    assert s["n"] == 100 and s["p50_ms"] == 50.0 and s["max_ms"] == 100.0
+    assert stalls([0.002] * 50 + [0.041])["count"] == 1
+    assert stalls([0.050] * 50)["count"] == 0  # uniformly slow is not a stall
+
+
+def _fake_report() -> dict:
+    lat = {"n": 3, "p50_ms": 1.0, "p90_ms": 2.0, "p99_ms": 3.0, "max_ms": 3.0, "mean_ms": 1.5}
+    run = {"filter": lat, "prioritize": lat, "pair": lat, "pairs_per_s": 100.0,
+           "_samples": {"pair": [0.001, 0.002, 0.003]}}
+    size = {
+        "nodes": 500, "pods": 10000,
+        "inprocess": {"mixed": {"filter": lat, "prioritize": lat, "pair": lat,
+                                "plugins": {"TaintToleration/Filter": {"calls": 3, "mean_us": 5.0}},
+                                "_samples": {"pair": [0.001]}},
+                      "workloads": {"plain": {"filter": lat, "prioritize": lat, "mismatches": 0,
+                                              "speedup": {"pair": {"speedup": 12.0}}}}},
+        "reference": {"compared": 3, "mismatches": 0, "speedup": {"pair": {"speedup": 12.0}},
+                      "latency": {"filter": lat, "prioritize": lat, "pair": lat}},
+        "http": {"server": {"cold_start_s": 1.0, "rss_mb": {"worker_mb": 100.0}},
+                 "names_seq": run, "names_c4": run, "nodes_seq": run},
+        "simulation": {"pods": 10, "pods_per_s": 50.0, "violations": 0},
+    }
+    return {"meta": {"cpu": "test"}, "mode": "quick", "engine": {"parts": []}, "sizes": [size],
+            "cel": {"skipped": "test"}, "bar": evaluate_bar(size), "notes": ["n"]}
+
+
+def test_report_writer_produces_expected_keys_and_files(tmp_path: Path) -> None:
+    paths = write_report(_fake_report(), tmp_path)
+    data = json.loads(paths["json"].read_text())
+    for key in REQUIRED_KEYS:
+        assert key in data
+    for key in SIZE_KEYS:
+        assert key in data["sizes"][0]
+    assert "_samples" not in paths["json"].read_text()
+    assert data["bar"]["pair_p50_ms"]["ok"] is True and data["bar"]["speedup"]["ok"] is True
+    assert (tmp_path / "latency-vs-nodes.png").stat().st_size > 0
+    assert (tmp_path / "latency-cdf.png").stat().st_size > 0
+    summary = paths["summary"].read_text()
+    assert summary == render_summary(data) and "| nodes | pods |" in summary
