@@ -95,18 +95,17 @@ def cmd_explain(ns: argparse.Namespace) -> int:
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:
-    from extender.server.launcher import prepare_multiprocess_metrics
+    from extender.server.multiproc import prepare_multiprocess_metrics
 
     prepare_multiprocess_metrics()  # before any metric exists
     from extender.logs import setup_logging
     from extender.server.launcher import ExtenderServer
-    from extender.state import load_objects
-    from extender.state.snapshot import ClusterSnapshot
+    from extender.state import FileSource
 
     config = build_config(_settings(ns), config_file=ns.config)
     setup_logging(config.log_level)
-    ClusterSnapshot.from_objects(load_objects(config.cluster))  # fail fast, before forking
-    ExtenderServer(config).run()
+    source = FileSource(config.cluster, poll_seconds=config.reload_interval)  # fails fast
+    ExtenderServer(config, source).run()
     return 0
 
 

@@ -35,6 +35,8 @@ class ModelError(ValueError):
 
 
 def _obj(value: Any, where: str) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case first: ABC isinstance checks are slow
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -43,6 +45,8 @@ def _obj(value: Any, where: str) -> Mapping[str, Any]:
 
 
 def _list(value: Any, where: str) -> list:
+    if type(value) is list:
+        return value
     if value is None:
         return []
     if not isinstance(value, list):
@@ -51,6 +55,8 @@ def _list(value: Any, where: str) -> list:
 
 
 def _str(value: Any, where: str) -> str:
+    if type(value) is str:
+        return value
     if value is None:
         return ""
     if not isinstance(value, str):

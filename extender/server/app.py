@@ -44,6 +44,8 @@ def _metrics_payload() -> bytes:
 
 
 def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> Flask:
+    """`source` defaults to the config's cluster file, watched for changes. Pass one in
+    (the gunicorn launcher does, loading it once in the master before forking)."""
     if source is None:
         file_source = FileSource(config.cluster, poll_seconds=config.reload_interval)
         file_source.start(install_sighup=False)  # under gunicorn the master handles HUP

@@ -1,36 +1,31 @@
 """Start gunicorn in-process with our defaults (gthread workers, TCP_NODELAY).
 
-Prometheus multiprocess mode is switched on before any metric is created, so that
-`/metrics` aggregates every worker; a dead worker's live gauges are dropped.
+Prometheus multiprocess mode (`extender.server.multiproc`) is switched on before any
+metric is created, so that `/metrics` aggregates every worker; a dead worker's live
+gauges are dropped.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+from typing import TYPE_CHECKING
 
 from gunicorn.app.base import BaseApplication
 
 from extender.config import Config
 
-
-def prepare_multiprocess_metrics() -> str:
-    """Point prometheus-client at a fresh directory; must run before importing metrics."""
-    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if not path:
-        path = tempfile.mkdtemp(prefix="extender-metrics-")
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
-    else:
-        os.makedirs(path, exist_ok=True)
-        for name in os.listdir(path):
-            if name.endswith(".db"):
-                os.unlink(os.path.join(path, name))
-    return path
+if TYPE_CHECKING:
+    from extender.state.source import FileSource
 
 
 class ExtenderServer(BaseApplication):
-    def __init__(self, config: Config) -> None:
+    """gunicorn with the app preloaded: the cluster file is parsed once, in the master,
+    frozen out of the GC's sight and shared copy-on-write by the forked workers. Each
+    worker then watches the file itself (threads do not survive a fork) and re-checks
+    it right after forking, so a SIGHUP-restarted worker never serves a stale file."""
+
+    def __init__(self, config: Config, source: FileSource | None = None) -> None:
         self.config = config
+        self.source = source
         super().__init__()
 
     def load_config(self) -> None:
@@ -46,7 +41,8 @@ class ExtenderServer(BaseApplication):
             "loglevel": c.log_level,
             "accesslog": None,
             "child_exit": _child_exit,
-            "post_fork": _post_fork,
+            "post_fork": self._post_fork,
+            "preload_app": True,
             "limit_request_line": 8190,
         }
         if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25.1
@@ -59,13 +55,19 @@ class ExtenderServer(BaseApplication):
         from extender.server.app import create_app
 
         setup_logging(self.config.log_level)
-        return create_app(self.config)
+        if self.source is None:
+            from extender.state.source import FileSource
 
+            self.source = FileSource(self.config.cluster, poll_seconds=self.config.reload_interval)
+        return create_app(self.config, source=self.source)
 
-def _post_fork(server, worker) -> None:  # noqa: ARG001 - gunicorn hook signature
-    from extender.logs import setup_logging
+    def _post_fork(self, server, worker) -> None:  # noqa: ARG002 - gunicorn hook signature
+        from extender.logs import setup_logging
 
-    setup_logging(server.cfg.loglevel)
+        setup_logging(server.cfg.loglevel)
+        if self.source is not None:
+            self.source.reload_if_changed("worker start")
+            self.source.start(install_sighup=False)
 
 
 def _child_exit(server, worker) -> None:  # noqa: ARG001 - gunicorn hook signature
@@ -74,7 +76,3 @@ def _child_exit(server, worker) -> None:  # noqa: ARG001 - gunicorn hook signatu
     multiprocess.mark_process_dead(worker.pid)
 
 
-def serve(config: Config) -> int:
-    prepare_multiprocess_metrics()
-    ExtenderServer(config).run()
-    return 0

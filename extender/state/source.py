@@ -79,10 +79,14 @@ class FileSource:
 
     def _load(self) -> ClusterSnapshot:
         stamp = self._file_stamp()
-        objects = load_objects(self.path)
-        self._generation += 1
-        snap = ClusterSnapshot.from_objects(objects, self._generation)
-        del objects
+        gc.disable()  # loading allocates millions of long-lived objects: no GC passes
+        try:
+            objects = load_objects(self.path)
+            self._generation += 1
+            snap = ClusterSnapshot.from_objects(objects, self._generation)
+            del objects
+        finally:
+            gc.enable()
         self._stamp = stamp
         _record(snap)
         settle_heap()
@@ -110,6 +114,12 @@ class FileSource:
             log.info("cluster state reloaded", extra={"reason": reason, **snap.counts()})
             return True
 
+    def reload_if_changed(self, reason: str = "file changed") -> bool:
+        stamp = self._file_stamp()
+        if stamp is not None and stamp != self._stamp:
+            return self.reload(reason)
+        return False
+
     def start(self, install_sighup: bool = True) -> None:
         """Start the change-polling thread and (in the main thread) the SIGHUP handler."""
         if install_sighup and threading.current_thread() is threading.main_thread():
@@ -123,6 +133,4 @@ class FileSource:
 
     def _poll(self) -> None:
         while not self._stop.wait(self.poll_seconds):
-            stamp = self._file_stamp()
-            if stamp is not None and stamp != self._stamp:
-                self.reload("file changed")
+            self.reload_if_changed()

@@ -268,37 +268,46 @@ def _answer(call, args):
 
 @settings(max_examples=150, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(request=requests(), pod=pods(), feature_gates=gates, full_mode=st.booleans())
-def test_fast_and_reference_paths_agree(request, pod, feature_gates, full_mode):
+@given(
+    request=requests(),
+    pod_list=st.lists(pods(), min_size=1, max_size=3),
+    feature_gates=gates,
+    modes=st.lists(st.booleans(), min_size=3, max_size=3),
+)
+def test_fast_and_reference_paths_agree(request, pod_list, feature_gates, modes):
+    """Several pods in a row against one fast engine (its per-snapshot memos are shared
+    between pods, as in production) and one reference engine on its own snapshot."""
     cluster, subset = request
-    snapshot = ClusterSnapshot.from_objects(cluster)
     config = Config(feature_gates=feature_gates)
     cel = FakeCel()
-    fast = Extender(config, StaticSource(snapshot), cel=cel, fast=True)
-    slow = Extender(config, StaticSource(snapshot), cel=cel, fast=False)
+    fast = Extender(config, StaticSource(ClusterSnapshot.from_objects(cluster)), cel=cel,
+                    fast=True)
+    slow = Extender(config, StaticSource(ClusterSnapshot.from_objects(cluster)), cel=cel,
+                    fast=False)
+    by_name = {n["metadata"]["name"]: n for n in cluster}
 
-    if full_mode:
-        by_name = {n["metadata"]["name"]: n for n in cluster}
-        items = [by_name[name] for name in subset if name in by_name]
-        body = {"Pod": pod, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None}
-    else:
-        body = {"Pod": pod, "Nodes": None, "NodeNames": subset}
-    args = decode_args(orjson.dumps(body))
+    for pod, full_mode in zip(pod_list, modes, strict=False):
+        if full_mode:
+            items = [by_name[name] for name in subset if name in by_name]
+            body = {"Pod": pod, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None}
+        else:
+            body = {"Pod": pod, "Nodes": None, "NodeNames": subset}
+        args = decode_args(orjson.dumps(body))
 
-    fast_filter, slow_filter = fast.filter(args), slow.filter(args)
-    assert fast_filter == slow_filter
-    assert list(fast_filter) == ["Nodes", "NodeNames", "FailedNodes",
-                                 "FailedAndUnresolvableNodes", "Error"]
+        fast_filter, slow_filter = fast.filter(args), slow.filter(args)
+        assert fast_filter == slow_filter
+        assert list(fast_filter) == ["Nodes", "NodeNames", "FailedNodes",
+                                     "FailedAndUnresolvableNodes", "Error"]
 
-    assert _answer(fast.prioritize, args) == _answer(slow.prioritize, args)
+        assert _answer(fast.prioritize, args) == _answer(slow.prioritize, args)
 
-    # prioritizing just the survivors (what kube-scheduler does) must agree as well
-    survivors = fast_filter["NodeNames"]
-    if survivors is None and fast_filter["Nodes"] is not None:
-        survivors = [n["metadata"]["name"] for n in fast_filter["Nodes"]["items"]]
-    if survivors:
-        narrowed = decode_args(orjson.dumps({"Pod": pod, "NodeNames": survivors}))
-        assert _answer(fast.prioritize, narrowed) == _answer(slow.prioritize, narrowed)
+        # prioritizing just the survivors (what kube-scheduler does) must agree as well
+        survivors = fast_filter["NodeNames"]
+        if survivors is None and fast_filter["Nodes"] is not None:
+            survivors = [n["metadata"]["name"] for n in fast_filter["Nodes"]["items"]]
+        if survivors:
+            narrowed = decode_args(orjson.dumps({"Pod": pod, "NodeNames": survivors}))
+            assert _answer(fast.prioritize, narrowed) == _answer(slow.prioritize, narrowed)
 
 
 @settings(max_examples=150, deadline=None, database=None,

@@ -116,3 +116,41 @@ def test_bad_requests_over_gunicorn(server):
     assert orjson.loads(data)["Error"]
     # and the server keeps serving
     assert _request(port, "GET", "/healthz") == (200, b"ok")
+
+
+def test_sighup_reloads_the_cluster_file_in_every_worker(tmp_path):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text((EXAMPLES / "cluster.yaml").read_text())
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(cluster), "--listen",
+           f"127.0.0.1:{port}", "--workers", "2", "--reload-interval", "0", "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if _request(port, "GET", "/readyz")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        body = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["new-node"]})
+        assert orjson.loads(_request(port, "POST", "/filter", body)[1])["NodeNames"] == []
+        cluster.write_text(cluster.read_text() + "\n---\napiVersion: v1\nkind: Node\nmetadata: {name: new-node}\n")
+        proc.send_signal(signal.SIGHUP)
+        consecutive = 0  # both workers must answer from the new file, many times in a row
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and consecutive < 10:
+            try:
+                names = orjson.loads(_request(port, "POST", "/filter", body)[1])["NodeNames"]
+            except (OSError, ValueError):
+                names = None
+            consecutive = consecutive + 1 if names == ["new-node"] else 0
+            time.sleep(0.05)
+        assert consecutive == 10, "workers did not all serve the reloaded file after SIGHUP"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
