@@ -151,22 +151,24 @@ _host_prefixes: dict[str, bytes] = {}
 
 
 def _host_prefix(host: str) -> bytes:
-    prefix = _host_prefixes.get(host)
-    if prefix is None:
-        prefix = b'{"Host":' + orjson.dumps(host) + b',"Score":'
-        if len(_host_prefixes) < _HOST_PREFIX_CACHE_LIMIT:  # bounded: names may be hostile
-            _host_prefixes[host] = prefix
-    return prefix
-
-
-def _score_suffix(score: int) -> bytes:
-    return _SCORE_SUFFIXES[score] if 0 <= score <= 1000 else b"%d}" % score
+    return b'{"Host":' + orjson.dumps(host) + b',"Score":'
 
 
 def encode_host_priorities(hosts: list[str], scores: list[int]) -> RawJSON:
     """`[{"Host":h,"Score":s},...]` exactly as orjson would write it, but joined from
-    cached per-host prefixes in C (`map`), not from thousands of per-node dicts."""
+    cached per-host prefixes and per-score suffixes with C-level `map`/`join`, not from
+    thousands of per-node dicts. The prefix cache is bounded (names may be hostile)."""
     if len(hosts) != len(scores):
         raise ValueError("hosts and scores differ in length")
-    parts = map(bytes.__add__, map(_host_prefix, hosts), map(_score_suffix, scores))
+    cache = _host_prefixes
+    new = set(hosts) - cache.keys()
+    if new and len(cache) + len(new) <= _HOST_PREFIX_CACHE_LIMIT:
+        cache.update((h, _host_prefix(h)) for h in new)
+        new = set()
+    prefixes = map(_host_prefix, hosts) if new else map(cache.__getitem__, hosts)
+    if scores and 0 <= min(scores) and max(scores) < len(_SCORE_SUFFIXES):
+        suffixes = map(_SCORE_SUFFIXES.__getitem__, scores)
+    else:
+        suffixes = (b"%d}" % s for s in scores)
+    parts = map(bytes.__add__, prefixes, suffixes)
     return RawJSON(b"[" + b",".join(parts) + b"]")
