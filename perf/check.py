@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from perf.workloads import oracle_semver
+
 Oracle = Callable[[str, str, str], bool]
 UNSCHEDULABLE_TAINT = ("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
@@ -44,18 +46,6 @@ class Violation:
 
     def as_dict(self) -> dict[str, str]:
         return {"pod": self.pod, "node": self.node, "rule": self.rule, "detail": self.detail}
-
-
-def _semver(text: str) -> tuple[int, int, int] | None:
-    parts = text.strip().lstrip("v").split("-")[0].split("+")[0].split(".")
-    try:
-        nums = [int(p) for p in parts]
-    except ValueError:
-        return None
-    if not 1 <= len(nums) <= 3:
-        return None
-    nums += [0] * (3 - len(nums))
-    return nums[0], nums[1], nums[2]
 
 
 def _int(text: str) -> int | None:
@@ -73,7 +63,7 @@ def _compare(op: str, have: str, want: str) -> bool:
         if a is None or b is None:
             return False
         return a > b if op == "Gt" else a < b
-    a3, b3 = _semver(have), _semver(want)
+    a3, b3 = oracle_semver(have), oracle_semver(want)
     if a3 is None or b3 is None:
         return False
     return {"SemverGt": a3 > b3, "SemverLt": a3 < b3, "SemverEq": a3 == b3}.get(op, False)

@@ -16,6 +16,7 @@ from extender.config import Config, build_config
 from extender.model import Pod
 from extender.service import Extender
 from extender.state import ClusterSnapshot
+from extender.state.source import StaticSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,20 +89,7 @@ def detect_engine() -> Engine:
     return Engine(parts, notes, cel_class)
 
 
-class MutableSource:
-    """A ClusterSource whose snapshot the simulation swaps after every bind."""
-
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        self._snapshot = snapshot
-
-    def snapshot(self) -> ClusterSnapshot:
-        return self._snapshot
-
-    def ready(self) -> bool:
-        return True
-
-    def set(self, snapshot: ClusterSnapshot) -> None:
-        self._snapshot = snapshot
+MutableSource = StaticSource  # swapped after every bind by the simulation
 
 
 # Derived indexes that depend only on nodes and workloads, which a bind does not change.

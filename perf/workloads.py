@@ -32,9 +32,10 @@ CEL_KERNEL = ("taint.key == 'node.example.com/kernel-version' && "
 CEL_RACK = "taint.key.matches('^zone-a[12]-rack-[0-9]+$')"
 
 
-def _semver(text: str) -> tuple[int, int, int] | None:
-    """Tolerant X.Y.Z parse for the oracles (our generated values are always X.Y.Z)."""
-    parts = text.lstrip("v").split(".")
+def oracle_semver(text: str) -> tuple[int, int, int] | None:
+    """Tolerant X.Y.Z parse for the oracles, independent of the engine's blang port:
+    `v` prefix, pre-release and build metadata are dropped (generated values are X.Y.Z)."""
+    parts = text.strip().lstrip("v").split("-")[0].split("+")[0].split(".")
     try:
         nums = [int(p) for p in parts]
     except ValueError:
@@ -48,7 +49,7 @@ def _semver(text: str) -> tuple[int, int, int] | None:
 def _kernel_oracle(key: str, value: str, effect: str) -> bool:
     if key != KERNEL_KEY:
         return False
-    version = _semver(value)
+    version = oracle_semver(value)
     return version is not None and version > (5, 15, 0)
 
 

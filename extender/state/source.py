@@ -42,7 +42,7 @@ def settle_heap() -> None:
 
 
 class StaticSource:
-    """A fixed snapshot (tests, `explain`)."""
+    """A snapshot held in memory (tests, `explain`); `set` swaps it (simulations)."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self._snapshot = snapshot
@@ -52,6 +52,9 @@ class StaticSource:
 
     def ready(self) -> bool:
         return True
+
+    def set(self, snapshot: ClusterSnapshot) -> None:
+        self._snapshot = snapshot
 
 
 def _record(snapshot: ClusterSnapshot) -> None:

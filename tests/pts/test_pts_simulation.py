@@ -16,24 +16,13 @@ from extender.api.wire import ExtenderArgs
 from extender.config import Config
 from extender.model import Pod
 from extender.service import Extender
-from extender.state import ClusterSnapshot
+from extender.state import ClusterSnapshot, StaticSource
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 PODS = 2000
 ZONES = {"zone-a": 20, "zone-b": 20, "zone-c": 22}  # zone-c: 20 usable + 2 tainted
 TAINTED = {"c-20", "c-21"}
-
-
-class MutableSource:
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        self.current = snapshot
-
-    def snapshot(self) -> ClusterSnapshot:
-        return self.current
-
-    def ready(self) -> bool:
-        return True
 
 
 def incoming(i: int) -> dict:
@@ -60,7 +49,7 @@ def test_two_thousand_pods_never_violate_hard_constraints() -> None:
     nodes = snapshot.nodes.nodes
     names = [n.name for n in nodes]
     zone_of = {n.name: n.labels[ZONE] for n in nodes}
-    source = MutableSource(snapshot)
+    source = StaticSource(snapshot)
     ext = Extender(Config(), source, cel=FakeCel())
     pods: list[Pod] = []
     for i in range(PODS):
@@ -72,7 +61,7 @@ def test_two_thousand_pods_never_violate_hard_constraints() -> None:
         scores = ext.prioritize(ExtenderArgs(raw, None, feasible))
         best = max(scores, key=lambda h: h["Score"])["Host"]
         pods.append(Pod("default", f"sim-{i}", labels={"app": "sim"}, node_name=best, phase="Running"))
-        source.current = ClusterSnapshot(nodes, pods, snapshot.workloads, generation=i + 1)
+        source.set(ClusterSnapshot(nodes, pods, snapshot.workloads, generation=i + 1))
 
     per_zone = Counter(zone_of[p.node_name] for p in pods)
     per_host = Counter(p.node_name for p in pods)
