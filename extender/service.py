@@ -84,14 +84,14 @@ class Extender:
                 parsed.append(node)
                 raw_by_name[node.name] = raw
             return Candidates(NodeSet(parsed), raw_by_name=raw_by_name)
-        by_name = snapshot.nodes.by_name
+        universe = snapshot.nodes
         names = names or []
-        found = list(map(by_name.get, names))
-        if None not in found:
-            return Candidates(NodeSet(found, snapshot.nodes, names))
-        found = [n for n in found if n is not None]
-        unknown = [n for n in names if n not in by_name]
-        return Candidates(NodeSet(found, snapshot.nodes), unknown)
+        nodes = NodeSet(None, universe, names)
+        if nodes.names <= universe.names:
+            return Candidates(nodes)
+        unknown = [n for n in names if n not in universe.by_name]
+        known = [n for n in names if n in universe.by_name]
+        return Candidates(NodeSet(None, universe, known), unknown)
 
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:
         state = CycleState()

@@ -79,9 +79,28 @@ for _name in ("_<_", "_<=_", "_>_", "_>=_"):
                                          if _text(k[0]) else 0)
 for _name in ("lowerAscii", "upperAscii", "trim", "substring", "semver", "isSemver",
               "quantity", "isQuantity", "int", "uint", "double", "bool", "bytes", "string",
-              "duration", "timestamp"):
+              "duration", "timestamp", "ip", "isIP", "cidr", "isCIDR", "url"):
     _RULES[_name] = lambda k, s, v: max(1, _f(s[0], STRING_TRAVERSAL_FACTOR)) if _text(k[0]) \
         else 1
+_RULES["ip.isCanonical"] = lambda k, s, v: max(1, _f(s[0], 2 * STRING_TRAVERSAL_FACTOR))
+
+
+def _net_compare(k: list[str], s: list[int], v: list[Any], extra: int) -> int:
+    """K8s ``containsIP``/``containsCIDR``: compare the address bytes (4 or 16; the
+    estimate assumes 16, the runtime uses Go's actualSize of an opaque value, 1), plus
+    ``extra`` for the CIDR masking, plus parsing a string argument."""
+    estimating = v[0] is None  # the receiver is never a constant, only known at runtime
+    size = 16 if estimating else 1
+    cost = _f(2 * size, STRING_TRAVERSAL_FACTOR)
+    if extra:
+        cost += _f(size, STRING_TRAVERSAL_FACTOR) + extra
+    if _text(k[1]):
+        cost += _f(s[1], STRING_TRAVERSAL_FACTOR)
+    return cost
+
+
+_RULES["containsIP"] = lambda k, s, v: _net_compare(k, s, v, 0)
+_RULES["containsCIDR"] = lambda k, s, v: _net_compare(k, s, v, 1)
 for _name in ("indexOf", "lastIndexOf"):
     _RULES[_name] = lambda k, s, v: max(1, s[0]) if k[0] == "list" else max(
         1, _f(s[0], STRING_TRAVERSAL_FACTOR))

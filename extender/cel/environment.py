@@ -42,6 +42,11 @@ _PARSE_LOCK = threading.Lock()
 NAMESPACES = frozenset({"sets", "strings", "lists", "ip", "format", "optional", "math",
                         "base64", "cel"})
 
+#: Namespaces that are also plausible variable names: only their declared functions are
+#: rewritten (cel-go resolves a qualified function name first, then a member call), so that
+#: ``[ip('::1')].all(ip, ip.isLoopback())`` still calls ``isLoopback`` on the variable.
+VARIABLE_NAMESPACES = {"ip": frozenset({"isCanonical"})}
+
 #: Grammar levels that carry no meaning when they have a single child.
 _WRAPPERS = frozenset({"expr", "conditionalor", "conditionaland", "relation", "addition",
                        "multiplication", "unary", "member"})
@@ -104,6 +109,8 @@ def _namespace_call(node: lark.Tree) -> lark.Tree | None:
     if ns not in NAMESPACES:
         return None
     name_tok = node.children[1]
+    if ns in VARIABLE_NAMESPACES and str(name_tok) not in VARIABLE_NAMESPACES[ns]:
+        return None  # a method call on a variable that happens to be called ``ip``
     token = lark.Token("IDENT", f"{ns}.{name_tok}", line=name_tok.line, column=name_tok.column)
     call = lark.Tree("ident_arg", [token, *node.children[2:]], meta=node.meta)
     return lark.Tree("primary", [call], meta=node.meta)

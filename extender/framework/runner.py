@@ -45,9 +45,9 @@ class FilterOutcome:
 
 @dataclass(slots=True)
 class ScoreOutcome:
-    """Normalized scores per plugin aligned with the scored nodes; None = skipped."""
+    """Normalized scores per plugin aligned with the scored nodes' names; None = skipped."""
 
-    nodes: list = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
     scores: dict[str, list[int] | None] = field(default_factory=dict)
     error: str = ""
 
@@ -183,7 +183,7 @@ class Framework:
 
     def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> ScoreOutcome:
         started = time.perf_counter()
-        out = ScoreOutcome(nodes=list(nodes))
+        out = ScoreOutcome(nodes=nodes.order)
         active = []
         for plugin in self.plugins:
             if not hasattr(plugin, "score"):
@@ -239,7 +239,7 @@ class Framework:
         batch = getattr(plugin, "normalize_values", None) if self.fast else None
         if batch is not None:
             return batch(state, pod, nodes, raw), Status()
-        scores = [NodeScore(n.name, s) for n, s in zip(nodes.nodes, raw, strict=True)]
+        scores = [NodeScore(name, s) for name, s in zip(nodes.order, raw, strict=True)]
         normalize = getattr(plugin, "normalize_score", None)
         status = normalize(state, pod, scores) if normalize is not None else Status()
         return [s.score for s in scores], status

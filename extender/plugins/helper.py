@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from itertools import repeat
 
 from extender.framework import NodeScore, Status
-from extender.model import Node
 
 MAX_NODE_SCORE = 100
 
@@ -35,10 +34,9 @@ def default_normalize_values(max_priority: int, reverse: bool, raw: list[int]) -
     return [max_priority * s // max_count for s in raw]
 
 
-def aligned(nodes: Iterable[Node], by_name: dict[str, int], default: int = 0) -> list[int]:
-    """Scores in node order from a name -> score mapping."""
-    get = by_name.get
-    return [get(n.name, default) for n in nodes]
+def aligned(nodes, by_name: dict[str, int], default: int = 0) -> list[int]:
+    """Scores in candidate order (a NodeSet's `order`) from a name -> score mapping."""
+    return list(map(by_name.get, nodes.order, repeat(default)))
 
 
 def universe_memo(state, nodes, key, compute):

@@ -74,19 +74,23 @@ class NodeSet:
     with `names`, which is cheap in C.
     """
 
-    __slots__ = ("nodes", "names", "order", "universe", "_taint_groups")
+    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups")
 
     def __init__(
         self,
-        nodes: Sequence[Node],
+        nodes: Sequence[Node] | None,
         universe: NodeIndex | None = None,
         names: Iterable[str] | None = None,
     ) -> None:
-        """`names`, when given, must be the candidates' names in order (saves a pass)."""
-        self.nodes = list(nodes)
-        self.order: list[str] = list(names) if names is not None else [n.name for n in self.nodes]
+        """From node objects, or (fast) from `names` in order plus the `universe` that
+        holds them: then no Node object is touched until a plugin asks for `nodes`."""
+        self._nodes = None if nodes is None else list(nodes)
+        if names is not None:
+            self.order: list[str] = list(names)
+        else:
+            self.order = [n.name for n in self._nodes or ()]
         if universe is None:
-            universe = NodeIndex(self.nodes)
+            universe = NodeIndex(self._nodes or [])
             self.names: frozenset[str] = universe.names
         else:
             self.names = frozenset(self.order)
@@ -94,11 +98,18 @@ class NodeSet:
         self._taint_groups: TaintGroups | None = None
 
     @property
+    def nodes(self) -> list[Node]:
+        """The candidates' Node objects in order (built on first use)."""
+        if self._nodes is None:
+            self._nodes = list(map(self.universe.by_name.__getitem__, self.order))
+        return self._nodes
+
+    @property
     def is_full(self) -> bool:
         return len(self.names) == len(self.universe.names)
 
     def __len__(self) -> int:
-        return len(self.nodes)
+        return len(self.order)
 
     def __iter__(self):
         return iter(self.nodes)

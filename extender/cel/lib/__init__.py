@@ -9,9 +9,20 @@ using one fails compilation with a message naming it instead of silently misbeha
 from __future__ import annotations
 
 from extender.cel.decls import build_registry
-from extender.cel.lib import compare, lists, quantity, regex, semver, sets, stdlib, strings
+from extender.cel.lib import (
+    compare,
+    ip,
+    lists,
+    quantity,
+    regex,
+    semver,
+    sets,
+    stdlib,
+    strings,
+    urls,
+)
 
-_MODULES = (stdlib, strings, regex, sets, lists, semver, quantity, compare)
+_MODULES = (stdlib, strings, regex, sets, lists, semver, quantity, compare, ip, urls)
 
 SIGNATURES: list[str] = [sig for m in _MODULES for sig in m.SIGNATURES]
 FUNCTIONS: dict = {}
@@ -30,13 +41,6 @@ UNSUPPORTED: dict[str, str] = {
     "or": "optional types are not supported",
     "first": "optional types are not supported",
     "last": "optional types are not supported",
-    "url": "the urls library is not supported", "isURL": "the urls library is not supported",
-    "getScheme": "the urls library is not supported",
-    "getHost": "the urls library is not supported",
-    "getHostname": "the urls library is not supported",
-    "getPort": "the urls library is not supported",
-    "getEscapedPath": "the urls library is not supported",
-    "getQuery": "the urls library is not supported",
     "format.named": "the format library is not supported",
     "validate": "the format library is not supported",
 }
@@ -44,10 +48,5 @@ for _f in ("dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName",
            "dns1123LabelPrefix", "dns1123SubdomainPrefix", "dns1035LabelPrefix",
            "labelValue", "uri", "uuid", "byte", "date", "datetime"):
     UNSUPPORTED[f"format.{_f}"] = "the format library is not supported"
-
-for _f in ("ip", "isIP", "ip.isCanonical", "family", "isUnspecified", "isLoopback",
-           "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "cidr", "isCIDR",
-           "containsIP", "containsCIDR", "masked", "prefixLength"):
-    UNSUPPORTED[_f] = "the ip and cidr libraries are not supported"
 
 REGISTRY = build_registry(SIGNATURES)

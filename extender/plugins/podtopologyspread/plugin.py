@@ -240,7 +240,7 @@ class PodTopologySpread:
         for name in busy:
             own = {i: per_node.get(name, 0) for i, per_node in hostname}
             by_name[name] = scoring.raw_score(st, st.counts, by_node[name], own)
-        return [by_name[n.name] for n in nodes]
+        return list(map(by_name.__getitem__, nodes.order))
 
     @staticmethod
     def _score_single_domain(st: scoring.PreScoreState, nodes: NodeSet, key: str) -> list[int]:
@@ -261,7 +261,7 @@ class PodTopologySpread:
 
     def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]) -> list[int]:
         st = state.read(scoring.PRE_SCORE_KEY)
-        return scoring.normalize_values(st, [n.name for n in nodes] if st.ignored else (), raw)
+        return scoring.normalize_values(st, nodes.order if st.ignored else (), raw)
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         st = state.get(scoring.PRE_SCORE_KEY)
