@@ -16,10 +16,10 @@ import pytest
 
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, PreFilterResult, Status
-from extender.framework.handle import Handle
+from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.model.parse import node_from_dict, pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
-from extender.state import NodeSet
+from extender.state import ClusterSnapshot, NodeSet
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
@@ -75,6 +75,15 @@ def required(*terms, node_selector=None):
 
 def verdict(status: Status) -> tuple[Code, str]:
     return status.code, status.message()
+
+
+def snapshot_backed(nodes: list) -> tuple[CycleState, NodeSet]:
+    """A state and node set as the engine builds them in NodeNames mode: the batch path may
+    then answer from per-snapshot memos."""
+    snapshot = ClusterSnapshot(nodes)
+    state = CycleState()
+    state.write(SNAPSHOT_KEY, snapshot)
+    return state, NodeSet(list(snapshot.nodes.nodes), snapshot.nodes)
 
 
 SUCCESS = (Code.SUCCESS, "")
@@ -211,6 +220,13 @@ def test_node_affinity(spec, labels, name, want, want_pre, want_names, run_pre):
     assert verdict(ref) == want
     assert verdict(fails.get(n.name, Status())) == want
 
+    memo_state, memo_nodes = snapshot_backed([n])
+    if run_pre:
+        memo_result, memo_status = p.pre_filter(memo_state, the_pod, memo_nodes)
+        assert memo_result == ref_result
+        assert verdict(memo_status) == want_pre
+    assert verdict(p.filter_nodes(memo_state, the_pod, memo_nodes).get(n.name, Status())) == want
+
 
 def test_filter_batch_over_many_nodes_matches_reference():
     """Each TestNodeAffinity pod against all the table's nodes at once: batch == per node."""
@@ -225,9 +241,13 @@ def test_filter_batch_over_many_nodes_matches_reference():
         p.pre_filter(ref_state, the_pod, node_set)
         p.pre_filter(fast_state, the_pod, node_set)
         fails = p.filter_nodes(fast_state, the_pod, node_set)
+        memo_state, memo_nodes = snapshot_backed(list(unique.values()))
+        p.pre_filter(memo_state, the_pod, memo_nodes)
+        memo_fails = p.filter_nodes(memo_state, the_pod, memo_nodes)
         for n in node_set:
             ref = p.filter(ref_state, the_pod, n)
             assert verdict(fails.get(n.name, Status())) == verdict(ref), (row[0], n.name)
+            assert verdict(memo_fails.get(n.name, Status())) == verdict(ref), (row[0], n.name)
 
 
 def test_malformed_affinity_annotation_rejects_in_prefilter():
@@ -322,9 +342,15 @@ def run_scores(p: NodeAffinity, the_pod, nodes, run_pre):
         assert status.is_success
         raw.append(value)
     assert p.score_nodes(fast_state, the_pod, node_set) == raw, "score_nodes disagrees"
+    memo_state, memo_nodes = snapshot_backed(nodes)
+    if run_pre:
+        assert p.pre_score(memo_state, the_pod, memo_nodes).is_success
+    assert p.score_nodes(memo_state, the_pod, memo_nodes) == raw, "snapshot-backed path"
     scores = [NodeScore(n.name, s) for n, s in zip(nodes, raw, strict=True)]
     assert p.normalize_score(ref_state, the_pod, scores).is_success
-    return raw, [s.score for s in scores]
+    normalized = [s.score for s in scores]
+    assert p.normalize_values(fast_state, the_pod, node_set, raw) == normalized
+    return raw, normalized
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,11 @@ from __future__ import annotations
 import pytest
 
 from extender.framework import NodeScore
-from extender.plugins.helper import MAX_NODE_SCORE, default_normalize_score
+from extender.plugins.helper import (
+    MAX_NODE_SCORE,
+    default_normalize_score,
+    default_normalize_values,
+)
 
 # (reverse, scores, expected)
 DEFAULT_NORMALIZE = [
@@ -43,6 +47,18 @@ def test_default_normalize_score(reverse, raw, expected):
     assert status.is_success
     assert [s.score for s in scores] == expected
     assert [s.name for s in scores] == [f"n{i}" for i in range(len(raw))]
+
+
+@pytest.mark.parametrize(
+    "reverse, raw, expected",
+    DEFAULT_NORMALIZE,
+    ids=[f"{'rev' if r else 'fwd'}-{s}" for r, s, _ in DEFAULT_NORMALIZE],
+)
+def test_default_normalize_values_batch_path(reverse, raw, expected):
+    """The list-based batch twin must give the same answers and leave its input alone."""
+    original = list(raw)
+    assert default_normalize_values(MAX_NODE_SCORE, reverse, raw) == expected
+    assert raw == original
 
 
 def test_max_node_score_is_100():

@@ -17,10 +17,10 @@ import pytest
 
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, Status
-from extender.framework.handle import Handle
+from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.model.parse import node_from_dict, pod_from_dict
 from extender.plugins.tainttoleration import TaintToleration
-from extender.state import NodeSet
+from extender.state import ClusterSnapshot, NodeSet
 
 UNTOLERATED = "node(s) had untolerated taint(s)"
 SLA = "node.kubernetes.io/sla"
@@ -53,12 +53,24 @@ def verdict(status: Status) -> tuple[Code, str]:
     return status.code, status.message()
 
 
+def snapshot_backed(nodes: list) -> tuple[CycleState, NodeSet]:
+    """A state and node set as the engine builds them in NodeNames mode: the batch path may
+    then answer from per-snapshot memos."""
+    snapshot = ClusterSnapshot(nodes)
+    state = CycleState()
+    state.write(SNAPSHOT_KEY, snapshot)
+    return state, NodeSet(list(snapshot.nodes.nodes), snapshot.nodes)
+
+
 def filter_both(p: TaintToleration, the_pod, n) -> tuple[Code, str]:
     ref = p.filter(CycleState(), the_pod, n)
     fails = p.filter_nodes(CycleState(), the_pod, NodeSet([n]))
     fast = fails.get(n.name, Status())
     assert set(fails) <= {n.name}
     assert verdict(fast) == verdict(ref), "filter_nodes disagrees with filter"
+    state, nodes = snapshot_backed([n])
+    memo = p.filter_nodes(state, the_pod, nodes).get(n.name, Status())
+    assert verdict(memo) == verdict(ref), "snapshot-backed filter_nodes disagrees with filter"
     return verdict(ref)
 
 
@@ -147,9 +159,12 @@ def test_filter_batch_over_many_nodes_matches_reference():
     nodes.append(node("dup", (SLA, "950", "NoSchedule")))
     nodes.append(node("dup2", (SLA, "950", "NoSchedule")))
     fails = p.filter_nodes(CycleState(), the_pod, NodeSet(nodes))
+    state, snapshot_nodes = snapshot_backed(nodes)
+    memo_fails = p.filter_nodes(state, the_pod, snapshot_nodes)
     for n in nodes:
         ref = p.filter(CycleState(), the_pod, n)
         assert verdict(fails.get(n.name, Status())) == verdict(ref), n.name
+        assert verdict(memo_fails.get(n.name, Status())) == verdict(ref), n.name
     assert "dup" not in fails and "dup2" not in fails
 
 
@@ -242,9 +257,14 @@ def score_both(p: TaintToleration, the_pod, nodes: list) -> tuple[list[int], lis
     assert p.pre_score(fast_state, the_pod, node_set).is_success
     raw_fast = p.score_nodes(fast_state, the_pod, node_set)
     assert raw_fast == raw_ref, "score_nodes disagrees with score"
+    memo_state, memo_nodes = snapshot_backed(nodes)
+    assert p.pre_score(memo_state, the_pod, memo_nodes).is_success
+    assert p.score_nodes(memo_state, the_pod, memo_nodes) == raw_ref, "snapshot-backed path"
     scores = [NodeScore(n.name, s) for n, s in zip(nodes, raw_ref, strict=True)]
     assert p.normalize_score(ref_state, the_pod, scores).is_success
-    return raw_ref, [s.score for s in scores]
+    normalized = [s.score for s in scores]
+    assert p.normalize_values(fast_state, the_pod, node_set, raw_fast) == normalized
+    return raw_ref, normalized
 
 
 @pytest.mark.parametrize(
