@@ -41,12 +41,14 @@ UNSUPPORTED: dict[str, str] = {
     "or": "optional types are not supported",
     "first": "optional types are not supported",
     "last": "optional types are not supported",
-    "format.named": "the format library is not supported",
-    "validate": "the format library is not supported",
 }
-for _f in ("dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName",
+#: K8s ``format``: ``format.named()`` and ``<Format>.validate()`` return optionals, so the
+#: library is unusable without optional types.
+_FORMAT = "the format library returns optional values, and optional types are not supported"
+for _f in ("named", "dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName",
            "dns1123LabelPrefix", "dns1123SubdomainPrefix", "dns1035LabelPrefix",
            "labelValue", "uri", "uuid", "byte", "date", "datetime"):
-    UNSUPPORTED[f"format.{_f}"] = "the format library is not supported"
+    UNSUPPORTED[f"format.{_f}"] = _FORMAT
+UNSUPPORTED["validate"] = _FORMAT
 
 REGISTRY = build_registry(SIGNATURES)
