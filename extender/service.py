@@ -12,7 +12,6 @@ from typing import Any
 
 from extender.api.wire import (
     ExtenderArgs,
-    encode_host_priorities,
     error_filter_result,
     filter_result,
     host_priority_list,
@@ -143,12 +142,9 @@ class Extender:
         return cands.nodes.order, scores
 
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
-        """The HostPriorityList as Python data."""
+        """The HostPriorityList (a list comprehension of dicts plus orjson measured as
+        fast as hand-joined JSON bytes, so we keep the plain form)."""
         return host_priority_list(*self.prioritize_scores(args))
-
-    def prioritize_encoded(self, args: ExtenderArgs) -> bytes:
-        """The HostPriorityList as JSON bytes, encoded without per-node dicts."""
-        return encode_host_priorities(*self.prioritize_scores(args))
 
 
 def status_dict(status: Status | None, score: int | None) -> dict[str, Any]:

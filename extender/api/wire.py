@@ -140,35 +140,3 @@ def host_priority_list(hosts: list[str], scores: list[int]) -> list[dict[str, An
 def encode(value: Any) -> bytes:
     return orjson.dumps(value)
 
-
-class RawJSON(bytes):
-    """Bytes that already are the JSON answer (the server sends them as they are)."""
-
-
-_SCORE_SUFFIXES = [b"%d}" % i for i in range(1001)]
-_HOST_PREFIX_CACHE_LIMIT = 100_000
-_host_prefixes: dict[str, bytes] = {}
-
-
-def _host_prefix(host: str) -> bytes:
-    return b'{"Host":' + orjson.dumps(host) + b',"Score":'
-
-
-def encode_host_priorities(hosts: list[str], scores: list[int]) -> RawJSON:
-    """`[{"Host":h,"Score":s},...]` exactly as orjson would write it, but joined from
-    cached per-host prefixes and per-score suffixes with C-level `map`/`join`, not from
-    thousands of per-node dicts. The prefix cache is bounded (names may be hostile)."""
-    if len(hosts) != len(scores):
-        raise ValueError("hosts and scores differ in length")
-    cache = _host_prefixes
-    new = set(hosts) - cache.keys()
-    if new and len(cache) + len(new) <= _HOST_PREFIX_CACHE_LIMIT:
-        cache.update((h, _host_prefix(h)) for h in new)
-        new = set()
-    prefixes = map(_host_prefix, hosts) if new else map(cache.__getitem__, hosts)
-    if scores and 0 <= min(scores) and max(scores) < len(_SCORE_SUFFIXES):
-        suffixes = map(_SCORE_SUFFIXES.__getitem__, scores)
-    else:
-        suffixes = (b"%d}" % s for s in scores)
-    parts = map(bytes.__add__, prefixes, suffixes)
-    return RawJSON(b"[" + b",".join(parts) + b"]")

@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender import metrics
-from extender.api.wire import RawJSON, WireError, decode_args, encode, error_filter_result
+from extender.api.wire import WireError, decode_args, encode, error_filter_result
 from extender.config import Config
 from extender.model.parse import ModelError
 from extender.service import Extender
@@ -29,8 +29,7 @@ JSON = "application/json"
 
 
 def _json(body: object, status: int = 200) -> Response:
-    data = body if isinstance(body, RawJSON) else encode(body)
-    return Response(data, status=status, mimetype=JSON)
+    return Response(encode(body), status=status, mimetype=JSON)
 
 
 def _metrics_payload() -> bytes:
@@ -87,7 +86,7 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
         return verb("filter", engine.filter)
 
     def prioritize_view(prefix: str = "") -> Response:
-        return verb("prioritize", engine.prioritize_encoded)
+        return verb("prioritize", engine.prioritize)
 
     for prefix in ("", "/<path:prefix>"):
         app.add_url_rule(f"{prefix}/filter", f"filter{prefix}", filter_view, methods=["POST"])

@@ -131,17 +131,3 @@ def test_deeply_nested_json_is_a_clear_400(client):
     assert code == 400
     assert "malformed JSON" in result["error"]
 
-
-def test_fast_host_priority_encoding_equals_orjson():
-    from hypothesis import given
-    from hypothesis import strategies as st
-
-    from extender.api.wire import encode_host_priorities, host_priority_list
-
-    @given(st.lists(st.tuples(st.text(), st.integers(-(2**63), 2**63 - 1)), max_size=30))
-    def check(pairs):
-        hosts = [h for h, _ in pairs]
-        scores = [s for _, s in pairs]
-        assert encode_host_priorities(hosts, scores) == orjson.dumps(host_priority_list(hosts, scores))
-
-    check()
