@@ -20,7 +20,7 @@ from extender.state.loader import ClusterFileError
 from extender.state.nodeset import NodeIndex
 
 WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
-MEMO_SIZE = 512
+MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k nodes
 
 
 def _workloads_by_namespace(snapshot: ClusterSnapshot) -> dict[tuple[str, str], list[dict[str, Any]]]:
