@@ -30,6 +30,10 @@ from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 
 log = logging.getLogger("extender.service")
 
+class ScoringError(RuntimeError):
+    """A score plugin failed (e.g. a broken preferred term fails PreScore upstream)."""
+
+
 ERR_UNKNOWN_NODE = "node not found in the extender's cluster state"
 UNKNOWN_NODE = unschedulable(ERR_UNKNOWN_NODE)
 
@@ -130,15 +134,17 @@ class Extender:
         return filter_result(outcome.feasible_names, None, outcome.statuses)
 
     def prioritize_scores(self, args: ExtenderArgs) -> tuple[list[str], list[int]]:
-        """Hosts (request order, unknown names left out) and their extender scores;
-        raises ValueError when scoring itself errors (the server answers 500, which
-        kube-scheduler logs and ignores, as it ignores any prioritize failure)."""
+        """Hosts (request order, unknown names left out) and their extender scores.
+
+        Raises ModelError for invalid arguments and ScoringError when scoring itself
+        fails (the server answers 400 / 500; kube-scheduler logs and ignores any
+        prioritize failure)."""
         snapshot = self.source.snapshot()
         pod = self.parse_pod(args.pod)
         cands = self.resolve(snapshot, args.node_names, args.nodes)
         outcome, scores = self.run_score(self.new_state(snapshot), pod, cands.nodes)
         if outcome.error:
-            raise ValueError(outcome.error)
+            raise ScoringError(outcome.error)
         return cands.nodes.order, scores
 
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:

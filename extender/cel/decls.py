@@ -7,7 +7,7 @@ Libraries declare overloads as compact signature strings, e.g.::
     "sets.contains(list(A), list(A)) -> bool"    # namespaced global (see NAMESPACES)
 
 Types: ``int uint double bool string bytes null_type dyn duration timestamp type`` and
-opaque ``Semver Quantity IP CIDR URL Format``; ``list(T)``, ``map(K, V)``, ``optional(T)``;
+opaque ``Semver Quantity IP CIDR URL Format``; ``list(T)``, ``map(K, V)``, ``optional_type(T)``;
 single capital letters are type parameters.  The validator resolves calls against these
 declarations by name, arity, receiver style and argument types, like cel-go does at
 compile time; the runtime dispatches by Python type (cel-python has no overloads).
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from extender.cel.environment import NAMESPACES
 
-Type = str | tuple  # "int" | ("list", T) | ("map", K, V) | ("optional", T) | ("param", "A")
+Type = str | tuple  # "int" | ("list", T) | ("map", K, V) | ("optional_type", T) | ("param", "A")
 
 DYN = "dyn"
 SIMPLE = frozenset({"int", "uint", "double", "bool", "string", "bytes", "null_type", "dyn",

@@ -19,6 +19,7 @@ caught by the runtime wrapper as a last resort.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 
@@ -70,8 +71,23 @@ def parse(text: str) -> lark.Tree:
         with _PARSE_LOCK:
             raw = ENVIRONMENT.compile(text)
     except CELParseError as exc:
+        if _OPTIONAL_SYNTAX.search(_STRING_LITERALS.sub("''", text)):
+            raise CompileError(OPTIONAL_SYNTAX_MESSAGE) from None
         raise CompileError(_syntax_message(exc)) from None
     return normalise(raw)
+
+
+#: Optional field selection / index / list element / map entry (``x.?f``, ``m[?k]``,
+#: ``[?e]``, ``{?k: v}``): cel-go syntax that cel-python's lark grammar cannot parse.
+OPTIONAL_SYNTAX_MESSAGE = (
+    "optional syntax ('.?', '[?', '{?') is not supported by this extender (cel-python's "
+    "grammar cannot parse it); use the function forms optional.of(), optional.none(), "
+    "hasValue(), value(), orValue(), or()"
+)
+_OPTIONAL_SYNTAX = re.compile(r"\.\s*\?|[\[{,]\s*\?")
+_STRING_LITERALS = re.compile(
+    r"""[rRbB]{0,2}('''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")"""
+)
 
 
 def _syntax_message(exc: CELParseError) -> str:

@@ -21,7 +21,7 @@ from extender import metrics
 from extender.api.wire import WireError, decode_args, encode, error_filter_result
 from extender.config import Config
 from extender.model.parse import ModelError
-from extender.service import Extender
+from extender.service import Extender, ScoringError
 from extender.state import ClusterSource, FileSource
 
 log = logging.getLogger("extender.http")
@@ -71,9 +71,12 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
             else:
                 response = _json({"error": str(exc)}, 400)
             log.warning("bad request", extra={"verb": name, "error": str(exc)})
-        except (ModelError, ValueError) as exc:
-            log.warning("cannot answer", extra={"verb": name, "error": str(exc)})
-            response = _json({"error": str(exc)}, 500 if name == "prioritize" else 400)
+        except ModelError as exc:
+            log.warning("invalid arguments", extra={"verb": name, "error": str(exc)})
+            response = _json({"error": str(exc)}, 400)
+        except ScoringError as exc:
+            log.error("scoring failed", extra={"verb": name, "error": str(exc)})
+            response = _json({"error": str(exc)}, 500)
         except Exception:
             log.exception("internal error", extra={"verb": name})
             response = _json({"error": "internal error (see the extender's log)"}, 500)

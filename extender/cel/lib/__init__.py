@@ -11,8 +11,10 @@ from __future__ import annotations
 from extender.cel.decls import build_registry
 from extender.cel.lib import (
     compare,
+    format,
     ip,
     lists,
+    optional,
     quantity,
     regex,
     semver,
@@ -22,7 +24,8 @@ from extender.cel.lib import (
     urls,
 )
 
-_MODULES = (stdlib, strings, regex, sets, lists, semver, quantity, compare, ip, urls)
+_MODULES = (stdlib, strings, regex, sets, lists, semver, quantity, compare, ip, urls, optional,
+            format)
 
 SIGNATURES: list[str] = [sig for m in _MODULES for sig in m.SIGNATURES]
 FUNCTIONS: dict = {}
@@ -30,25 +33,10 @@ for _m in _MODULES:
     FUNCTIONS.update(_m.FUNCTIONS)
 
 #: name -> why it is unsupported (all are part of the Kubernetes 1.35 base environment).
+#: Optional *syntax* (``x.?f``, ``m[?k]``, ``[?e]``, ``{?k: v}``) is rejected at parse time
+#: (``extender.cel.environment``): cel-python's grammar cannot parse it.
 UNSUPPORTED: dict[str, str] = {
     "format": "cel-go's locale-dependent string formatting is not reproduced",
-    "optional.of": "optional types are not supported",
-    "optional.ofNonZeroValue": "optional types are not supported",
-    "optional.none": "optional types are not supported",
-    "hasValue": "optional types are not supported",
-    "value": "optional types are not supported",
-    "orValue": "optional types are not supported",
-    "or": "optional types are not supported",
-    "first": "optional types are not supported",
-    "last": "optional types are not supported",
 }
-#: K8s ``format``: ``format.named()`` and ``<Format>.validate()`` return optionals, so the
-#: library is unusable without optional types.
-_FORMAT = "the format library returns optional values, and optional types are not supported"
-for _f in ("named", "dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName",
-           "dns1123LabelPrefix", "dns1123SubdomainPrefix", "dns1035LabelPrefix",
-           "labelValue", "uri", "uuid", "byte", "date", "datetime"):
-    UNSUPPORTED[f"format.{_f}"] = _FORMAT
-UNSUPPORTED["validate"] = _FORMAT
 
 REGISTRY = build_registry(SIGNATURES)

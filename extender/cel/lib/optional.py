@@ -1,0 +1,169 @@
+"""cel-go optional types (``cel.OptionalTypes()``, K8s 1.28+), function forms only.
+
+``optional.of(x)``, ``optional.ofNonZeroValue(x)``, ``optional.none()``,
+``<opt>.hasValue()``, ``<opt>.value()`` (error ``optional.none() dereference`` on none),
+``<opt>.orValue(v)``, ``<opt>.or(opt)`` — both short-circuit: the argument is not evaluated
+when the receiver has a value (the evaluator special-cases them, like cel-go's decorator) —
+``list.first()`` / ``list.last()`` and ``optional.unwrap(list)`` / ``list.unwrapOpt()``
+(optional library version 2, the latest, which Kubernetes enables).  The ``optMap`` /
+``optFlatMap`` macros are implemented by the evaluator (``extender.cel.runtime``).
+
+The syntax forms ``x.?f``, ``m[?k]``, ``[?e]`` and ``{?k: v}`` cannot be parsed by
+cel-python's grammar; ``extender.cel.environment`` reports them with a precise message.
+
+Equality (cel-go ``Optional.Equal``): two nones are equal, none differs from any value,
+otherwise the wrapped values are compared with CEL equality.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from celpy import celtypes as T
+from celpy.evaluation import CELEvalError
+
+from extender.cel.values import EvalError, cel_equal, cel_function, kind, want
+
+_UTC = datetime.UTC
+
+
+class Optional:
+    """Opaque CEL value of type ``optional_type(T)``; ``value`` is ``_NONE`` when empty."""
+
+    cel_type = "optional_type"
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    @property
+    def has_value(self) -> bool:
+        return self.value is not _NONE
+
+    def cel_equals(self, other: Any) -> bool:
+        if not isinstance(other, Optional):
+            return False
+        if not self.has_value or not other.has_value:
+            return self.has_value == other.has_value
+        return cel_equal(self.value, other.value)
+
+    def __repr__(self) -> str:
+        return f"optional.of({self.value!r})" if self.has_value else "optional.none()"
+
+
+_NONE = object()
+NONE = Optional(_NONE)
+
+
+def of(value: Any) -> Optional:
+    return Optional(value)
+
+
+def _is_zero(v: Any) -> bool:
+    """cel-go ``traits.Zeroer``: bool, bytes, double, duration, int, null, string,
+    timestamp (Go's zero time, 0001-01-01T00:00:00Z), uint, list and map.  Opaque values
+    (Quantity, IP, ...) and optionals are never zero."""
+    k = kind(v)
+    if k in ("bool", "int", "uint", "double"):
+        return not v
+    if k in ("string", "bytes", "list", "map"):
+        return len(v) == 0
+    if k == "null_type":
+        return True
+    if k == "duration":
+        return v == datetime.timedelta(0)
+    if k == "timestamp":
+        return v == datetime.datetime(1, 1, 1, tzinfo=_UTC)
+    return False
+
+
+def _opt(v: Any) -> Optional:
+    if not isinstance(v, Optional):
+        raise TypeError(kind(v))
+    return v
+
+
+@cel_function("optional.of")
+def optional_of(value: Any) -> Any:
+    return Optional(value)
+
+
+@cel_function("optional.ofNonZeroValue")
+def optional_of_non_zero_value(value: Any) -> Any:
+    return NONE if _is_zero(value) else Optional(value)
+
+
+@cel_function("optional.none")
+def optional_none() -> Any:
+    return NONE
+
+
+@cel_function("hasValue")
+def has_value(opt: Any) -> Any:
+    return T.BoolType(_opt(opt).has_value)
+
+
+def value(opt: Any) -> Any:
+    """``<opt>.value()``; the error text is cel-go's, without a function-name prefix."""
+    if isinstance(opt, CELEvalError):
+        return opt
+    if not isinstance(opt, Optional):
+        return CELEvalError(f"no such overload: value({kind(opt)})", TypeError, ())
+    if not opt.has_value:
+        return CELEvalError("optional.none() dereference", EvalError, ())
+    return opt.value
+
+
+@cel_function("or")
+def or_(opt: Any, other: Any) -> Any:
+    o = _opt(opt)
+    return o if o.has_value else _opt(other)
+
+
+@cel_function("orValue")
+def or_value(opt: Any, default: Any) -> Any:
+    o = _opt(opt)
+    return o.value if o.has_value else default
+
+
+@cel_function("first")
+def first(items: Any) -> Any:
+    want(items, "list")
+    return Optional(items[0]) if items else NONE
+
+
+@cel_function("last")
+def last(items: Any) -> Any:
+    want(items, "list")
+    return Optional(items[-1]) if items else NONE
+
+
+def _unwrap(items: Any) -> Any:
+    want(items, "list")
+    return T.ListType([_opt(x).value for x in items if _opt(x).has_value])
+
+
+optional_unwrap = cel_function("optional.unwrap")(_unwrap)
+unwrap_opt = cel_function("unwrapOpt")(_unwrap)
+
+
+SIGNATURES = [
+    "optional.of(A) -> optional_type(A)",
+    "optional.ofNonZeroValue(A) -> optional_type(A)",
+    "optional.none() -> optional_type(A)",
+    "optional_type(A).hasValue() -> bool",
+    "optional_type(A).value() -> A",
+    "optional_type(A).orValue(A) -> A",
+    "optional_type(A).or(optional_type(A)) -> optional_type(A)",
+    "list(A).first() -> optional_type(A)",
+    "list(A).last() -> optional_type(A)",
+    "optional.unwrap(list(optional_type(A))) -> list(A)",
+    "list(optional_type(A)).unwrapOpt() -> list(A)",
+]
+FUNCTIONS = {
+    "optional.of": optional_of, "optional.ofNonZeroValue": optional_of_non_zero_value,
+    "optional.none": optional_none, "hasValue": has_value, "value": value,
+    "or": or_, "orValue": or_value, "first": first, "last": last,
+    "optional.unwrap": optional_unwrap, "unwrapOpt": unwrap_opt,
+}
