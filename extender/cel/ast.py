@@ -3,7 +3,7 @@
 cel-python has no checker, so the validator, the type inference and the cost estimator
 work on this IR instead of lark's grammar-shaped tree.  Macros are recognised here exactly
 as cel-go's parser expands them (``has``, ``all``, ``exists``, ``exists_one``, ``map``,
-``filter``, the two-variable forms and ``sortBy``).  The IR is compile-time only; the
+``filter``, the two-variable forms, ``sortBy`` and the optional ``optMap``/``optFlatMap``).  The IR is compile-time only; the
 runtime evaluates the lark tree.
 """
 
@@ -21,7 +21,7 @@ from extender.cel.values import INT64_MAX, INT64_MIN, UINT64_MAX
 MACROS: dict[str, tuple[int, ...]] = {
     "all": (2, 3), "exists": (2, 3), "exists_one": (2, 3), "existsOne": (3,),
     "map": (2, 3), "filter": (2,), "transformList": (3, 4), "transformMap": (3, 4),
-    "transformMapEntry": (3, 4), "sortBy": (2,),
+    "transformMapEntry": (3, 4), "sortBy": (2,), "optMap": (2,), "optFlatMap": (2,),
 }
 #: macros whose 3-argument form is the two-variable one (``map`` 3-arg is var,filter,expr)
 TWO_VAR = frozenset({"all", "exists", "exists_one", "existsOne", "transformList",

@@ -138,6 +138,8 @@ class _Checker:
 
     def _comp(self, n: Node, scope: dict) -> Type:
         rng = self.visit(n.target, scope)
+        if n.name in ("optMap", "optFlatMap"):
+            return self._opt_map(n, rng, scope)
         if isinstance(rng, tuple) and rng[0] == "list":
             first, second = ("int", rng[1]) if len(n.vars) == 2 else (rng[1], None)
         elif isinstance(rng, tuple) and rng[0] == "map":
@@ -174,6 +176,22 @@ class _Checker:
             raise CompileError(f"transformMapEntry() expression must be a map, got "
                                f"{format_type(last)}")
         return last
+
+    def _opt_map(self, n: Node, rng: Type, scope: dict) -> Type:
+        if isinstance(rng, tuple) and rng[0] == "optional_type":
+            inner = rng[1]
+        elif rng == DYN:
+            inner = DYN
+        else:
+            raise CompileError(f"found no matching overload for '{n.name}' applied to "
+                               f"'{format_type(rng)}'{n.where}")
+        body = self.visit(n.args[0], {**scope, n.vars[0]: inner})
+        if n.name == "optMap":
+            return ("optional_type", body)
+        if not (body == DYN or (isinstance(body, tuple) and body[0] == "optional_type")):
+            raise CompileError(f"optFlatMap() expression must be an optional, got "
+                               f"{format_type(body)}")
+        return body
 
 
 def _display(name: str) -> str:

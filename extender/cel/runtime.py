@@ -30,6 +30,7 @@ from extender.cel.cost import call_cost
 from extender.cel.environment import ENVIRONMENT
 from extender.cel.lib import FUNCTIONS
 from extender.cel.lib.lists import sort_values
+from extender.cel.lib.optional import NONE, Optional
 from extender.cel.limits import ITERATION_COST, LIST_CREATE_COST, MAP_CREATE_COST
 from extender.cel.values import EvalError, kind, map_get
 
@@ -133,6 +134,12 @@ class BudgetEvaluator(Evaluator):
         if name_tok in MACROS and len(arg_trees) in MACROS[name_tok]:
             return self._macro(name_tok, target_tree, arg_trees)
         target = self.visit(target_tree)
+        if name_tok in ("or", "orValue") and len(arg_trees) == 1 and isinstance(
+            target, Optional
+        ) and target.has_value:
+            # cel-go short-circuits both: the argument is not evaluated
+            self.budget.charge(call_cost(name_tok, [target, None]))
+            return target if name_tok == "or" else target.value
         return self.call(name_tok, [target, *(self.visit(a) for a in arg_trees)])
 
     def primary(self, tree: lark.Tree) -> Any:
@@ -193,6 +200,8 @@ class BudgetEvaluator(Evaluator):
         names = [str(next(t.find_data("ident")).children[0]) for t in arg_trees[:nvars]]
         exprs = arg_trees[nvars:]
         rk = kind(rng)
+        if name in ("optMap", "optFlatMap"):
+            return _opt_map(self, name, names, exprs, rng)
         if rk == "list":
             pairs = [(T.IntType(i), v) for i, v in enumerate(rng)] if two else [
                 (v, None) for v in rng]
@@ -313,6 +322,23 @@ def _sort_by(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
         return T.ListType(sort_values([p[0] for p in pairs], keys))
     except EvalError as exc:
         return _err(f"sortBy: {exc}")
+
+
+def _opt_map(ev: BudgetEvaluator, name: str, names, exprs, rng) -> Any:
+    """cel-go ``opt.optMap(x, e)`` = ``opt.hasValue() ? optional.of(e[x := opt.value()])
+    : optional.none()``; ``optFlatMap`` does not wrap (``e`` must be an optional)."""
+    if not isinstance(rng, Optional):
+        return _err(f"no such overload: {name}({kind(rng)})")
+    if not rng.has_value:
+        return NONE
+    result = ev._body(names, (rng.value, None), exprs[0])
+    if isinstance(result, CELEvalError):
+        return result
+    if name == "optMap":
+        return Optional(result)
+    if not isinstance(result, Optional):
+        return _err(f"optFlatMap() expression returned {kind(result)}, not optional_type")
+    return result
 
 
 _MACRO_IMPLS = {

@@ -57,11 +57,15 @@ COMPILE_ERRORS = [
     ("[1, 'a'] == []", "expected type 'int' but found 'string'"),
     ("has(taint)", "invalid argument to has() macro"),
     ("9223372036854775808 > 0", "integer literal 9223372036854775808 is out of range"),
-    ("format.named('uuid') == format.uuid()", "function format.named is not supported by "
-     "this extender (the format library returns optional values"),
-    ("optional.none() == optional.none()", "function optional.none is not supported"),
-    ("format.dns1123Label() == format.dns1123Label()",
-     "function format.dns1123Label is not supported"),
+    ("'%d'.format([1]) == '1'", "function format is not supported by this extender"),
+    ("taint.?key == 'k'", "optional syntax ('.?', '[?', '{?') is not supported"),
+    ("{'a': 1}[?'a'] == optional.of(1)", "optional syntax ('.?', '[?', '{?') is not supported"),
+    ("[?optional.none()] == []", "optional syntax ('.?', '[?', '{?') is not supported"),
+    ("'.?' == taint.key &&", "syntax error"),  # '.?' inside a string is not optional syntax
+    ("optional.none() == 1", "found no matching overload for '_==_' applied to "
+     "'(optional_type(dyn), int)'"),
+    ("format.dns1123Label() == 'x'", "found no matching overload for '_==_' applied to "
+     "'(Format, string)'"),
     ("cel.bind(x, 1, x > 0)", "undeclared reference to 'cel.bind'"),
     ("math.greatest(1, 2) == 2", "undeclared reference to 'math.greatest'"),
     ("Foo{a: 1} == 1", "message construction is not supported"),

@@ -94,7 +94,8 @@ STATIC = [
     ("'abc'.all(c, c == 'a')", "cannot be the range of a comprehension"),
     ("[1].all(x.y, true)", "all() variable must be a simple identifier"),
     ("[1].all(i, i, true)", "variables must be distinct"),
-    ("[1].map(x, x).first() == 1", "function first is not supported by this extender"),
+    ("[1].map(x, x).first() == 1", "found no matching overload for '_==_' applied to "
+     "'(optional_type(int), int)'"),
     ("[1].all(x, y > 0)", "undeclared reference to 'y'"),
 ]
 
