@@ -24,6 +24,7 @@ from extender.model import Node, Pod
 from extender.model.parse import ModelError, node_from_dict, pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeunschedulable import NodeUnschedulable
+from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
 from extender.scoring import combine
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
@@ -40,13 +41,8 @@ UNKNOWN_NODE = unschedulable(ERR_UNKNOWN_NODE)
 
 def build_plugins(handle: Handle) -> list:
     """Plugins in upstream's default multiPoint order."""
-    plugins: list = [NodeUnschedulable(handle), TaintToleration(handle), NodeAffinity(handle)]
-    try:
-        from extender.plugins.podtopologyspread import PodTopologySpread
-    except ImportError:  # pragma: no cover - during bring-up only
-        return plugins
-    plugins.append(PodTopologySpread(handle))
-    return plugins
+    return [NodeUnschedulable(handle), TaintToleration(handle), NodeAffinity(handle),
+            PodTopologySpread(handle)]
 
 
 @dataclass(slots=True)

@@ -27,26 +27,21 @@ def main(argv: list[str] | None = None) -> int:
     prof.add_argument("--requests", type=int, default=200)
     prof.add_argument("--seed", type=int, default=1)
     prof.add_argument("--out", default=None, help="output directory (default perf/out)")
-    whatif = sub.add_parser("whatif", help="HTTP run: stock server vs gc.freeze() after load")
+    whatif = sub.add_parser("whatif", help="HTTP experiments outside the product")
+    whatif.add_argument("--floor", action="store_true", required=True,
+                        help="no-op Flask vs bare-WSGI server (the HTTP floor)")
     whatif.add_argument("--nodes", type=int, default=5000)
-    whatif.add_argument("--pods", type=int, default=50_000)
     whatif.add_argument("--requests", type=int, default=400)
-    whatif.add_argument("--seed", type=int, default=1)
     whatif.add_argument("--out", default=None, help="output directory (default perf/out)")
-    whatif.add_argument("--floor", action="store_true",
-                        help="instead: no-op Flask vs bare-WSGI server (the HTTP floor)")
     ns = parser.parse_args(argv)
 
     if ns.command == "whatif":
-        from perf.profile import whatif_floor, whatif_gc_freeze
+        from perf.profile import whatif_floor
         from perf.run import OUT
 
         out = Path(ns.out) if ns.out else OUT
         out.mkdir(parents=True, exist_ok=True)
-        if ns.floor:
-            whatif_floor(ns.nodes, ns.requests, out)
-        else:
-            whatif_gc_freeze(ns.nodes, ns.pods, ns.requests, ns.seed, out)
+        whatif_floor(ns.nodes, ns.requests, out)
         return 0
 
     if ns.command == "profile":

@@ -1,48 +1,14 @@
-"""Building the engine under test, tolerating parts that are still being written.
-
-The CEL engine (`extender.cel.CelCache`) and the PodTopologySpread plugin land in
-parallel with this harness. Rather than failing, the harness detects what exists,
-substitutes a CEL stub that never matches (so non-CEL workloads still run), and the
-runner skips the workloads that need the missing part, with a note in the report.
-"""
+"""Building the engine under test, and cheap snapshot copies for the simulation."""
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Any
 
+from extender.cel import CelCache
 from extender.config import Config, build_config
 from extender.model import Pod
 from extender.service import Extender
-from extender.state import ClusterSnapshot
-from extender.state.source import StaticSource
-
-
-@dataclass(frozen=True, slots=True)
-class StubOutcome:
-    matched: bool = False
-    kind: str = "error"
-    message: str = "CEL engine not available (perf stub)"
-
-
-class StubCelCache:
-    """Stands in for `extender.cel.CelCache` while it does not exist; never matches."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.args = args
-
-    def evaluate(self, expression: str, taint: Any) -> StubOutcome:
-        return StubOutcome()
-
-
-def cel_cache_class() -> tuple[type | None, str]:
-    """The real CelCache class, or None and why not."""
-    try:
-        from extender.cel import CelCache
-    except Exception as exc:  # ImportError, or a half-written module's SyntaxError etc.
-        return None, f"extender.cel.CelCache unavailable ({type(exc).__name__}: {exc})"
-    return CelCache, ""
+from extender.state import ClusterSnapshot, ClusterSource, StaticSource, podindex
 
 
 def default_config() -> Config:
@@ -50,43 +16,11 @@ def default_config() -> Config:
     return build_config({}, env={})
 
 
-@dataclass
-class Engine:
-    """What exists of the engine right now."""
-
-    parts: set[str]
-    notes: list[str]
-    cel_class: type | None
-
-    def new_cel(self, config: Config) -> Any:
-        if self.cel_class is None:
-            return StubCelCache()
-        return self.cel_class(config.cel_program_cache_size, config.cel_result_cache_size)
-
-    def extender(self, config: Config, source: Any, fast: bool = True) -> Extender:
-        """A fresh Extender with its own CEL cache (fast and reference must not share
-        memoized CEL results, or the reference would be flattered)."""
-        return Extender(config, source, cel=self.new_cel(config), fast=fast)
-
-
-def detect_engine() -> Engine:
-    parts: set[str] = set()
-    notes: list[str] = []
-    cel_class, why = cel_cache_class()
-    if cel_class is not None:
-        parts.add("cel")
-    else:
-        notes.append(f"CEL workloads skipped: {why}; the lead should re-run once it lands")
-    from extender.framework.handle import Handle
-    from extender.service import build_plugins
-
-    names = [p.name for p in build_plugins(Handle(default_config().feature_gates, None))]
-    if "PodTopologySpread" in names:
-        parts.add("pts")
-    else:
-        notes.append("spread workloads skipped: PodTopologySpread plugin not present "
-                     f"(plugins: {', '.join(names)}); the lead should re-run once it lands")
-    return Engine(parts, notes, cel_class)
+def new_extender(config: Config, source: ClusterSource, fast: bool = True) -> Extender:
+    """A fresh Extender with its own CEL cache (fast and reference must not share
+    memoized CEL results, or the reference would be flattered)."""
+    cel = CelCache(config.cel_program_cache_size, config.cel_result_cache_size)
+    return Extender(config, source, cel=cel, fast=fast)
 
 
 MutableSource = StaticSource  # swapped after every bind by the simulation
@@ -152,10 +86,6 @@ def extend_snapshot(snapshot: ClusterSnapshot, pod: Pod, carry_indexes: bool = F
 
 
 def _carry_spread_index(old: ClusterSnapshot, new: ClusterSnapshot, pod: Pod) -> bool:
-    try:
-        from extender.state import podindex
-    except ImportError:
-        return False
     index = old._derived.get(podindex.INDEX_KEY)
     if index is None:
         return False

@@ -47,17 +47,15 @@ def extender_bin() -> str:
 
 @dataclass
 class Server:
-    """`extender serve` as a subprocess on 127.0.0.1; `shim=True` runs it through
-    `perf._serve_shim`, which supplies a CEL stub when `extender.cel.CelCache` is missing."""
+    """`extender serve` (or, with `noop=True`, the do-nothing app) as a subprocess on
+    127.0.0.1."""
 
     cluster: Path
     log_path: Path
     workers: int = 1
     threads: int = 4
-    shim: bool = False
     noop: bool = False  # perf._noop_app instead of the extender: the HTTP floor
     noop_target: str = "perf._noop_app:app"  # or perf._noop_app:raw_app (no Flask)
-    gc_freeze: bool = False  # what-if: shim + gc.freeze() after load (see perf._serve_shim)
     port: int = 0
     proc: subprocess.Popen | None = None
     cold_start_s: float | None = None
@@ -67,12 +65,9 @@ class Server:
             return [sys.executable, "-m", "gunicorn", self.noop_target, "-k", "gthread",
                     "-w", str(self.workers), "--threads", str(self.threads), "--keep-alive", "75",
                     "-b", f"127.0.0.1:{self.port}", "--log-level", "warning"]
-        args = ["serve", "--cluster", str(self.cluster), "--listen", f"127.0.0.1:{self.port}",
-                "--workers", str(self.workers), "--threads", str(self.threads),
-                "--log-level", "warning", "--reload-interval", "0"]
-        if self.shim or self.gc_freeze:
-            return [sys.executable, "-m", "perf._serve_shim", *args]
-        return [extender_bin(), *args]
+        return [extender_bin(), "serve", "--cluster", str(self.cluster),
+                "--listen", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
+                "--threads", str(self.threads), "--log-level", "warning", "--reload-interval", "0"]
 
     def start(self, timeout: float = 120.0) -> float:
         """Start and wait for /readyz 200; returns cold start (spawn to ready) seconds."""
@@ -81,7 +76,6 @@ class Server:
         log = self.log_path.open("wb")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # the server makes its own
-        env["PERF_GC_FREEZE"] = "1" if self.gc_freeze else "0"
         started = time.perf_counter()
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                      cwd=REPO, env=env)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from extender.api.wire import ExtenderArgs
 from extender.state import ClusterSnapshot, StaticSource, load_objects
-from perf.engine import default_config, detect_engine
+from perf.engine import default_config, new_extender
 from perf.generate import generate_cluster, write_cluster
 from perf.workloads import mixed_pods
 
@@ -45,10 +45,9 @@ def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limi
     gc.collect()
     gc.freeze()  # as the harness does: time the engine, not collections of the heap
 
-    engine = detect_engine()
-    ext = engine.extender(default_config(), StaticSource(snapshot))
+    ext = new_extender(default_config(), StaticSource(snapshot))
     names = [n.name for n in snapshot.nodes.nodes]
-    batch = mixed_pods(requests, engine.parts, start=300_000)
+    batch = mixed_pods(requests, start=300_000)
     feasible: list[list[str]] = []
     for pod in batch[:5]:  # warm caches (CEL programs, derived indexes) outside the profile
         ext.prioritize(ExtenderArgs(pod, None, ext.filter(ExtenderArgs(pod, None, names))["NodeNames"]))
@@ -77,43 +76,13 @@ def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limi
     prof_p.dump_stats(str(out_dir / "prioritize.prof"))
 
 
-def whatif_gc_freeze(nodes: int, pods: int, requests: int, seed: int, out_dir: Path) -> dict:
-    """Same HTTP NodeNames run against the stock server and one that freezes the GC
-    after loading (perf._serve_shim PERF_GC_FREEZE=1): quantifies the p99 suggestion."""
-    from perf.http_driver import Server, names_requests, run_http
-
-    path = out_dir / f"cluster-{nodes}-{pods}.json"
-    if not path.exists():
-        cluster, _ = generate_cluster(nodes, pods, seed)
-        write_cluster(cluster, path)
-        del cluster
-    engine = detect_engine()
-    snapshot = ClusterSnapshot.from_objects(load_objects(path))
-    names = [n.name for n in snapshot.nodes.nodes]
-    del snapshot
-    reqs = names_requests(mixed_pods(requests, engine.parts, start=400_000), names)
-    results: dict = {}
-    for label, freeze in (("stock", False), ("gc_freeze", True)):
-        server = Server(path, out_dir / f"whatif-{label}.log", gc_freeze=freeze)
-        try:
-            cold = server.start()
-            run = run_http(server.port, reqs, "names", 1)
-            results[label] = {"cold_start_s": round(cold, 2), "pair": run["pair"],
-                              "filter": run["filter"], "prioritize": run["prioritize"],
-                              "stalls": run["stalls"], "rss_mb": server.rss_mb()}
-        finally:
-            server.stop()
-        print(label, results[label])
-    return results
-
-
 def whatif_floor(nodes: int, requests: int, out_dir: Path) -> dict:
     """No-op servers (Flask vs bare WSGI, same gunicorn settings) answering NodeNames
     requests for `nodes` names: what the stack costs before any engine work."""
     from perf.http_driver import Server, names_requests, run_http
 
     names = [f"node-{i:05d}" for i in range(nodes)]
-    reqs = names_requests(mixed_pods(requests, set(), start=450_000), names)
+    reqs = names_requests(mixed_pods(requests, start=450_000), names)
     results: dict = {}
     for label, target in (("flask", "perf._noop_app:app"), ("raw_wsgi", "perf._noop_app:raw_app")):
         server = Server(out_dir / "unused.json", out_dir / f"floor-{label}.log", noop=True,

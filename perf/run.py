@@ -10,7 +10,6 @@ sequential and at concurrency 4, full Nodes sequential) -> simulation.
 from __future__ import annotations
 
 import gc
-import inspect
 import os
 import signal
 import sys
@@ -20,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from extender.state import ClusterSnapshot, load_objects
-from perf.engine import Engine, default_config, detect_engine
+from perf.cel_bench import run_cel_bench
+from perf.engine import default_config, new_extender
 from perf.generate import generate_cluster, write_cluster
 from perf.http_driver import (
     Server,
@@ -32,7 +32,7 @@ from perf.http_driver import (
 )
 from perf.inprocess import codec_costs, collect, compare_reference, run_inprocess, simulate, speedup
 from perf.report import evaluate_bar, machine, write_report
-from perf.workloads import CEL_ORACLES, WORKLOADS, available, mixed_pods
+from perf.workloads import CEL_ORACLES, WORKLOADS, mixed_pods
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -66,8 +66,8 @@ def log(message: str) -> None:
     print(f"[perf {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def run_size(nodes: int, pods: int, profile: Profile, engine: Engine, seed: int,
-             out_dir: Path, notes: list[str]) -> dict[str, Any]:
+def run_size(nodes: int, pods: int, profile: Profile, seed: int, out_dir: Path,
+             notes: list[str]) -> dict[str, Any]:
     size: dict[str, Any] = {"nodes": nodes, "pods": pods, "seed": seed}
     config = default_config()
 
@@ -100,9 +100,9 @@ def run_size(nodes: int, pods: int, profile: Profile, engine: Engine, seed: int,
     from extender.state import StaticSource
 
     source = StaticSource(snapshot)
-    fast = engine.extender(config, source, fast=True)
-    ref = engine.extender(config, source, fast=False)
-    mixed = mixed_pods(profile.mixed, engine.parts)
+    fast = new_extender(config, source, fast=True)
+    ref = new_extender(config, source, fast=False)
+    mixed = mixed_pods(profile.mixed)
     answers, summary = run_inprocess(fast, mixed, names)
     summary["_samples"] = {"pair": collect(answers).pair}
     ref_answers, cmp = compare_reference(answers[: profile.ref_mixed], ref, names)
@@ -112,9 +112,8 @@ def run_size(nodes: int, pods: int, profile: Profile, engine: Engine, seed: int,
     log(f"  in-process mixed: pair p50 {summary['pair'].get('p50_ms')} ms; reference "
         f"speed-up {cmp['speedup'].get('pair', {}).get('speedup')}x, mismatches {cmp['mismatches']}")
 
-    runnable, _ = available(WORKLOADS, engine.parts)
     per: dict[str, Any] = {}
-    for w in runnable:
+    for w in WORKLOADS:
         wpods = [w.pod(100_000 + i) for i in range(profile.per_workload)]
         w_answers, w_summary = run_inprocess(fast, wpods, names, warmup=1)
         w_summary.pop("plugins", None)
@@ -132,10 +131,9 @@ def run_size(nodes: int, pods: int, profile: Profile, engine: Engine, seed: int,
     gc.collect()
 
     # --- driver 2: HTTP --------------------------------------------------------------
-    shim = "cel" not in engine.parts
-    server = Server(path, out_dir / f"server-{nodes}.log", workers=1, threads=4, shim=shim)
+    server = Server(path, out_dir / f"server-{nodes}.log", workers=1, threads=4)
     http: dict[str, Any] = {}
-    http_pods = mixed_pods(max(profile.http_seq, profile.http_c4), engine.parts, start=200_000)
+    http_pods = mixed_pods(max(profile.http_seq, profile.http_c4), start=200_000)
     phases = [
         ("names_seq", lambda: names_requests(http_pods[: profile.http_seq], names), "names", 1, 3),
         ("names_c4", lambda: names_requests(http_pods[: profile.http_c4], names), "names", 4, 3),
@@ -144,9 +142,9 @@ def run_size(nodes: int, pods: int, profile: Profile, engine: Engine, seed: int,
     ]
     try:
         cold = server.start()
-        http["server"] = {"cold_start_s": round(cold, 3), "shim": shim,
-                          "rss_mb_ready": server.rss_mb(), "restarts": 0}
-        log(f"  server ready in {cold:.2f} s (shim={shim}), RSS {http['server']['rss_mb_ready']}")
+        http["server"] = {"cold_start_s": round(cold, 3), "rss_mb_ready": server.rss_mb(),
+                          "restarts": 0}
+        log(f"  server ready in {cold:.2f} s, RSS {http['server']['rss_mb_ready']}")
         for key, build, mode, conc, warm in phases:
             for attempt in (1, 2):  # one restart if the server vanished under us
                 try:
@@ -192,23 +190,20 @@ def run_size(nodes: int, pods: int, profile: Profile, engine: Engine, seed: int,
         floor = Server(path, out_dir / f"noop-{nodes}.log", workers=1, threads=4, noop=True)
         try:
             floor.start()
-            floor_pods = mixed_pods(profile.http_noop, engine.parts, start=300_000)
+            floor_pods = mixed_pods(profile.http_noop, start=300_000)
             http["noop_floor"] = run_http(floor.port, names_requests(floor_pods, names), "names", 1)
             log(f"  no-op server floor: pair p50 {http['noop_floor']['pair'].get('p50_ms')} ms")
         except Exception as exc:
             notes.append(f"{nodes} nodes: no-op floor server failed: {exc}")
         finally:
             floor.stop()
-    if shim:
-        notes.append("HTTP server ran through perf._serve_shim with a never-matching CEL stub "
-                     "(extender.cel.CelCache missing); CEL workloads were not sent")
     size["http"] = http
 
     # --- driver 3: simulation ------------------------------------------------------
     sim_n = profile.sim_pods.get(nodes, 0)
     if sim_n:
-        sim_pods = mixed_pods(sim_n, engine.parts, start=500_000)
-        sim = simulate(lambda src: engine.extender(config, src, fast=True), snapshot, node_dicts,
+        sim_pods = mixed_pods(sim_n, start=500_000)
+        sim = simulate(lambda src: new_extender(config, src, fast=True), snapshot, node_dicts,
                        pod_dicts, sim_pods, CEL_ORACLES, seed=seed,
                        annotation_prefix=config.annotation_prefix)
         size["simulation"] = sim
@@ -229,45 +224,26 @@ def _get_p(run: dict[str, Any], key: str) -> Any:
     return (run.get("pair") or {}).get(key)
 
 
-def cel_section(quick: bool) -> dict[str, Any]:
-    """CEL compile/evaluate/memo costs from perf/cel_bench.py (owned by another helper)."""
-    try:
-        from perf.cel_bench import run_cel_bench
-    except Exception as exc:
-        return {"skipped": f"perf/cel_bench.py run_cel_bench() not available "
-                           f"({type(exc).__name__}: {exc})"}
-    try:
-        params = inspect.signature(run_cel_bench).parameters
-        result = run_cel_bench(quick=quick) if "quick" in params else run_cel_bench()
-    except Exception as exc:
-        return {"skipped": f"run_cel_bench() failed: {type(exc).__name__}: {exc}"}
-    return result if isinstance(result, dict) else {"result": result}
-
-
 def run(full: bool, seed: int = 1, out_dir: Path = OUT) -> dict[str, Any]:
     profile = FULL if full else QUICK
     # SIGTERM -> SystemExit, so `finally: server.stop()` reaps the servers we started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.perf_counter()
     load_before = os.getloadavg()
-    engine = detect_engine()
-    notes = list(engine.notes)
-    _, skipped = available(WORKLOADS, engine.parts)
-    notes.extend(skipped)
+    notes: list[str] = []
     if not full:
         notes.append("quick run: small sizes and few requests; the bar is defined at 5,000 nodes "
                      "/ 50,000 pods (`make perf`), so 'met' here is indicative only")
-    log(f"{profile.name} run; engine parts: {sorted(engine.parts) or 'none of cel/pts'}")
+    log(f"{profile.name} run")
     sizes = []
     for nodes, pods in profile.sizes:
-        sizes.append(run_size(nodes, pods, profile, engine, seed, out_dir, notes))
+        sizes.append(run_size(nodes, pods, profile, seed, out_dir, notes))
         gc.collect()
     report: dict[str, Any] = {
         "meta": {**machine(), "seed": seed},
         "mode": profile.name,
-        "engine": {"parts": sorted(engine.parts), "notes": engine.notes},
         "sizes": sizes,
-        "cel": cel_section(quick=not full),
+        "cel": run_cel_bench(),
         "bar": evaluate_bar(sizes[-1]) if sizes else {},
         "notes": notes,
     }

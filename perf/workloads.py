@@ -5,10 +5,6 @@ Each `Workload` makes pod dicts exactly as kube-scheduler would send them in
 (`perf/bench`, `shop/frontend`, `payments/ledger`) so that default and explicit
 topology spreading have real pods to count.
 
-`requires` names engine parts a workload needs (`cel`: `extender.cel.CelCache`,
-`pts`: the PodTopologySpread plugin); the runner skips, and reports, workloads whose
-parts are missing instead of producing misleading numbers.
-
 `CEL_ORACLES` restates every CEL expression used here as plain Python, so the
 simulation checker can verify CEL tolerations without trusting the CEL engine.
 """
@@ -71,7 +67,6 @@ class Workload:
     name: str
     description: str
     make_spec: Callable[[int], dict[str, Any]]  # index -> partial pod (metadata/spec extras)
-    requires: frozenset[str] = frozenset()
     namespace: str = "perf"
 
     def pod(self, index: int) -> dict[str, Any]:
@@ -232,28 +227,24 @@ def _annotations_cel(i: int) -> dict:
     return {"annotations": {f"{ANNOTATION_PREFIX}/tolerations": json.dumps(tolerations)}}
 
 
-CEL = frozenset({"cel"})
-PTS = frozenset({"pts"})
-
 WORKLOADS: list[Workload] = [
     Workload("plain", "no constraints (default tolerations only)", _plain),
     Workload("gt", "numeric Gt SLA toleration (KEP-5471)", _gt),
     Workload("lt", "numeric Lt SLA toleration (KEP-5471)", _lt),
     Workload("semver-tol", "SemverGt kernel toleration (KEP-5721)", _semver_tol),
-    Workload("cel-env", "CEL story 1: env.example.com/* prefix (KEP-5500)", _cel_env, CEL),
-    Workload("cel-kernel", "CEL story 2: kernel semver > 5.15.0 (KEP-5500)", _cel_kernel, CEL),
-    Workload("cel-rack", "CEL story 3: rack regex (KEP-5500)", _cel_rack, CEL),
+    Workload("cel-env", "CEL story 1: env.example.com/* prefix (KEP-5500)", _cel_env),
+    Workload("cel-kernel", "CEL story 2: kernel semver > 5.15.0 (KEP-5500)", _cel_kernel),
+    Workload("cel-rack", "CEL story 3: rack regex (KEP-5500)", _cel_rack),
     Workload("aff-required", "required semver node affinity (SemverGt/Lt/Eq)", _affinity_required),
     Workload("aff-preferred", "preferred semver node affinity (SemverGt/Lt/Eq)",
              _affinity_preferred),
     Workload("spread-zone", "zone DoNotSchedule (Honor, minDomains 3) + hostname soft",
-             _spread_zone, PTS, "shop"),
+             _spread_zone, "shop"),
     Workload("spread-host", "hostname DoNotSchedule (Honor, minDomains 5) + zone soft",
-             _spread_hostname, PTS, "payments"),
+             _spread_hostname, "payments"),
     Workload("annotations", "tolerations + node-affinity via scheduling-extender.io annotations",
              _annotations),
-    Workload("annotations-cel", "annotation tolerations with a CEL expression", _annotations_cel,
-             CEL),
+    Workload("annotations-cel", "annotation tolerations with a CEL expression", _annotations_cel),
 ]
 
 BY_NAME = {w.name: w for w in WORKLOADS}
@@ -267,28 +258,13 @@ MIX_WEIGHTS = {
 }
 
 
-def available(workloads: list[Workload], have: set[str]) -> tuple[list[Workload], list[str]]:
-    """Split into runnable workloads and notes about the skipped ones."""
-    ok, notes = [], []
-    for w in workloads:
-        missing = sorted(w.requires - have)
-        if missing:
-            notes.append(f"workload {w.name!r} skipped: engine part(s) missing: {', '.join(missing)}")
-        else:
-            ok.append(w)
-    return ok, notes
-
-
-def mixed_pods(count: int, have: set[str], start: int = 0) -> list[dict[str, Any]]:
-    """A deterministic interleaving of every runnable workload, by MIX_WEIGHTS."""
-    runnable, _ = available(WORKLOADS, have)
-    if not runnable:
-        return []
+def mixed_pods(count: int, start: int = 0) -> list[dict[str, Any]]:
+    """A deterministic interleaving of every workload, by MIX_WEIGHTS."""
     # Round-robin over the weights rather than blocks, so consecutive pods differ as in a
     # real scheduling queue.
     cycle: list[Workload] = []
-    for round_ in range(max(MIX_WEIGHTS.get(w.name, 1) for w in runnable)):
-        cycle.extend(w for w in runnable if MIX_WEIGHTS.get(w.name, 1) > round_)
+    for round_ in range(max(MIX_WEIGHTS.get(w.name, 1) for w in WORKLOADS)):
+        cycle.extend(w for w in WORKLOADS if MIX_WEIGHTS.get(w.name, 1) > round_)
     return [cycle[i % len(cycle)].pod(start + i) for i in range(count)]
 
 

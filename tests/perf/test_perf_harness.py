@@ -17,11 +17,11 @@ import pytest
 from extender.model.parse import existing_pod_from_dict, pod_from_dict
 from extender.state import ClusterSnapshot, load_objects
 from perf.check import Checker
-from perf.engine import detect_engine, extend_snapshot
+from perf.engine import default_config, extend_snapshot, new_extender
 from perf.generate import generate_cluster, node_objects, pod_objects, write_cluster
 from perf.report import REQUIRED_KEYS, SIZE_KEYS, evaluate_bar, render_summary, write_report
 from perf.stats import percentile, stalls, summarize
-from perf.workloads import CEL_ENV, CEL_ORACLES, WORKLOADS, mixed_pods
+from perf.workloads import CEL_ENV, CEL_ORACLES, WORKLOADS, mixed_pods, workload_of
 
 # --- generator -----------------------------------------------------------------------
 
@@ -99,12 +99,11 @@ def test_every_workload_pod_parses_without_annotation_errors() -> None:
         assert pod.tolerations_error is None and pod.affinity_error is None, w.name
 
 
-def test_mixed_stream_is_deterministic_and_skips_missing_parts() -> None:
-    assert mixed_pods(40, {"cel", "pts"}) == mixed_pods(40, {"cel", "pts"})
-    without = mixed_pods(60, set())
-    assert not any(t.get("expression") for p in without for t in p["spec"]["tolerations"])
-    assert not any("topologySpreadConstraints" in p["spec"] for p in without)
-    assert len({p["metadata"]["name"] for p in without}) == 60
+def test_mixed_stream_is_deterministic_and_covers_every_workload() -> None:
+    stream = mixed_pods(60)
+    assert stream == mixed_pods(60)
+    assert len({p["metadata"]["name"] for p in stream}) == 60
+    assert {workload_of(p) for p in stream} == {w.name for w in WORKLOADS}
 
 
 def test_extend_snapshot_appends_without_touching_the_original(cluster_file) -> None:
@@ -198,24 +197,22 @@ def test_checker_accepts_valid_placements_and_counts_replayed_pods() -> None:
 
 
 def test_simulation_on_a_small_cluster_has_no_violations(tmp_path: Path) -> None:
-    from perf.engine import default_config
     from perf.inprocess import simulate
 
     cluster, _ = generate_cluster(60, 400, seed=5)
     path = write_cluster(cluster, tmp_path / "c.json")
     objects = load_objects(path)
     snapshot = ClusterSnapshot.from_objects(objects)
-    engine = detect_engine()
     config = default_config()
     nodes = [o for o in objects if o["kind"] == "Node"]
     pods = [o for o in objects if o["kind"] == "Pod"]
-    stream = mixed_pods(40, engine.parts, start=900)
-    result = simulate(lambda src: engine.extender(config, src), snapshot, nodes, pods, stream,
+    stream = mixed_pods(40, start=900)
+    result = simulate(lambda src: new_extender(config, src), snapshot, nodes, pods, stream,
                       CEL_ORACLES)
     assert result["pods"] == 40
     assert result["violations"] == 0, result["violation_examples"]
     # Carrying the spread index forward must not change a single placement.
-    rebuilt = simulate(lambda src: engine.extender(config, src), snapshot, nodes, pods, stream,
+    rebuilt = simulate(lambda src: new_extender(config, src), snapshot, nodes, pods, stream,
                        CEL_ORACLES, carry_indexes=False)
     assert rebuilt["placements_digest"] == result["placements_digest"]
 
@@ -249,8 +246,9 @@ def _fake_report() -> dict:
                  "names_seq": run, "names_c4": run, "nodes_seq": run},
         "simulation": {"pods": 10, "pods_per_s": 50.0, "violations": 0},
     }
-    return {"meta": {"cpu": "test"}, "mode": "quick", "engine": {"parts": []}, "sizes": [size],
-            "cel": {"skipped": "test"}, "bar": evaluate_bar(size), "notes": ["n"]}
+    cel = {"expressions": {"startsWith": {"compile_us": 50.0, "memo_hit_us": 0.2}}}
+    return {"meta": {"cpu": "test"}, "mode": "quick", "sizes": [size], "cel": cel,
+            "bar": evaluate_bar(size), "notes": ["n"]}
 
 
 def test_report_writer_produces_expected_keys_and_files(tmp_path: Path) -> None:
@@ -266,3 +264,4 @@ def test_report_writer_produces_expected_keys_and_files(tmp_path: Path) -> None:
     assert (tmp_path / "latency-cdf.png").stat().st_size > 0
     summary = paths["summary"].read_text()
     assert summary == render_summary(data) and "| nodes | pods |" in summary
+    assert "CEL costs per expression" in summary

@@ -31,7 +31,7 @@ from extender.model.parse import pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.plugins.tainttoleration import TaintToleration
-from extender.service import Extender
+from extender.service import Extender, ScoringError
 from extender.state import ClusterSnapshot, NodeSet, StaticSource
 
 INTS = ["0", "1", "5", "10", "950", "007", "-3", "x"]
@@ -262,7 +262,7 @@ def requests(draw):
 def _answer(call, args):
     try:
         return "ok", call(args)
-    except ValueError as exc:
+    except ScoringError as exc:
         return "error", str(exc)
 
 
