@@ -236,6 +236,18 @@ class PodTopologySpread:
                 ]
                 by_name.update(dict.fromkeys(part, scoring.raw_from_values(st, st.counts, values, {})))
         busy = set().union(*(per_node.keys() for _, per_node in hostname)) & candidates
+        if len(hostname) == 1:
+            # One counting hostname constraint: busy nodes score by (domain, own count).
+            ((hi, per_node),) = hostname
+            for value, names in groups:
+                by_count: dict[int, list[str]] = {}
+                for name in names & with_host & busy:
+                    by_count.setdefault(per_node[name], []).append(name)
+                values = [constraints[i].topology_key if i in host else value for i in range(len(constraints))]
+                for count, members in by_count.items():
+                    score = scoring.raw_from_values(st, st.counts, values, {hi: count})
+                    by_name.update(dict.fromkeys(members, score))
+            return list(map(by_name.__getitem__, nodes.order))
         by_node = nodes.universe.by_name
         for name in busy:
             own = {i: per_node.get(name, 0) for i, per_node in hostname}
