@@ -34,3 +34,20 @@ def setup_logging(level: str = "info") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("celpy").setLevel(max(logging.WARNING, root.level))
+
+
+def gunicorn_logconfig(level: str = "info") -> dict:
+    """A logging dictConfig that sends gunicorn's own messages through the same JSON
+    formatter to stderr, so every line the server prints is a JSON object."""
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {"json_stderr": handler},
+        "root": {"level": level.upper(), "handlers": ["json_stderr"]},
+        "loggers": {
+            "gunicorn.error": {"level": level.upper(), "handlers": [], "propagate": True},
+            "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": True},
+        },
+    }

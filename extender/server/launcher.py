@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from gunicorn.app.base import BaseApplication
 
 from extender.config import Config
+from extender.logs import gunicorn_logconfig
 
 if TYPE_CHECKING:
     from extender.state.source import FileSource
@@ -39,6 +40,7 @@ class ExtenderServer(BaseApplication):
             "graceful_timeout": 10,
             "keepalive": 75,
             "loglevel": c.log_level,
+            "logconfig_dict": gunicorn_logconfig(c.log_level),
             "accesslog": None,
             "child_exit": _child_exit,
             "post_fork": self._post_fork,

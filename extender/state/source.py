@@ -70,6 +70,7 @@ class FileSource:
         self._stamp: tuple[int, int] | None = None
         self._generation = 0
         self._snapshot = self._load()  # start-up errors propagate: a bad file is fatal
+        log.info("cluster state loaded", extra={"path": str(self.path), **self._snapshot.counts()})
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

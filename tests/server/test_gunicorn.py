@@ -124,7 +124,7 @@ def test_sighup_reloads_the_cluster_file_in_every_worker(tmp_path):
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(cluster), "--listen",
-           f"127.0.0.1:{port}", "--workers", "2", "--reload-interval", "0", "--log-level", "warning"]
+           f"127.0.0.1:{port}", "--workers", "2", "--reload-interval", "0", "--log-level", "info"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30
@@ -154,3 +154,8 @@ def test_sighup_reloads_the_cluster_file_in_every_worker(tmp_path):
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+    lines = [line for line in proc.stderr.read().decode().splitlines() if line.strip()]
+    records = [orjson.loads(line) for line in lines]  # every line is a JSON object
+    messages = [r["msg"] for r in records]
+    assert "cluster state loaded" in messages
+    assert any("hup" in m.lower() for m in messages)
