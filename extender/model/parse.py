@@ -65,8 +65,11 @@ def _str(value: Any, where: str) -> str:
 
 
 def _str_map(value: Any, where: str) -> dict[str, str]:
+    mapping = _obj(value, where)
+    if type(mapping) is dict and set(map(type, mapping.values())) <= {str}:
+        return mapping  # the common case, checked in C; model objects never mutate it
     result = {}
-    for k, v in _obj(value, where).items():
+    for k, v in mapping.items():
         result[k] = _str(v, f"{where}[{k!r}]")
     return result
 
