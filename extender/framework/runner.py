@@ -73,12 +73,8 @@ def _observe(plugin: str, point: str, status: Code, started: float) -> None:
     )
 
 
-def _unsatisfied(plugin: str) -> Status:
-    return Status(
-        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-        (f"node(s) didn't satisfy plugin(s) [{plugin}]",),
-        plugin,
-    )
+def _unsatisfied(plugins: str) -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"node(s) didn't satisfy plugin(s) [{plugins}]",))
 
 
 class Framework:
@@ -109,7 +105,6 @@ class Framework:
                 continue
             t0 = time.perf_counter()
             result, status = pre(state, pod, nodes)
-            status = status.with_plugin(plugin.name)
             _observe(plugin.name, "PreFilter", status.code, t0)
             if status.is_skip:
                 out.skipped.add(plugin.name)
@@ -189,7 +184,7 @@ class Framework:
             if not hasattr(plugin, "score"):
                 continue
             t0 = time.perf_counter()
-            status = plugin.pre_score(state, pod, nodes).with_plugin(plugin.name)
+            status = plugin.pre_score(state, pod, nodes)
             _observe(plugin.name, "PreScore", status.code, t0)
             if status.is_skip:
                 out.scores[plugin.name] = None

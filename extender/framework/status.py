@@ -36,7 +36,6 @@ class Status:
 
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
-    plugin: str = ""
     details: tuple[str, ...] = ()
     msg: str = field(init=False, repr=False, compare=False)
 
@@ -60,11 +59,6 @@ class Status:
         """Upstream `Status.Message()`: reasons joined by `, `."""
         return self.msg
 
-    def with_plugin(self, plugin: str) -> Status:
-        if self.plugin == plugin:
-            return self
-        return Status(self.code, self.reasons, plugin, self.details)
-
 
 SUCCESS = Status()
 SKIP = Status(Code.SKIP)
@@ -72,7 +66,7 @@ SKIP = Status(Code.SKIP)
 
 def unschedulable(reason: str, *details: str, unresolvable: bool = True) -> Status:
     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-    return Status(code, (reason,), "", tuple(details))
+    return Status(code, (reason,), tuple(details))
 
 
 def error(message: str) -> Status:

@@ -181,7 +181,7 @@ def check(st: PreFilterState, counts: Counts, node: Node, explain: bool, note: s
             if not explain:
                 return UNRESOLVABLE
             details.append(f"{c.describe(i)}: node has no label {c.topology_key!r}")
-            return Status(UNRESOLVABLE.code, UNRESOLVABLE.reasons, "", tuple(details))
+            return Status(UNRESOLVABLE.code, UNRESOLVABLE.reasons, tuple(details))
         match = counts.per_domain[i].get(value, 0)
         minimum = counts.minimum[i]
         skew = match + st.self_match[i] - minimum
@@ -197,7 +197,7 @@ def check(st: PreFilterState, counts: Counts, node: Node, explain: bool, note: s
         if skew > c.max_skew:
             if not explain:
                 return UNSCHEDULABLE
-            return Status(UNSCHEDULABLE.code, UNSCHEDULABLE.reasons, "", tuple(details))
+            return Status(UNSCHEDULABLE.code, UNSCHEDULABLE.reasons, tuple(details))
     return SUCCESS
 
 
