@@ -5,8 +5,9 @@ per-node point has two forms:
 
 * `filter(state, pod, node)` / `score(state, pod, node)`: one node, the plain
   reference path that mirrors upstream line by line;
-* `filter_nodes(state, pod, nodes)` / `score_nodes(state, pod, nodes)`: the batch
-  fast path that does the work once per distinct taint set or label projection.
+* `filter_nodes(state, pod, nodes)` / `score_nodes(state, pod, nodes)` /
+  `normalize_values(...)`: the batch fast path that does the work once per distinct
+  taint set or label projection (and per snapshot and pod shape where it can).
 
 The framework prefers the batch form; differential tests run both and compare.
 """
@@ -68,7 +69,13 @@ class ScorePlugin(Protocol):
     def score(self, state: CycleState, pod: Pod, node: Node) -> tuple[int, Status]: ...
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
-        """Raw scores aligned with `nodes.nodes`."""
+        """Raw scores aligned with `nodes.order` (the candidates' names)."""
         ...
 
-    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status: ...
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
+        """Upstream's NormalizeScore on NodeScore objects (the reference path)."""
+        ...
+
+    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]) -> list[int]:
+        """The same on a plain list aligned with `nodes.order` (the batch path)."""
+        ...
