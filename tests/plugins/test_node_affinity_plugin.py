@@ -13,13 +13,14 @@ asserting identical results.
 from __future__ import annotations
 
 import pytest
+from plugin_harness import snapshot_backed, verdict
 
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, PreFilterResult, Status
-from extender.framework.handle import SNAPSHOT_KEY, Handle
+from extender.framework.handle import Handle
 from extender.model.parse import node_from_dict, pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
-from extender.state import ClusterSnapshot, NodeSet
+from extender.state import NodeSet
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
@@ -73,17 +74,6 @@ def required(*terms, node_selector=None):
     return spec
 
 
-def verdict(status: Status) -> tuple[Code, str]:
-    return status.code, status.message()
-
-
-def snapshot_backed(nodes: list) -> tuple[CycleState, NodeSet]:
-    """A state and node set as the engine builds them in NodeNames mode: the batch path may
-    then answer from per-snapshot memos."""
-    snapshot = ClusterSnapshot(nodes)
-    state = CycleState()
-    state.write(SNAPSHOT_KEY, snapshot)
-    return state, NodeSet(list(snapshot.nodes.nodes), snapshot.nodes)
 
 
 SUCCESS = (Code.SUCCESS, "")

@@ -12,6 +12,7 @@ Every row runs `filter` (per node) and `filter_nodes` (batch) and asserts identi
 from __future__ import annotations
 
 import pytest
+from plugin_harness import verdict
 
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState, Status
@@ -38,9 +39,6 @@ def node(name, unschedulable, taints=()):
 def pod(*tolerations):
     return pod_from_dict({"metadata": {"name": "p"}, "spec": {"tolerations": list(tolerations)}})
 
-
-def verdict(status: Status):
-    return status.code, status.message()
 
 
 REJECT = (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNSCHEDULABLE)

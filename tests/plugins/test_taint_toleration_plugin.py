@@ -14,13 +14,14 @@ bool, so the status is the generic rejection (semantics "Versions and convention
 from __future__ import annotations
 
 import pytest
+from plugin_harness import snapshot_backed, verdict
 
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, Status
-from extender.framework.handle import SNAPSHOT_KEY, Handle
+from extender.framework.handle import Handle
 from extender.model.parse import node_from_dict, pod_from_dict
 from extender.plugins.tainttoleration import TaintToleration
-from extender.state import ClusterSnapshot, NodeSet
+from extender.state import NodeSet
 
 UNTOLERATED = "node(s) had untolerated taint(s)"
 SLA = "node.kubernetes.io/sla"
@@ -49,17 +50,6 @@ def pod(*tolerations, annotations=None):
     return pod_from_dict({"metadata": meta, "spec": {"tolerations": tols}})
 
 
-def verdict(status: Status) -> tuple[Code, str]:
-    return status.code, status.message()
-
-
-def snapshot_backed(nodes: list) -> tuple[CycleState, NodeSet]:
-    """A state and node set as the engine builds them in NodeNames mode: the batch path may
-    then answer from per-snapshot memos."""
-    snapshot = ClusterSnapshot(nodes)
-    state = CycleState()
-    state.write(SNAPSHOT_KEY, snapshot)
-    return state, NodeSet(list(snapshot.nodes.nodes), snapshot.nodes)
 
 
 def filter_both(p: TaintToleration, the_pod, n) -> tuple[Code, str]:

@@ -34,31 +34,40 @@ def _request(port: int, method: str, path: str, body: bytes | None = None) -> tu
         conn.close()
 
 
-@pytest.fixture(scope="module")
-def server():
+def _start(cluster, *flags: str) -> tuple[int, subprocess.Popen]:
+    """`extender serve` on a free loopback port, without a preset PROMETHEUS_MULTIPROC_DIR
+    (`serve` must set up multiprocess metrics itself); returns once /readyz answers 200."""
     port = _free_port()
-    # No PROMETHEUS_MULTIPROC_DIR: `serve` must set up multiprocess metrics itself.
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env["EXTENDER_LOG_LEVEL"] = "warning"
-    cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(EXAMPLES / "cluster.yaml"),
-           "--listen", f"127.0.0.1:{port}", "--workers", "2", "--threads", "2", "--max-body-bytes", "100000"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(cluster),
+           "--listen", f"127.0.0.1:{port}", *flags]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             if _request(port, "GET", "/readyz")[0] == 200:
-                break
+                return port, proc
         except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise AssertionError(f"server did not become ready: {proc.stderr.read().decode()[-2000:]}")
-    yield port, proc
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"server did not become ready: {proc.stderr.read().decode()[-2000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server():
+    port, proc = _start(EXAMPLES / "cluster.yaml", "--workers", "2", "--threads", "2",
+                        "--max-body-bytes", "100000", "--log-level", "warning")
+    yield port, proc
+    _stop(proc)
 
 
 def _metric(text: str, name: str, **labels: str) -> float:
@@ -121,19 +130,8 @@ def test_bad_requests_over_gunicorn(server):
 def test_sighup_reloads_the_cluster_file_in_every_worker(tmp_path):
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text((EXAMPLES / "cluster.yaml").read_text())
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(cluster), "--listen",
-           f"127.0.0.1:{port}", "--workers", "2", "--reload-interval", "0", "--log-level", "info"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    port, proc = _start(cluster, "--workers", "2", "--reload-interval", "0", "--log-level", "info")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if _request(port, "GET", "/readyz")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
         body = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["new-node"]})
         assert orjson.loads(_request(port, "POST", "/filter", body)[1])["NodeNames"] == []
         cluster.write_text(cluster.read_text() + "\n---\napiVersion: v1\nkind: Node\nmetadata: {name: new-node}\n")
@@ -149,11 +147,7 @@ def test_sighup_reloads_the_cluster_file_in_every_worker(tmp_path):
             time.sleep(0.05)
         assert consecutive == 10, "workers did not all serve the reloaded file after SIGHUP"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
     lines = [line for line in proc.stderr.read().decode().splitlines() if line.strip()]
     records = [orjson.loads(line) for line in lines]  # every line is a JSON object
     messages = [r["msg"] for r in records]
