@@ -116,6 +116,10 @@ def split_failures(statuses: dict[str, Status]) -> tuple[dict[str, str], dict[st
     case) the maps are built by C-level zips instead of a Python loop per node."""
     values = statuses.values()
     distinct = set(values)  # identity hashing: C-level
+    if len(distinct) == 1:  # the common case: one shared status, built by fromkeys in C
+        (only,) = distinct
+        answer = dict.fromkeys(statuses, only.msg)
+        return (answer, {}) if only.code is Code.UNSCHEDULABLE else ({}, answer)
     messages = map(_MESSAGE, values)
     if all(s.code is not Code.UNSCHEDULABLE for s in distinct):
         return {}, dict(zip(statuses, messages, strict=True))

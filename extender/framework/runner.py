@@ -61,6 +61,10 @@ def _record_evaluations(plugin: str, point: str, counts: Counter) -> None:
 def _count_codes(fails: dict[str, Status]) -> Counter:
     """Count codes per distinct status object (plugins share status objects across nodes;
     statuses hash by identity), so the per-node work stays in C."""
+    distinct = set(fails.values())
+    if len(distinct) == 1:
+        (only,) = distinct
+        return Counter({only.code: len(fails)})
     counts: Counter = Counter()
     for status, n in Counter(fails.values()).items():
         counts[status.code] += n
