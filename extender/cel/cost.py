@@ -21,6 +21,7 @@ from extender.cel.limits import (
     ITERATION_COST,
     LIST_CREATE_COST,
     MAP_CREATE_COST,
+    RANGE_ELEMENT_COST,
     REGEX_LENGTH_FACTOR,
     STRING_TRAVERSAL_FACTOR,
     TAINT_EFFECT_MAX,
@@ -70,7 +71,8 @@ _RULES: dict[str, Rule] = {
     "sets.intersects": lambda k, s, v: max(1, s[0] * s[1]),
     "distinct": lambda k, s, v: max(1, s[0] * s[0]),
     "sort": lambda k, s, v: max(1, s[0] * max(1, math.ceil(math.log2(s[0] + 1)))),
-    "lists.range": lambda k, s, v: max(1, int(v[0])) if v[0] is not None else UNBOUNDED,
+    "lists.range": lambda k, s, v: (max(1, RANGE_ELEMENT_COST * int(v[0]))
+                                    if v[0] is not None else UNBOUNDED),
 }
 for _name in ("matches", "find", "findAll"):
     _RULES[_name] = lambda k, s, v: max(1, _f(s[0] + 1, STRING_TRAVERSAL_FACTOR)

@@ -7,7 +7,7 @@ subclass
 * charges cel-go-like units at semantic points — identifiers and selections 1, calls 1 or
   their size-scaled cost (``extender.cel.cost``), list/map literals 10/30, comprehension
   iterations ``ITERATION_COST`` — and aborts past the limit (``CostLimitExceeded``);
-* checks a monotonic deadline every 32 tree visits (``EvalTimeout``).  Both are
+* checks a CPU-time deadline every 32 tree visits (``EvalTimeout``).  Both are
   ``BaseException`` subclasses so that cel-python's ``except Exception`` paths cannot
   swallow them;
 * evaluates ``&&``/``||``/``?:`` with cel-go's short-circuit and error-absorption rules;
@@ -54,7 +54,9 @@ class Budget:
 
     def __init__(self, limit: int, timeout: float) -> None:
         self.used, self.limit, self.ticks = 0, limit, 0
-        self.deadline = time.monotonic() + timeout
+        # Thread CPU time, not wall time: under gthread contention a waiting thread must
+        # not time out (a spurious timeout would mean a wrong, memoized "no match").
+        self.deadline = time.thread_time() + timeout
 
     def charge(self, units: int) -> None:
         self.used += units
@@ -83,7 +85,7 @@ class BudgetEvaluator(Evaluator):
     def _visit_tree(self, tree: lark.Tree) -> Any:
         b = self.budget
         b.ticks += 1
-        if not b.ticks & 31 and time.monotonic() > b.deadline:
+        if not b.ticks & 31 and time.thread_time() > b.deadline:
             raise EvalTimeout()
         return super()._visit_tree(tree)
 
@@ -98,9 +100,12 @@ class BudgetEvaluator(Evaluator):
         except KeyError:
             return _err(f"undeclared reference to '{name}'")
         try:
-            return fn(*args)
+            result = fn(*args)
         except Exception as exc:  # celpy built-ins (timestamps, type) may raise
             return _err(f"{name}: {exc}")
+        if time.thread_time() > self.budget.deadline:  # a long library call cannot be interrupted
+            raise EvalTimeout()
+        return result
 
     def _operator(self, tree: lark.Tree) -> Any:
         op, right = tree.children

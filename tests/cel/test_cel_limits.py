@@ -183,3 +183,30 @@ def test_default_timeout_bounds_any_accepted_expression():
     assert time.perf_counter() - start < 0.25
     assert outcome.matched is (outcome.kind == "true")
     assert outcome.kind in ("true", "cost")
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "lists.range(3334).size() > 0",
+        "lists.range(30000).sort().size() > 0",
+        "lists.range(3300).map(x, x).size() > 0",
+        "lists.range(int(taint.value)).size() > 0",
+        "[lists.range(2000), lists.range(2000)].flatten().size() > 0",
+    ],
+)
+def test_big_ranges_are_rejected_by_the_estimate(expression):
+    """A library call on a big list cannot be interrupted by the wall-clock guard, so the
+    estimate must bound every list an expression can build (RANGE_ELEMENT_COST)."""
+    from extender.cel import CelCache
+
+    error = CelCache().compile_error(expression)
+    assert error is not None and "exceeds the limit of 1000000" in error
+
+
+def test_ranges_under_the_bound_still_work():
+    from extender.cel import CelCache
+    from extender.model import Taint
+
+    outcome = CelCache().evaluate("lists.range(3000).size() == 3000", Taint("k", "v", "NoSchedule"))
+    assert outcome.matched, outcome
