@@ -198,7 +198,22 @@ def _pod_topology_spread_args(args: dict[str, Any], key: str) -> None:
     validate_args(args, key)
 
 
+def _node_affinity_args(args: dict[str, Any], key: str) -> None:
+    from extender.plugins.nodeaffinity import parse_args  # lazy: no import cycle
+
+    parse_args(args, key)
+
+
+def _no_args(args: dict[str, Any], key: str) -> None:
+    """TaintToleration and NodeUnschedulable take no arguments upstream either."""
+    if args:
+        raise ConfigError(f"{key}: this plugin takes no arguments, got {', '.join(sorted(args))}")
+
+
 PLUGIN_ARG_VALIDATORS["PodTopologySpread"] = _pod_topology_spread_args
+PLUGIN_ARG_VALIDATORS["NodeAffinity"] = _node_affinity_args
+PLUGIN_ARG_VALIDATORS["TaintToleration"] = _no_args
+PLUGIN_ARG_VALIDATORS["NodeUnschedulable"] = _no_args
 
 
 def load_file(path: str | os.PathLike) -> dict[str, Any]:

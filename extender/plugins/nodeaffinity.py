@@ -9,18 +9,24 @@ NormalizeScore scales by the maximum.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from extender.framework import CycleState, NodeScore, PreFilterResult, Status
 from extender.framework.handle import Handle
 from extender.framework.status import SKIP, error, unschedulable
 from extender.matching.nodeselector import (
     NODE_FIELD_NAME,
+    CompiledSelector,
     RequiredAffinity,
     RequirementError,
     WeightedTerm,
+    compile_term,
     preferred_terms,
     required_affinity,
 )
 from extender.model import Node, NodeSelector, Pod
+from extender.model.parse import ModelError, node_affinity_from_dict
 from extender.plugins.helper import (
     MAX_NODE_SCORE,
     aligned,
@@ -33,9 +39,46 @@ from extender.state.nodeset import NodeSet
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
+ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 PRE_FILTER_KEY = "PreFilter" + NAME
 PRE_SCORE_KEY = "PreScore" + NAME
 REJECTED = unschedulable(ERR_REASON_POD)
+REJECTED_ENFORCED = unschedulable(ERR_REASON_ENFORCED)
+
+
+@dataclass(frozen=True, slots=True)
+class AddedAffinity:
+    """NodeAffinityArgs.addedAffinity: applied to every pod, parsed eagerly (a broken
+    term fails start-up, as upstream's NewNodeSelector fails plugin construction)."""
+
+    required: CompiledSelector | None = None
+    preferred: tuple[WeightedTerm, ...] = ()
+
+
+def parse_args(args: dict[str, Any], key: str, semver_enabled: bool = True) -> AddedAffinity:
+    """Validate NodeAffinityArgs; raise ConfigError naming the key."""
+    from extender.config import ConfigError
+
+    unknown = set(args) - {"addedAffinity"}
+    if unknown:
+        raise ConfigError(f"{key}: unknown field(s) {', '.join(sorted(unknown))} (NodeAffinityArgs has addedAffinity)")
+    raw = args.get("addedAffinity")
+    if raw is None:
+        return AddedAffinity()
+    where = f"{key}.addedAffinity"
+    try:
+        required, preferred, _ = node_affinity_from_dict(raw, where)
+        compiled = None
+        if required is not None:
+            if not required.terms:
+                raise RequirementError("requiredDuringSchedulingIgnoredDuringExecution: must have at least one node selector term")
+            compiled = CompiledSelector(tuple(compile_term(t, semver_enabled) for t in required.terms), ())
+        for i, p in enumerate(preferred):
+            if not 1 <= p.weight <= 100:
+                raise RequirementError(f"preferredDuringSchedulingIgnoredDuringExecution[{i}].weight: must be in the range 1-100")
+        return AddedAffinity(compiled, preferred_terms(preferred, semver_enabled))
+    except (ModelError, RequirementError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _node_names_of(selector: NodeSelector) -> set[str] | None:
@@ -61,6 +104,9 @@ class NodeAffinity:
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+        self.added = parse_args(
+            handle.plugin_args.get(NAME, {}), f"pluginConfig[{NAME}].args", handle.gates.semver_operators
+        )
 
     def _required(self, pod: Pod) -> RequiredAffinity:
         semver = self.handle.gates.semver_operators
@@ -69,7 +115,7 @@ class NodeAffinity:
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeSet):
         if pod.affinity_error:
             return None, unschedulable(pod.affinity_error)
-        if not pod.has_required_affinity and not pod.has_node_selector:
+        if not pod.has_required_affinity and not pod.has_node_selector and self.added.required is None:
             return None, SKIP
         state.write(PRE_FILTER_KEY, self._required(pod))
         allowed: set[str] | None = None
@@ -88,6 +134,8 @@ class NodeAffinity:
         return required if required is not None else self._required(pod)
 
     def filter(self, state: CycleState, pod: Pod, node: Node) -> Status:
+        if self.added.required is not None and not self.added.required.matches(node):
+            return REJECTED_ENFORCED
         required = self._state(state, pod)
         if required.matches(node):
             return Status()
@@ -96,37 +144,51 @@ class NodeAffinity:
         return REJECTED
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+        enforced = self._failing(state, nodes, (NAME, "Added", self.added.required), self.added.required)
         required = self._state(state, pod)
+        failing = self._failing(state, nodes, (NAME, "Filter", required), required)
+        failing = failing - enforced  # the scheduler-enforced check runs first
+        if not failing and not enforced:
+            return {}
+        if state.get("explain"):
+            by_name = nodes.universe.by_name
+            return {name: self.filter(state, pod, by_name[name]) for name in failing | enforced}
+        fails = dict.fromkeys(failing, REJECTED)
+        fails.update(dict.fromkeys(enforced, REJECTED_ENFORCED))
+        return fails
+
+    @staticmethod
+    def _failing(state: CycleState, nodes: NodeSet, key, selector) -> frozenset[str]:
+        """Candidates a selector rejects, from the label index (memoized per snapshot)."""
+        if selector is None:
+            return frozenset()
         universe = nodes.universe.names
 
         def failing_in_universe() -> frozenset[str]:
-            return universe - required.matching_names(nodes.label_index(), universe)
+            return universe - selector.matching_names(nodes.label_index(), universe)
 
-        failing = universe_memo(state, nodes, (NAME, "Filter", required), failing_in_universe)
+        failing = universe_memo(state, nodes, key, failing_in_universe)
         if failing is None:
             failing = failing_in_universe()
-        failing = failing & nodes.names
-        if not failing:
-            return {}
-        if state.get("explain"):
-            return {name: self.filter(state, pod, nodes.universe.by_name[name]) for name in failing}
-        return dict.fromkeys(failing, REJECTED)
+        return failing & nodes.names
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Status:
-        if not pod.has_preferred_affinity:
+        if not pod.has_preferred_affinity and not self.added.preferred:
             return SKIP
         try:
-            terms = preferred_terms(pod.affinity.preferred, self.handle.gates.semver_operators)
+            terms = self._parse_terms(pod)
         except RequirementError as exc:
             return error(f"parsing preferred node affinity: {exc}")
         state.write(PRE_SCORE_KEY, terms)
         return Status()
 
+    def _parse_terms(self, pod: Pod) -> tuple[WeightedTerm, ...]:
+        """The pod's preferred terms plus the scheduler-added ones."""
+        return preferred_terms(pod.affinity.preferred, self.handle.gates.semver_operators) + self.added.preferred
+
     def _terms(self, state: CycleState, pod: Pod) -> tuple[WeightedTerm, ...]:
         terms = state.get(PRE_SCORE_KEY)
-        if terms is None:
-            terms = preferred_terms(pod.affinity.preferred, self.handle.gates.semver_operators)
-        return terms
+        return terms if terms is not None else self._parse_terms(pod)
 
     def score(self, state: CycleState, pod: Pod, node: Node) -> tuple[int, Status]:
         return sum(t.weight for t in self._terms(state, pod) if t.term.matches(node)), Status()
