@@ -42,7 +42,7 @@ def explain_pod(extender: Extender, pod_raw: dict[str, Any], candidates: list[st
     detail = extender.run_filter(extender.new_state(snapshot, explain=True), pod, cands, run_all=True)
     feasible = NodeSet([snapshot.nodes.by_name[n] for n in wire.feasible_names], snapshot.nodes)
     score_outcome, totals = extender.run_score(extender.new_state(snapshot), pod, feasible)
-    prioritize = [{"Host": n.name, "Score": s} for n, s in zip(feasible.nodes, totals, strict=False)]
+    prioritize = [{"Host": n.name, "Score": s} for n, s in zip(feasible.nodes, totals.tolist(), strict=False)]
 
     position = {n.name: i for i, n in enumerate(feasible.nodes)}
     plugin_names = extender.framework.plugin_names()
@@ -54,7 +54,7 @@ def explain_pod(extender: Extender, pod_raw: dict[str, Any], candidates: list[st
             score = None
             values = score_outcome.scores.get(name)
             if values is not None and node.name in position:
-                score = values[position[node.name]]
+                score = int(values[position[node.name]])
             plugins[name] = status_dict(status, score)
         restricted = detail.per_plugin.get("PreFilterResult", {}).get(node.name)
         if restricted is not None:

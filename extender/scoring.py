@@ -16,9 +16,9 @@ kube-scheduler multiplies an extender's score by `weight * 10` and does not clam
 
 from __future__ import annotations
 
-from itertools import repeat
-from operator import add, mul
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 if TYPE_CHECKING:  # no runtime import: config imports this module before metrics may exist
     from extender.framework.runner import ScoreOutcome
@@ -31,17 +31,22 @@ DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread":
 
 
 def combine(outcome: ScoreOutcome, weights: dict[str, int], mode: str = "scaled") -> list[int]:
+    return combine_vector(outcome, weights, mode).tolist()
+
+
+def combine_vector(outcome: ScoreOutcome, weights: dict[str, int], mode: str = "scaled") -> np.ndarray:
+    """`combine` as an int64 vector (integer arithmetic throughout: exact)."""
     active = [(weights.get(name, 1), values) for name, values in outcome.scores.items() if values is not None]
     n = len(outcome.nodes)
     if not active:
-        return [0] * n
-    totals: list[int] = [0] * n
-    for weight, values in active:  # map/operator keep the per-node arithmetic in C
-        totals = list(map(add, totals, map(mul, repeat(weight), values)))
+        return np.zeros(n, dtype=np.int64)
+    totals = np.zeros(n, dtype=np.int64)
+    for weight, values in active:
+        totals += weight * np.asarray(values, dtype=np.int64)
     if mode == "in-tree":
-        return [(t + 5) // 10 for t in totals]
+        return (totals + 5) // 10
     maximum = sum(w for w, _ in active) * MAX_NODE_SCORE
     if maximum == 0:
-        return [0] * n
+        return np.zeros(n, dtype=np.int64)
     # round(10 * t / maximum) with halves rounded up, in integers
-    return [(2 * MAX_EXTENDER_PRIORITY * t + maximum) // (2 * maximum) for t in totals]
+    return (2 * MAX_EXTENDER_PRIORITY * totals + maximum) // (2 * maximum)

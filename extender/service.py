@@ -10,10 +10,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from extender.api.wire import (
     ExtenderArgs,
+    encode,
     error_filter_result,
     filter_result,
+    host_priority_json,
     host_priority_list,
 )
 from extender.config import Config
@@ -26,7 +30,7 @@ from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
-from extender.scoring import combine
+from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 
 log = logging.getLogger("extender.service")
@@ -71,7 +75,14 @@ class Extender:
     def parse_pod(self, raw: dict[str, Any]) -> Pod:
         return pod_from_dict(raw, self.config.annotation_prefix)
 
-    def resolve(self, snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict] | None) -> Candidates:
+    def resolve(
+        self, snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict] | None,
+        names_key: bytes | None = None,
+    ) -> Candidates:
+        """`names_key` (the NodeNames array's JSON text) lets a repeated list be
+        resolved once per snapshot; the answer is shared, so it is never mutated."""
+        if nodes is None and names_key is not None:
+            return snapshot.nodes.candidates(names_key, lambda: self._shared(snapshot, names))
         if nodes is not None:
             parsed: list[Node] = []
             raw_by_name: dict[str, dict[str, Any]] = {}
@@ -92,6 +103,11 @@ class Extender:
         known = [n for n in names if n in universe.by_name]
         return Candidates(NodeSet(None, universe, known), unknown)
 
+    def _shared(self, snapshot: ClusterSnapshot, names: list[str] | None) -> Candidates:
+        cands = self.resolve(snapshot, names, None)
+        cands.nodes.templates = {}  # reused by many requests: worth encoding templates
+        return cands
+
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:
         state = CycleState()
         state.write(SNAPSHOT_KEY, snapshot)
@@ -105,11 +121,12 @@ class Extender:
             outcome.statuses[name] = UNKNOWN_NODE
         return outcome
 
-    def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> tuple[ScoreOutcome, list[int]]:
+    def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> tuple[ScoreOutcome, np.ndarray]:
+        """Per-plugin outcome and the combined extender scores (an int64 vector)."""
         outcome = self.framework.run_score(state, pod, nodes)
         if outcome.error:
-            return outcome, []
-        return outcome, combine(outcome, self.config.weights, self.config.score_mode)
+            return outcome, np.zeros(0, dtype=np.int64)
+        return outcome, combine_vector(outcome, self.config.weights, self.config.score_mode)
 
     # --- the two verbs ---------------------------------------------------------------
 
@@ -117,7 +134,7 @@ class Extender:
         snapshot = self.source.snapshot()
         try:
             pod = self.parse_pod(args.pod)
-            cands = self.resolve(snapshot, args.node_names, args.nodes)
+            cands = self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
         except ModelError as exc:
             return error_filter_result(str(exc))
         outcome = self.run_filter(self.new_state(snapshot), pod, cands)
@@ -129,24 +146,37 @@ class Extender:
             return filter_result(None, items, outcome.statuses)
         return filter_result(outcome.feasible_names, None, outcome.statuses)
 
-    def prioritize_scores(self, args: ExtenderArgs) -> tuple[list[str], list[int]]:
-        """Hosts (request order, unknown names left out) and their extender scores.
+    def prioritize_vector(self, args: ExtenderArgs) -> tuple[NodeSet, np.ndarray]:
+        """The scored candidates (request order, unknown names left out) and their
+        extender scores.
 
         Raises ModelError for invalid arguments and ScoringError when scoring itself
         fails (the server answers 400 / 500; kube-scheduler logs and ignores any
         prioritize failure)."""
         snapshot = self.source.snapshot()
         pod = self.parse_pod(args.pod)
-        cands = self.resolve(snapshot, args.node_names, args.nodes)
+        cands = self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
         outcome, scores = self.run_score(self.new_state(snapshot), pod, cands.nodes)
         if outcome.error:
             raise ScoringError(outcome.error)
-        return cands.nodes.order, scores
+        return cands.nodes, scores
+
+    def prioritize_scores(self, args: ExtenderArgs) -> tuple[list[str], list[int]]:
+        nodes, scores = self.prioritize_vector(args)
+        return nodes.order, scores.tolist()
 
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
-        """The HostPriorityList (a list comprehension of dicts plus orjson measured as
-        fast as hand-joined JSON bytes, so we keep the plain form)."""
+        """The HostPriorityList as Python objects (explain, tests, embedding)."""
         return host_priority_list(*self.prioritize_scores(args))
+
+    def filter_bytes(self, args: ExtenderArgs) -> bytes:
+        """`filter`'s ExtenderFilterResult as JSON (the HTTP server's entry point)."""
+        return encode(self.filter(args))
+
+    def prioritize_bytes(self, args: ExtenderArgs) -> bytes:
+        """`prioritize`'s HostPriorityList as JSON (the HTTP server's entry point),
+        written into a per-candidate-list template without a dict per host."""
+        return host_priority_json(*self.prioritize_vector(args))
 
 
 def status_dict(status: Status | None, score: int | None) -> dict[str, Any]:

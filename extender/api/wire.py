@@ -9,13 +9,17 @@ capitalised Go field names, never omitting a field.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+import numpy as np
 import orjson
+from cachetools import LRUCache
 
 from extender.framework import Code, Status
+from extender.state.nodeset import NodeSet
 
 _MESSAGE = attrgetter("msg")
 
@@ -32,7 +36,47 @@ class WireError(ValueError):
 class ExtenderArgs:
     pod: dict[str, Any]
     nodes: list[dict[str, Any]] | None  # NodeList items, when not nodeCacheCapable
-    node_names: list[str] | None
+    node_names: list[str] | None  # shared between requests: never mutate
+    names_key: bytes | None = None  # the NodeNames array's JSON text, when cut out whole
+
+
+# kube-scheduler's json.Marshal(ExtenderArgs) writes Pod, Nodes, NodeNames in that
+# order, without whitespace. The NodeNames array is the bulk of the body and usually
+# the same from one pod to the next (every node, or the same feasible subset), so it is
+# cut out of the body and decoded once per distinct array text.
+_NAMES_MARK = b',"NodeNames":['
+_KNOWN_NAMES: LRUCache = LRUCache(64)
+_KNOWN_LOCK = threading.Lock()
+
+
+def _cut_node_names(body: bytes) -> tuple[bytes, bytes] | None:
+    """(the body without its final NodeNames member, that member's array text), when
+    the body ends with `,"NodeNames":[...]}`. If the head then parses as an object, the
+    member was a top-level one, and the last, so it wins as Go's decoder would have it."""
+    if not body.endswith(b"]}"):
+        return None
+    at = body.rfind(_NAMES_MARK)
+    if at < 0:
+        return None
+    return body[:at] + b"}", body[at + len(_NAMES_MARK) - 1 : -1]
+
+
+def _known_names(text: bytes) -> list[str] | None:
+    """The decoded array (a list of strings), from the cache or freshly; None when it is
+    not a list of strings (the caller then decodes the body the ordinary way)."""
+    with _KNOWN_LOCK:
+        names = _KNOWN_NAMES.get(text)
+    if names is not None:
+        return names
+    try:
+        names = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(names, list) or not set(map(type, names)) <= {str}:
+        return None
+    with _KNOWN_LOCK:
+        _KNOWN_NAMES[text] = names
+    return names
 
 
 def _loads(body: bytes) -> Any:
@@ -64,7 +108,21 @@ def go_fields(obj: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
 
 
 def decode_args(body: bytes) -> ExtenderArgs:
-    data = _loads(body)
+    cut = _cut_node_names(body)
+    if cut is not None:
+        head, names_text = cut
+        try:
+            data = orjson.loads(head)
+        except orjson.JSONDecodeError:
+            data = None
+        # `{` + `}` parses too, but `{,"NodeNames":...}` is malformed: demand a member.
+        names = _known_names(names_text) if isinstance(data, dict) and data else None
+        if names is not None:
+            return _args_from(data, names, names_text)
+    return _args_from(_loads(body))
+
+
+def _args_from(data: Any, names: list[str] | None = None, names_key: bytes | None = None) -> ExtenderArgs:
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -84,8 +142,9 @@ def decode_args(body: bytes) -> ExtenderArgs:
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise WireError("ExtenderArgs.Nodes.items must be a list of Node objects")
         nodes = items
+    if names_key is not None:
+        return ExtenderArgs(pod, nodes, names, names_key)
     names_raw = fields.get("NodeNames")
-    names = None
     if names_raw is not None:
         if not isinstance(names_raw, list) or not set(map(type, names_raw)) <= {str}:
             raise WireError("ExtenderArgs.NodeNames must be a list of strings")
@@ -139,6 +198,43 @@ def error_filter_result(message: str) -> dict[str, Any]:
 
 def host_priority_list(hosts: list[str], scores: list[int]) -> list[dict[str, Any]]:
     return [{"Host": h, "Score": s} for h, s in zip(hosts, scores, strict=True)]
+
+
+_SCORE_SLOT = b"0" * 20  # placeholder digits, overwritten per response
+
+
+def host_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
+    """The HostPriorityList of `nodes.order` with `scores`, as JSON.
+
+    A candidate set that serves many requests keeps a template per score width: the
+    JSON of every `{"Host":...,"Score":<width digits>}` entry and the offsets of the
+    digits, which are then written for all hosts at once. Scores narrower than the
+    width are padded with spaces before the digits (`"Score": 7`), which JSON allows."""
+    if nodes.templates is None or (len(scores) and int(scores.min()) < 0):
+        return encode(host_priority_list(nodes.order, scores.tolist()))
+    width = len(str(int(scores.max()))) if len(scores) else 1
+    template = nodes.templates.get(width)
+    if template is None:
+        template = nodes.templates[width] = _template(nodes.order, width)
+    text, offsets = template
+    out = text.copy()
+    for i in range(width):
+        place = 10 ** (width - 1 - i)
+        digits = (scores // place) % 10 + ord("0")
+        if i < width - 1:
+            digits = np.where(scores >= place, digits, ord(" "))
+        out[offsets + i] = digits
+    return out.tobytes()
+
+
+def _template(order: list[str], width: int) -> tuple[np.ndarray, np.ndarray]:
+    heads = [b'{"Host":' + orjson.dumps(name) + b',"Score":' for name in order]
+    entry = np.fromiter(map(len, heads), dtype=np.intp, count=len(heads)) + width + 2  # digits, "}", ","
+    starts = np.concatenate(([1], 1 + np.cumsum(entry)[:-1])).astype(np.intp) if heads else entry
+    tail = _SCORE_SLOT[:width] + b"}"
+    text = b"[" + b",".join(h + tail for h in heads) + b"]"
+    offsets = starts + entry - width - 2
+    return np.frombuffer(text, dtype=np.uint8).copy(), offsets
 
 
 def encode(value: Any) -> bytes:

@@ -45,10 +45,11 @@ class FilterOutcome:
 
 @dataclass(slots=True)
 class ScoreOutcome:
-    """Normalized scores per plugin aligned with the scored nodes' names; None = skipped."""
+    """Normalized scores per plugin aligned with the scored nodes' names; None = skipped.
+    The batch path gives int64 vectors, the reference path lists."""
 
     nodes: list[str] = field(default_factory=list)
-    scores: dict[str, list[int] | None] = field(default_factory=dict)
+    scores: dict[str, Sequence[int] | None] = field(default_factory=dict)
     error: str = ""
 
 
@@ -221,7 +222,7 @@ class Framework:
             if not status.is_success:
                 out.error = f"running Normalize plugin {plugin.name!r}: {status.message()}"
                 return out
-            if values and (min(values) < 0 or max(values) > MAX_NODE_SCORE):
+            if len(values) and (min(values) < 0 or max(values) > MAX_NODE_SCORE):
                 bad = next(v for v in values if not 0 <= v <= MAX_NODE_SCORE)
                 out.error = (
                     f'plugin "{plugin.name}" returns an invalid score {bad}, it should '

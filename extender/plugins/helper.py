@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from itertools import repeat
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
 
 from extender.framework import NodeScore, Status
 
@@ -24,19 +26,31 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeS
     return Status()
 
 
-def default_normalize_values(max_priority: int, reverse: bool, raw: list[int]) -> list[int]:
-    """`default_normalize_score` on a plain list (the batch path: no NodeScore objects)."""
-    max_count = max(raw, default=0)
+def default_normalize_values(max_priority: int, reverse: bool, raw: Sequence[int]) -> np.ndarray:
+    """`default_normalize_score` on a vector (the batch path: no NodeScore objects)."""
+    raw = np.asarray(raw, dtype=np.int64)
+    max_count = int(raw.max()) if len(raw) else 0
     if max_count == 0:
-        return [max_priority] * len(raw) if reverse else list(raw)
-    if reverse:
-        return [max_priority - max_priority * s // max_count for s in raw]
-    return [max_priority * s // max_count for s in raw]
+        return np.full(len(raw), max_priority, dtype=np.int64) if reverse else raw
+    scaled = max_priority * raw // max_count
+    return max_priority - scaled if reverse else scaled
 
 
-def aligned(nodes, by_name: dict[str, int], default: int = 0) -> list[int]:
-    """Scores in candidate order (a NodeSet's `order`) from a name -> score mapping."""
-    return list(map(by_name.get, nodes.order, repeat(default)))
+def universe_values(state, nodes, key, by_name: Callable[[], Mapping[str, int]]) -> np.ndarray:
+    """A sparse name -> value answer (names outside the universe are dropped) as a
+    vector over the universe, memoized per snapshot and pod shape (`key`) where
+    `universe_memo` applies."""
+
+    def vector() -> np.ndarray:
+        return nodes.universe.vector(by_name())
+
+    values = universe_memo(state, nodes, key, vector)
+    return vector() if values is None else values
+
+
+def candidate_values(state, nodes, key, by_name: Callable[[], Mapping[str, int]]) -> np.ndarray:
+    """`universe_values` cut down to the candidates, in request order."""
+    return nodes.gather(universe_values(state, nodes, key, by_name))
 
 
 def universe_memo(state, nodes, key, compute):

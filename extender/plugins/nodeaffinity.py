@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from extender.framework import CycleState, NodeScore, PreFilterResult, Status
 from extender.framework.handle import Handle
 from extender.framework.status import SKIP, error, unschedulable
@@ -29,7 +31,7 @@ from extender.model import Node, NodeSelector, Pod
 from extender.model.parse import ModelError, node_affinity_from_dict
 from extender.plugins.helper import (
     MAX_NODE_SCORE,
-    aligned,
+    candidate_values,
     default_normalize_score,
     default_normalize_values,
     universe_memo,
@@ -193,7 +195,7 @@ class NodeAffinity:
     def score(self, state: CycleState, pod: Pod, node: Node) -> tuple[int, Status]:
         return sum(t.weight for t in self._terms(state, pod) if t.term.matches(node)), Status()
 
-    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> np.ndarray:
         terms = self._terms(state, pod)
 
         def weights() -> dict[str, int]:
@@ -204,11 +206,10 @@ class NodeAffinity:
                     by_name[name] = by_name.get(name, 0) + t.weight
             return by_name
 
-        by_name = universe_memo(state, nodes, (NAME, "Score", terms), weights)
-        return aligned(nodes, by_name if by_name is not None else weights())
+        return candidate_values(state, nodes, (NAME, "Score", terms), weights)
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, False, scores)
 
-    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]) -> list[int]:
+    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: np.ndarray) -> np.ndarray:
         return default_normalize_values(MAX_NODE_SCORE, False, raw)

@@ -8,6 +8,8 @@ Score counts PreferNoSchedule taints tolerated by none of the pod's PreferNoSche
 
 from __future__ import annotations
 
+import numpy as np
+
 from extender.framework import CycleState, NodeScore, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import error, unschedulable
@@ -15,10 +17,9 @@ from extender.matching.tolerations import TolerationMatcher, do_not_schedule, ma
 from extender.model import Node, Pod, Taint
 from extender.plugins.helper import (
     MAX_NODE_SCORE,
-    aligned,
+    candidate_values,
     default_normalize_score,
     default_normalize_values,
-    universe_memo,
     untolerated_node_names,
 )
 from extender.state.nodeset import NodeSet
@@ -98,13 +99,10 @@ class TaintToleration:
             return 0, error(f"reading {PRE_SCORE_KEY!r} from cycleState: not found")
         return self._count_intolerable(matcher, node.taints), Status()
 
-    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> np.ndarray:
         matcher = state.read(PRE_SCORE_KEY)
         key = (NAME, "Score", matcher.tolerations, self.handle.gates)
-        by_name = universe_memo(state, nodes, key, lambda: self._counts(matcher, nodes.universe.taint_groups()))
-        if by_name is None:
-            by_name = self._counts(matcher, nodes.taint_groups())
-        return aligned(nodes, by_name)
+        return candidate_values(state, nodes, key, lambda: self._counts(matcher, nodes.universe.taint_groups()))
 
     def _counts(self, matcher: TolerationMatcher, groups) -> dict[str, int]:
         """Intolerable PreferNoSchedule taints per node (non-zero only), per taint tuple."""
@@ -118,5 +116,5 @@ class TaintToleration:
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, True, scores)
 
-    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]) -> list[int]:
+    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: np.ndarray) -> np.ndarray:
         return default_normalize_values(MAX_NODE_SCORE, True, raw)

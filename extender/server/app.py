@@ -1,15 +1,12 @@
-"""Flask routes for the extender verbs, health and metrics.
+"""The Flask app: health, readiness, metrics, and the verbs.
 
-Bodies are decoded with orjson straight from the request bytes and answered with
-pre-encoded bytes; no per-node dicts are built beyond what the answer contains.
-Malformed JSON -> 400, oversized body -> 413, well-formed but invalid args -> 200 with
-`Error` set (what kube-scheduler expects), anything unexpected -> 500. Clients never see
-a stack trace; every error is logged.
+The verbs' hot path is `extender.server.verbs.VerbRoutes`, installed in front of Flask
+as WSGI middleware; Flask's own verb routes (used for chunked bodies and anything the
+fast path does not recognise) answer through the same `answer` function.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 
@@ -17,14 +14,12 @@ from flask import Flask, Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from extender import metrics
-from extender.api.wire import WireError, decode_args, encode, error_filter_result
+from extender.api.wire import encode
 from extender.config import Config
-from extender.model.parse import ModelError
-from extender.service import Extender, ScoringError
+from extender.server.verbs import VerbRoutes, answer, observe, too_large
+from extender.service import Extender
 from extender.state import ClusterSource, FileSource
 
-log = logging.getLogger("extender.http")
 JSON = "application/json"
 
 
@@ -54,42 +49,22 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.extensions["extender"] = engine
 
-    def verb(name: str, handler) -> Response:
+    def verb(name: str) -> Response:
         started = time.perf_counter()
-        code = 500
         try:
             body = request.get_data(cache=False)
-            args = decode_args(body)
-            response = _json(handler(args))
         except RequestEntityTooLarge:
-            response = _json({"error": f"request body exceeds the limit of {config.max_body_bytes} bytes"}, 413)
-        except WireError as exc:
-            if exc.malformed:
-                response = _json({"error": str(exc)}, 400)
-            elif name == "filter":
-                response = _json(error_filter_result(str(exc)))
-            else:
-                response = _json({"error": str(exc)}, 400)
-            log.warning("bad request", extra={"verb": name, "error": str(exc)})
-        except ModelError as exc:
-            log.warning("invalid arguments", extra={"verb": name, "error": str(exc)})
-            response = _json({"error": str(exc)}, 400)
-        except ScoringError as exc:
-            log.error("scoring failed", extra={"verb": name, "error": str(exc)})
-            response = _json({"error": str(exc)}, 500)
-        except Exception:
-            log.exception("internal error", extra={"verb": name})
-            response = _json({"error": "internal error (see the extender's log)"}, 500)
-        code = response.status_code
-        metrics.HTTP_REQUESTS_TOTAL.labels(name, str(code)).inc()
-        metrics.HTTP_REQUEST_DURATION.labels(name).observe(time.perf_counter() - started)
-        return response
+            code, payload = too_large(config.max_body_bytes)
+            observe(name, code, started)
+        else:
+            code, payload = answer(engine, name, body)
+        return Response(payload, status=code, mimetype=JSON)
 
     def filter_view(prefix: str = "") -> Response:
-        return verb("filter", engine.filter)
+        return verb("filter")
 
     def prioritize_view(prefix: str = "") -> Response:
-        return verb("prioritize", engine.prioritize)
+        return verb("prioritize")
 
     for prefix in ("", "/<path:prefix>"):
         app.add_url_rule(f"{prefix}/filter", f"filter{prefix}", filter_view, methods=["POST"])
@@ -118,4 +93,5 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
             message = exc.description or exc.name
         return _json({"error": message}, code)
 
+    app.wsgi_app = VerbRoutes(app.wsgi_app, engine, config.max_body_bytes)
     return app

@@ -9,10 +9,16 @@ O(distinct taint sets + set operations) rather than O(nodes x plugins) Python ca
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from cachetools import LRUCache
 
 from extender.model import Node, Taint
 
+CANDIDATE_SETS = 32  # distinct NodeNames lists remembered per snapshot (~0.5 MB each at 5k)
 TaintGroups = dict[tuple[Taint, ...], list[Node]]
 LabelIndex = dict[str, dict[str, set[str]]]
 
@@ -36,7 +42,8 @@ def build_label_index(nodes: Iterable[Node]) -> LabelIndex:
 class NodeIndex:
     """Indexes over a fixed collection of nodes (a snapshot's, or one request's)."""
 
-    __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index", "_with_key")
+    __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index", "_with_key",
+                 "_candidates", "_lock", "_position", "_codes")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.nodes = list(nodes)
@@ -46,6 +53,53 @@ class NodeIndex:
         self._taint_groups: TaintGroups | None = None
         self._label_index: LabelIndex | None = None
         self._with_key: dict[str, frozenset[str]] = {}
+        self._candidates: LRUCache = LRUCache(CANDIDATE_SETS)
+        self._lock = threading.Lock()
+        self._position: dict[str, int] | None = None
+        self._codes: dict[str, tuple[np.ndarray, list[str]]] = {}
+
+    # --- vectors over the index (position i = self.nodes[i]) --------------------------
+
+    def positions(self, names: Iterable[str]) -> np.ndarray:
+        """Positions of `names` (all in this index) as an index array."""
+        if self._position is None:
+            self._position = {n.name: i for i, n in enumerate(self.nodes)}
+        return np.fromiter(map(self._position.__getitem__, names), dtype=np.intp)
+
+    def vector(self, by_name: Mapping[str, int], default: int = 0) -> np.ndarray:
+        """An int64 value per node from a sparse name -> value map (names this index
+        does not hold are dropped)."""
+        out = np.full(len(self.nodes), default, dtype=np.int64)
+        if not by_name.keys() <= self.by_name.keys():
+            by_name = {n: v for n, v in by_name.items() if n in self.by_name}
+        if by_name:
+            out[self.positions(by_name.keys())] = np.fromiter(by_name.values(), dtype=np.int64)
+        return out
+
+    def codes(self, key: str) -> tuple[np.ndarray, list[str]]:
+        """Each node's value of label `key` as a code into the returned value list
+        (-1: no such label), built once per key from the inverted label index."""
+        hit = self._codes.get(key)
+        if hit is None:
+            by_value = self.label_index().get(key, {})
+            values = list(by_value)
+            codes = np.full(len(self.nodes), -1, dtype=np.int32)
+            for code, value in enumerate(values):
+                codes[self.positions(by_value[value])] = code
+            hit = self._codes[key] = (codes, values)
+        return hit
+
+    def candidates(self, key: bytes, build: Callable[[], Any]) -> Any:
+        """The candidate set of a request whose NodeNames array had the JSON text `key`,
+        built once per distinct text (kube-scheduler sends the same list for pod after
+        pod) and kept with this index, so it dies with its snapshot."""
+        with self._lock:
+            hit = self._candidates.get(key)
+        if hit is None:
+            hit = build()
+            with self._lock:
+                self._candidates[key] = hit
+        return hit
 
     def names_with_key(self, key: str) -> frozenset[str]:
         """Names of the nodes that carry label `key` (any value), cached per key."""
@@ -74,7 +128,7 @@ class NodeSet:
     with `names`, which is cheap in C.
     """
 
-    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups")
+    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates")
 
     def __init__(
         self,
@@ -96,6 +150,21 @@ class NodeSet:
             self.names = frozenset(self.order)
         self.universe = universe
         self._taint_groups: TaintGroups | None = None
+        self._uidx: np.ndarray | None = None
+        # The wire encoder's output templates, per score width; None: this set serves a
+        # single request, not worth a template (see `api.wire.host_priority_json`).
+        self.templates: dict[int, Any] | None = None
+
+    @property
+    def uidx(self) -> np.ndarray:
+        """The candidates' positions in the universe, in request order."""
+        if self._uidx is None:
+            self._uidx = self.universe.positions(self.order)
+        return self._uidx
+
+    def gather(self, universe_values: np.ndarray) -> np.ndarray:
+        """A universe-wide vector cut down to the candidates, in request order."""
+        return universe_values[self.uidx]
 
     @property
     def nodes(self) -> list[Node]:

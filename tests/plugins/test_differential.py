@@ -350,4 +350,4 @@ def test_each_plugin_batch_equals_per_node(request, pod, feature_gates):
             value, status = plugin.score(ref_state, the_pod, node)
             assert status.is_success
             raw.append(value)
-        assert plugin.score_nodes(fast_state, the_pod, candidates) == raw, plugin.name
+        assert list(plugin.score_nodes(fast_state, the_pod, candidates)) == raw, plugin.name

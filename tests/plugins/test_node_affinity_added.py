@@ -85,7 +85,7 @@ def test_score_with_added_affinity(name, pod_affinity, added, nodes, want):
     p.normalize_score(state, the_pod, scores)
     assert [s.score for s in scores] == want
     raw = p.score_nodes(state, the_pod, node_set)
-    assert p.normalize_values(state, the_pod, node_set, raw) == want
+    assert list(p.normalize_values(state, the_pod, node_set, raw)) == want
 
 
 def test_pre_score_skips_only_without_any_preferred_terms():

@@ -331,15 +331,15 @@ def run_scores(p: NodeAffinity, the_pod, nodes, run_pre):
         value, status = p.score(ref_state, the_pod, n)
         assert status.is_success
         raw.append(value)
-    assert p.score_nodes(fast_state, the_pod, node_set) == raw, "score_nodes disagrees"
+    assert list(p.score_nodes(fast_state, the_pod, node_set)) == raw, "score_nodes disagrees"
     memo_state, memo_nodes = snapshot_backed(nodes)
     if run_pre:
         assert p.pre_score(memo_state, the_pod, memo_nodes).is_success
-    assert p.score_nodes(memo_state, the_pod, memo_nodes) == raw, "snapshot-backed path"
+    assert list(p.score_nodes(memo_state, the_pod, memo_nodes)) == raw, "snapshot-backed path"
     scores = [NodeScore(n.name, s) for n, s in zip(nodes, raw, strict=True)]
     assert p.normalize_score(ref_state, the_pod, scores).is_success
     normalized = [s.score for s in scores]
-    assert p.normalize_values(fast_state, the_pod, node_set, raw) == normalized
+    assert list(p.normalize_values(fast_state, the_pod, node_set, raw)) == normalized
     return raw, normalized
 
 

@@ -57,7 +57,7 @@ def test_default_normalize_score(reverse, raw, expected):
 def test_default_normalize_values_batch_path(reverse, raw, expected):
     """The list-based batch twin must give the same answers and leave its input alone."""
     original = list(raw)
-    assert default_normalize_values(MAX_NODE_SCORE, reverse, raw) == expected
+    assert list(default_normalize_values(MAX_NODE_SCORE, reverse, raw)) == expected
     assert raw == original
 
 

@@ -246,14 +246,14 @@ def score_both(p: TaintToleration, the_pod, nodes: list) -> tuple[list[int], lis
     fast_state = CycleState()
     assert p.pre_score(fast_state, the_pod, node_set).is_success
     raw_fast = p.score_nodes(fast_state, the_pod, node_set)
-    assert raw_fast == raw_ref, "score_nodes disagrees with score"
+    assert list(raw_fast) == raw_ref, "score_nodes disagrees with score"
     memo_state, memo_nodes = snapshot_backed(nodes)
     assert p.pre_score(memo_state, the_pod, memo_nodes).is_success
-    assert p.score_nodes(memo_state, the_pod, memo_nodes) == raw_ref, "snapshot-backed path"
+    assert list(p.score_nodes(memo_state, the_pod, memo_nodes)) == raw_ref, "snapshot-backed path"
     scores = [NodeScore(n.name, s) for n, s in zip(nodes, raw_ref, strict=True)]
     assert p.normalize_score(ref_state, the_pod, scores).is_success
     normalized = [s.score for s in scores]
-    assert p.normalize_values(fast_state, the_pod, node_set, raw_fast) == normalized
+    assert list(p.normalize_values(fast_state, the_pod, node_set, raw_fast)) == normalized
     return raw_ref, normalized
 
 

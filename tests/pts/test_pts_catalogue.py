@@ -208,7 +208,7 @@ def test_sc26_production_gates_all_nodes_100(fast: bool) -> None:
     w = case_world(case, production=True)
     names = [n.strip() for n in case.f["candidate (filtered) nodes"].split(",")]
     out = w.framework(fast).run_score(w.state(), w.pod, w.nodeset(names))
-    assert out.scores[NAME] == [100, 100, 100, 100]
+    assert list(out.scores[NAME]) == [100, 100, 100, 100]
 
 
 def test_catalogue_is_complete() -> None:

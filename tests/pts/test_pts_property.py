@@ -135,6 +135,7 @@ def test_batch_and_reference_agree(s: dict) -> None:
         score = w.framework(fast).run_score(w.state(), w.pod, nodeset)
         assert not score.error, score.error
         scores = score.scores["PodTopologySpread"]
+        scores = None if scores is None else list(scores)
         assert scores is None or all(0 <= x <= 100 for x in scores)
         results.append((statuses, scores))
     assert results[0] == results[1]

@@ -214,7 +214,7 @@ def test_system_defaults_spread_by_service_and_keep_zoneless_nodes() -> None:
     for fast in (True, False):
         out = w.framework(fast).run_score(w.state(), w.pod, w.nodeset())
         # raw: n0 = round(4 * ln(5) + 2) = 8, n1 = n2 = 2 (zone constraint: no label, no term)
-        assert out.scores["PodTopologySpread"] == [25, 100, 100]
+        assert list(out.scores["PodTopologySpread"]) == [25, 100, 100]
     _, status = w.plugin.pre_filter(w.state(), w.pod, w.nodeset())
     assert status.code is Code.SKIP
 

@@ -7,11 +7,14 @@ fast path (pod label index + set algebra, statuses per distinct label projection
 
 from __future__ import annotations
 
+import numpy as np
+
 from extender.framework import CycleState, NodeScore, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import SKIP, error
 from extender.matching.tolerations import matcher_for
 from extender.model import Node, Pod
+from extender.plugins.helper import universe_values
 from extender.plugins.podtopologyspread import filtering, scoring
 from extender.plugins.podtopologyspread.args import (
     DO_NOT_SCHEDULE,
@@ -171,109 +174,22 @@ class PodTopologySpread:
         }
         return scoring.raw_score(st, counts, node, own), Status()
 
-    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> list[int]:
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> np.ndarray:
         st: scoring.PreScoreState = state.read(scoring.PRE_SCORE_KEY)
-        index = spread_index(state.read(SNAPSHOT_KEY))
+        snapshot = state.read(SNAPSHOT_KEY)
+        index = spread_index(snapshot)
         if st.counts is None:
             st.counts = scoring.indexed_counts(index, pod, st, EligibleSets(st.inclusion, index))
-        hostname = [
-            (i, index.node_counts(pod.namespace, c.selector))
+        own = {
+            i: universe_values(state, nodes, ("PTS own", pod.namespace, c.selector),
+                                       lambda c=c: index.node_counts(pod.namespace, c.selector))
             for i, c in enumerate(st.constraints)
             if c.is_hostname and scoring.counts_pods(c)
-        ]
-        # The raw score depends only on each constraint's domain (or, for hostname, the
-        # node's own count): compute it once per distinct projection.
-        keys = [c.topology_key for c in st.constraints]
-        grouped = self._score_by_groups(st, nodes, hostname)
-        if grouped is not None:
-            return grouped
-        if len(keys) == 1 and not st.constraints[0].is_hostname:
-            return self._score_single_domain(st, nodes, keys[0])
-        by_projection: dict[tuple, int] = {}
-        out = []
-        for node in nodes:
-            if node.name in st.ignored:
-                out.append(0)
-                continue
-            labels = node.labels
-            own = {i: per_node.get(node.name, 0) for i, per_node in hostname}
-            projection = tuple(
-                (k in labels, own.get(i, 0)) if c.is_hostname else labels.get(k)
-                for i, (k, c) in enumerate(zip(keys, st.constraints, strict=True))
-            )
-            score = by_projection.get(projection)
-            if score is None:
-                score = by_projection[projection] = scoring.raw_score(st, st.counts, node, own)
-            out.append(score)
-        return out
+        }
+        return scoring.raw_vector(st, nodes, st.counts, own)
 
-    @staticmethod
-    def _score_by_groups(st: scoring.PreScoreState, nodes: NodeSet, hostname) -> list[int] | None:
-        """At most one non-hostname constraint (System defaults, zone spreading): nodes
-        fall into groups (domain value x has-hostname-label) scored once each with set
-        operations; only nodes with own matching pods are scored one by one."""
-        constraints = st.constraints
-        non_host = [i for i, c in enumerate(constraints) if not c.is_hostname]
-        host = [i for i, c in enumerate(constraints) if c.is_hostname]
-        if len(non_host) > 1 or len({constraints[i].topology_key for i in host}) > 1:
-            return None
-        candidates = nodes.names - st.ignored
-        groups: list[tuple[str | None, frozenset[str] | set[str]]] = [(None, candidates)]
-        if non_host:
-            key = constraints[non_host[0]].topology_key
-            by_value = nodes.label_index().get(key, {})
-            groups = [(v, names & candidates) for v, names in by_value.items()]
-            groups.append((None, candidates - nodes.universe.names_with_key(key)))
-        with_host = nodes.universe.names_with_key(constraints[host[0]].topology_key) if host else frozenset()
-        by_name: dict[str, int] = dict.fromkeys(st.ignored & nodes.names, 0)
-        for value, names in groups:
-            for has_host, part in ((True, names & with_host), (False, names - with_host)):
-                if not part:
-                    continue
-                values = [
-                    (constraints[i].topology_key if has_host else None) if i in host else value
-                    for i in range(len(constraints))
-                ]
-                by_name.update(dict.fromkeys(part, scoring.raw_from_values(st, st.counts, values, {})))
-        busy = set().union(*(per_node.keys() for _, per_node in hostname)) & candidates
-        if len(hostname) == 1:
-            # One counting hostname constraint: busy nodes score by (domain, own count).
-            ((hi, per_node),) = hostname
-            for value, names in groups:
-                by_count: dict[int, list[str]] = {}
-                for name in names & with_host & busy:
-                    by_count.setdefault(per_node[name], []).append(name)
-                values = [constraints[i].topology_key if i in host else value for i in range(len(constraints))]
-                for count, members in by_count.items():
-                    score = scoring.raw_from_values(st, st.counts, values, {hi: count})
-                    by_name.update(dict.fromkeys(members, score))
-            return list(map(by_name.__getitem__, nodes.order))
-        by_node = nodes.universe.by_name
-        for name in busy:
-            own = {i: per_node.get(name, 0) for i, per_node in hostname}
-            by_name[name] = scoring.raw_score(st, st.counts, by_node[name], own)
-        return list(map(by_name.__getitem__, nodes.order))
-
-    @staticmethod
-    def _score_single_domain(st: scoring.PreScoreState, nodes: NodeSet, key: str) -> list[int]:
-        """One non-hostname soft constraint (the common case): one score per domain."""
-        by_value: dict[str | None, int] = {}
-        ignored = st.ignored
-        out = []
-        for node in nodes:
-            if node.name in ignored:
-                out.append(0)
-                continue
-            value = node.labels.get(key)
-            score = by_value.get(value)
-            if score is None:
-                score = by_value[value] = scoring.raw_score(st, st.counts, node, {})
-            out.append(score)
-        return out
-
-    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]) -> list[int]:
-        st = state.read(scoring.PRE_SCORE_KEY)
-        return scoring.normalize_values(st, nodes.order if st.ignored else (), raw)
+    def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: np.ndarray) -> np.ndarray:
+        return scoring.normalize_values(state.read(scoring.PRE_SCORE_KEY), raw)
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         st = state.get(scoring.PRE_SCORE_KEY)

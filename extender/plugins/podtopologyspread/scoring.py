@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+
+import numpy as np
 
 from extender.framework.interface import NodeScore
 from extender.model import Node, Pod
@@ -44,6 +47,7 @@ class PreScoreState:
     keys: tuple[str, ...]
     require_all: bool
     ignored: set[str]
+    live: np.ndarray  # per candidate (request order): not ignored
     seeded: list[set[str] | None]  # None for hostname constraints
     weights: list[float]
     inclusion: Inclusion
@@ -54,32 +58,31 @@ class PreScoreState:
 def new_state(
     constraints: list[Constraint], require_all: bool, nodes: NodeSet, inclusion: Inclusion
 ) -> PreScoreState:
-    """Seed domains from the candidates with set operations on the label index (no
+    """Seed domains from the candidates with vectors over the universe's label codes (no
     per-node loop): nodes lacking a key are ignored when all keys are required, and
     otherwise seed the empty domain, as `labels[key]` reads "" in Go."""
     keys = topology_keys(constraints)
     universe = nodes.universe
-    candidates = nodes.names
+    uidx = nodes.uidx
+    live = np.ones(len(uidx), dtype=bool)
     ignored: set[str] = set()
     if require_all and keys:
-        with_all = frozenset.intersection(*(universe.names_with_key(k) for k in keys))
-        ignored = set(candidates - with_all)
-    live = candidates - ignored
+        live = np.logical_and.reduce([universe.codes(k)[0][uidx] >= 0 for k in keys])
+        if not live.all():
+            ignored = set(compress(nodes.order, ~live))
     seeded: list[set[str] | None] = []
     for c in constraints:
         if c.is_hostname:
             seeded.append(None)
             continue
-        by_value = universe.label_index().get(c.topology_key, {})
-        domains = {value for value, names in by_value.items() if not names.isdisjoint(live)}
-        if not live <= universe.names_with_key(c.topology_key):
-            domains.add("")
-        seeded.append(domains)
+        codes, values = universe.codes(c.topology_key)
+        present = np.unique(codes[uidx][live]).tolist()
+        seeded.append({values[code] if code >= 0 else "" for code in present})
     weights = []
     for domains in seeded:
-        size = len(candidates) - len(ignored) if domains is None else len(domains)
+        size = len(nodes.names) - len(ignored) if domains is None else len(domains)
         weights.append(math.log(size + 2))
-    return PreScoreState(constraints, keys, require_all, ignored, seeded, weights, inclusion)
+    return PreScoreState(constraints, keys, require_all, ignored, live, seeded, weights, inclusion)
 
 
 def indexed_counts(index: SpreadIndex, pod: Pod, st: PreScoreState, sets: EligibleSets) -> list[dict[str, int] | None]:
@@ -165,18 +168,39 @@ def normalize(st: PreScoreState, scores: list[NodeScore]) -> None:
             s.score = MAX_NODE_SCORE * (max_score + min_score - s.score) // max_score
 
 
-def normalize_values(st: PreScoreState, names: Sequence[str], raw: list[int]) -> list[int]:
-    """`normalize` on plain lists (the batch path)."""
-    ignored = st.ignored
-    live = [s for name, s in zip(names, raw, strict=True) if name not in ignored] if ignored else raw
-    max_score = max(live, default=0)
-    max_score = max(max_score, 0)
-    min_score = min(live) if live else 0
+def raw_vector(
+    st: PreScoreState, nodes: NodeSet, counts: list[dict[str, int] | None], own: Mapping[int, np.ndarray]
+) -> np.ndarray:
+    """`raw_score` for every candidate at once (the batch path). `own[i]`: matching pods
+    per universe node, for hostname constraint i. The same float64 operations in the
+    same order as `raw_from_values`, so the results are bit-identical."""
+    uidx = nodes.uidx
+    score = np.zeros(len(uidx))
+    for i, c in enumerate(st.constraints):
+        codes, values = nodes.universe.codes(c.topology_key)
+        node_codes = codes[uidx]
+        domain = counts[i]
+        if domain is None:
+            cnt = own[i][uidx] if i in own else np.zeros(len(uidx), dtype=np.int64)
+        else:
+            per_value = np.fromiter(map(domain.get, values, repeat(0)), dtype=np.int64, count=len(values))
+            cnt = np.append(per_value, 0)[node_codes]  # code -1 (no label) is masked below
+        term = cnt * st.weights[i] + float(c.max_skew - 1)
+        score = score + np.where(node_codes >= 0, term, 0.0)
+    floor = np.floor(score)
+    rounded = (floor + (score - floor >= 0.5)).astype(np.int64)
+    rounded[~st.live] = 0
+    return rounded
+
+
+def normalize_values(st: PreScoreState, raw: np.ndarray) -> np.ndarray:
+    """`normalize` on a vector (the batch path)."""
+    live = raw[st.live]
+    max_score = max(int(live.max()), 0) if len(live) else 0
+    min_score = int(live.min()) if len(live) else 0
     if max_score == 0:
-        values = [MAX_NODE_SCORE] * len(raw)
+        values = np.full(len(raw), MAX_NODE_SCORE, dtype=np.int64)
     else:
-        total = max_score + min_score
-        values = [MAX_NODE_SCORE * (total - s) // max_score for s in raw]
-    if ignored:
-        values = [0 if name in ignored else v for name, v in zip(names, values, strict=True)]
+        values = MAX_NODE_SCORE * (max_score + min_score - raw) // max_score
+    values[~st.live] = 0
     return values
