@@ -36,7 +36,7 @@ def explain_pod(extender: Extender, pod_raw: dict[str, Any], candidates: list[st
     filter_json = (
         filter_result(None, None, {}, wire.error)
         if wire.error
-        else filter_result(wire.feasible_names, None, wire.statuses)
+        else filter_result(wire.feasible_names, None, wire.failures)
     )
 
     detail = extender.run_filter(extender.new_state(snapshot, explain=True), pod, cands, run_all=True)

@@ -117,8 +117,7 @@ class Extender:
 
     def run_filter(self, state: CycleState, pod: Pod, cands: Candidates, run_all: bool = False) -> FilterOutcome:
         outcome = self.framework.run_filter(state, pod, cands.nodes, run_all=run_all)
-        for name in cands.unknown:
-            outcome.statuses[name] = UNKNOWN_NODE
+        outcome.add_failures(UNKNOWN_NODE, cands.unknown)
         return outcome
 
     def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> tuple[ScoreOutcome, np.ndarray]:
@@ -143,8 +142,8 @@ class Extender:
             return error_filter_result(outcome.error)
         if cands.raw_by_name is not None:
             items = [cands.raw_by_name[name] for name in outcome.feasible_names]
-            return filter_result(None, items, outcome.statuses)
-        return filter_result(outcome.feasible_names, None, outcome.statuses)
+            return filter_result(None, items, outcome.failures)
+        return filter_result(outcome.feasible_names, None, outcome.failures)
 
     def prioritize_vector(self, args: ExtenderArgs) -> tuple[NodeSet, np.ndarray]:
         """The scored candidates (request order, unknown names left out) and their

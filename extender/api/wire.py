@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -19,6 +20,7 @@ import orjson
 from cachetools import LRUCache
 
 from extender.framework import Code, Status
+from extender.framework.verdicts import Failures, group
 from extender.state.nodeset import NodeSet
 
 _MESSAGE = attrgetter("msg")
@@ -155,10 +157,11 @@ def _args_from(data: Any, names: list[str] | None = None, names_key: bytes | Non
 def filter_result(
     feasible_names: list[str] | None,
     feasible_nodes: list[dict[str, Any]] | None,
-    statuses: dict[str, Status],
+    failures: Failures | Mapping[str, Status],
     error: str = "",
 ) -> dict[str, Any]:
-    failed, unresolvable = split_failures(statuses)
+    """`failures`: failing names grouped by status (or a name -> status map)."""
+    failed, unresolvable = split_failures(failures)
     return {
         "Nodes": None if feasible_nodes is None else {"metadata": {}, "items": feasible_nodes},
         "NodeNames": feasible_names,
@@ -168,26 +171,15 @@ def filter_result(
     }
 
 
-def split_failures(statuses: dict[str, Status]) -> tuple[dict[str, str], dict[str, str]]:
-    """FailedNodes (Unschedulable: preemption may help) and FailedAndUnresolvableNodes.
-
-    Statuses are shared objects across nodes, so when all are unresolvable (the common
-    case) the maps are built by C-level zips instead of a Python loop per node."""
-    values = statuses.values()
-    distinct = set(values)  # identity hashing: C-level
-    if len(distinct) == 1:  # the common case: one shared status, built by fromkeys in C
-        (only,) = distinct
-        answer = dict.fromkeys(statuses, only.msg)
-        return (answer, {}) if only.code is Code.UNSCHEDULABLE else ({}, answer)
-    messages = map(_MESSAGE, values)
-    if all(s.code is not Code.UNSCHEDULABLE for s in distinct):
-        return {}, dict(zip(statuses, messages, strict=True))
-    if all(s.code is Code.UNSCHEDULABLE for s in distinct):
-        return dict(zip(statuses, messages, strict=True)), {}
+def split_failures(failures: Failures | Mapping[str, Status]) -> tuple[dict[str, str], dict[str, str]]:
+    """FailedNodes (Unschedulable: preemption may help) and FailedAndUnresolvableNodes,
+    built per status group by C-level `dict.fromkeys`, never per node in Python."""
+    if isinstance(failures, Mapping):
+        failures = group(failures)
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
-    for name, status in statuses.items():
-        (failed if status.code is Code.UNSCHEDULABLE else unresolvable)[name] = status.msg
+    for status, names in failures:
+        (failed if status.code is Code.UNSCHEDULABLE else unresolvable).update(dict.fromkeys(names, status.msg))
     return failed, unresolvable
 
 

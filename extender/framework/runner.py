@@ -21,7 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import filterfalse
 
+import numpy as np
+
 from extender import metrics
+from extender.framework import verdicts
 from extender.framework.cycle_state import CycleState
 from extender.framework.interface import NodeScore, PreFilterResult
 from extender.framework.status import Code, Status
@@ -31,16 +34,45 @@ from extender.state.nodeset import NodeSet
 MAX_NODE_SCORE = 100
 
 
-@dataclass(slots=True)
 class FilterOutcome:
-    """`statuses` holds the failing nodes only; `per_plugin` every plugin's verdicts
-    (failures only) when the run was asked to evaluate all plugins for explain."""
+    """Feasible names (request order) and the failing nodes with their statuses, kept
+    grouped by status (`failures`; the batch path's natural form and the wire's) or as
+    a name -> status map (`statuses`), each built from the other on first use.
+    `per_plugin` holds every plugin's failures when the run was asked to evaluate all
+    plugins (explain)."""
 
-    feasible_names: list[str] = field(default_factory=list)
-    statuses: dict[str, Status] = field(default_factory=dict)
-    per_plugin: dict[str, dict[str, Status]] = field(default_factory=dict)
-    skipped: set[str] = field(default_factory=set)
-    error: str = ""
+    __slots__ = ("feasible_names", "per_plugin", "skipped", "error", "_failures", "_statuses")
+
+    def __init__(self) -> None:
+        self.feasible_names: list[str] = []
+        self.per_plugin: dict[str, dict[str, Status]] = {}
+        self.skipped: set[str] = set()
+        self.error = ""
+        self._failures: verdicts.Failures | None = []
+        self._statuses: dict[str, Status] | None = None
+
+    @property
+    def failures(self) -> verdicts.Failures:
+        if self._failures is None:
+            self._failures = verdicts.group(self._statuses or {})
+        return self._failures
+
+    @property
+    def statuses(self) -> dict[str, Status]:
+        if self._statuses is None:
+            self._statuses = verdicts.as_map(self._failures or [])
+        return self._statuses
+
+    def set_failures(self, failures: verdicts.Failures) -> None:
+        self._failures, self._statuses = failures, None
+
+    def set_statuses(self, statuses: dict[str, Status]) -> None:
+        self._failures, self._statuses = None, statuses
+
+    def add_failures(self, status: Status, names: list[str]) -> None:
+        """More failing nodes (names not already failing), e.g. unknown ones."""
+        if names:
+            self.set_failures([*self.failures, (status, names)])
 
 
 @dataclass(slots=True)
@@ -56,7 +88,7 @@ class ScoreOutcome:
 def _record_evaluations(plugin: str, point: str, counts: Counter) -> None:
     for code, n in counts.items():
         if n:
-            metrics.PLUGIN_EVALUATION_TOTAL.labels(plugin, point, metrics.PROFILE, str(code)).inc(n)
+            metrics.child(metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, metrics.PROFILE, str(code)).inc(n)
 
 
 def _count_codes(fails: dict[str, Status]) -> Counter:
@@ -73,7 +105,7 @@ def _count_codes(fails: dict[str, Status]) -> Counter:
 
 
 def _observe(plugin: str, point: str, status: Code, started: float) -> None:
-    metrics.PLUGIN_EXECUTION_DURATION.labels(plugin, point, str(status)).observe(
+    metrics.child(metrics.PLUGIN_EXECUTION_DURATION, plugin, point, str(status)).observe(
         time.perf_counter() - started
     )
 
@@ -132,14 +164,26 @@ class Framework:
 
         # Plugin order decides which status a node reports, as upstream's sequential
         # RunFilterPlugins does; we collect failures per plugin, then merge.
+        if self.fast and not run_all and nodes.distinct:
+            self._filter_vectors(out, state, pod, nodes, rejected_all, allowed, restricting)
+        else:
+            self._filter_maps(out, state, pod, nodes, rejected_all, allowed, restricting, run_all)
+        self._observe_point("Filter", Code.SUCCESS, started)
+        return out
+
+    def _filter_plugins(self, out: FilterOutcome, rejected_all: dict[str, Status], run_all: bool):
+        """The plugins whose Filter runs (or whose PreFilter rejected every node)."""
         for plugin in self.plugins:
             if plugin.name in rejected_all:
-                status = rejected_all[plugin.name]
-                out.per_plugin[plugin.name] = dict.fromkeys(nodes.names, status)
-                continue
-            if not hasattr(plugin, "filter") or plugin.name in out.skipped:
-                continue
-            if rejected_all and not run_all:
+                yield plugin
+            elif hasattr(plugin, "filter") and plugin.name not in out.skipped and not (rejected_all and not run_all):
+                yield plugin
+
+    def _filter_maps(self, out, state, pod, nodes, rejected_all, allowed, restricting, run_all) -> None:
+        """Failures as name -> status maps per plugin (reference path and explain)."""
+        for plugin in self._filter_plugins(out, rejected_all, run_all):
+            if plugin.name in rejected_all:
+                out.per_plugin[plugin.name] = dict.fromkeys(nodes.names, rejected_all[plugin.name])
                 continue
             t0 = time.perf_counter()
             fails = self._filter_one_plugin(plugin, state, pod, nodes)
@@ -162,10 +206,35 @@ class Framework:
             merged.update(fails)
         if "PreFilterResult" in out.per_plugin:
             merged.update(out.per_plugin["PreFilterResult"])
-        out.statuses = merged
+        out.set_statuses(merged)
         out.feasible_names = list(filterfalse(merged.__contains__, nodes.order))
-        self._observe_point("Filter", Code.SUCCESS, started)
-        return out
+
+    def _filter_vectors(self, out, state, pod, nodes, rejected_all, allowed, restricting) -> None:
+        """Failures as masks over the candidates per plugin (the batch path); plugins
+        with `filter_masks` give them directly, others' maps are converted."""
+        per_plugin: list[verdicts.Masks] = []
+        for plugin in self._filter_plugins(out, rejected_all, False):
+            if plugin.name in rejected_all:
+                per_plugin.append([(rejected_all[plugin.name], np.ones(len(nodes), dtype=bool))])
+                continue
+            t0 = time.perf_counter()
+            direct = getattr(plugin, "filter_masks", None)
+            masks = direct(state, pod, nodes) if direct is not None else None
+            if masks is None:
+                masks = verdicts.masks_of(self._filter_one_plugin(plugin, state, pod, nodes), nodes)
+            _observe(plugin.name, "Filter", Code.SUCCESS, t0)
+            counts: Counter = Counter()
+            for status, mask in masks:
+                counts[status.code] += int(np.count_nonzero(mask))
+            counts[Code.SUCCESS] = len(nodes) - sum(counts.values())
+            _record_evaluations(plugin.name, "Filter", counts)
+            per_plugin.append(masks)
+        if allowed is not None:
+            outside = nodes.names - allowed
+            if outside:  # a PreFilterResult overrides every plugin's verdict
+                per_plugin.insert(0, [(_unsatisfied(", ".join(restricting)), nodes.mask_of(outside))])
+        out.feasible_names, failures = verdicts.overlay(per_plugin, nodes)
+        out.set_failures(failures)
 
     def _filter_one_plugin(self, plugin, state: CycleState, pod: Pod, nodes: NodeSet):
         """Failures of one plugin (name -> status); the plugin is the per_plugin key."""
@@ -222,8 +291,9 @@ class Framework:
             if not status.is_success:
                 out.error = f"running Normalize plugin {plugin.name!r}: {status.message()}"
                 return out
-            if len(values) and (min(values) < 0 or max(values) > MAX_NODE_SCORE):
-                bad = next(v for v in values if not 0 <= v <= MAX_NODE_SCORE)
+            vector = np.asarray(values, dtype=np.int64)
+            if len(vector) and (vector.min() < 0 or vector.max() > MAX_NODE_SCORE):
+                bad = next(int(v) for v in vector if not 0 <= v <= MAX_NODE_SCORE)
                 out.error = (
                     f'plugin "{plugin.name}" returns an invalid score {bad}, it should '
                     f"in the range of [0, {MAX_NODE_SCORE}] after normalizing"
@@ -246,6 +316,6 @@ class Framework:
 
     @staticmethod
     def _observe_point(point: str, code: Code, started: float) -> None:
-        metrics.EXTENSION_POINT_DURATION.labels(point, str(code), metrics.PROFILE).observe(
+        metrics.child(metrics.EXTENSION_POINT_DURATION, point, str(code), metrics.PROFILE).observe(
             time.perf_counter() - started
         )

@@ -17,6 +17,7 @@ import numpy as np
 from extender.framework import CycleState, NodeScore, PreFilterResult, Status
 from extender.framework.handle import Handle
 from extender.framework.status import SKIP, error, unschedulable
+from extender.framework.verdicts import Masks
 from extender.matching.nodeselector import (
     NODE_FIELD_NAME,
     CompiledSelector,
@@ -101,6 +102,14 @@ def _node_names_of(selector: NodeSelector) -> set[str] | None:
     return union
 
 
+def _rejected_in_universe(nodes: NodeSet, selector) -> frozenset[str]:
+    """Universe nodes a selector (None: no selector) rejects, from the label index."""
+    if selector is None:
+        return frozenset()
+    universe = nodes.universe.names
+    return universe - selector.matching_names(nodes.label_index(), universe)
+
+
 class NodeAffinity:
     name = NAME
 
@@ -162,17 +171,26 @@ class NodeAffinity:
     @staticmethod
     def _failing(state: CycleState, nodes: NodeSet, key, selector) -> frozenset[str]:
         """Candidates a selector rejects, from the label index (memoized per snapshot)."""
-        if selector is None:
-            return frozenset()
-        universe = nodes.universe.names
-
-        def failing_in_universe() -> frozenset[str]:
-            return universe - selector.matching_names(nodes.label_index(), universe)
-
-        failing = universe_memo(state, nodes, key, failing_in_universe)
+        failing = universe_memo(state, nodes, key, lambda: _rejected_in_universe(nodes, selector))
         if failing is None:
-            failing = failing_in_universe()
+            failing = _rejected_in_universe(nodes, selector)
         return failing & nodes.names
+
+    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks | None:
+        """`filter_nodes` as masks over the candidates, gathered from universe masks
+        memoized per snapshot and affinity; None where that does not apply."""
+        if state.get("explain"):
+            return None
+        required = self._state(state, pod)
+
+        def universe_masks() -> Masks:
+            enforced = _rejected_in_universe(nodes, self.added.required)
+            failing = _rejected_in_universe(nodes, required) - enforced
+            pairs = ((REJECTED, failing), (REJECTED_ENFORCED, enforced))
+            return [(status, nodes.universe.mask_of(names)) for status, names in pairs if names]
+
+        masks = universe_memo(state, nodes, (NAME, "Filter masks", required, self.added.required), universe_masks)
+        return None if masks is None else [(status, nodes.gather(mask)) for status, mask in masks]
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Status:
         if not pod.has_preferred_affinity and not self.added.preferred:

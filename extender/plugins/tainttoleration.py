@@ -13,6 +13,7 @@ import numpy as np
 from extender.framework import CycleState, NodeScore, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import error, unschedulable
+from extender.framework.verdicts import Masks
 from extender.matching.tolerations import TolerationMatcher, do_not_schedule, matcher_for
 from extender.model import Node, Pod, Taint
 from extender.plugins.helper import (
@@ -20,6 +21,7 @@ from extender.plugins.helper import (
     candidate_values,
     default_normalize_score,
     default_normalize_values,
+    universe_memo,
     untolerated_node_names,
 )
 from extender.state.nodeset import NodeSet
@@ -73,6 +75,22 @@ class TaintToleration:
         matcher = self._matcher(state, pod)
         failing = untolerated_node_names(snapshot, pod, matcher, self.handle.gates)
         return dict.fromkeys(failing if nodes.is_full else failing & nodes.names, REJECTED)
+
+    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks | None:
+        """`filter_nodes` as a mask over the candidates, gathered from a universe mask
+        memoized per snapshot and toleration set; None where that does not apply."""
+        if pod.tolerations_error:
+            return None
+        snapshot = state.get(SNAPSHOT_KEY)
+        matcher = self._matcher(state, pod)
+        key = (NAME, "Filter mask", pod.tolerations, self.handle.gates)
+
+        def universe_mask() -> np.ndarray:
+            failing = untolerated_node_names(snapshot, pod, matcher, self.handle.gates)
+            return nodes.universe.mask_of(failing)
+
+        mask = universe_memo(state, nodes, key, universe_mask)
+        return None if mask is None else [(REJECTED, nodes.gather(mask))]
 
     def _fails(self, state: CycleState, pod: Pod, groups) -> dict[str, Status]:
         """Failures per distinct taint tuple: one verdict per group of nodes."""

@@ -64,8 +64,8 @@ def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
 
 
 def observe(verb: str, code: int, started: float) -> None:
-    metrics.HTTP_REQUESTS_TOTAL.labels(verb, str(code)).inc()
-    metrics.HTTP_REQUEST_DURATION.labels(verb).observe(time.perf_counter() - started)
+    metrics.child(metrics.HTTP_REQUESTS_TOTAL, verb, str(code)).inc()
+    metrics.child(metrics.HTTP_REQUEST_DURATION, verb).observe(time.perf_counter() - started)
 
 
 def verb_of(path: str) -> str | None:

@@ -66,6 +66,12 @@ class NodeIndex:
             self._position = {n.name: i for i, n in enumerate(self.nodes)}
         return np.fromiter(map(self._position.__getitem__, names), dtype=np.intp)
 
+    def mask_of(self, names: Iterable[str]) -> np.ndarray:
+        """Boolean mask over this index of `names` (all in it)."""
+        mask = np.zeros(len(self.nodes), dtype=bool)
+        mask[self.positions(names)] = True
+        return mask
+
     def vector(self, by_name: Mapping[str, int], default: int = 0) -> np.ndarray:
         """An int64 value per node from a sparse name -> value map (names this index
         does not hold are dropped)."""
@@ -128,7 +134,7 @@ class NodeSet:
     with `names`, which is cheap in C.
     """
 
-    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates")
+    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates", "_position", "_order_array")
 
     def __init__(
         self,
@@ -154,6 +160,28 @@ class NodeSet:
         # The wire encoder's output templates, per score width; None: this set serves a
         # single request, not worth a template (see `api.wire.host_priority_json`).
         self.templates: dict[int, Any] | None = None
+        self._position: dict[str, int] | None = None
+        self._order_array: np.ndarray | None = None
+
+    def names_where(self, mask: np.ndarray) -> list[str]:
+        """The candidates' names where `mask` is set, in request order."""
+        if self._order_array is None:
+            self._order_array = np.array(self.order, dtype=object)
+        return self._order_array[mask].tolist()
+
+    @property
+    def distinct(self) -> bool:
+        """No name twice (always so for NodeNames against a snapshot)."""
+        return len(self.order) == len(self.names)
+
+    def mask_of(self, names: Iterable[str]) -> np.ndarray:
+        """Boolean mask over the candidates (request order) of `names`, all candidates;
+        only for distinct candidates."""
+        if self._position is None:
+            self._position = {name: i for i, name in enumerate(self.order)}
+        mask = np.zeros(len(self.order), dtype=bool)
+        mask[np.fromiter(map(self._position.__getitem__, names), dtype=np.intp)] = True
+        return mask
 
     @property
     def uidx(self) -> np.ndarray:
