@@ -14,7 +14,9 @@ import pstats
 import time
 from pathlib import Path
 
-from extender.api.wire import ExtenderArgs
+import orjson
+
+from extender.api.wire import decode_args
 from extender.state import ClusterSnapshot, StaticSource, load_objects
 from perf.engine import default_config, new_extender
 from perf.generate import generate_cluster, write_cluster
@@ -49,25 +51,32 @@ def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limi
     names = [n.name for n in snapshot.nodes.nodes]
     batch = mixed_pods(requests, start=300_000)
     feasible: list[list[str]] = []
+    # The server's path: request bytes in, response bytes out (NodeNames cache included).
+    def body(pod: dict, node_names: list[str]) -> bytes:
+        return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": node_names})
+
     for pod in batch[:5]:  # warm caches (CEL programs, derived indexes) outside the profile
-        ext.prioritize(ExtenderArgs(pod, None, ext.filter(ExtenderArgs(pod, None, names))["NodeNames"]))
+        answer = orjson.loads(ext.filter_bytes(decode_args(body(pod, names))))
+        ext.prioritize_bytes(decode_args(body(pod, answer["NodeNames"])))
+    filter_bodies = [body(pod, names) for pod in batch]
     prof_f = cProfile.Profile()
     t0 = time.perf_counter()
-    for pod in batch:
+    for data in filter_bodies:
         prof_f.enable()
-        result = ext.filter(ExtenderArgs(pod, None, names))
+        encoded = ext.filter_bytes(decode_args(data))
         prof_f.disable()
-        feasible.append(result["NodeNames"] or [])
+        feasible.append(orjson.loads(encoded)["NodeNames"] or [])
     print(f"== filter x{requests}: {(time.perf_counter() - t0) / requests * 1000:.2f} ms/request "
           "(wall, includes profiler overhead)")
     print(_top(prof_f, "tottime", limit))
     print(_top(prof_f, "cumulative", limit))
     prof_f.dump_stats(str(out_dir / "filter.prof"))
+    prioritize_bodies = [body(pod, names_ok) for pod, names_ok in zip(batch, feasible, strict=True)]
     prof_p = cProfile.Profile()
     t0 = time.perf_counter()
-    for pod, names_ok in zip(batch, feasible, strict=True):
+    for data in prioritize_bodies:
         prof_p.enable()
-        ext.prioritize(ExtenderArgs(pod, None, names_ok))
+        ext.prioritize_bytes(decode_args(data))
         prof_p.disable()
     print(f"== prioritize x{requests}: {(time.perf_counter() - t0) / requests * 1000:.2f} ms/request "
           "(wall, includes profiler overhead)")

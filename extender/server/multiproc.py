@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 
@@ -12,9 +14,17 @@ def prepare_multiprocess_metrics() -> str:
     if not path:
         path = tempfile.mkdtemp(prefix="extender-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+        atexit.register(_remove_if_creator, path, os.getpid())
     else:
         os.makedirs(path, exist_ok=True)
         for name in os.listdir(path):
             if name.endswith(".db"):
                 os.unlink(os.path.join(path, name))
     return path
+
+
+def _remove_if_creator(path: str, creator: int) -> None:
+    """Remove the directory we created, in the process that created it only: forked
+    gunicorn workers inherit atexit handlers and must not pull it from under the rest."""
+    if os.getpid() == creator:
+        shutil.rmtree(path, ignore_errors=True)

@@ -34,11 +34,13 @@ def _request(port: int, method: str, path: str, body: bytes | None = None) -> tu
         conn.close()
 
 
-def _start(cluster, *flags: str) -> tuple[int, subprocess.Popen]:
+def _start(cluster, *flags: str, tmpdir=None) -> tuple[int, subprocess.Popen]:
     """`extender serve` on a free loopback port, without a preset PROMETHEUS_MULTIPROC_DIR
     (`serve` must set up multiprocess metrics itself); returns once /readyz answers 200."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(cluster),
            "--listen", f"127.0.0.1:{port}", *flags]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -153,3 +155,17 @@ def test_sighup_reloads_the_cluster_file_in_every_worker(tmp_path):
     messages = [r["msg"] for r in records]
     assert "cluster state loaded" in messages
     assert any("hup" in m.lower() for m in messages)
+
+
+def test_serve_removes_the_metrics_directory_it_created(tmp_path):
+    port, proc = _start(EXAMPLES / "cluster.yaml", "--workers", "2", "--log-level", "warning",
+                        tmpdir=tmp_path)
+    try:
+        (created,) = tmp_path.glob("extender-metrics-*")
+        body = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["od-a1"]})
+        assert _request(port, "POST", "/filter", body)[0] == 200
+        assert any(created.glob("*.db")), "workers write their samples there"
+    finally:
+        _stop(proc)
+    assert proc.returncode is not None
+    assert not created.exists()
