@@ -39,6 +39,18 @@ def build_label_index(nodes: Iterable[Node]) -> LabelIndex:
     return index
 
 
+def get_or_build(cache: LRUCache, lock: threading.Lock, key: Any, build: Callable[[], Any]) -> Any:
+    """A thread-safe LRU lookup; `build` runs outside the lock (answers are pure, so a
+    racing duplicate is harmless) and None is never cached."""
+    with lock:
+        value = cache.get(key)
+    if value is None:
+        value = build()
+        with lock:
+            cache[key] = value
+    return value
+
+
 class NodeIndex:
     """Indexes over a fixed collection of nodes (a snapshot's, or one request's)."""
 
@@ -99,13 +111,7 @@ class NodeIndex:
         """The candidate set of a request whose NodeNames array had the JSON text `key`,
         built once per distinct text (kube-scheduler sends the same list for pod after
         pod) and kept with this index, so it dies with its snapshot."""
-        with self._lock:
-            hit = self._candidates.get(key)
-        if hit is None:
-            hit = build()
-            with self._lock:
-                self._candidates[key] = hit
-        return hit
+        return get_or_build(self._candidates, self._lock, key, build)
 
     def names_with_key(self, key: str) -> frozenset[str]:
         """Names of the nodes that carry label `key` (any value), cached per key."""

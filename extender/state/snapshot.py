@@ -17,7 +17,7 @@ from cachetools import LRUCache
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, existing_pod_from_dict, node_from_dict
 from extender.state.loader import ClusterFileError
-from extender.state.nodeset import NodeIndex
+from extender.state.nodeset import NodeIndex, get_or_build
 
 WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
 MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k nodes
@@ -71,13 +71,7 @@ class ClusterSnapshot:
         immutable, so entries never go stale; a new snapshot starts empty. `compute`
         runs outside the lock (a racing duplicate is harmless: answers are pure).
         """
-        with self._memo_lock:
-            value = self._memo.get(key)
-        if value is None:
-            value = compute()
-            with self._memo_lock:
-                self._memo[key] = value
-        return value
+        return get_or_build(self._memo, self._memo_lock, key, compute)
 
     def workloads_in(self, kind: str, namespace: str) -> list[dict[str, Any]]:
         """Workload objects of one kind in one namespace (indexed once per snapshot)."""
