@@ -48,6 +48,9 @@ class ExtenderArgs:
 # cut out of the body and decoded once per distinct array text.
 _NAMES_MARK = b',"NodeNames":['
 _KNOWN_NAMES: LRUCache = LRUCache(64)
+# Larger arrays are decoded but not remembered (nor their candidate sets): 64 entries of
+# at most 4 MiB (~200,000 names) bound the caches whatever clients send.
+MAX_CACHED_NAMES_BYTES = 4 << 20
 _KNOWN_LOCK = threading.Lock()
 
 
@@ -118,7 +121,8 @@ def decode_args(body: bytes) -> ExtenderArgs:
         except orjson.JSONDecodeError:
             data = None
         # `{` + `}` parses too, but `{,"NodeNames":...}` is malformed: demand a member.
-        names = _known_names(names_text) if isinstance(data, dict) and data else None
+        big = len(names_text) > MAX_CACHED_NAMES_BYTES
+        names = _known_names(names_text) if isinstance(data, dict) and data and not big else None
         if names is not None:
             return _args_from(data, names, names_text)
     return _args_from(_loads(body))

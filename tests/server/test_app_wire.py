@@ -131,3 +131,25 @@ def test_deeply_nested_json_is_a_clear_400(client):
     assert code == 400
     assert "malformed JSON" in result["error"]
 
+
+
+def test_node_names_cut_from_the_body_agree_with_a_full_decode():
+    """The NodeNames fast path (array cut out by bytes, cached) and the ordinary decode
+    give the same arguments; malformed or oversized arrays fall back to the full decode."""
+    from extender.api import wire
+
+    pod = example_pod("plain")
+    body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["od-a1", "od-b1"]})
+    fast = wire.decode_args(body)
+    assert fast.names_key == b'["od-a1","od-b1"]'
+    assert (fast.pod, fast.nodes, fast.node_names) == (pod, None, ["od-a1", "od-b1"])
+    # `{` + `}` would parse, but the body is malformed JSON: a 400, not a missing Pod.
+    with pytest.raises(wire.WireError) as exc:
+        wire.decode_args(b'{,"NodeNames":["a"]}')
+    assert exc.value.malformed
+    # A nested array is not a list of strings: the ordinary path reports it.
+    with pytest.raises(wire.WireError, match="NodeNames must be a list of strings"):
+        wire.decode_args(orjson.dumps({"Pod": pod, "NodeNames": [["a"]]}))
+    big = ["n" * 60] * (wire.MAX_CACHED_NAMES_BYTES // 60)
+    args = wire.decode_args(orjson.dumps({"Pod": pod, "NodeNames": big}))
+    assert args.names_key is None and args.node_names == big
