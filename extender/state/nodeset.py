@@ -55,7 +55,7 @@ class NodeIndex:
     """Indexes over a fixed collection of nodes (a snapshot's, or one request's)."""
 
     __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index", "_with_key",
-                 "_candidates", "_lock", "_position", "_codes")
+                 "_candidates", "_lock", "_position", "_codes", "_code_of")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.nodes = list(nodes)
@@ -69,6 +69,14 @@ class NodeIndex:
         self._lock = threading.Lock()
         self._position: dict[str, int] | None = None
         self._codes: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._code_of: dict[str, dict[str, int]] = {}
+
+    def code_of(self, key: str) -> dict[str, int]:
+        """Label value -> its code in `codes(key)`."""
+        hit = self._code_of.get(key)
+        if hit is None:
+            hit = self._code_of[key] = {value: code for code, value in enumerate(self.codes(key)[1])}
+        return hit
 
     # --- vectors over the index (position i = self.nodes[i]) --------------------------
 

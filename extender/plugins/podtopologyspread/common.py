@@ -267,14 +267,25 @@ class EligibleSets:
         return self._excluded
 
     def eligible(self, c: Constraint, base: frozenset[str]) -> frozenset[str]:
-        result = base
-        if c.honor_affinity and not self.inclusion.affinity_free:
-            result = result & self.affinity_names()
-        if c.honor_taints:
-            excluded = self.excluded_by_taints()
-            if excluded:
-                result = result - excluded
-        return result if isinstance(result, frozenset) else frozenset(result)
+        """`base` cut down by the inclusion policies, memoized per snapshot: pods of one
+        workload get the same object back, so later memo keys holding it hash and
+        compare in O(1)."""
+        inclusion = self.inclusion
+        by_affinity = c.honor_affinity and not inclusion.affinity_free
+        key = ("PTS eligible", base, inclusion.affinity if by_affinity else None,
+               (inclusion.pod.tolerations, inclusion.gates) if c.honor_taints else None)
+
+        def compute() -> frozenset[str]:
+            result = base
+            if by_affinity:
+                result = result & self.affinity_names()
+            if c.honor_taints:
+                excluded = self.excluded_by_taints()
+                if excluded:
+                    result = result - excluded
+            return result if isinstance(result, frozenset) else frozenset(result)
+
+        return self.index.snapshot.memo(key, compute)
 
 
 def has_keys(node: Node, keys: Iterable[str]) -> bool:

@@ -16,7 +16,7 @@ pass both with and without them (`RunFilterPluginsWithNominatedPods`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.framework.status import Code, Status
@@ -50,15 +50,22 @@ class Counts:
     per_domain: list[dict[str, int]]
     domains: list[int]
     minimum: list[int]
+    # Per constraint, the domains with matching pods (a subset of per_domain's keys, all
+    # others count 0): what the batch skew check reads, so that it never walks every
+    # hostname domain. None: same as per_domain.
+    busy: list[Mapping[str, int]] | None = None
 
 
-def finish(per_domain: list[dict[str, int]], constraints: Sequence[Constraint]) -> Counts:
+def finish(
+    per_domain: list[dict[str, int]], constraints: Sequence[Constraint],
+    busy: list[Mapping[str, int]] | None = None,
+) -> Counts:
     domains = [len(c) for c in per_domain]
     minimum = []
     for counts, c in zip(per_domain, constraints, strict=True):
         global_min = min(counts.values()) if counts else MAX_INT32
         minimum.append(0 if len(counts) < c.min_domains else global_min)
-    return Counts(per_domain, domains, minimum)
+    return Counts(per_domain, domains, minimum, busy)
 
 
 def topology_keys(constraints: Iterable[Constraint]) -> tuple[str, ...]:
@@ -71,17 +78,20 @@ def indexed_counts(
     label_index = index.snapshot.nodes.label_index()
     with_keys = index.nodes_with_keys(topology_keys(constraints))
     per_domain: list[dict[str, int]] = []
+    busy: list[Mapping[str, int]] = []
     for c in constraints:
         eligible = sets.eligible(c, with_keys)
-        counts = {
-            value: 0
-            for value, names in label_index.get(c.topology_key, {}).items()
-            if not names.isdisjoint(eligible)
-        }
-        if counts_pods(c):
-            counts.update(index.domain_counts(pod.namespace, c.selector, c.topology_key, eligible))
+        counts = dict(index.snapshot.memo(
+            ("PTS empty domains", c.topology_key, eligible),
+            lambda key=c.topology_key, eligible=eligible: {
+                value: 0 for value, names in label_index.get(key, {}).items() if not names.isdisjoint(eligible)
+            },
+        ))
+        matching = index.domain_counts(pod.namespace, c.selector, c.topology_key, eligible) if counts_pods(c) else {}
+        counts.update(matching)
         per_domain.append(counts)
-    return finish(per_domain, constraints)
+        busy.append(matching)
+    return finish(per_domain, constraints, busy)
 
 
 def plain_counted(p: Pod) -> bool:

@@ -7,11 +7,14 @@ fast path (pod label index + set algebra, statuses per distinct label projection
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
-from extender.framework import CycleState, NodeScore, Status
+from extender.framework import CycleState, NodeScore, Status, verdicts
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import SKIP, error
+from extender.framework.verdicts import Masks
 from extender.matching.tolerations import matcher_for
 from extender.model import Node, Pod
 from extender.plugins.helper import universe_values
@@ -80,17 +83,28 @@ class PodTopologySpread:
         counts, nominated_on = st.reference
         return filtering.check_with_nominated(st, counts, nominated_on, node, bool(state.get("explain")))
 
-    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+    def _counted(self, state: CycleState, pod: Pod) -> filtering.PreFilterState | None:
+        """The PreFilter state with the fast path's counts filled in (once per cycle)."""
         st = self._pre_filter_state(state)
-        if st is None:
-            return dict.fromkeys(nodes.names, error(f'reading "{filtering.PRE_FILTER_KEY}" from cycleState: not found'))
-        if st.counts is None:
+        if st is not None and st.counts is None:
             index = spread_index(state.read(SNAPSHOT_KEY))
             st.counts = filtering.indexed_counts(index, pod, st.constraints, EligibleSets(st.inclusion, index))
             st.nominated = filtering.indexed_nominated(index, pod)
+        return st
+
+    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks | None:
+        st = self._counted(state, pod)
+        if st is None or state.get("explain"):
+            return None
+        return self._masks(st, nodes)
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+        st = self._counted(state, pod)
+        if st is None:
+            return dict.fromkeys(nodes.names, error(f'reading "{filtering.PRE_FILTER_KEY}" from cycleState: not found'))
         explain = bool(state.get("explain"))
-        if not explain:
-            return self._filter_by_domains(st, nodes)
+        if not explain and nodes.distinct:
+            return verdicts.as_map((status, nodes.names_where(mask)) for status, mask in self._masks(st, nodes))
         keys = [c.topology_key for c in st.constraints]
         by_projection: dict[tuple, Status] = {}
         fails: dict[str, Status] = {}
@@ -108,42 +122,43 @@ class PodTopologySpread:
         return fails
 
     @staticmethod
-    def _filter_by_domains(st: filtering.PreFilterState, nodes: NodeSet) -> dict[str, Status]:
-        """The skew check per domain instead of per node: for constraint i a node fails
-        iff it lacks the key (unresolvable) or its domain's count exceeds
-        maxSkew + minimum - selfMatch; constraints in order, first failure wins. Nodes
-        with nominated pods are checked one by one (with and without them)."""
+    def _masks(st: filtering.PreFilterState, nodes: NodeSet) -> Masks:
+        """The skew check for all candidates at once: for constraint i a node fails iff
+        it lacks the key (unresolvable) or its domain's count exceeds maxSkew + minimum -
+        selfMatch; constraints in order, the first failure wins. Nodes with nominated
+        pods are checked one by one (with and without them)."""
         counts = st.counts
-        label_index = nodes.label_index()
-        fails: dict[str, Status] = {}
+        undecided = np.ones(len(nodes), dtype=bool)
         nominated = st.nominated.keys() & nodes.names
-        remaining = nodes.names - nominated
+        if nominated:
+            undecided[nodes.mask_of(nominated)] = False
+        unresolvable = np.zeros(len(nodes), dtype=bool)
+        unschedulable = np.zeros(len(nodes), dtype=bool)
         for i, c in enumerate(st.constraints):
-            if not remaining:
-                break
-            key = c.topology_key
-            missing = remaining - nodes.universe.names_with_key(key)
-            if missing:
-                fails.update(dict.fromkeys(missing, filtering.UNRESOLVABLE))
-                remaining = remaining - missing
-            by_value = label_index.get(key, {})
+            codes, values = nodes.universe.codes(c.topology_key)
+            node_codes = codes[nodes.uidx]
+            missing = undecided & (node_codes < 0)
+            unresolvable |= missing
+            undecided &= ~missing
+            # Matching pods per label code (last slot: no label, or a value no node has).
+            busy = counts.per_domain[i] if counts.busy is None else counts.busy[i]
+            per_code = np.zeros(len(values) + 1, dtype=np.int64)
+            code_of = nodes.universe.code_of(c.topology_key)
+            per_code[np.fromiter(map(code_of.get, busy, repeat(-1)), dtype=np.intp, count=len(busy))] = \
+                np.fromiter(busy.values(), dtype=np.int64, count=len(busy))
+            per_code[-1] = 0
             threshold = c.max_skew + counts.minimum[i] - st.self_match[i]
-            per_domain = counts.per_domain[i]
-            if threshold >= 0:  # domains without matching pods pass: look at busy ones only
-                bad_values = [v for v, n in per_domain.items() if n > threshold]
-            else:
-                bad_values = [v for v in by_value if per_domain.get(v, 0) > threshold]
-            for value in bad_values:
-                bad = by_value.get(value, frozenset()) & remaining
-                if bad:
-                    fails.update(dict.fromkeys(bad, filtering.UNSCHEDULABLE))
-                    remaining = remaining - bad
+            crowded = undecided & (per_code[node_codes] > threshold)
+            unschedulable |= crowded
+            undecided &= ~crowded
+        masks = [(filtering.UNRESOLVABLE, unresolvable), (filtering.UNSCHEDULABLE, unschedulable)]
         by_node = nodes.universe.by_name
+        one_by_one = {}
         for name in nominated:
             status = filtering.check_with_nominated(st, counts, st.nominated, by_node[name], False)
             if not status.is_success:
-                fails[name] = status
-        return fails
+                one_by_one[name] = status
+        return masks + verdicts.masks_of(one_by_one, nodes)
 
     # --- PreScore / Score / NormalizeScore -----------------------------------------------
 
