@@ -16,6 +16,7 @@ from extender.api.wire import (
     ExtenderArgs,
     encode,
     error_filter_result,
+    filter_json,
     filter_result,
     host_priority_json,
     host_priority_list,
@@ -129,7 +130,8 @@ class Extender:
 
     # --- the two verbs ---------------------------------------------------------------
 
-    def filter(self, args: ExtenderArgs) -> dict[str, Any]:
+    def _filtered(self, args: ExtenderArgs) -> tuple[Candidates, FilterOutcome] | dict[str, Any]:
+        """The filter outcome, or an ExtenderFilterResult carrying the error."""
         snapshot = self.source.snapshot()
         try:
             pod = self.parse_pod(args.pod)
@@ -140,10 +142,19 @@ class Extender:
         if outcome.error:
             log.error("filter failed", extra={"pod": pod.key, "error": outcome.error})
             return error_filter_result(outcome.error)
+        return cands, outcome
+
+    @staticmethod
+    def _filter_result(cands: Candidates, outcome: FilterOutcome) -> dict[str, Any]:
         if cands.raw_by_name is not None:
             items = [cands.raw_by_name[name] for name in outcome.feasible_names]
             return filter_result(None, items, outcome.failures)
         return filter_result(outcome.feasible_names, None, outcome.failures)
+
+    def filter(self, args: ExtenderArgs) -> dict[str, Any]:
+        """The ExtenderFilterResult as Python objects (explain, tests, embedding)."""
+        answer = self._filtered(args)
+        return answer if isinstance(answer, dict) else self._filter_result(*answer)
 
     def prioritize_vector(self, args: ExtenderArgs) -> tuple[NodeSet, np.ndarray]:
         """The scored candidates (request order, unknown names left out) and their
@@ -169,8 +180,16 @@ class Extender:
         return host_priority_list(*self.prioritize_scores(args))
 
     def filter_bytes(self, args: ExtenderArgs) -> bytes:
-        """`filter`'s ExtenderFilterResult as JSON (the HTTP server's entry point)."""
-        return encode(self.filter(args))
+        """`filter`'s ExtenderFilterResult as JSON (the HTTP server's entry point); a
+        batch verdict over a candidate set that serves many requests is written from
+        the set's pre-encoded names, without a dict per node."""
+        answer = self._filtered(args)
+        if isinstance(answer, dict):
+            return encode(answer)
+        cands, outcome = answer
+        if outcome.verdict is not None and cands.nodes.templates is not None:
+            return filter_json(outcome.verdict, outcome.extra)
+        return encode(self._filter_result(cands, outcome))
 
     def prioritize_bytes(self, args: ExtenderArgs) -> bytes:
         """`prioritize`'s HostPriorityList as JSON (the HTTP server's entry point),

@@ -20,7 +20,7 @@ import orjson
 from cachetools import LRUCache
 
 from extender.framework import Code, Status
-from extender.framework.verdicts import Failures, group
+from extender.framework.verdicts import Failures, Verdict, group
 from extender.state.nodeset import NodeSet
 
 _MESSAGE = attrgetter("msg")
@@ -185,6 +185,24 @@ def split_failures(failures: Failures | Mapping[str, Status]) -> tuple[dict[str,
     for status, names in failures:
         (failed if status.code is Code.UNSCHEDULABLE else unresolvable).update(dict.fromkeys(names, status.msg))
     return failed, unresolvable
+
+
+def filter_json(verdict: Verdict, extra: Failures = ()) -> bytes:
+    """`filter_result` of a batch verdict as JSON, joined from the candidate set's
+    pre-encoded names: per status group, `"a":M,"b":M` is one C-level join."""
+    names = verdict.nodes.json_names()
+    groups: dict[bool, list[bytes]] = {True: [], False: []}  # Unschedulable?
+    for status, mask in verdict.groups():
+        value = b":" + orjson.dumps(status.msg)
+        groups[status.code is Code.UNSCHEDULABLE].append((value + b",").join(names[mask].tolist()) + value)
+    for status, failing in extra:
+        value = b":" + orjson.dumps(status.msg)
+        groups[status.code is Code.UNSCHEDULABLE].append(b",".join(orjson.dumps(n) + value for n in failing))
+    feasible = b",".join(names[verdict.feasible()].tolist())
+    return b"".join((
+        b'{"Nodes":null,"NodeNames":[', feasible, b'],"FailedNodes":{', b",".join(groups[True]),
+        b'},"FailedAndUnresolvableNodes":{', b",".join(groups[False]), b'},"Error":""}',
+    ))
 
 
 def error_filter_result(message: str) -> dict[str, Any]:

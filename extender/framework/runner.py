@@ -35,44 +35,62 @@ MAX_NODE_SCORE = 100
 
 
 class FilterOutcome:
-    """Feasible names (request order) and the failing nodes with their statuses, kept
-    grouped by status (`failures`; the batch path's natural form and the wire's) or as
-    a name -> status map (`statuses`), each built from the other on first use.
-    `per_plugin` holds every plugin's failures when the run was asked to evaluate all
-    plugins (explain)."""
+    """Feasible names (request order) and the failing nodes with their statuses.
 
-    __slots__ = ("feasible_names", "per_plugin", "skipped", "error", "_failures", "_statuses")
+    The batch path leaves a `verdict` (vectors over the candidates), the map path a
+    name -> status map; `failures` (grouped by status, what the wire needs) and
+    `statuses` (a map, for explain and tests) are derived from either on first use, plus
+    failures added later (`extra`, e.g. unknown nodes). `per_plugin` holds every
+    plugin's failures when the run was asked to evaluate all plugins (explain)."""
+
+    __slots__ = ("per_plugin", "skipped", "error", "verdict", "extra", "_base_map", "_feasible",
+                 "_failures", "_statuses")
 
     def __init__(self) -> None:
-        self.feasible_names: list[str] = []
         self.per_plugin: dict[str, dict[str, Status]] = {}
         self.skipped: set[str] = set()
         self.error = ""
-        self._failures: verdicts.Failures | None = []
+        self.verdict: verdicts.Verdict | None = None
+        self.extra: verdicts.Failures = []
+        self._base_map: dict[str, Status] = {}
+        self._feasible: list[str] | None = []
+        self._failures: verdicts.Failures | None = None
         self._statuses: dict[str, Status] | None = None
+
+    @property
+    def feasible_names(self) -> list[str]:
+        if self._feasible is None:
+            self._feasible = self.verdict.feasible_names()
+        return self._feasible
 
     @property
     def failures(self) -> verdicts.Failures:
         if self._failures is None:
-            self._failures = verdicts.group(self._statuses or {})
+            base = self.verdict.failures() if self.verdict is not None else verdicts.group(self._base_map)
+            self._failures = base + self.extra
         return self._failures
 
     @property
     def statuses(self) -> dict[str, Status]:
         if self._statuses is None:
-            self._statuses = verdicts.as_map(self._failures or [])
+            if self.verdict is None and not self.extra:
+                self._statuses = self._base_map
+            else:
+                self._statuses = verdicts.as_map(self.failures)
         return self._statuses
 
-    def set_failures(self, failures: verdicts.Failures) -> None:
-        self._failures, self._statuses = failures, None
+    def set_verdict(self, verdict: verdicts.Verdict) -> None:
+        self.verdict, self._feasible, self._failures, self._statuses = verdict, None, None, None
 
-    def set_statuses(self, statuses: dict[str, Status]) -> None:
-        self._failures, self._statuses = None, statuses
+    def set_map(self, statuses: dict[str, Status], feasible: list[str]) -> None:
+        self.verdict, self._base_map, self._feasible = None, statuses, feasible
+        self._failures = self._statuses = None
 
     def add_failures(self, status: Status, names: list[str]) -> None:
         """More failing nodes (names not already failing), e.g. unknown ones."""
         if names:
-            self.set_failures([*self.failures, (status, names)])
+            self.extra.append((status, names))
+            self._failures = self._statuses = None
 
 
 @dataclass(slots=True)
@@ -206,8 +224,7 @@ class Framework:
             merged.update(fails)
         if "PreFilterResult" in out.per_plugin:
             merged.update(out.per_plugin["PreFilterResult"])
-        out.set_statuses(merged)
-        out.feasible_names = list(filterfalse(merged.__contains__, nodes.order))
+        out.set_map(merged, list(filterfalse(merged.__contains__, nodes.order)))
 
     def _filter_vectors(self, out, state, pod, nodes, rejected_all, allowed, restricting) -> None:
         """Failures as masks over the candidates per plugin (the batch path); plugins
@@ -233,8 +250,7 @@ class Framework:
             outside = nodes.names - allowed
             if outside:  # a PreFilterResult overrides every plugin's verdict
                 per_plugin.insert(0, [(_unsatisfied(", ".join(restricting)), nodes.mask_of(outside))])
-        out.feasible_names, failures = verdicts.overlay(per_plugin, nodes)
-        out.set_failures(failures)
+        out.set_verdict(verdicts.overlay(per_plugin, nodes))
 
     def _filter_one_plugin(self, plugin, state: CycleState, pod: Pod, nodes: NodeSet):
         """Failures of one plugin (name -> status); the plugin is the per_plugin key."""

@@ -37,17 +37,42 @@ def masks_of(fails: Mapping[str, Status], nodes: NodeSet) -> Masks:
     return [(status, nodes.mask_of(names)) for status, names in groups.items()]
 
 
-def overlay(per_plugin: Sequence[Masks], nodes: NodeSet) -> tuple[list[str], Failures]:
-    """Feasible names and failures, the earliest plugin's status winning per node."""
+class Verdict:
+    """Each candidate's final status as an index into `table` (-1: feasible)."""
+
+    __slots__ = ("nodes", "status_of", "table", "_used")
+
+    def __init__(self, nodes: NodeSet, status_of: np.ndarray, table: list[Status]) -> None:
+        self.nodes = nodes
+        self.status_of = status_of
+        self.table = table
+        self._used: list[int] | None = None
+
+    def groups(self) -> list[tuple[Status, np.ndarray]]:
+        """(status, mask of the candidates that end with it) for every status in use."""
+        if self._used is None:
+            self._used = np.unique(self.status_of[self.status_of >= 0]).tolist()
+        return [(self.table[i], self.status_of == i) for i in self._used]
+
+    def feasible(self) -> np.ndarray:
+        return self.status_of < 0
+
+    def feasible_names(self) -> list[str]:
+        return self.nodes.names_where(self.feasible())
+
+    def failures(self) -> Failures:
+        return [(status, self.nodes.names_where(mask)) for status, mask in self.groups()]
+
+
+def overlay(per_plugin: Sequence[Masks], nodes: NodeSet) -> Verdict:
+    """Overlay the plugins' masks, the earliest plugin's status winning per node."""
     status_of = np.full(len(nodes), -1, dtype=np.int32)
     table: list[Status] = []
     for masks in reversed(per_plugin):
         for status, mask in masks:
             status_of[mask] = len(table)
             table.append(status)
-    feasible = nodes.names_where(status_of < 0)
-    failures = [(table[i], nodes.names_where(status_of == i)) for i in np.unique(status_of[status_of >= 0]).tolist()]
-    return feasible, failures
+    return Verdict(nodes, status_of, table)
 
 
 def group(statuses: Mapping[str, Status]) -> Failures:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 from cachetools import LRUCache
 
 from extender.model import Node, Taint
@@ -49,6 +50,13 @@ def get_or_build(cache: LRUCache, lock: threading.Lock, key: Any, build: Callabl
         with lock:
             cache[key] = value
     return value
+
+
+def _object_array(items: list) -> np.ndarray:
+    """A 1-D object array of `items` (never reinterpreted as a 2-D or bytes array)."""
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
 
 
 class NodeIndex:
@@ -148,7 +156,7 @@ class NodeSet:
     with `names`, which is cheap in C.
     """
 
-    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates", "_position", "_order_array")
+    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates", "_position", "_order_array", "_json_names")
 
     def __init__(
         self,
@@ -176,11 +184,19 @@ class NodeSet:
         self.templates: dict[int, Any] | None = None
         self._position: dict[str, int] | None = None
         self._order_array: np.ndarray | None = None
+        self._json_names: np.ndarray | None = None
+
+    def json_names(self) -> np.ndarray:
+        """The candidates' names as JSON strings (bytes), an object array in request
+        order, encoded once per candidate set."""
+        if self._json_names is None:
+            self._json_names = _object_array(list(map(orjson.dumps, self.order)))
+        return self._json_names
 
     def names_where(self, mask: np.ndarray) -> list[str]:
         """The candidates' names where `mask` is set, in request order."""
         if self._order_array is None:
-            self._order_array = np.array(self.order, dtype=object)
+            self._order_array = _object_array(self.order)
         return self._order_array[mask].tolist()
 
     @property

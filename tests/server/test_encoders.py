@@ -1,0 +1,53 @@
+"""The template encoders (`filter_json`, `host_priority_json`) against the plain
+dict-plus-orjson encoding, on arbitrary names (escapes included) and verdicts."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from extender.api.wire import filter_json, filter_result, host_priority_json, host_priority_list
+from extender.framework import Code, Status
+from extender.framework.verdicts import Verdict
+from extender.state.nodeset import NodeSet
+
+STATUSES = [
+    Status(Code.UNSCHEDULABLE, ("node(s) didn't match pod topology spread constraints",)),
+    Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("node(s) had untolerated taint(s)",)),
+    Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ('a "quoted" \\ message\n',)),
+    Status(Code.UNSCHEDULABLE, ("ünïcode",)),
+]
+names_st = st.lists(st.text(min_size=1, max_size=12), min_size=0, max_size=40, unique=True)
+
+
+def shared_set(names: list[str]) -> NodeSet:
+    nodes = NodeSet(None, names=names, universe=NodeSet([]).universe)
+    nodes.templates = {}
+    return nodes
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=names_st, data=st.data())
+def test_filter_json_equals_the_dict_encoding(names, data):
+    nodes = shared_set(names)
+    status_of = np.array(data.draw(st.lists(st.integers(-1, len(STATUSES) - 1), min_size=len(names),
+                                            max_size=len(names))), dtype=np.int32)
+    verdict = Verdict(nodes, status_of, list(STATUSES))
+    extra = [(STATUSES[1], ["unknown \"x\""])] if data.draw(st.booleans()) else []
+    want = filter_result(verdict.feasible_names(), None, verdict.failures() + extra)
+    got = orjson.loads(filter_json(verdict, extra))
+    assert got == want
+    for field in ("FailedNodes", "FailedAndUnresolvableNodes"):
+        assert list(got[field]) == list(want[field])  # same key order too
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=names_st, data=st.data())
+def test_host_priority_json_equals_the_dict_encoding(names, data):
+    nodes = shared_set(names)
+    scores = data.draw(st.lists(st.integers(0, 10**6), min_size=len(names), max_size=len(names)))
+    for _ in range(2):  # the second call fills the cached template
+        got = orjson.loads(host_priority_json(nodes, np.array(scores, dtype=np.int64)))
+        assert got == host_priority_list(names, scores)
