@@ -12,13 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from extender.api.templates import filter_json, host_priority_json
 from extender.api.wire import (
     ExtenderArgs,
     encode,
     error_filter_result,
-    filter_json,
     filter_result,
-    host_priority_json,
     host_priority_list,
 )
 from extender.config import Config

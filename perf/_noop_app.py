@@ -1,6 +1,7 @@
 """A do-nothing extender: the HTTP floor on this machine.
 
-Same stack as `extender serve` (gunicorn gthread, one worker, Flask, orjson) but it
+Same stack as `extender serve` (gunicorn gthread, one worker, orjson; `raw_app` is the
+bare WSGI callable the verbs use, `app` the Flask variant) but it
 answers every filter with all candidates feasible and every prioritize with zeros.
 Its latency is what no engine optimisation can remove; the report shows it next to
 the real server so the gap is attributable. Run as

@@ -3,7 +3,7 @@
 In-process numbers isolate the engine from HTTP: `Extender.filter/prioritize` are
 called with ready-made `ExtenderArgs`, exactly what the server passes after decoding.
 The wire codec (`decode_args` + `encode`) is timed separately on the same requests so
-the HTTP overhead can be split into codec vs server (gunicorn + Flask) time.
+the HTTP overhead can be split into codec vs server (gunicorn + WSGI) time.
 
 Each pod is asked as kube-scheduler asks with `nodeCacheCapable: true`: `filter` with
 every node name, then `prioritize` with the names that passed (skipped, as upstream

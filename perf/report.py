@@ -150,7 +150,7 @@ def render_summary(report: dict[str, Any]) -> str:
         lines.append("")
     lines += [
         "Latencies in ms, p50 / p99. In-process = engine only; HTTP = client round trip; "
-        "no-op floor = same gunicorn/Flask/orjson stack answering all-feasible (no engine).",
+        "no-op floor = the same gunicorn + bare-WSGI + orjson stack answering all-feasible (no engine).",
         "",
         "| nodes | pods | in-proc filter | in-proc prioritize | HTTP filter | HTTP prioritize "
         "| HTTP pair | HTTP pair c=4 (pairs/s) | full-Nodes pair | speed-up | identical "

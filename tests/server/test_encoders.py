@@ -8,7 +8,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.api.wire import filter_json, filter_result, host_priority_json, host_priority_list
+from extender.api.templates import filter_json, host_priority_json
+from extender.api.wire import filter_result, host_priority_list
 from extender.framework import Code, Status
 from extender.framework.verdicts import Verdict
 from extender.state.nodeset import NodeSet
