@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from cachetools import LRUCache
 
 from extender.api.templates import filter_json, host_priority_json
 from extender.api.wire import (
@@ -32,6 +33,7 @@ from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
+from extender.state.nodeset import TEMPLATES
 
 log = logging.getLogger("extender.service")
 
@@ -105,7 +107,7 @@ class Extender:
 
     def _shared(self, snapshot: ClusterSnapshot, names: list[str] | None) -> Candidates:
         cands = self.resolve(snapshot, names, None)
-        cands.nodes.templates = {}  # reused by many requests: worth encoding templates
+        cands.nodes.templates = LRUCache(TEMPLATES)  # reused by many requests: worth templates
         return cands
 
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:

@@ -9,6 +9,9 @@ encoding.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import numpy as np
 import orjson
 
@@ -17,10 +20,34 @@ from extender.framework import Code
 from extender.framework.verdicts import Failures, Verdict
 from extender.state.nodeset import NodeSet
 
+_LOCK = threading.Lock()
+MAX_REMEMBERED_ANSWER = 512 << 10  # bytes; larger answers are written, not remembered
+
+
+def remembered(nodes: NodeSet, key: tuple, write: Callable[[], bytes]) -> bytes:
+    """An answer remembered with its candidate set by the exact result it encodes
+    (pods of one workload get the same verdict or scores while the snapshot stands),
+    so only the encoding is skipped, never a computation."""
+    with _LOCK:
+        hit = nodes.templates.get(key)
+    if hit is None:
+        hit = write()
+        if len(hit) <= MAX_REMEMBERED_ANSWER:
+            with _LOCK:
+                nodes.templates[key] = hit
+    return hit
+
 
 def filter_json(verdict: Verdict, extra: Failures = ()) -> bytes:
     """`filter_result` of a batch verdict as JSON, joined from the candidate set's
     pre-encoded names: per status group, `"a":M,"b":M` is one C-level join."""
+    if extra:
+        return _filter_json(verdict, extra)
+    key = ("filter", verdict.status_of.tobytes(), tuple((s.code, s.msg) for s in verdict.table))
+    return remembered(verdict.nodes, key, lambda: _filter_json(verdict, extra))
+
+
+def _filter_json(verdict: Verdict, extra: Failures) -> bytes:
     names = verdict.nodes.json_names()
     groups: dict[bool, list[bytes]] = {True: [], False: []}  # Unschedulable?
     for status, mask in verdict.groups():
@@ -48,10 +75,17 @@ def host_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
     width are padded with spaces before the digits (`"Score": 7`), which JSON allows."""
     if nodes.templates is None or (len(scores) and int(scores.min()) < 0):
         return encode(host_priority_list(nodes.order, scores.tolist()))
+    return remembered(nodes, ("prioritize", scores.tobytes()), lambda: _fill(nodes, scores))
+
+
+def _fill(nodes: NodeSet, scores: np.ndarray) -> bytes:
     width = len(str(int(scores.max()))) if len(scores) else 1
-    template = nodes.templates.get(width)
+    with _LOCK:
+        template = nodes.templates.get(("width", width))
     if template is None:
-        template = nodes.templates[width] = _template(nodes.order, width)
+        template = _template(nodes.order, width)
+        with _LOCK:
+            nodes.templates[("width", width)] = template
     text, offsets = template
     out = text.copy()
     for i in range(width):

@@ -20,6 +20,7 @@ from cachetools import LRUCache
 from extender.model import Node, Taint
 
 CANDIDATE_SETS = 32  # distinct NodeNames lists remembered per snapshot (~0.5 MB each at 5k)
+TEMPLATES = 12  # encoder templates and remembered answers per candidate set (<= 512 KiB each)
 TaintGroups = dict[tuple[Taint, ...], list[Node]]
 LabelIndex = dict[str, dict[str, set[str]]]
 
@@ -179,9 +180,9 @@ class NodeSet:
         self.universe = universe
         self._taint_groups: TaintGroups | None = None
         self._uidx: np.ndarray | None = None
-        # The wire encoder's output templates, per score width; None: this set serves a
-        # single request, not worth a template (see `api.wire.host_priority_json`).
-        self.templates: dict[int, Any] | None = None
+        # The wire encoder's templates and remembered answers (`api.templates`); None:
+        # this set serves a single request, not worth templates.
+        self.templates: LRUCache | None = None
         self._position: dict[str, int] | None = None
         self._order_array: np.ndarray | None = None
         self._json_names: np.ndarray | None = None

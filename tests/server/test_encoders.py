@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import orjson
+from cachetools import LRUCache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,7 +13,7 @@ from extender.api.templates import filter_json, host_priority_json
 from extender.api.wire import filter_result, host_priority_list
 from extender.framework import Code, Status
 from extender.framework.verdicts import Verdict
-from extender.state.nodeset import NodeSet
+from extender.state.nodeset import TEMPLATES, NodeSet
 
 STATUSES = [
     Status(Code.UNSCHEDULABLE, ("node(s) didn't match pod topology spread constraints",)),
@@ -25,7 +26,7 @@ names_st = st.lists(st.text(min_size=1, max_size=12), min_size=0, max_size=40, u
 
 def shared_set(names: list[str]) -> NodeSet:
     nodes = NodeSet(None, names=names, universe=NodeSet([]).universe)
-    nodes.templates = {}
+    nodes.templates = LRUCache(TEMPLATES)
     return nodes
 
 
@@ -40,6 +41,7 @@ def test_filter_json_equals_the_dict_encoding(names, data):
     want = filter_result(verdict.feasible_names(), None, verdict.failures() + extra)
     got = orjson.loads(filter_json(verdict, extra))
     assert got == want
+    assert filter_json(verdict, extra) == filter_json(verdict, extra)  # remembered: same bytes
     for field in ("FailedNodes", "FailedAndUnresolvableNodes"):
         assert list(got[field]) == list(want[field])  # same key order too
 
@@ -52,3 +54,18 @@ def test_host_priority_json_equals_the_dict_encoding(names, data):
     for _ in range(2):  # the second call fills the cached template
         got = orjson.loads(host_priority_json(nodes, np.array(scores, dtype=np.int64)))
         assert got == host_priority_list(names, scores)
+
+
+def test_remembered_answers_follow_the_result_not_the_candidate_set():
+    nodes = shared_set(["a", "b", "c"])
+    for scores in ([1, 2, 3], [3, 2, 1], [1, 2, 3], [0, 0, 10]):
+        got = orjson.loads(host_priority_json(nodes, np.array(scores, dtype=np.int64)))
+        assert [e["Score"] for e in got] == scores
+    for status_of in ([-1, 0, 1], [1, 0, -1], [-1, 0, 1], [-1, -1, -1]):
+        verdict = Verdict(nodes, np.array(status_of, dtype=np.int32), list(STATUSES))
+        assert orjson.loads(filter_json(verdict)) == filter_result(verdict.feasible_names(), None,
+                                                                   verdict.failures())
+    # Same codes, other messages: a different answer.
+    other = [Status(s.code, ("other " + s.msg,)) for s in STATUSES]
+    verdict = Verdict(nodes, np.array([0, 0, 0], dtype=np.int32), other)
+    assert orjson.loads(filter_json(verdict))["FailedNodes"] == dict.fromkeys("abc", "other " + STATUSES[0].msg)
