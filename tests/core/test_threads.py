@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from conftest import EXAMPLES, example_pod, make_extender
-
 import orjson
+from conftest import EXAMPLES, example_pod, make_extender
 
 from extender.api.wire import ExtenderArgs, decode_args
 
