@@ -5,6 +5,12 @@ A `NodeSet` built from a cluster snapshot shares the snapshot's precomputed inde
 full `Nodes` list computes them lazily, once per request. Plugins ask for groups and
 sets instead of looping over nodes, so a 5,000-node request costs
 O(distinct taint sets + set operations) rather than O(nodes x plugins) Python calls.
+
+Per-node answers travel as numpy vectors: a `NodeIndex` (the universe) turns name sets
+and label values into masks and codes over its nodes, and a `NodeSet` gathers universe
+vectors into request order (`uidx`). A NodeSet resolved from a NodeNames list is shared
+by every request that sends the same list (`NodeIndex.candidates`), so its lazily built
+arrays and the wire encoder's templates are paid for once.
 """
 
 from __future__ import annotations
