@@ -12,7 +12,9 @@ from extender.config import SETTINGS, ConfigError, build_config, env_name, flag_
 HELP = {
     "listen": "address to serve on, HOST:PORT (default 0.0.0.0:8888)",
     "workers": "gunicorn worker processes (default 1)",
-    "threads": "threads per worker, gthread (default 4)",
+    "threads": "threads per worker for requests not answered on its event loop (default 4)",
+    "worker_class": "inline (gthread answering complete small requests on its event loop; "
+    "default) or gthread (gunicorn's own)",
     "cluster": "cluster dump: kind: List / multi-document YAML / JSON (default: bundled example)",
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
@@ -25,7 +27,7 @@ HELP = {
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
 }
 
-SERVE_ONLY = ("listen", "workers", "threads", "max_body_bytes", "reload_interval")
+SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval")
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:

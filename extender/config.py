@@ -21,6 +21,7 @@ from extender.model.parse import DEFAULT_ANNOTATION_PREFIX
 from extender.scoring import DEFAULT_WEIGHTS, SCORE_MODES
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+WORKER_CLASSES = ("inline", "gthread")
 KNOWN_PLUGINS = tuple(DEFAULT_WEIGHTS) + ("NodeUnschedulable",)
 
 
@@ -37,6 +38,7 @@ class Config:
     listen: str = "0.0.0.0:8888"
     workers: int = 1
     threads: int = 4
+    worker_class: str = "inline"
     cluster: str = field(default_factory=bundled_cluster)
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
     feature_gates: FeatureGates = FeatureGates()
@@ -144,6 +146,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "listen": ("listen", _listen),
     "workers": ("workers", _int_at_least(1)),
     "threads": ("threads", _int_at_least(1)),
+    "worker_class": ("workerClass", _choice(WORKER_CLASSES)),
     "cluster": ("cluster", _str),
     "annotation_prefix": ("annotationPrefix", _prefix),
     "feature_gates": ("featureGates", _gates),

@@ -1,11 +1,11 @@
 """A do-nothing extender: the HTTP floor on this machine.
 
-Same stack as `extender serve` (gunicorn gthread, one worker, orjson; `raw_app` is the
+Same stack as `extender serve` (gunicorn with `InlineWorker`, one worker, orjson; `raw_app` is the
 bare WSGI callable the verbs use, `app` the Flask variant) but it
 answers every filter with all candidates feasible and every prioritize with zeros.
 Its latency is what no engine optimisation can remove; the report shows it next to
 the real server so the gap is attributable. Run as
-`gunicorn perf._noop_app:app -k gthread -w 1 --threads 4 -b 127.0.0.1:PORT`.
+`gunicorn perf._noop_app:raw_app -k extender.server.worker.InlineWorker -w 1 -b 127.0.0.1:PORT`.
 """
 
 from __future__ import annotations

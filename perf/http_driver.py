@@ -27,7 +27,10 @@ from typing import Any
 import orjson
 import psutil
 
+from extender.server.launcher import WORKER_CLASSES
 from perf.stats import stalls, summarize
+
+INLINE_WORKER = WORKER_CLASSES["inline"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,14 +59,14 @@ class Server:
     noop: bool = False  # perf._noop_app instead of the extender: the HTTP floor
     # The floor runs the product's own stack: gunicorn plus a bare WSGI callable (the
     # verbs bypass Flask); `perf._noop_app:app` is the Flask variant (`whatif --floor`).
-    noop_target: str = "perf._noop_app:raw_app"
+    noop_target: str = "perf._noop_app:raw_app"  # served by the product's worker class
     port: int = 0
     proc: subprocess.Popen | None = None
     cold_start_s: float | None = None
 
     def command(self) -> list[str]:
         if self.noop:
-            return [sys.executable, "-m", "gunicorn", self.noop_target, "-k", "gthread",
+            return [sys.executable, "-m", "gunicorn", self.noop_target, "-k", INLINE_WORKER,
                     "-w", str(self.workers), "--threads", str(self.threads), "--keep-alive", "75",
                     "-b", f"127.0.0.1:{self.port}", "--log-level", "warning"]
         return [extender_bin(), "serve", "--cluster", str(self.cluster),

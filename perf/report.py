@@ -128,7 +128,7 @@ def render_summary(report: dict[str, Any]) -> str:
     lines = [f"### Extender performance ({report['mode']} run)", ""]
     lines.append(f"Machine: {meta.get('cpu')} ({meta.get('cpus')} CPUs, {meta.get('memory_gb')} GB), "
                  f"{meta.get('platform')}, Python {meta.get('python')}; {meta.get('date_utc')}. "
-                 "One gunicorn worker (gthread, 4 threads), loopback HTTP, keep-alive client.")
+                 "One gunicorn worker (`InlineWorker`, 4 pool threads), loopback HTTP, keep-alive client.")
     lines.append("")
     bar = report.get("bar") or {}
     if bar:

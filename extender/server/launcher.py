@@ -1,4 +1,5 @@
-"""Start gunicorn in-process with our defaults (gthread workers, TCP_NODELAY).
+"""Start gunicorn in-process with our defaults (`InlineWorker`, gthread answering
+complete small requests on its event loop; gunicorn sets TCP_NODELAY on TCP listeners).
 
 Prometheus multiprocess mode (`extender.server.multiproc`) is switched on before any
 metric is created, so that `/metrics` aggregates every worker; a dead worker's live
@@ -13,6 +14,8 @@ from gunicorn.app.base import BaseApplication
 
 from extender.config import Config
 from extender.logs import gunicorn_logconfig
+
+WORKER_CLASSES = {"inline": "extender.server.worker.InlineWorker", "gthread": "gthread"}
 
 if TYPE_CHECKING:
     from extender.state.source import FileSource
@@ -35,7 +38,7 @@ class ExtenderServer(BaseApplication):
             "bind": c.listen,
             "workers": c.workers,
             "threads": c.threads,
-            "worker_class": "gthread",
+            "worker_class": WORKER_CLASSES[c.worker_class],
             "timeout": 30,
             "graceful_timeout": 10,
             "keepalive": 75,

@@ -1,75 +1,25 @@
-"""End-to-end against a real `extender serve` (gunicorn, two gthread workers)."""
+"""End-to-end against a real `extender serve` (gunicorn, two workers)."""
 
 from __future__ import annotations
 
-import http.client
-import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 import time
 
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
+from live import NAMES, request, start, stop
 
 pytestmark = pytest.mark.gunicorn
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _request(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
-def _start(cluster, *flags: str, tmpdir=None) -> tuple[int, subprocess.Popen]:
-    """`extender serve` on a free loopback port, without a preset PROMETHEUS_MULTIPROC_DIR
-    (`serve` must set up multiprocess metrics itself); returns once /readyz answers 200."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    if tmpdir is not None:
-        env["TMPDIR"] = str(tmpdir)
-    cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(cluster),
-           "--listen", f"127.0.0.1:{port}", *flags]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if _request(port, "GET", "/readyz")[0] == 200:
-                return port, proc
-        except OSError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(f"server did not become ready: {proc.stderr.read().decode()[-2000:]}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
 @pytest.fixture(scope="module")
 def server():
-    port, proc = _start(EXAMPLES / "cluster.yaml", "--workers", "2", "--threads", "2",
-                        "--max-body-bytes", "100000", "--log-level", "warning")
+    port, proc = start(EXAMPLES / "cluster.yaml", "--workers", "2", "--threads", "2",
+                       "--max-body-bytes", "100000", "--log-level", "warning")
     yield port, proc
-    _stop(proc)
+    stop(proc)
 
 
 def _metric(text: str, name: str, **labels: str) -> float:
@@ -83,7 +33,6 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
-NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]
 
 
 def test_filter_and_prioritize_over_gunicorn_and_metrics_across_workers(server):
@@ -91,14 +40,14 @@ def test_filter_and_prioritize_over_gunicorn_and_metrics_across_workers(server):
     body = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
     rounds = 20
     for _ in range(rounds):
-        status, data = _request(port, "POST", "/filter", body)
+        status, data = request(port, "POST", "/filter", body)
         assert status == 200
         assert orjson.loads(data)["NodeNames"] == ["od-a1", "od-b1", "spot-a1", "spot-b1"]
-        status, data = _request(port, "POST", "/prioritize", body)
+        status, data = request(port, "POST", "/prioritize", body)
         assert status == 200
         assert {h["Host"] for h in orjson.loads(data)} == set(NAMES)
 
-    status, text = _request(port, "GET", "/metrics")
+    status, text = request(port, "GET", "/metrics")
     assert status == 200
     text = text.decode()
     # Requests were spread over two worker processes; the counters must add up.
@@ -118,38 +67,38 @@ def test_filter_and_prioritize_over_gunicorn_and_metrics_across_workers(server):
 
 def test_bad_requests_over_gunicorn(server):
     port, _ = server
-    assert _request(port, "POST", "/filter", b"{oops")[0] == 400
-    status, data = _request(port, "POST", "/filter", b"x" * 200_000)
+    assert request(port, "POST", "/filter", b"{oops")[0] == 400
+    status, data = request(port, "POST", "/filter", b"x" * 200_000)
     assert status == 413
     assert b"exceeds the limit" in data
-    status, data = _request(port, "POST", "/filter", b'{"NodeNames": []}')
+    status, data = request(port, "POST", "/filter", b'{"NodeNames": []}')
     assert status == 200
     assert orjson.loads(data)["Error"]
     # and the server keeps serving
-    assert _request(port, "GET", "/healthz") == (200, b"ok")
+    assert request(port, "GET", "/healthz") == (200, b"ok")
 
 
 def test_sighup_reloads_the_cluster_file_in_every_worker(tmp_path):
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text((EXAMPLES / "cluster.yaml").read_text())
-    port, proc = _start(cluster, "--workers", "2", "--reload-interval", "0", "--log-level", "info")
+    port, proc = start(cluster, "--workers", "2", "--reload-interval", "0", "--log-level", "info")
     try:
         body = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["new-node"]})
-        assert orjson.loads(_request(port, "POST", "/filter", body)[1])["NodeNames"] == []
+        assert orjson.loads(request(port, "POST", "/filter", body)[1])["NodeNames"] == []
         cluster.write_text(cluster.read_text() + "\n---\napiVersion: v1\nkind: Node\nmetadata: {name: new-node}\n")
         proc.send_signal(signal.SIGHUP)
         consecutive = 0  # both workers must answer from the new file, many times in a row
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and consecutive < 10:
             try:
-                names = orjson.loads(_request(port, "POST", "/filter", body)[1])["NodeNames"]
+                names = orjson.loads(request(port, "POST", "/filter", body)[1])["NodeNames"]
             except (OSError, ValueError):
                 names = None
             consecutive = consecutive + 1 if names == ["new-node"] else 0
             time.sleep(0.05)
         assert consecutive == 10, "workers did not all serve the reloaded file after SIGHUP"
     finally:
-        _stop(proc)
+        stop(proc)
     lines = [line for line in proc.stderr.read().decode().splitlines() if line.strip()]
     records = [orjson.loads(line) for line in lines]  # every line is a JSON object
     messages = [r["msg"] for r in records]
@@ -158,14 +107,14 @@ def test_sighup_reloads_the_cluster_file_in_every_worker(tmp_path):
 
 
 def test_serve_removes_the_metrics_directory_it_created(tmp_path):
-    port, proc = _start(EXAMPLES / "cluster.yaml", "--workers", "2", "--log-level", "warning",
+    port, proc = start(EXAMPLES / "cluster.yaml", "--workers", "2", "--log-level", "warning",
                         tmpdir=tmp_path)
     try:
         (created,) = tmp_path.glob("extender-metrics-*")
         body = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["od-a1"]})
-        assert _request(port, "POST", "/filter", body)[0] == 200
+        assert request(port, "POST", "/filter", body)[0] == 200
         assert any(created.glob("*.db")), "workers write their samples there"
     finally:
-        _stop(proc)
+        stop(proc)
     assert proc.returncode is not None
     assert not created.exists()

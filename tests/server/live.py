@@ -1,0 +1,59 @@
+"""A real `extender serve` process on a free loopback port, for end-to-end tests."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]  # examples/cluster.yaml
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def start(cluster, *flags: str, tmpdir=None) -> tuple[int, subprocess.Popen]:
+    """`extender serve` on a free loopback port, without a preset PROMETHEUS_MULTIPROC_DIR
+    (`serve` must set up multiprocess metrics itself); returns once /readyz answers 200."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+    cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(cluster),
+           "--listen", f"127.0.0.1:{port}", *flags]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if request(port, "GET", "/readyz")[0] == 200:
+                return port, proc
+        except OSError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"server did not become ready: {proc.stderr.read().decode()[-2000:]}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()

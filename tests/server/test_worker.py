@@ -1,0 +1,224 @@
+"""`InlineWorker`: which requests it answers on its event loop, and end to end that every
+kind of request still gets gthread's answer (pipelines, split and half-closed requests,
+chunked and Expect bodies, oversized bodies, slow clients, many connections)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import orjson
+import pytest
+from conftest import EXAMPLES, example_pod
+from live import NAMES, request, start, stop
+
+from extender.server.worker import (
+    ELSEWHERE,
+    INCOMPLETE,
+    INLINE_MAX_BYTES,
+    MAX_HEAD_BYTES,
+    inline_request_size,
+)
+
+BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
+FEASIBLE = ["od-a1", "od-b1", "spot-a1", "spot-b1"]
+
+
+def post(body: bytes = BODY, path: str = "/filter", extra: bytes = b"") -> bytes:
+    return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + extra + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+# --- which requests are answered inline ------------------------------------------------
+
+HEAD = b"POST /filter HTTP/1.1\r\nHost: x\r\n"
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (post(b"{}"), len(post(b"{}"))),
+    (post(b"{}") + b"GET /healthz HTTP/1.1\r\n", len(post(b"{}"))),  # pipelined: first only
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 34),  # no body
+    (b"GET /healthz HTTP/1.0\r\n\r\n", 25),
+    (post(b"{}")[:-1], INCOMPLETE),  # body not all here
+    (HEAD, INCOMPLETE),  # head not all here
+    (b"", INCOMPLETE),
+    (HEAD + b"content-length: 2\r\n\r\n{}", len(HEAD) + 23),  # names are case-insensitive
+    (HEAD + b"Content-Length:2\r\n\r\n{}", len(HEAD) + 22),
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", ELSEWHERE),
+    (HEAD + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n", ELSEWHERE),
+    (HEAD + b"Upgrade: h2c\r\n\r\n", ELSEWHERE),
+    (HEAD + b"Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),
+    (HEAD + b"Content-Length: -2\r\n\r\n{}", ELSEWHERE),
+    (HEAD + b"Content-Length: 0x2\r\n\r\n{}", ELSEWHERE),
+    (HEAD + b"Content-Length : 2\r\n\r\n{}", ELSEWHERE),  # space before the colon
+    (HEAD + b"X-A: 1\r\n  folded\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),
+    (HEAD + b"No colon\r\n\r\n", ELSEWHERE),
+    (HEAD + "Ä: 1\r\n\r\n".encode(), ELSEWHERE),
+    (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ELSEWHERE),  # HTTP/2 preface
+    (b"\r\nGET / HTTP/1.1\r\n\r\n", ELSEWHERE),
+    (HEAD + b"Content-Length: %d\r\n\r\n" % INLINE_MAX_BYTES, ELSEWHERE),  # too big to hold
+    (b"GET /" + b"a" * MAX_HEAD_BYTES, ELSEWHERE),  # no head end in sight
+])
+def test_inline_request_size(data, expected):
+    assert inline_request_size(data) == expected
+    assert inline_request_size(bytearray(data)) == expected
+
+
+# --- end to end ------------------------------------------------------------------------
+
+def read_response(sock: socket.socket, pending: bytearray) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 response with a Content-Length body; bytes after it stay in `pending`."""
+    while b"\r\n\r\n" not in pending:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed mid-response: {bytes(pending)!r}"
+        pending += chunk
+    head, _, rest = bytes(pending).partition(b"\r\n\r\n")
+    status_line, *lines = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    size = int(headers.get("content-length", "0"))  # none on 100 Continue
+    while len(rest) < size:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed mid-body"
+        rest += chunk
+    pending[:] = rest[size:]
+    return int(status_line.split()[1]), headers, rest[:size]
+
+
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+@pytest.fixture(scope="module", params=["inline", "gthread"])
+def server(request):
+    port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", request.param,
+                       "--max-body-bytes", str(2 * INLINE_MAX_BYTES), "--log-level", "warning")
+    yield port
+    stop(proc)
+
+
+def test_keep_alive_requests_on_one_connection(server):
+    with connect(server) as sock:
+        pending = bytearray()
+        for _ in range(30):
+            sock.sendall(post())
+            status, _, body = read_response(sock, pending)
+            assert status == 200
+            assert orjson.loads(body)["NodeNames"] == FEASIBLE
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    with connect(server) as sock:
+        sock.sendall(post() + post(path="/prioritize") + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                     + post() * 20)
+        pending = bytearray()
+        assert orjson.loads(read_response(sock, pending)[2])["NodeNames"] == FEASIBLE
+        assert {h["Host"] for h in orjson.loads(read_response(sock, pending)[2])} == set(NAMES)
+        assert read_response(sock, pending)[2] == b"ok"
+        for _ in range(20):  # more than one burst
+            assert orjson.loads(read_response(sock, pending)[2])["NodeNames"] == FEASIBLE
+
+
+def test_a_request_arriving_in_pieces(server):
+    data = post()
+    with connect(server) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for cut in (5, 40, len(data) - 10, len(data) - 1):  # inside the head, then the body
+            sock.sendall(data[:cut])
+            threading.Event().wait(0.05)
+            sock.sendall(data[cut:])
+            status, _, body = read_response(sock, bytearray())
+            assert status == 200
+            assert orjson.loads(body)["NodeNames"] == FEASIBLE
+
+
+def test_a_half_closed_client_still_gets_its_answer(server):
+    with connect(server) as sock:
+        sock.sendall(post())
+        sock.shutdown(socket.SHUT_WR)
+        status, _, body = read_response(sock, bytearray())
+        assert status == 200
+        assert orjson.loads(body)["NodeNames"] == FEASIBLE
+
+
+def test_connection_close_is_honoured(server):
+    with connect(server) as sock:
+        sock.sendall(post(extra=b"Connection: close\r\n"))
+        pending = bytearray()
+        assert read_response(sock, pending)[0] == 200
+        assert sock.recv(10) == b""  # the server closed
+
+
+@pytest.mark.parametrize("framing", ["chunked", "expect"])
+def test_bodies_the_pool_reads(server, framing):
+    with connect(server) as sock:
+        if framing == "chunked":
+            sock.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         + b"%x\r\n" % len(BODY) + BODY + b"\r\n0\r\n\r\n")
+        else:
+            sock.sendall(post(extra=b"Expect: 100-continue\r\n"))
+        pending = bytearray()
+        status, _, body = read_response(sock, pending)
+        if status == 100:
+            status, _, body = read_response(sock, pending)
+        assert status == 200
+        assert orjson.loads(body)["NodeNames"] == FEASIBLE
+        sock.sendall(post())  # and the connection goes on
+        assert orjson.loads(read_response(sock, pending)[2])["NodeNames"] == FEASIBLE
+
+
+def test_a_body_larger_than_inline_requests_is_still_answered(server):
+    padded = BODY[:-1] + b',"Padding":"' + b"x" * INLINE_MAX_BYTES + b'"}'
+    status, data = request(server, "POST", "/filter", padded)
+    assert status == 200
+    assert orjson.loads(data)["NodeNames"] == FEASIBLE
+    status, data = request(server, "POST", "/filter", b"x" * (2 * INLINE_MAX_BYTES + 1))
+    assert status == 413
+    assert b"exceeds the limit" in data
+
+
+def test_malformed_requests_get_4xx_and_the_server_keeps_serving(server):
+    for junk, code in ((b"NOT HTTP AT ALL\r\n\r\n", 400),
+                       (b"POST /filter HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
+                       (b"GET /" + b"a" * 10_000 + b" HTTP/1.1\r\n\r\n", 414)):
+        with connect(server) as sock:
+            sock.sendall(junk)
+            assert read_response(sock, bytearray())[0] == code
+    assert request(server, "GET", "/healthz") == (200, b"ok")
+
+
+@pytest.mark.parametrize("server", ["inline"], indirect=True)  # gthread's threads would wait
+def test_a_stalled_client_does_not_hold_up_others(server):
+    stalled = [connect(server) for _ in range(8)]  # more than the pool's threads
+    try:
+        for i, sock in enumerate(stalled):
+            sock.sendall(post()[: 10 + 30 * i])  # heads and bodies cut short
+        for _ in range(5):
+            status, data = request(server, "POST", "/filter", BODY)
+            assert status == 200
+            assert orjson.loads(data)["NodeNames"] == FEASIBLE
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+def test_many_connections_at_once(server):
+    errors: list[str] = []
+
+    def client() -> None:
+        try:
+            with connect(server) as sock:
+                pending = bytearray()
+                for _ in range(10):
+                    sock.sendall(post())
+                    status, _, body = read_response(sock, pending)
+                    if status != 200 or orjson.loads(body)["NodeNames"] != FEASIBLE:
+                        errors.append(f"{status} {body[:100]!r}")
+        except Exception as exc:  # collected, asserted below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=client) for _ in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
