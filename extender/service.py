@@ -7,13 +7,21 @@ knows about HTTP; nothing in the plugins knows about the wire format.
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from cachetools import LRUCache
 
-from extender.api.templates import filter_json, host_priority_json
+from extender import metrics
+from extender.api.templates import (
+    MAX_REMEMBERED_ANSWER,
+    filter_json,
+    host_priority_json,
+)
 from extender.api.wire import (
     ExtenderArgs,
     encode,
@@ -24,7 +32,9 @@ from extender.api.wire import (
 from extender.config import Config
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
-from extender.framework.status import unschedulable
+from extender.framework.runner import record_evaluations
+from extender.framework.shape import pod_shape
+from extender.framework.status import Code, unschedulable
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, node_from_dict, pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
@@ -33,7 +43,7 @@ from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
-from extender.state.nodeset import TEMPLATES
+from extender.state.nodeset import new_templates
 
 log = logging.getLogger("extender.service")
 
@@ -41,6 +51,13 @@ class ScoringError(RuntimeError):
     """A score plugin failed (e.g. a broken preferred term fails PreScore upstream)."""
 
 
+# Answers per (candidate list, verb, pod shape), per snapshot (see remembered_answer).
+SHAPE_ANSWERS = "shape-answers"
+SHAPE_ANSWER_BYTES = 32 << 20
+_SHAPE_LOCK = threading.Lock()
+# kube-scheduler sends the same Pod bytes to filter and then prioritize: parsed once.
+PARSED_PODS = 256
+MAX_PARSED_POD_KEY = 64 << 10  # larger bodies are parsed every time, never held
 ERR_UNKNOWN_NODE = "node not found in the extender's cluster state"
 UNKNOWN_NODE = unschedulable(ERR_UNKNOWN_NODE)
 
@@ -61,7 +78,10 @@ class Candidates:
 
 
 class Extender:
-    def __init__(self, config: Config, source: ClusterSource, cel: Any = None, fast: bool = True) -> None:
+    def __init__(
+        self, config: Config, source: ClusterSource, cel: Any = None, fast: bool = True,
+        remember_answers: bool = True,
+    ) -> None:
         if cel is None:
             from extender.cel import CelCache
 
@@ -71,11 +91,24 @@ class Extender:
         self.cel = cel
         self.handle = Handle(config.feature_gates, cel, config.plugin_args)
         self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
+        self._parsed: LRUCache = LRUCache(PARSED_PODS)  # request bytes -> Pod (frozen)
+        self._parsed_lock = threading.Lock()
+        self.remember_answers = remember_answers and fast  # per pod shape, see remembered_answer
 
     # --- building blocks -----------------------------------------------------------
 
-    def parse_pod(self, raw: dict[str, Any]) -> Pod:
-        return pod_from_dict(raw, self.config.annotation_prefix)
+    def parse_pod(self, raw: dict[str, Any], key: bytes | None = None) -> Pod:
+        """The Pod model; with `key` (the request body without its NodeNames), parsed
+        once for the filter and prioritize calls kube-scheduler makes for one pod."""
+        if key is None or len(key) > MAX_PARSED_POD_KEY:
+            return pod_from_dict(raw, self.config.annotation_prefix)
+        with self._parsed_lock:
+            pod = self._parsed.get(key)
+        if pod is None:
+            pod = pod_from_dict(raw, self.config.annotation_prefix)
+            with self._parsed_lock:
+                self._parsed[key] = pod
+        return pod
 
     def resolve(
         self, snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict] | None,
@@ -107,11 +140,11 @@ class Extender:
 
     def _shared(self, snapshot: ClusterSnapshot, names: list[str] | None) -> Candidates:
         cands = self.resolve(snapshot, names, None)
-        cands.nodes.templates = LRUCache(TEMPLATES)  # reused by many requests: worth templates
+        cands.nodes.templates = new_templates()  # reused by many requests: worth templates
         return cands
 
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:
-        state = CycleState()
+        state = CycleState(record_plugin_metrics=metrics.sample_plugin_metrics())
         state.write(SNAPSHOT_KEY, snapshot)
         if explain:
             state.write("explain", True)
@@ -131,12 +164,16 @@ class Extender:
 
     # --- the two verbs ---------------------------------------------------------------
 
+    def _inputs(self, args: ExtenderArgs) -> tuple[ClusterSnapshot, Pod, Candidates]:
+        """The snapshot, the pod and the candidates; ModelError for invalid arguments."""
+        snapshot = self.source.snapshot()
+        pod = self.parse_pod(args.pod, args.pod_key)
+        return snapshot, pod, self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
+
     def _filtered(self, args: ExtenderArgs) -> tuple[Candidates, FilterOutcome] | dict[str, Any]:
         """The filter outcome, or an ExtenderFilterResult carrying the error."""
-        snapshot = self.source.snapshot()
         try:
-            pod = self.parse_pod(args.pod)
-            cands = self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
+            snapshot, pod, cands = self._inputs(args)
         except ModelError as exc:
             return error_filter_result(str(exc))
         outcome = self.run_filter(self.new_state(snapshot), pod, cands)
@@ -164,9 +201,7 @@ class Extender:
         Raises ModelError for invalid arguments and ScoringError when scoring itself
         fails (the server answers 400 / 500; kube-scheduler logs and ignores any
         prioritize failure)."""
-        snapshot = self.source.snapshot()
-        pod = self.parse_pod(args.pod)
-        cands = self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
+        snapshot, pod, cands = self._inputs(args)
         outcome, scores = self.run_score(self.new_state(snapshot), pod, cands.nodes)
         if outcome.error:
             raise ScoringError(outcome.error)
@@ -183,19 +218,65 @@ class Extender:
     def filter_bytes(self, args: ExtenderArgs) -> bytes:
         """`filter`'s ExtenderFilterResult as JSON (the HTTP server's entry point); a
         batch verdict over a candidate set that serves many requests is written from
-        the set's pre-encoded names, without a dict per node."""
-        answer = self._filtered(args)
-        if isinstance(answer, dict):
-            return encode(answer)
-        cands, outcome = answer
+        the set's pre-encoded names, without a dict per node, once per pod shape."""
+        try:
+            snapshot, pod, cands = self._inputs(args)
+        except ModelError as exc:
+            return encode(error_filter_result(str(exc)))
+        return self.remembered_answer("Filter", snapshot, pod, cands, self._filter_bytes)
+
+    def _filter_bytes(self, state: CycleState, pod: Pod, cands: Candidates) -> tuple[bytes, bool]:
+        outcome = self.run_filter(state, pod, cands)
+        if outcome.error:
+            log.error("filter failed", extra={"pod": pod.key, "error": outcome.error})
+            return encode(error_filter_result(outcome.error)), False
         if outcome.verdict is not None and cands.nodes.templates is not None:
-            return filter_json(outcome.verdict, outcome.extra)
-        return encode(self._filter_result(cands, outcome))
+            return filter_json(outcome.verdict, outcome.extra), True
+        return encode(self._filter_result(cands, outcome)), True
 
     def prioritize_bytes(self, args: ExtenderArgs) -> bytes:
         """`prioritize`'s HostPriorityList as JSON (the HTTP server's entry point),
-        written into a per-candidate-list template without a dict per host."""
-        return host_priority_json(*self.prioritize_vector(args))
+        written into a per-candidate-list template without a dict per host, once per
+        pod shape."""
+        snapshot, pod, cands = self._inputs(args)
+        return self.remembered_answer("Score", snapshot, pod, cands, self._prioritize_bytes)
+
+    def _prioritize_bytes(self, state: CycleState, pod: Pod, cands: Candidates) -> tuple[bytes, bool]:
+        outcome, scores = self.run_score(state, pod, cands.nodes)
+        if outcome.error:
+            raise ScoringError(outcome.error)
+        return host_priority_json(cands.nodes, scores), True
+
+    def remembered_answer(
+        self, point: str, snapshot: ClusterSnapshot, pod: Pod, cands: Candidates,
+        write: Callable[[CycleState, Pod, Candidates], tuple[bytes, bool]],
+    ) -> bytes:
+        """`write`'s answer, computed once per pod shape (`framework.shape`), snapshot
+        and candidate list many requests share (error answers, which `write` flags,
+        never). Reuse counts the first answer's plugin evaluations again, so
+        scheduler_plugin_evaluation_total still counts what was answered."""
+        state = self.new_state(snapshot)
+        if cands.nodes.templates is None or not self.remember_answers:
+            return write(state, pod, cands)[0]
+        started = time.perf_counter()
+        answers = snapshot.memo(SHAPE_ANSWERS, _shape_answers)
+        key = (cands.nodes, point, pod_shape(pod, snapshot))
+        with _SHAPE_LOCK:
+            hit = answers.get(key)
+        if hit is not None:
+            record_evaluations(hit[1])
+            self.framework.observe_point(point, Code.SUCCESS, started)
+            return hit[0]
+        answer, keepable = write(state, pod, cands)
+        if keepable and len(answer) <= MAX_REMEMBERED_ANSWER:
+            charge = len(answer) + 100 * len(cands.nodes) + 1024  # the key holds the candidate set
+            with _SHAPE_LOCK:
+                answers[key] = (answer, state.evaluations, charge)
+        return answer
+
+
+def _shape_answers() -> LRUCache:
+    return LRUCache(SHAPE_ANSWER_BYTES, getsizeof=lambda entry: entry[2])
 
 
 def status_dict(status: Status | None, score: int | None) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from perf.http_driver import (
 )
 from perf.inprocess import codec_costs, collect, compare_reference, run_inprocess, simulate, speedup
 from perf.report import evaluate_bar, machine, write_report
-from perf.workloads import CEL_ORACLES, WORKLOADS, mixed_pods
+from perf.workloads import CEL_ORACLES, WORKLOADS, distinct_shapes, mixed_pods
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -124,6 +124,11 @@ def run_size(nodes: int, pods: int, profile: Profile, seed: int, out_dir: Path,
     cmp["speedup"] = speedup(collect(answers[: profile.ref_mixed]), collect(ref_answers))
     cmp["latency"] = collect(ref_answers).summary()
     inproc: dict[str, Any] = {"mixed": summary, "codec": codec_costs(answers[:50], names)}
+    # what the server does by default: answers reused for pods of one shape
+    remembering = new_extender(config, source, fast=True, remember_answers=True)
+    _, inproc["mixed_remembered"] = run_inprocess(remembering, mixed, names)
+    inproc["mixed_remembered"].pop("plugins", None)
+    del remembering
     log(f"  in-process mixed: pair p50 {summary['pair'].get('p50_ms')} ms; reference "
         f"speed-up {cmp['speedup'].get('pair', {}).get('speedup')}x, mismatches {cmp['mismatches']}")
 
@@ -151,6 +156,8 @@ def run_size(nodes: int, pods: int, profile: Profile, seed: int, out_dir: Path,
     http_pods = mixed_pods(max(profile.http_seq, profile.http_c4), start=200_000)
     phases = [
         ("names_seq", lambda: names_requests(http_pods[: profile.http_seq], names), "names", 1, 3),
+        ("names_seq_distinct", lambda: names_requests(distinct_shapes(http_pods[: profile.http_seq]),
+                                                      names), "names", 1, 3),
         ("names_c4", lambda: names_requests(http_pods[: profile.http_c4], names), "names", 4, 3),
         ("nodes_seq", lambda: nodes_requests(http_pods[: profile.http_nodes], node_dicts),
          "nodes", 1, 1),
@@ -182,10 +189,12 @@ def run_size(nodes: int, pods: int, profile: Profile, seed: int, out_dir: Path,
                     http["server"]["restarts"] += 1
         http["server"]["rss_mb"] = server.rss_mb()
         seq = http.get("names_seq") or {}
-        log(f"  HTTP NodeNames: pair p50 {_get_p(seq, 'p50_ms')} ms p99 {_get_p(seq, 'p99_ms')} ms;"
+        distinct = http.get("names_seq_distinct") or {}
+        log(f"  HTTP NodeNames: pair p50 {_get_p(seq, 'p50_ms')} ms p99 {_get_p(seq, 'p99_ms')} ms "
+            f"(distinct shapes: {_get_p(distinct, 'p50_ms')} / {_get_p(distinct, 'p99_ms')} ms);"
             f" c=4 {(http.get('names_c4') or {}).get('pairs_per_s')} pairs/s; "
             f"RSS {http['server']['rss_mb']}")
-        for key in ("names_seq", "names_c4", "nodes_seq"):
+        for key in ("names_seq", "names_seq_distinct", "names_c4", "nodes_seq"):
             if key not in http:
                 continue
             st = http[key]["stalls"]

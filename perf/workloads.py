@@ -268,6 +268,17 @@ def mixed_pods(count: int, start: int = 0) -> list[dict[str, Any]]:
     return [cycle[i % len(cycle)].pod(start + i) for i in range(count)]
 
 
+def distinct_shapes(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same pods, each with a label no other pod has: no two share a scheduling
+    shape, so the server computes every answer (none is reused per shape)."""
+    out = []
+    for pod in pods:
+        meta = {**pod["metadata"], "labels": {**pod["metadata"]["labels"],
+                                             "perf.example.com/pod": pod["metadata"]["name"]}}
+        out.append({**pod, "metadata": meta})
+    return out
+
+
 def workload_of(pod: dict[str, Any]) -> str:
     """The workload a generated pod came from (its name minus the index)."""
     return pod["metadata"]["name"].rsplit("-", 1)[0]

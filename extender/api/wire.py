@@ -35,6 +35,7 @@ class ExtenderArgs:
     nodes: list[dict[str, Any]] | None  # NodeList items, when not nodeCacheCapable
     node_names: list[str] | None  # shared between requests: never mutate
     names_key: bytes | None = None  # the NodeNames array's JSON text, when cut out whole
+    pod_key: bytes | None = None  # the rest of the body then: same Pod, same bytes
 
 
 # kube-scheduler's json.Marshal(ExtenderArgs) writes Pod, Nodes, NodeNames in that
@@ -119,11 +120,13 @@ def decode_args(body: bytes) -> ExtenderArgs:
         big = len(names_text) > MAX_CACHED_NAMES_BYTES
         names = _known_names(names_text) if isinstance(data, dict) and data and not big else None
         if names is not None:
-            return _args_from(data, names, names_text)
+            return _args_from(data, names, names_text, head)
     return _args_from(_loads(body))
 
 
-def _args_from(data: Any, names: list[str] | None = None, names_key: bytes | None = None) -> ExtenderArgs:
+def _args_from(
+    data: Any, names: list[str] | None = None, names_key: bytes | None = None, rest: bytes | None = None
+) -> ExtenderArgs:
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -144,7 +147,7 @@ def _args_from(data: Any, names: list[str] | None = None, names_key: bytes | Non
             raise WireError("ExtenderArgs.Nodes.items must be a list of Node objects")
         nodes = items
     if names_key is not None:
-        return ExtenderArgs(pod, nodes, names, names_key)
+        return ExtenderArgs(pod, nodes, names, names_key, rest if nodes is None else None)
     names_raw = fields.get("NodeNames")
     if names_raw is not None:
         if not isinstance(names_raw, list) or not set(map(type, names_raw)) <= {str}:

@@ -8,9 +8,10 @@ NormalizeScore (scores must land in [0, 100]).
 
 Metrics: `scheduler_plugin_evaluation_total` counts Filter and Score per node, as
 upstream does, but is incremented once per plugin and status with the node count;
-`scheduler_plugin_execution_duration_seconds` gets one observation per plugin and
-extension point per request (upstream samples 10% of cycles per node; a batch
-observation is what a batched plugin can honestly measure).
+`scheduler_plugin_execution_duration_seconds` is observed only when the cycle state
+says so (10% of requests, as upstream samples 10% of cycles), once per plugin and
+extension point (upstream observes per node; a batch observation is what a batched
+plugin can honestly measure).
 """
 
 from __future__ import annotations
@@ -103,9 +104,17 @@ class ScoreOutcome:
     error: str = ""
 
 
-def _record_evaluations(plugin: str, point: str, counts: Counter) -> None:
-    for code, n in counts.items():
-        if n:
+def _record_evaluations(state: CycleState, plugin: str, point: str, counts: Counter) -> None:
+    evaluation = (plugin, point, {code: n for code, n in counts.items() if n})
+    state.evaluations.append(evaluation)
+    record_evaluations([evaluation])
+
+
+def record_evaluations(evaluations: list[tuple[str, str, dict]]) -> None:
+    """Count evaluations into scheduler_plugin_evaluation_total (also for an answer
+    reused for a pod of the same shape: the counter then says what was answered)."""
+    for plugin, point, counts in evaluations:
+        for code, n in counts.items():
             metrics.child(metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, metrics.PROFILE, str(code)).inc(n)
 
 
@@ -122,7 +131,9 @@ def _count_codes(fails: dict[str, Status]) -> Counter:
     return counts
 
 
-def _observe(plugin: str, point: str, status: Code, started: float) -> None:
+def _observe(state: CycleState, plugin: str, point: str, status: Code, started: float) -> None:
+    if not state.record_plugin_metrics:
+        return
     metrics.child(metrics.PLUGIN_EXECUTION_DURATION, plugin, point, str(status)).observe(
         time.perf_counter() - started
     )
@@ -160,11 +171,11 @@ class Framework:
                 continue
             t0 = time.perf_counter()
             result, status = pre(state, pod, nodes)
-            _observe(plugin.name, "PreFilter", status.code, t0)
+            _observe(state, plugin.name, "PreFilter", status.code, t0)
             if status.is_skip:
                 out.skipped.add(plugin.name)
                 continue
-            _record_evaluations(plugin.name, "PreFilter", Counter({status.code: 1}))
+            _record_evaluations(state, plugin.name, "PreFilter", Counter({status.code: 1}))
             if status.code is Code.ERROR:
                 out.error = f"running PreFilter plugin {plugin.name!r}: {status.message()}"
                 break
@@ -177,7 +188,7 @@ class Framework:
                 restricting.append(plugin.name)
 
         if out.error:
-            self._observe_point("Filter", Code.ERROR, started)
+            self.observe_point("Filter", Code.ERROR, started)
             return out
 
         # Plugin order decides which status a node reports, as upstream's sequential
@@ -186,7 +197,7 @@ class Framework:
             self._filter_vectors(out, state, pod, nodes, rejected_all, allowed, restricting)
         else:
             self._filter_maps(out, state, pod, nodes, rejected_all, allowed, restricting, run_all)
-        self._observe_point("Filter", Code.SUCCESS, started)
+        self.observe_point("Filter", Code.SUCCESS, started)
         return out
 
     def _filter_plugins(self, out: FilterOutcome, rejected_all: dict[str, Status], run_all: bool):
@@ -205,10 +216,10 @@ class Framework:
                 continue
             t0 = time.perf_counter()
             fails = self._filter_one_plugin(plugin, state, pod, nodes)
-            _observe(plugin.name, "Filter", Code.SUCCESS, t0)
+            _observe(state, plugin.name, "Filter", Code.SUCCESS, t0)
             counts = _count_codes(fails)
             counts[Code.SUCCESS] = len(nodes) - len(fails)
-            _record_evaluations(plugin.name, "Filter", counts)
+            _record_evaluations(state, plugin.name, "Filter", counts)
             out.per_plugin[plugin.name] = fails
 
         if allowed is not None:
@@ -239,12 +250,12 @@ class Framework:
             masks = direct(state, pod, nodes) if direct is not None else None
             if masks is None:
                 masks = verdicts.masks_of(self._filter_one_plugin(plugin, state, pod, nodes), nodes)
-            _observe(plugin.name, "Filter", Code.SUCCESS, t0)
+            _observe(state, plugin.name, "Filter", Code.SUCCESS, t0)
             counts: Counter = Counter()
             for status, mask in masks:
                 counts[status.code] += int(np.count_nonzero(mask))
             counts[Code.SUCCESS] = len(nodes) - sum(counts.values())
-            _record_evaluations(plugin.name, "Filter", counts)
+            _record_evaluations(state, plugin.name, "Filter", counts)
             per_plugin.append(masks)
         if allowed is not None:
             outside = nodes.names - allowed
@@ -275,14 +286,14 @@ class Framework:
                 continue
             t0 = time.perf_counter()
             status = plugin.pre_score(state, pod, nodes)
-            _observe(plugin.name, "PreScore", status.code, t0)
+            _observe(state, plugin.name, "PreScore", status.code, t0)
             if status.is_skip:
                 out.scores[plugin.name] = None
                 continue
-            _record_evaluations(plugin.name, "PreScore", Counter({status.code: 1}))
+            _record_evaluations(state, plugin.name, "PreScore", Counter({status.code: 1}))
             if not status.is_success:
                 out.error = f"running PreScore plugin {plugin.name!r}: {status.message()}"
-                self._observe_point("Score", Code.ERROR, started)
+                self.observe_point("Score", Code.ERROR, started)
                 return out
             active.append(plugin)
 
@@ -299,11 +310,11 @@ class Framework:
                         out.error = f"running Score plugin {plugin.name!r}: {status.message()}"
                         return out
                     raw.append(value)
-            _observe(plugin.name, "Score", Code.SUCCESS, t0)
-            _record_evaluations(plugin.name, "Score", Counter({Code.SUCCESS: len(raw)}))
+            _observe(state, plugin.name, "Score", Code.SUCCESS, t0)
+            _record_evaluations(state, plugin.name, "Score", Counter({Code.SUCCESS: len(raw)}))
             t0 = time.perf_counter()
             values, status = self._normalize(plugin, state, pod, nodes, raw)
-            _observe(plugin.name, "ScoreExtensionNormalize", status.code, t0)
+            _observe(state, plugin.name, "ScoreExtensionNormalize", status.code, t0)
             if not status.is_success:
                 out.error = f"running Normalize plugin {plugin.name!r}: {status.message()}"
                 return out
@@ -316,7 +327,7 @@ class Framework:
                 )
                 return out
             out.scores[plugin.name] = values
-        self._observe_point("Score", Code.SUCCESS, started)
+        self.observe_point("Score", Code.SUCCESS, started)
         return out
 
     def _normalize(self, plugin, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]):
@@ -331,7 +342,7 @@ class Framework:
         return [s.score for s in scores], status
 
     @staticmethod
-    def _observe_point(point: str, code: Code, started: float) -> None:
+    def observe_point(point: str, code: Code, started: float) -> None:
         metrics.child(metrics.EXTENSION_POINT_DURATION, point, str(code), metrics.PROFILE).observe(
             time.perf_counter() - started
         )

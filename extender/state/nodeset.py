@@ -26,7 +26,20 @@ from cachetools import LRUCache
 from extender.model import Node, Taint
 
 CANDIDATE_SETS = 32  # distinct NodeNames lists remembered per snapshot (~0.5 MB each at 5k)
-TEMPLATES = 12  # encoder templates and remembered answers per candidate set (<= 512 KiB each)
+TEMPLATE_BYTES = 4 << 20  # encoder templates and remembered answers per candidate set
+
+
+def template_size(value: object) -> int:
+    """Bytes an entry of `NodeSet.templates` holds (answers, numpy templates, tuples)."""
+    if isinstance(value, tuple):
+        return 64 + sum(template_size(v) for v in value)
+    if isinstance(value, bytes):
+        return 64 + len(value)
+    return 64 + getattr(value, "nbytes", 0)
+
+
+def new_templates() -> LRUCache:
+    return LRUCache(TEMPLATE_BYTES, getsizeof=template_size)
 TaintGroups = dict[tuple[Taint, ...], list[Node]]
 LabelIndex = dict[str, dict[str, set[str]]]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import orjson
-from cachetools import LRUCache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +12,7 @@ from extender.api.templates import filter_json, host_priority_json
 from extender.api.wire import filter_result, host_priority_list
 from extender.framework import Code, Status
 from extender.framework.verdicts import Verdict
-from extender.state.nodeset import TEMPLATES, NodeSet
+from extender.state.nodeset import NodeSet, new_templates
 
 STATUSES = [
     Status(Code.UNSCHEDULABLE, ("node(s) didn't match pod topology spread constraints",)),
@@ -26,7 +25,7 @@ names_st = st.lists(st.text(min_size=1, max_size=12), min_size=0, max_size=40, u
 
 def shared_set(names: list[str]) -> NodeSet:
     nodes = NodeSet(None, names=names, universe=NodeSet([]).universe)
-    nodes.templates = LRUCache(TEMPLATES)
+    nodes.templates = new_templates()
     return nodes
 
 
