@@ -32,7 +32,7 @@ from extender.api.wire import (
 from extender.config import Config
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
-from extender.framework.runner import record_evaluations
+from extender.framework.runner import evaluation_counters
 from extender.framework.shape import pod_shape
 from extender.framework.status import Code, unschedulable
 from extender.model import Node, Pod
@@ -264,14 +264,15 @@ class Extender:
         with _SHAPE_LOCK:
             hit = answers.get(key)
         if hit is not None:
-            record_evaluations(hit[1])
+            for counter, n in hit[1]:
+                counter.inc(n)
             self.framework.observe_point(point, Code.SUCCESS, started)
             return hit[0]
         answer, keepable = write(state, pod, cands)
         if keepable and len(answer) <= MAX_REMEMBERED_ANSWER:
             charge = len(answer) + 100 * len(cands.nodes) + 1024  # the key holds the candidate set
             with _SHAPE_LOCK:
-                answers[key] = (answer, state.evaluations, charge)
+                answers[key] = (answer, evaluation_counters(state.evaluations), charge)
         return answer
 
 

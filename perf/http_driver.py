@@ -300,11 +300,18 @@ def _pair(conn: Connection, req: Request, mode: str
 
 
 def run_http(port: int, requests: list[Request], mode: str, concurrency: int = 1,
-             warmup: int = 3) -> dict[str, Any]:
-    """Send filter+prioritize pairs; `concurrency` threads share the request list."""
+             warmup: int | list[Request] = 3) -> dict[str, Any]:
+    """Send filter+prioritize pairs; `concurrency` threads share the request list.
+
+    `warmup`: how many of `requests` to send first, untimed, or a list of warm-up
+    requests of their own (e.g. the first pod of every shape), whose latencies are
+    reported apart as `warmup_pair`: the cost of a shape the server has not seen."""
     conn = connect(port)
-    for req in requests[:warmup]:
-        _pair(conn, req, mode)
+    warm = requests[:warmup] if isinstance(warmup, int) else warmup
+    lat_warm = []
+    for req in warm:
+        f_s, p_s, _ = _pair(conn, req, mode)
+        lat_warm.append(f_s + (p_s or 0.0))
     conn.close()
     lat_f: list[float] = []
     lat_p: list[float] = []
@@ -344,6 +351,7 @@ def run_http(port: int, requests: list[Request], mode: str, concurrency: int = 1
         "filter": summarize(lat_f),
         "prioritize": summarize(lat_p),
         "pair": summarize(lat_pair),
+        "warmup_pair": summarize(lat_warm),
         "pairs_per_s": round(len(lat_pair) / wall, 1) if wall > 0 else None,
         "stalls": {"filter": stalls(lat_f), "prioritize": stalls(lat_p)},
         "errors": errors[:5],

@@ -74,6 +74,7 @@ def evaluate_bar(size: dict[str, Any]) -> dict[str, Any]:
     """Measured vs target at one size; `ok` is None where nothing was measured."""
     pair = _get(size, "http", "names_seq", "pair") or {}
     distinct = _get(size, "http", "names_seq_distinct", "pair") or {}
+    first = _get(size, "http", "names_seq", "warmup_pair") or {}
     rss = _get(size, "http", "server", "rss_mb", "worker_mb")
     cold = _get(size, "http", "server", "cold_start_s")
     speed = _get(size, "reference", "speedup", "pair", "speedup")
@@ -94,6 +95,8 @@ def evaluate_bar(size: dict[str, Any]) -> dict[str, Any]:
                                le(distinct.get("p50_ms"), BAR["pair_p50_ms"]), "ms"),
         "distinct_p99_ms": row(distinct.get("p99_ms"), BAR["pair_p99_ms"],
                                le(distinct.get("p99_ms"), BAR["pair_p99_ms"]), "ms"),
+        "first_p50_ms": row(first.get("p50_ms"), None, None, "ms"),
+        "first_max_ms": row(first.get("max_ms"), None, None, "ms"),
         "speedup": row(speed, BAR["speedup"], None if speed is None else speed >= BAR["speedup"], "x"),
         "identical_answers": row(None if mism is None else mism == 0, True,
                                  None if mism is None else mism == 0),
@@ -142,6 +145,8 @@ def render_summary(report: dict[str, Any]) -> str:
         labels = {"pair_p50_ms": "filter+prioritize p50", "pair_p99_ms": "filter+prioritize p99",
                   "distinct_p50_ms": "(for comparison) p50 when no two pods share a shape",
                   "distinct_p99_ms": "(for comparison) p99 when no two pods share a shape",
+                  "first_p50_ms": "(for comparison) first pod of each shape on a fresh server, p50",
+                  "first_max_ms": "(for comparison) first pod of each shape on a fresh server, max",
                   "speedup": "speed-up vs reference (in-process pair p50)",
                   "identical_answers": "identical answers to reference", "rss_mb": "worker RSS",
                   "cold_start_s": "cold start (spawn to /readyz 200)",
@@ -149,9 +154,9 @@ def render_summary(report: dict[str, Any]) -> str:
         for key, label in labels.items():
             r = bar.get(key) or {}
             target = r.get("target")
-            op = "≤ " if key.endswith(("_ms", "rss_mb", "cold_start_s")) else (
+            op = "" if target is None else "≤ " if key.endswith(("_ms", "rss_mb", "cold_start_s")) else (
                 "≥ " if key == "speedup" else "")
-            lines.append(f"| {label} | {op}{_fmt(target)} {r.get('unit', '')} | "
+            lines.append(f"| {label} | {op}{_fmt(target)} {r.get('unit', '') if target is not None else ''} | "
                          f"{_fmt(r.get('measured'))} {r.get('unit', '') if r.get('measured') is not None else ''} | "
                          f"{'-' if r.get('ok') is None else ('yes' if r['ok'] else '**NO**')} |")
         lines.append("")

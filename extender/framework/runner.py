@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import filterfalse
+from typing import Any
 
 import numpy as np
 
@@ -111,11 +112,19 @@ def _record_evaluations(state: CycleState, plugin: str, point: str, counts: Coun
 
 
 def record_evaluations(evaluations: list[tuple[str, str, dict]]) -> None:
-    """Count evaluations into scheduler_plugin_evaluation_total (also for an answer
-    reused for a pod of the same shape: the counter then says what was answered)."""
-    for plugin, point, counts in evaluations:
-        for code, n in counts.items():
-            metrics.child(metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, metrics.PROFILE, str(code)).inc(n)
+    """Count evaluations into scheduler_plugin_evaluation_total."""
+    for counter, n in evaluation_counters(evaluations):
+        counter.inc(n)
+
+
+def evaluation_counters(evaluations: list[tuple[str, str, dict]]) -> list[tuple[Any, int]]:
+    """(labelled counter, increment) pairs for `evaluations`: what an answer reused for a
+    pod of the same shape counts again (the counter then says what was answered)."""
+    return [
+        (metrics.child(metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, metrics.PROFILE, str(code)), n)
+        for plugin, point, counts in evaluations
+        for code, n in counts.items()
+    ]
 
 
 def _count_codes(fails: dict[str, Status]) -> Counter:
