@@ -19,6 +19,7 @@ from typing import Protocol
 
 from extender import metrics
 from extender.state.loader import ClusterFileError, load_objects
+from extender.state.podindex import spread_index
 from extender.state.snapshot import ClusterSnapshot
 
 log = logging.getLogger("extender.state")
@@ -39,6 +40,13 @@ def settle_heap() -> None:
     (acceptable: reloads are rare and the process is restarted on upgrades)."""
     gc.collect()
     gc.freeze()
+
+
+def prepare(snapshot: ClusterSnapshot) -> None:
+    """Build the indexes every request needs before the snapshot is served: the first
+    request after a (re)load would otherwise pay for them (~0.3 s at 50,000 pods), and
+    built here, in gunicorn's master, they are frozen and shared by the workers."""
+    spread_index(snapshot)
 
 
 class StaticSource:
@@ -89,6 +97,7 @@ class FileSource:
             self._generation += 1
             snap = ClusterSnapshot.from_objects(objects, self._generation)
             del objects
+            prepare(snap)
         finally:
             gc.enable()
         self._stamp = stamp

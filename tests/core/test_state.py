@@ -102,3 +102,16 @@ def test_reload_on_sighup(tmp_path):
         assert _wait_for(lambda: source.snapshot().nodes.names == {"z"})
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_loaded_snapshots_come_with_their_spread_index_built(tmp_path):
+    """Built at load (in gunicorn's master, before forking), not by the first request."""
+    from extender.state.podindex import INDEX_KEY
+
+    path = tmp_path / "cluster.json"
+    _write(path, ["a", "b"])
+    source = FileSource(path, poll_seconds=0)
+    assert INDEX_KEY in source.snapshot()._derived
+    _write(path, ["a", "b", "c"])
+    assert source.reload("test")
+    assert INDEX_KEY in source.snapshot()._derived
