@@ -259,8 +259,12 @@ class Extender:
         if cands.nodes.templates is None or not self.remember_answers:
             return write(state, pod, cands)[0]
         started = time.perf_counter()
+        try:
+            shape = pod_shape(pod, snapshot)
+        except TypeError:  # e.g. unknown fields nested deeper than orjson goes: no reuse
+            return write(state, pod, cands)[0]
         answers = snapshot.memo(SHAPE_ANSWERS, _shape_answers)
-        key = (cands.nodes, point, pod_shape(pod, snapshot))
+        key = (cands.nodes, point, shape)
         with _SHAPE_LOCK:
             hit = answers.get(key)
         if hit is not None:

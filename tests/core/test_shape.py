@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 
 import orjson
 import pytest
@@ -171,3 +172,17 @@ def test_answers_are_not_reused_across_snapshots():
     second = orjson.loads(_wire(remembering, _spread_pod("r", "uid-r"), ["n1", "n2"])[0])
     assert first["NodeNames"] == ["n1", "n2"]
     assert second["NodeNames"] == ["n2"]
+
+
+def test_a_pod_whose_shape_cannot_be_written_is_answered_without_reuse(example_objects):
+    pod = example_pod("spread-spot")
+    deep: dict = {}
+    for _ in range(300):  # deeper than orjson writes
+        deep = {"x": deep}
+    pod["spec"]["topologySpreadConstraints"][0]["unknownField"] = deep
+    body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": NAMES}, separators=(",", ":")).encode()
+    remembering = make_extender(example_objects)
+    computing = make_extender(example_objects, remember_answers=False)
+    answers = {remembering.filter_bytes(decode_args(body)), computing.filter_bytes(decode_args(body))}
+    assert len(answers) == 1
+    assert orjson.loads(answers.pop())["NodeNames"]  # answered, not an error
