@@ -81,7 +81,6 @@ class InlineWorker(gthread.ThreadWorker):
         h2c = negotiation.prior_knowledge_allowed(self.cfg, None) or \
             negotiation.upgrade_allowed(self.cfg, None)
         self.inline = not self.cfg.is_ssl and not h2c
-        self.held = 0  # bytes of partial requests held across all connections
         super().init_process()  # runs the loop
 
     def enqueue_req(self, conn) -> None:
@@ -169,7 +168,7 @@ class InlineWorker(gthread.ThreadWorker):
     def _park(self, conn, buf: bytearray) -> None:
         """Back to the poller until more bytes arrive. A partial request must complete
         within the keep-alive timeout of its first byte."""
-        if self.held + len(buf) > BUFFER_BUDGET:
+        if buf and len(buf) + self._held() > BUFFER_BUDGET:
             self._to_pool(conn, buf)
             return
         self._hold(conn, buf)
@@ -194,7 +193,10 @@ class InlineWorker(gthread.ThreadWorker):
     def _close(self, conn, graceful: bool = False) -> None:
         """Close; `graceful` sends FIN first and drains what the client already sent
         (so the kernel does not reset the answer), without gunicorn's 2 s linger."""
-        self._take(conn)
+        if getattr(conn, "closed", False):
+            return
+        conn.closed = True
+        conn.held_bytes = None
         self.nr_conns -= 1
         sock = conn.sock
         try:
@@ -212,13 +214,16 @@ class InlineWorker(gthread.ThreadWorker):
 
     def _hold(self, conn, buf: bytearray) -> None:
         conn.held_bytes = buf
-        self.held += len(buf)
+
+    def _held(self) -> int:
+        """Bytes of partial requests held by parked connections (only counted when one
+        more would be held: partial requests are rare, gthread drops expired ones)."""
+        return sum(len(getattr(c, "held_bytes", None) or b"") for c in self.keepalived_conns)
 
     def _take(self, conn) -> bytearray:
         """The bytes held for `conn`, after any its parser read ahead."""
         buf = getattr(conn, "held_bytes", None) or bytearray()
         conn.held_bytes = None
-        self.held -= len(buf)
         if not hasattr(conn, "request_started"):
             conn.request_started = None
         if conn.parser is not None:
