@@ -22,6 +22,7 @@ def test_defaults():
     assert config.feature_gates == FeatureGates()
     assert config.max_body_bytes == 64 * 1024 * 1024
     assert config.cluster.endswith("cluster.yaml")
+    assert config.worker_class == "inline"
 
 
 def test_layers_flag_beats_env_beats_file(tmp_path):
@@ -32,6 +33,7 @@ def test_layers_flag_beats_env_beats_file(tmp_path):
     assert config.workers == 5
     assert config.threads == 7
     assert config.log_level == "debug"
+    assert build_config({}, env={"EXTENDER_WORKER_CLASS": "gthread"}).worker_class == "gthread"
 
 
 def test_config_file_from_env(tmp_path):
@@ -71,6 +73,7 @@ def test_weights_and_plugin_config(tmp_path):
         ("workers: many\n", "workers: expected an integer"),
         ("listen: nowhere\n", "listen: expected HOST:PORT"),
         ("scoreMode: fancy\n", "scoreMode: must be one of scaled, in-tree"),
+        ("workerClass: sync\n", "workerClass: must be one of inline, gthread"),
         ("featureGates: {Bogus: true}\n", "unknown feature gate 'Bogus'"),
         ("featureGates: {TaintTolerationCEL: maybe}\n", "invalid boolean"),
         ("weights: {Nope: 1}\n", "unknown score plugin 'Nope'"),
