@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger
 
 from extender.config import Config
 from extender.logs import gunicorn_logconfig
@@ -45,6 +46,7 @@ class ExtenderServer(BaseApplication):
             "loglevel": c.log_level,
             "logconfig_dict": gunicorn_logconfig(c.log_level),
             "accesslog": None,
+            "logger_class": "extender.server.launcher.QuietAccessLogger",
             "child_exit": _child_exit,
             "post_fork": self._post_fork,
             "preload_app": True,
@@ -73,6 +75,16 @@ class ExtenderServer(BaseApplication):
         if self.source is not None:
             self.source.reload_if_changed("worker start")
             self.source.start(install_sighup=False)
+
+
+class QuietAccessLogger(Logger):
+    """gunicorn's logger, minus access-line work when there is no access log: with a
+    logging config given, gunicorn builds every request's access atoms (~6% of a
+    request) even though `gunicorn.access` sits at WARNING and drops them."""
+
+    @property
+    def access_log_enabled(self) -> bool:
+        return bool(self.cfg.accesslog)
 
 
 def _child_exit(server, worker) -> None:  # noqa: ARG001 - gunicorn hook signature

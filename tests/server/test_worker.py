@@ -222,3 +222,24 @@ def test_many_connections_at_once(server):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_no_access_line_is_built_without_an_access_log():
+    from gunicorn.config import Config as GunicornConfig
+    from gunicorn.glogging import Logger
+
+    from extender.logs import gunicorn_logconfig
+    from extender.server.launcher import QuietAccessLogger
+
+    cfg = GunicornConfig()
+    cfg.set("logconfig_dict", gunicorn_logconfig())
+
+    def enabled(cls) -> bool:
+        logger = cls.__new__(cls)  # no setup(): it would reconfigure this process's logging
+        logger.cfg = cfg
+        return logger.access_log_enabled
+
+    assert enabled(Logger)  # gunicorn would build every access line...
+    assert not enabled(QuietAccessLogger)  # ...that gunicorn.access then drops
+    cfg.set("accesslog", "-")
+    assert enabled(QuietAccessLogger)
