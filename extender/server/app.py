@@ -93,5 +93,7 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
             message = exc.description or exc.name
         return _json({"error": message}, code)
 
-    app.wsgi_app = VerbRoutes(app.wsgi_app, engine, config.max_body_bytes)
+    routes = VerbRoutes(app.wsgi_app, engine, config.max_body_bytes)
+    app.wsgi_app = routes
+    app.answer_verb = routes.respond  # InlineWorker's way to the verbs without WSGI
     return app

@@ -93,11 +93,17 @@ class VerbRoutes:
         if verb is None or not length.isdigit() or environ.get("HTTP_TRANSFER_ENCODING"):
             return self.app(environ, start_response)
         size = int(length)
+        code, body = self.respond(verb, size, lambda: environ["wsgi.input"].read(size))
+        start_response(REASONS[code], [("Content-Type", JSON_HEADERS), ("Content-Length", str(len(body)))])
+        return [body]
+
+    def respond(self, verb: str, size: int, read: Callable[[], bytes]) -> tuple[int, bytes]:
+        """Status and body for a verb call with a `size`-byte body that `read` returns
+        (never read when over the limit). `InlineWorker` calls this directly (as the
+        app's `answer_verb`) for requests it has already buffered."""
         if size > self.limit:
             started = time.perf_counter()
             code, body = too_large(self.limit)
             observe(verb, code, started)
-        else:
-            code, body = answer(self.engine, verb, environ["wsgi.input"].read(size))
-        start_response(REASONS[code], [("Content-Type", JSON_HEADERS), ("Content-Length", str(len(body)))])
-        return [body]
+            return code, body
+        return answer(self.engine, verb, read())

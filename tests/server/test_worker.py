@@ -243,3 +243,38 @@ def test_no_access_line_is_built_without_an_access_log():
     assert not enabled(QuietAccessLogger)  # ...that gunicorn.access then drops
     cfg.set("accesslog", "-")
     assert enabled(QuietAccessLogger)
+
+
+@pytest.mark.parametrize("head", [
+    b"POST /filter HTTP/1.1\r\nHost: x\r\n",  # answered from the buffered bytes (inline)
+    b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\n",  # under a prefix
+    b"POST /filter HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n",  # gunicorn's parser
+    b"POST /%66ilter HTTP/1.1\r\nHost: x\r\n",  # percent-encoded: gunicorn's parser
+    b"POST /filter?pod=x HTTP/1.1\r\nHost: x\r\n",  # a query: gunicorn's parser
+    b"POST /filter HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n",
+])
+def test_every_way_to_reach_a_verb_gets_the_same_answer(server, head):
+    with connect(server) as sock:
+        pending = bytearray()
+        for _ in range(2):  # and the connection stays usable
+            sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(BODY) + BODY)
+            status, headers, body = read_response(sock, pending)
+            assert status == 200
+            assert headers["content-type"] == "application/json"
+            assert "date" in headers
+            assert headers.get("connection", "keep-alive").lower() == "keep-alive"
+            assert orjson.loads(body)["NodeNames"] == FEASIBLE
+
+
+def test_verb_errors_from_the_buffered_path(server):
+    with connect(server) as sock:
+        pending = bytearray()
+        sock.sendall(post(b"{oops"))
+        status, headers, body = read_response(sock, pending)
+        assert (status, headers["content-type"]) == (400, "application/json")
+        assert "malformed JSON" in orjson.loads(body)["error"]
+        sock.sendall(post(b'{"NodeNames": []}'))  # no Pod: filter answers 200 with Error
+        status, _, body = read_response(sock, pending)
+        assert status == 200 and orjson.loads(body)["Error"]
+        sock.sendall(post(b'{"NodeNames": []}', path="/prioritize"))
+        assert read_response(sock, pending)[0] == 400
