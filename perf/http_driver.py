@@ -57,8 +57,9 @@ class Server:
     workers: int = 1
     threads: int = 4
     noop: bool = False  # perf._noop_app instead of the extender: the HTTP floor
-    # The floor runs the product's own stack: gunicorn plus a bare WSGI callable (the
-    # verbs bypass Flask); `perf._noop_app:app` is the Flask variant (`whatif --floor`).
+    # The floor runs the product's own stack: gunicorn's InlineWorker answering verbs
+    # through the app's `answer_verb`; `perf._noop_app:app` is the Flask variant
+    # (`whatif --floor`).
     noop_target: str = "perf._noop_app:raw_app"  # served by the product's worker class
     port: int = 0
     proc: subprocess.Popen | None = None

@@ -164,7 +164,7 @@ def render_summary(report: dict[str, Any]) -> str:
         "Latencies in ms, p50 / p99. In-process = the engine computing every answer; HTTP = "
         "client round trip to the server as shipped (answers reused for pods of one shape); "
         "distinct shapes = the same pods, each with a unique label, so every answer is "
-        "computed; no-op floor = the same gunicorn + bare-WSGI + orjson stack answering "
+        "computed; no-op floor = the same gunicorn (InlineWorker) + orjson stack answering "
         "all-feasible (no engine).",
         "",
         "| nodes | pods | in-proc filter | in-proc prioritize | HTTP filter | HTTP prioritize "
