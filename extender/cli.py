@@ -25,9 +25,12 @@ HELP = {
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
     "cel_result_cache_size": "memoized CEL (expression, taint) results (default 100000)",
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
+    "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
+    "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
 }
 
-SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval")
+SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
+              "remember_answers")
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:

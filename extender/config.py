@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from extender.features import FeatureGates, parse_feature_gates
+from extender.features import FeatureGates, parse_bool, parse_feature_gates
 from extender.model.parse import DEFAULT_ANNOTATION_PREFIX
 from extender.scoring import DEFAULT_WEIGHTS, SCORE_MODES
 
@@ -50,6 +50,7 @@ class Config:
     cel_program_cache_size: int = 1024
     cel_result_cache_size: int = 100_000
     reload_interval: float = 2.0
+    remember_answers: bool = True
 
 
 # setting -> (yaml key, env var, parser)
@@ -79,6 +80,15 @@ def _float_at_least(minimum: float):
         return number
 
     return parse
+
+
+def _bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    try:
+        return parse_bool(str(value), key)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _str(value: Any, key: str) -> str:
@@ -157,6 +167,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "cel_program_cache_size": ("celProgramCacheSize", _int_at_least(1)),
     "cel_result_cache_size": ("celResultCacheSize", _int_at_least(0)),
     "reload_interval": ("reloadInterval", _float_at_least(0)),
+    "remember_answers": ("rememberAnswers", _bool),
 }
 
 

@@ -80,7 +80,7 @@ class Candidates:
 class Extender:
     def __init__(
         self, config: Config, source: ClusterSource, cel: Any = None, fast: bool = True,
-        remember_answers: bool = True,
+        remember_answers: bool | None = None,
     ) -> None:
         if cel is None:
             from extender.cel import CelCache
@@ -93,7 +93,9 @@ class Extender:
         self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
         self._parsed: LRUCache = LRUCache(PARSED_PODS)  # request bytes -> Pod (frozen)
         self._parsed_lock = threading.Lock()
-        self.remember_answers = remember_answers and fast  # per pod shape, see remembered_answer
+        # per pod shape (see remembered_answer); the config decides unless told here
+        remember = config.remember_answers if remember_answers is None else remember_answers
+        self.remember_answers = remember and fast
 
     # --- building blocks -----------------------------------------------------------
 

@@ -23,6 +23,7 @@ def test_defaults():
     assert config.max_body_bytes == 64 * 1024 * 1024
     assert config.cluster.endswith("cluster.yaml")
     assert config.worker_class == "inline"
+    assert config.remember_answers is True
 
 
 def test_layers_flag_beats_env_beats_file(tmp_path):
@@ -34,6 +35,8 @@ def test_layers_flag_beats_env_beats_file(tmp_path):
     assert config.threads == 7
     assert config.log_level == "debug"
     assert build_config({}, env={"EXTENDER_WORKER_CLASS": "gthread"}).worker_class == "gthread"
+    assert build_config({}, env={"EXTENDER_REMEMBER_ANSWERS": "false"}).remember_answers is False
+    assert build_config({"remember_answers": "true"}, env={}).remember_answers is True
 
 
 def test_config_file_from_env(tmp_path):
@@ -74,6 +77,7 @@ def test_weights_and_plugin_config(tmp_path):
         ("listen: nowhere\n", "listen: expected HOST:PORT"),
         ("scoreMode: fancy\n", "scoreMode: must be one of scaled, in-tree"),
         ("workerClass: sync\n", "workerClass: must be one of inline, gthread"),
+        ("rememberAnswers: sometimes\n", "rememberAnswers: invalid boolean"),
         ("featureGates: {Bogus: true}\n", "unknown feature gate 'Bogus'"),
         ("featureGates: {TaintTolerationCEL: maybe}\n", "invalid boolean"),
         ("weights: {Nope: 1}\n", "unknown score plugin 'Nope'"),

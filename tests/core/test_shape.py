@@ -186,3 +186,16 @@ def test_a_pod_whose_shape_cannot_be_written_is_answered_without_reuse(example_o
     answers = {remembering.filter_bytes(decode_args(body)), computing.filter_bytes(decode_args(body))}
     assert len(answers) == 1
     assert orjson.loads(answers.pop())["NodeNames"]  # answered, not an error
+
+
+def test_answer_reuse_can_be_switched_off(example_objects):
+    from extender.service import SHAPE_ANSWERS
+
+    snapshot = ClusterSnapshot.from_objects(example_objects)
+    ext = Extender(Config(remember_answers=False), StaticSource(snapshot))
+    assert not ext.remember_answers
+    _wire(ext, _replica("sla-gt", 0), NAMES)
+    assert SHAPE_ANSWERS not in snapshot._memo  # nothing kept
+    on = Extender(Config(), StaticSource(snapshot))
+    _wire(on, _replica("sla-gt", 0), NAMES)
+    assert SHAPE_ANSWERS in snapshot._memo
