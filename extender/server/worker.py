@@ -87,12 +87,12 @@ class InlineWorker(gthread.ThreadWorker):
         h2c = negotiation.prior_knowledge_allowed(self.cfg, None) or \
             negotiation.upgrade_allowed(self.cfg, None)
         self.inline = not self.cfg.is_ssl and not h2c
-        super().init_process()
+        super().init_process()  # loads the app, then runs the loop
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
         # the app's verb entry point (extender.server.app), if it has one
-        self.answer_verb = getattr(self.wsgi, "answer_verb", None)  # runs the loop
+        self.answer_verb = getattr(self.wsgi, "answer_verb", None)
 
     def enqueue_req(self, conn) -> None:
         if not self.inline:
