@@ -15,7 +15,9 @@ Everything else takes gthread's path unchanged: chunked or `Expect` bodies, larg
 requests, anything odd in the head, TLS, HTTP/2, and requests that would push the
 bytes held for partial requests past `BUFFER_BUDGET`. A partial request waits in the
 poller, never on the loop, and must complete within the keep-alive timeout of its first
-byte; a client that does not read its answer is cut off after `WRITE_TIMEOUT`. The
+byte; a head longer than `MAX_HEAD_BYTES` is refused (431) rather than handed to a pool
+thread that would wait for its end; a client that does not read its answer is cut off
+after `WRITE_TIMEOUT`. The
 Python work is serialized by the GIL either way, so answering on the loop costs no
 parallelism; the pool keeps slow bodies from stalling the loop. gunicorn's
 `pre_request`/`post_request` hooks and access log do not see verbs answered from their
@@ -41,22 +43,23 @@ from gunicorn.workers import gthread
 from extender.server.verbs import JSON_HEADERS, REASONS, verb_of
 
 INLINE_MAX_BYTES = 1 << 20  # head + body; a NodeNames request for 5,000 nodes is ~75 KiB
-MAX_HEAD_BYTES = 64 << 10  # no head end by then: gunicorn's parser gets to say why
+MAX_HEAD_BYTES = 64 << 10  # no head end by then: 431 (gunicorn would wait for one)
 BUFFER_BUDGET = 64 << 20  # bytes held for partial requests, all connections together
 WRITE_TIMEOUT = 10.0  # seconds for each write of an answer
 READ_CHUNK = 256 << 10
 BURST = 16  # requests answered per readiness event before other connections get a turn
-INCOMPLETE, ELSEWHERE = 0, -1  # `inline_request_size` verdicts besides a size
+INCOMPLETE, ELSEWHERE, HEAD_TOO_LARGE = 0, -1, -2  # `inline_request_size` verdicts
 
 
 def inline_request_size(buf: bytes | bytearray) -> int:
     """Size of the first request in `buf` if it can be answered inline and has fully
     arrived; INCOMPLETE if more bytes are needed first; ELSEWHERE if it is not a plain
-    HTTP/1 request with at most one `Content-Length` (gthread's thread pool takes it).
-    Conservative by design: the parser must never have to wait for the socket."""
-    end = buf.find(b"\r\n\r\n")
+    HTTP/1 request with at most one `Content-Length` (gthread's thread pool takes it);
+    HEAD_TOO_LARGE if MAX_HEAD_BYTES came without the head's end. Conservative by
+    design: the parser must never have to wait for the socket."""
+    end = buf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
     if end < 0:
-        return INCOMPLETE if len(buf) < MAX_HEAD_BYTES else ELSEWHERE
+        return INCOMPLETE if len(buf) < MAX_HEAD_BYTES else HEAD_TOO_LARGE
     lines = bytes(buf[:end]).split(b"\r\n")
     if not lines[0].endswith((b" HTTP/1.1", b" HTTP/1.0")):
         return ELSEWHERE
@@ -120,6 +123,9 @@ class InlineWorker(gthread.ThreadWorker):
                 return
             if size == ELSEWHERE:
                 self._to_pool(conn, buf)
+                return
+            if size == HEAD_TOO_LARGE:  # gunicorn would hold a pool thread until the end
+                self._refuse(conn, b"431 Request Header Fields Too Large")
                 return
             request, buf = bytes(buf[:size]), buf[size:]
             if not self._answer(conn, request):
@@ -213,6 +219,16 @@ class InlineWorker(gthread.ThreadWorker):
         if keep:
             conn.sock.setblocking(False)
         return keep
+
+    def _refuse(self, conn, status: bytes) -> None:
+        """An error answer without reading further, then close."""
+        conn.sock.settimeout(WRITE_TIMEOUT)
+        try:
+            conn.sock.sendall(b"HTTP/1.1 " + status + b"\r\nConnection: close\r\n"
+                              b"Content-Length: 0\r\n\r\n")
+        except OSError:
+            pass
+        self._close(conn, graceful=True)
 
     # --- where a connection goes next ---------------------------------------------
 

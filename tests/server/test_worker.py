@@ -14,6 +14,7 @@ from live import NAMES, request, start, stop
 
 from extender.server.worker import (
     ELSEWHERE,
+    HEAD_TOO_LARGE,
     INCOMPLETE,
     INLINE_MAX_BYTES,
     MAX_HEAD_BYTES,
@@ -57,7 +58,8 @@ HEAD = b"POST /filter HTTP/1.1\r\nHost: x\r\n"
     (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ELSEWHERE),  # HTTP/2 preface
     (b"\r\nGET / HTTP/1.1\r\n\r\n", ELSEWHERE),
     (HEAD + b"Content-Length: %d\r\n\r\n" % INLINE_MAX_BYTES, ELSEWHERE),  # too big to hold
-    (b"GET /" + b"a" * MAX_HEAD_BYTES, ELSEWHERE),  # no head end in sight
+    (b"GET /" + b"a" * MAX_HEAD_BYTES, HEAD_TOO_LARGE),  # no head end in sight
+    (b"GET /" + b"a" * MAX_HEAD_BYTES + b" HTTP/1.1\r\n\r\n", HEAD_TOO_LARGE),
 ])
 def test_inline_request_size(data, expected):
     assert inline_request_size(data) == expected
@@ -278,3 +280,12 @@ def test_verb_errors_from_the_buffered_path(server):
         assert status == 200 and orjson.loads(body)["Error"]
         sock.sendall(post(b'{"NodeNames": []}', path="/prioritize"))
         assert read_response(sock, pending)[0] == 400
+
+
+@pytest.mark.parametrize("server", ["inline"], indirect=True)  # gthread waits for the end
+def test_a_head_that_never_ends_is_refused(server):
+    with connect(server) as sock:
+        sock.sendall(b"POST /filter HTTP/1.1\r\nX-Pad: " + b"a" * (2 * MAX_HEAD_BYTES))
+        assert read_response(sock, bytearray())[0] == 431
+        assert sock.recv(10) == b""  # and closed
+    assert request(server, "GET", "/healthz") == (200, b"ok")
