@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -102,12 +103,15 @@ def cmd_explain(ns: argparse.Namespace) -> int:
 def cmd_serve(ns: argparse.Namespace) -> int:
     from extender.server.multiproc import prepare_multiprocess_metrics
 
-    prepare_multiprocess_metrics()  # before any metric exists
+    config = build_config(_settings(ns), config_file=ns.config)  # creates no metric
+    if config.workers > 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # several processes answer: /metrics must add them up. One worker keeps its
+        # metrics in memory (each multiprocess write costs a pid check and an mmap write)
+        prepare_multiprocess_metrics()  # before any metric exists
     from extender.logs import setup_logging
     from extender.server.launcher import ExtenderServer
     from extender.state import FileSource
 
-    config = build_config(_settings(ns), config_file=ns.config)
     setup_logging(config.log_level)
     source = FileSource(config.cluster, poll_seconds=config.reload_interval)  # fails fast
     ExtenderServer(config, source).run()

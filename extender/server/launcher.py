@@ -1,13 +1,15 @@
 """Start gunicorn in-process with our defaults (`InlineWorker`, gthread answering
 complete small requests on its event loop; gunicorn sets TCP_NODELAY on TCP listeners).
 
-Prometheus multiprocess mode (`extender.server.multiproc`) is switched on before any
-metric is created, so that `/metrics` aggregates every worker; a dead worker's live
-gauges are dropped.
+With several workers, Prometheus multiprocess mode (`extender.server.multiproc`) is
+switched on (by `extender serve`) before any metric is created, so that `/metrics`
+aggregates every worker; a dead worker's live gauges are dropped. One worker keeps its
+metrics in memory.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from gunicorn.app.base import BaseApplication
@@ -88,6 +90,8 @@ class QuietAccessLogger(Logger):
 
 
 def _child_exit(server, worker) -> None:  # noqa: ARG001 - gunicorn hook signature
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return  # one worker: metrics live in its memory
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)

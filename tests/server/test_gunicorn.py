@@ -118,3 +118,18 @@ def test_serve_removes_the_metrics_directory_it_created(tmp_path):
         stop(proc)
     assert proc.returncode is not None
     assert not created.exists()
+
+
+def test_one_worker_keeps_its_metrics_in_memory(tmp_path):
+    port, proc = start(EXAMPLES / "cluster.yaml", "--log-level", "warning", tmpdir=tmp_path)
+    try:
+        body = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["od-a1"]})
+        for _ in range(3):
+            assert request(port, "POST", "/filter", body)[0] == 200
+        status, text = request(port, "GET", "/metrics")
+        assert status == 200
+        assert _metric(text.decode(), "extender_http_requests_total", verb="filter", code="200") == 3
+        assert _metric(text.decode(), "extender_cluster_state_objects", kind="nodes") > 0
+        assert not list(tmp_path.glob("extender-metrics-*"))  # no multiprocess directory
+    finally:
+        stop(proc)
