@@ -131,23 +131,19 @@ def run_inprocess(ext: Extender, pods: Sequence[dict[str, Any]], names: list[str
 def codec_costs(answers: Sequence[Answer], names: list[str]) -> dict[str, Any]:
     """Server-side wire cost of the same requests: decode_args(body) and encode(result)."""
     dec_f, enc_f, dec_p, enc_p = [], [], [], []
+
+    def timed(into: list[float], fn, arg) -> None:
+        t0 = time.perf_counter()
+        fn(arg)
+        into.append(time.perf_counter() - t0)
+
     for a in answers:
-        body = orjson.dumps({"Pod": a.pod, "Nodes": None, "NodeNames": names})
-        t0 = time.perf_counter()
-        decode_args(body)
-        dec_f.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        encode(a.filter_result)
-        enc_f.append(time.perf_counter() - t0)
+        timed(dec_f, decode_args, orjson.dumps({"Pod": a.pod, "Nodes": None, "NodeNames": names}))
+        timed(enc_f, encode, a.filter_result)
         if a.prioritize_result is not None:
-            body = orjson.dumps({"Pod": a.pod, "Nodes": None,
-                                 "NodeNames": a.filter_result["NodeNames"]})
-            t0 = time.perf_counter()
-            decode_args(body)
-            dec_p.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            encode(a.prioritize_result)
-            enc_p.append(time.perf_counter() - t0)
+            feasible = a.filter_result["NodeNames"]
+            timed(dec_p, decode_args, orjson.dumps({"Pod": a.pod, "Nodes": None, "NodeNames": feasible}))
+            timed(enc_p, encode, a.prioritize_result)
     return {"filter_decode": summarize(dec_f), "filter_encode": summarize(enc_f),
             "prioritize_decode": summarize(dec_p), "prioritize_encode": summarize(enc_p)}
 

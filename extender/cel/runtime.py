@@ -242,14 +242,21 @@ def _quantifier(decisive: bool):  # all: decisive False; exists: decisive True
     return impl
 
 
+def _test(ev: BudgetEvaluator, names, pair, expr, role: str) -> Any:
+    """A macro's boolean body on one element: the bool, or the error (a non-bool
+    result is one)."""
+    r = ev._body(names, pair, expr)
+    if isinstance(r, CELEvalError) or _is_bool(r):
+        return r
+    return _err(f"{role} returned {kind(r)}, not bool")
+
+
 def _exists_one(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
     count = 0
     for pair in pairs:
-        r = ev._body(names, pair, exprs[0])
+        r = _test(ev, names, pair, exprs[0], "predicate")
         if isinstance(r, CELEvalError):
             return r
-        if not _is_bool(r):
-            return _err(f"predicate returned {kind(r)}, not bool")
         count += bool(r)
     return T.BoolType(count == 1)
 
@@ -258,12 +265,9 @@ def _selected(ev: BudgetEvaluator, names, exprs, pairs):
     """Yield (pair, value of the last expression) for elements passing the optional filter."""
     for pair in pairs:
         if len(exprs) == 2:
-            keep = ev._body(names, pair, exprs[0])
+            keep = _test(ev, names, pair, exprs[0], "filter")
             if isinstance(keep, CELEvalError):
                 yield pair, keep
-                return
-            if not _is_bool(keep):
-                yield pair, _err(f"filter returned {kind(keep)}, not bool")
                 return
             if not keep:
                 continue
@@ -282,11 +286,9 @@ def _map(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
 def _filter(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
     out = []
     for pair in pairs:
-        keep = ev._body(names, pair, exprs[0])
+        keep = _test(ev, names, pair, exprs[0], "filter")
         if isinstance(keep, CELEvalError):
             return keep
-        if not _is_bool(keep):
-            return _err(f"filter returned {kind(keep)}, not bool")
         if keep:
             out.append(pair[0])
     return T.ListType(out)
