@@ -26,12 +26,15 @@ HELP = {
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
     "cel_result_cache_size": "memoized CEL (expression, taint) results (default 100000)",
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
+    "request_deadline": "seconds a filter/prioritize request may spend (CEL evaluation); past it "
+    "the request answers an Error, never a verdict; 0 disables (default 4, below "
+    "kube-scheduler's 5 s httpTimeout)",
     "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
 }
 
 SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
-              "remember_answers")
+              "remember_answers", "request_deadline")
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:

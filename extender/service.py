@@ -29,6 +29,7 @@ from extender.api.wire import (
     filter_result,
     host_priority_list,
 )
+from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.config import Config
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
@@ -193,8 +194,18 @@ class Extender:
 
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
         """The ExtenderFilterResult as Python objects (explain, tests, embedding)."""
-        answer = self._filtered(args)
-        return answer if isinstance(answer, dict) else self._filter_result(*answer)
+        with request_deadline(self.config.request_deadline):
+            try:
+                answer = self._filtered(args)
+                return answer if isinstance(answer, dict) else self._filter_result(*answer)
+            except DeadlineExceeded as exc:
+                return self._out_of_time(exc)
+
+    @staticmethod
+    def _out_of_time(exc: DeadlineExceeded) -> dict[str, Any]:
+        """A request past `--request-deadline` answers an Error, never a verdict."""
+        log.warning("request deadline exceeded", extra={"error": str(exc)})
+        return error_filter_result(str(exc))
 
     def prioritize_vector(self, args: ExtenderArgs) -> tuple[NodeSet, np.ndarray]:
         """The scored candidates (request order, unknown names left out) and their
@@ -204,7 +215,11 @@ class Extender:
         fails (the server answers 400 / 500; kube-scheduler logs and ignores any
         prioritize failure)."""
         snapshot, pod, cands = self._inputs(args)
-        outcome, scores = self.run_score(self.new_state(snapshot), pod, cands.nodes)
+        with request_deadline(self.config.request_deadline):
+            try:
+                outcome, scores = self.run_score(self.new_state(snapshot), pod, cands.nodes)
+            except DeadlineExceeded as exc:
+                raise ScoringError(str(exc)) from None
         if outcome.error:
             raise ScoringError(outcome.error)
         return cands.nodes, scores
@@ -225,7 +240,11 @@ class Extender:
             snapshot, pod, cands = self._inputs(args)
         except ModelError as exc:
             return encode(error_filter_result(str(exc)))
-        return self.remembered_answer("Filter", snapshot, pod, cands, self._filter_bytes)
+        with request_deadline(self.config.request_deadline):
+            try:
+                return self.remembered_answer("Filter", snapshot, pod, cands, self._filter_bytes)
+            except DeadlineExceeded as exc:
+                return encode(self._out_of_time(exc))
 
     def _filter_bytes(self, state: CycleState, pod: Pod, cands: Candidates) -> tuple[bytes, bool]:
         outcome = self.run_filter(state, pod, cands)
@@ -241,7 +260,11 @@ class Extender:
         written into a per-candidate-list template without a dict per host, once per
         pod shape."""
         snapshot, pod, cands = self._inputs(args)
-        return self.remembered_answer("Score", snapshot, pod, cands, self._prioritize_bytes)
+        with request_deadline(self.config.request_deadline):
+            try:
+                return self.remembered_answer("Score", snapshot, pod, cands, self._prioritize_bytes)
+            except DeadlineExceeded as exc:
+                raise ScoringError(str(exc)) from None
 
     def _prioritize_bytes(self, state: CycleState, pod: Pod, cands: Candidates) -> tuple[bytes, bool]:
         outcome, scores = self.run_score(state, pod, cands.nodes)

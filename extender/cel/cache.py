@@ -23,8 +23,9 @@ from typing import Any
 
 import cachetools
 
+from extender.cel import deadline
 from extender.cel.environment import CompileError
-from extender.cel.limits import DEFAULT_EVAL_TIMEOUT
+from extender.cel.limits import MAX_COST
 from extender.cel.program import Program, compile_program, run_program
 from extender.metrics import (
     CEL_CACHE_ENTRIES,
@@ -76,8 +77,8 @@ class _LRU(cachetools.LRUCache):
 
 class CelCache:
     def __init__(self, max_programs: int = 1024, max_results: int = 100_000,
-                 eval_timeout: float = DEFAULT_EVAL_TIMEOUT) -> None:
-        self.eval_timeout = eval_timeout
+                 cost_limit: int = MAX_COST) -> None:
+        self.cost_limit = cost_limit  # the runtime budget per evaluation (tests lower it)
         self._lock = threading.Lock()
         self._programs = _LRU(max(1, max_programs), self._evicted)
         self._key_locks = [threading.Lock() for _ in range(_KEY_MUTEXES)]
@@ -131,7 +132,10 @@ class CelCache:
 
     # --- evaluation -------------------------------------------------------------------
     def evaluate(self, expression: str, taint: Any) -> CelOutcome:
-        """Outcome of ``expression`` for ``taint`` (memoised; never raises)."""
+        """Outcome of ``expression`` for ``taint`` (memoised).
+
+        Raises only ``deadline.DeadlineExceeded`` (the request is out of time); that is
+        never memoised, while every outcome computed before it is."""
         key = (expression, taint.key, taint.value, taint.effect)
         if self._memo is not None:
             with self._memo_lock:
@@ -141,6 +145,7 @@ class CelCache:
                 _MEMO_HIT.inc()
                 return outcome
             _MEMO_MISS.inc()
+        deadline.check()
         outcome = self._compute(expression, taint)
         if self._memo is not None:
             with self._memo_lock:
@@ -153,7 +158,7 @@ class CelCache:
             outcome = CelOutcome(False, "compile", entry.message)
         else:
             kind, message = run_program(entry, taint.key, taint.value, taint.effect,
-                                        timeout=self.eval_timeout)
+                                        cost_limit=self.cost_limit)
             outcome = _TRUE if kind == "true" else _FALSE if kind == "false" else CelOutcome(
                 False, kind, message)
         if outcome.kind not in ("true", "false"):

@@ -26,12 +26,6 @@ TAINT_EFFECT_MAX = 16
 #: even on a deep server call stack (see ``extender.cel.environment``).
 MAX_NESTING_DEPTH = 100
 
-#: Default time guard per evaluation, in the evaluating thread's CPU time (not wall time:
-#: a thread waiting for the GIL under load must not time out and memoize a wrong "no
-#: match").  The 1M cost budget is a correctness guard (cel-python needs seconds for 1M
-#: units); this is the latency guard.
-DEFAULT_EVAL_TIMEOUT = 0.1
-
 #: Error messages in CelOutcome / compile_error are truncated to this many characters.
 MAX_MESSAGE_CHARS = 300
 
@@ -44,7 +38,7 @@ ITERATION_COST = 8
 
 #: Cost per element materialized by ``lists.range(n)``. cel-go charges ~1, but cel-python
 #: needs ~13 us to build each element and one library call cannot be interrupted by the
-#: wall-clock guard, so an unbounded range could blow through it (``lists.range(100000)``
+#: request deadline, so an unbounded range could blow through it (``lists.range(100000)``
 #: took 1.4 s). At 300 units the estimate and the runtime budget cap a range at ~3,300
 #: elements (~45 ms); everything that makes big lists starts from a range, so this bounds
 #: sort/reverse/slice/flatten too. Deliberately stricter than Kubernetes.

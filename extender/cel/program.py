@@ -16,8 +16,8 @@ from celpy.evaluation import CELEvalError
 
 from extender.cel import ast, check, cost
 from extender.cel.environment import CompileError, parse
-from extender.cel.limits import DEFAULT_EVAL_TIMEOUT, MAX_COST, MAX_MESSAGE_CHARS
-from extender.cel.runtime import Budget, CostLimitExceeded, EvalTimeout, TolerationRunner
+from extender.cel.limits import MAX_COST, MAX_MESSAGE_CHARS
+from extender.cel.runtime import Budget, CostLimitExceeded, TolerationRunner
 from extender.cel.values import kind
 
 
@@ -58,18 +58,18 @@ def taint_activation(key: str, value: str, effect: str) -> dict[str, Any]:
 
 
 def run_program(program: Program, key: str, value: str, effect: str, *,
-                timeout: float = DEFAULT_EVAL_TIMEOUT,
                 cost_limit: int = MAX_COST) -> tuple[str, str]:
-    """Evaluate; returns (kind, message) with kind in true/false/runtime/cost/non-bool."""
-    budget = Budget(cost_limit, timeout)
+    """Evaluate; returns (kind, message) with kind in true/false/runtime/cost/non-bool.
+
+    A pure function of (program, taint): the only limiter is the deterministic cost
+    budget.  ``deadline.DeadlineExceeded`` (the request ran out of time) propagates:
+    it is not an outcome."""
+    budget = Budget(cost_limit)
     try:
         result = program.runner.run(taint_activation(key, value, effect), budget)
     except CostLimitExceeded:
         return "cost", (f"operation cancelled: actual cost limit exceeded "
                         f"({budget.used} > {cost_limit})")
-    except EvalTimeout:
-        return "cost", f"operation cancelled: evaluation exceeded the time limit of " \
-                       f"{timeout * 1000:g} ms"
     except RecursionError:
         return "runtime", "expression is nested too deeply to evaluate"
     except Exception as exc:  # cel-python internals: never let them escape

@@ -1,4 +1,4 @@
-"""Evaluation on cel-python with a cost budget, a wall-clock guard and cel-go semantics.
+"""Evaluation on cel-python with a cost budget, the request deadline and cel-go semantics.
 
 ``TolerationRunner`` is a ``celpy.InterpretedRunner`` (thread-safe: a fresh evaluator and
 activation per call, the shared tree is only read; spec cel.md §2.8) whose evaluator
@@ -7,9 +7,11 @@ subclass
 * charges cel-go-like units at semantic points — identifiers and selections 1, calls 1 or
   their size-scaled cost (``extender.cel.cost``), list/map literals 10/30, comprehension
   iterations ``ITERATION_COST`` — and aborts past the limit (``CostLimitExceeded``);
-* checks a CPU-time deadline every 32 tree visits (``EvalTimeout``).  Both are
-  ``BaseException`` subclasses so that cel-python's ``except Exception`` paths cannot
-  swallow them;
+* checks the request's wall-clock deadline (``extender.cel.deadline``) every 32 tree
+  visits and after every library call (``DeadlineExceeded``).  The deadline is never a
+  verdict: the cost budget alone decides "cost" outcomes, so a verdict depends on
+  (expression, taint) only, never on load.  Both are ``BaseException`` subclasses so
+  that cel-python's ``except Exception`` paths cannot swallow them;
 * evaluates ``&&``/``||``/``?:`` with cel-go's short-circuit and error-absorption rules;
 * implements the comprehension macros itself (cel-python lacks the two-variable forms,
   3-argument ``map``, ``transform*``, ``sortBy``, and has a non-standard ``min`` macro).
@@ -17,7 +19,6 @@ subclass
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import celpy
@@ -25,6 +26,7 @@ import lark
 from celpy import celtypes as T
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
+from extender.cel import deadline
 from extender.cel.ast import MACROS, TWO_VAR
 from extender.cel.cost import call_cost
 from extender.cel.environment import ENVIRONMENT
@@ -45,18 +47,15 @@ class CostLimitExceeded(BaseException):  # noqa: N818 - mirrors cel-go's wording
     """The runtime cost budget was exhausted."""
 
 
-class EvalTimeout(BaseException):  # noqa: N818
-    """The wall-clock deadline passed."""
-
-
 class Budget:
+    """The deterministic cost budget of one evaluation, plus the request's deadline
+    (None outside a request), read once from the context."""
+
     __slots__ = ("used", "limit", "deadline", "ticks")
 
-    def __init__(self, limit: int, timeout: float) -> None:
+    def __init__(self, limit: int) -> None:
         self.used, self.limit, self.ticks = 0, limit, 0
-        # Thread CPU time, not wall time: under gthread contention a waiting thread must
-        # not time out (a spurious timeout would mean a wrong, memoized "no match").
-        self.deadline = time.thread_time() + timeout
+        self.deadline = deadline.current()
 
     def charge(self, units: int) -> None:
         self.used += units
@@ -85,8 +84,8 @@ class BudgetEvaluator(Evaluator):
     def _visit_tree(self, tree: lark.Tree) -> Any:
         b = self.budget
         b.ticks += 1
-        if not b.ticks & 31 and time.thread_time() > b.deadline:
-            raise EvalTimeout()
+        if not b.ticks & 31 and b.deadline is not None:
+            deadline.check(b.deadline)
         return super()._visit_tree(tree)
 
     # --- calls ----------------------------------------------------------------------
@@ -103,8 +102,8 @@ class BudgetEvaluator(Evaluator):
             result = fn(*args)
         except Exception as exc:  # celpy built-ins (timestamps, type) may raise
             return _err(f"{name}: {exc}")
-        if time.thread_time() > self.budget.deadline:  # a long library call cannot be interrupted
-            raise EvalTimeout()
+        if self.budget.deadline is not None:  # a long library call cannot be interrupted
+            deadline.check(self.budget.deadline)
         return result
 
     def _operator(self, tree: lark.Tree) -> Any:
@@ -368,7 +367,7 @@ class TolerationRunner(celpy.InterpretedRunner):
         return evaluator.visit(self.ast)
 
     def evaluate(self, context: dict) -> Any:  # celpy API: raise on error
-        value = self.run(context, Budget(2**63, 3600.0))
+        value = self.run(context, Budget(2**63))
         if isinstance(value, CELEvalError):
             raise value
         return value

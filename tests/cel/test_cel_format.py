@@ -54,7 +54,7 @@ def messages(fmt: str, value: str):
 
 
 def ev(expr: str, key: str = "k", value: str = ""):
-    return run_program(compile_program(expr), key, value, "NoSchedule", timeout=5)
+    return run_program(compile_program(expr), key, value, "NoSchedule")
 
 
 # format_test.go TestFormat: (format, input, expected messages or None)
@@ -251,7 +251,7 @@ def test_estimate_bounds_the_runtime_cost():
         program = compile_program(expr)
         worst = call_cost("validate", [fmt, "a" * 317])
         assert program.estimated_cost >= worst, name
-        kind, _ = run_program(program, "a" * 317, "", "NoSchedule", timeout=5,
+        kind, _ = run_program(program, "a" * 317, "", "NoSchedule",
                               cost_limit=program.estimated_cost)
         assert kind in ("true", "false")
     # an unknown receiver is estimated with the largest format (uri)

@@ -1,8 +1,7 @@
 """Compile-time validation and every limit: length, syntax, names, arity, depth,
-estimated cost, runtime cost, wall-clock guard, recursion."""
+estimated cost, runtime cost, recursion."""
 
 import sys
-import time
 
 import pytest
 
@@ -10,7 +9,6 @@ from extender.cel import MAX_COST, MAX_EXPRESSION_BYTES, CelCache
 from extender.cel.environment import CompileError
 from extender.cel.limits import MAX_NESTING_DEPTH
 from extender.cel.program import compile_program, run_program
-from extender.model.objects import Taint
 
 L50 = "[" + ",".join(["0"] * 50) + "]"
 NESTED_345 = f"{L50}.all(a, {L50}.all(b, {L50}.all(c, taint.key != '')))"
@@ -151,38 +149,18 @@ def test_small_expressions_have_small_estimates(expr, bound):
 def test_runtime_cost_budget_aborts():
     program = compile_program(f"{L50}.all(a, {L50}.all(b, taint.key != ''))")
     assert program.estimated_cost < MAX_COST
-    kind, message = run_program(program, "k", "", "", timeout=30, cost_limit=1000)
+    kind, message = run_program(program, "k", "", "", cost_limit=1000)
     assert kind == "cost"
     assert message.startswith("operation cancelled: actual cost limit exceeded")
     # the same program within budget
-    assert run_program(program, "k", "", "", timeout=30)[0] == "true"
+    assert run_program(program, "k", "", "")[0] == "true"
 
 
 def test_runtime_cost_charges_match_the_estimate_for_worst_case_inputs():
     program = compile_program("taint.key.split('').all(c, c != 'x')")
     key = "a" * 317
-    kind, _ = run_program(program, key, "", "", timeout=30, cost_limit=program.estimated_cost)
+    kind, _ = run_program(program, key, "", "", cost_limit=program.estimated_cost)
     assert kind == "true"
-
-
-def test_wall_clock_guard_aborts_within_the_timeout():
-    program = compile_program(f"{L50}.all(a, {L50}.all(b, taint.key != ''))")
-    start = time.perf_counter()
-    kind, message = run_program(program, "k", "", "", timeout=0.01)
-    elapsed = time.perf_counter() - start
-    assert kind == "cost" and "time limit of 10 ms" in message
-    assert elapsed < 0.1
-
-
-def test_default_timeout_bounds_any_accepted_expression():
-    cache = CelCache(max_results=0)
-    expr = f"{L50}.all(a, {L50}.all(b, taint.key.split('').size() > 0))"
-    assert cache.compile_error(expr) is None
-    start = time.perf_counter()
-    outcome = cache.evaluate(expr, Taint("k" * 300, "", "NoSchedule"))
-    assert time.perf_counter() - start < 0.25
-    assert outcome.matched is (outcome.kind == "true")
-    assert outcome.kind in ("true", "cost")
 
 
 @pytest.mark.parametrize(
@@ -196,19 +174,16 @@ def test_default_timeout_bounds_any_accepted_expression():
     ],
 )
 def test_big_ranges_are_rejected_by_the_estimate(expression):
-    """A library call on a big list cannot be interrupted by the wall-clock guard, so the
+    """A library call on a big list cannot be interrupted by the request deadline, so the
     estimate must bound every list an expression can build (RANGE_ELEMENT_COST)."""
-    from extender.cel import CelCache
 
     error = CelCache().compile_error(expression)
     assert error is not None and "exceeds the limit of 1000000" in error
 
 
 def test_ranges_under_the_bound_still_work():
-    from extender.cel import CelCache
     from extender.model import Taint
 
-    # 1,000 elements: well under the static bound and far from the 100 ms CPU guard
-    # even on a loaded CI machine (3,000 took 30 ms here, and >100 ms under load).
+    # 1,000 elements: well under the static bound.
     outcome = CelCache().evaluate("lists.range(1000).size() == 1000", Taint("k", "v", "NoSchedule"))
     assert outcome.matched, outcome

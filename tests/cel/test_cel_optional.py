@@ -11,7 +11,7 @@ from extender.cel.values import cel_equal, to_cel
 
 
 def ev(expr: str, key: str = "k", value: str = "v"):
-    return run_program(compile_program(expr), key, value, "NoSchedule", timeout=5)
+    return run_program(compile_program(expr), key, value, "NoSchedule")
 
 
 TRUE = [

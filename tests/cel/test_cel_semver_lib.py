@@ -7,7 +7,7 @@ from extender.cel.program import compile_program, run_program
 
 
 def ev(expr: str, value: str = ""):
-    return run_program(compile_program(expr), "k", value, "NoSchedule", timeout=5)
+    return run_program(compile_program(expr), "k", value, "NoSchedule")
 
 
 ERR = None

@@ -8,7 +8,7 @@ from extender.cel.program import compile_program, run_program
 
 
 def ev(expr: str, key: str = "k", value: str = "v"):
-    return run_program(compile_program(expr), key, value, "NoSchedule", timeout=5)
+    return run_program(compile_program(expr), key, value, "NoSchedule")
 
 
 TRUE = [

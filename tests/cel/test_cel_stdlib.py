@@ -7,7 +7,7 @@ from extender.cel.program import compile_program, run_program
 
 
 def ev(expr: str, key: str = "k", value: str = "v", effect: str = "NoSchedule"):
-    return run_program(compile_program(expr), key, value, effect, timeout=5)
+    return run_program(compile_program(expr), key, value, effect)
 
 
 TRUE_CASES = [

@@ -10,7 +10,7 @@ from extender.cel.program import compile_program, run_program
 
 
 def ev(expr: str, key: str = "k", value: str = "v"):
-    return run_program(compile_program(expr), key, value, "NoSchedule", timeout=5)
+    return run_program(compile_program(expr), key, value, "NoSchedule")
 
 
 STRING_TRUE = [
@@ -161,7 +161,7 @@ def test_invalid_dynamic_pattern_is_a_runtime_error():
 def test_redos_pattern_is_linear_with_re2():
     program = compile_program("taint.value.matches('^(a+)+$')")
     start = time.perf_counter()
-    assert run_program(program, "k", "a" * 62 + "b", "", timeout=5) == ("false", "")
+    assert run_program(program, "k", "a" * 62 + "b", "") == ("false", "")
     long_input = compile_program("('a' + taint.value + taint.value).matches('^(a+)+$')")
-    assert run_program(long_input, "k", "a" * 63, "", timeout=5) == ("true", "")
+    assert run_program(long_input, "k", "a" * 63, "") == ("true", "")
     assert time.perf_counter() - start < 0.1

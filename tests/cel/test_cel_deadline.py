@@ -1,0 +1,169 @@
+"""Verdicts never depend on load; time is bounded per request, never per evaluation.
+
+* the per-evaluation limiter is the deterministic cost budget: the same expression and
+  taint give the same verdict alone and under 16 busy threads, right at the budget;
+* a request past its deadline raises ``DeadlineExceeded`` (never an outcome), nothing
+  wrong is memoised, finished evaluations stay memoised, and the service answers an
+  ``Error`` (filter) or a ScoringError (prioritize -> HTTP 500).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import orjson
+import pytest
+from conftest import make_extender
+
+from extender.api.wire import ExtenderArgs
+from extender.cel import CelCache
+from extender.cel.deadline import DeadlineExceeded, check, current, request_deadline
+from extender.cel.program import compile_program, taint_activation
+from extender.cel.runtime import Budget
+from extender.config import Config, build_config
+from extender.model import Taint
+from extender.service import ScoringError
+
+L10 = "[" + ",".join(["0"] * 10) + "]"
+L20 = "[" + ",".join(["0"] * 20) + "]"
+#: runtime cost grows with the key's size, so taints land on both sides of one budget
+NEAR_LIMIT = [
+    f"{L10}.all(a, taint.key.split('').all(c, c != 'x'))",
+    f"{L10}.exists(a, taint.key.split('').exists(c, c == 'z'))",
+    "taint.key.split('').map(c, c + c).filter(c, c != 'xx').size() > 0",
+]
+TAINTS = [Taint("k" * n, "v", "NoSchedule") for n in (5, 17, 18, 19, 40)]
+SLOW = f"{L20}.all(a, {L20}.all(b, {L20}.all(c, taint.key != '')))"  # ~0.4 s
+
+
+def runtime_cost(expression: str, taint: Taint) -> int:
+    budget = Budget(2**62)
+    program = compile_program(expression)
+    program.runner.run(taint_activation(taint.key, taint.value, taint.effect), budget)
+    return budget.used
+
+
+def verdicts(cache: CelCache) -> list[tuple[str, str]]:
+    return [(o.kind, o.message) for o in
+            (cache.evaluate(e, t) for e in NEAR_LIMIT for t in TAINTS)]
+
+
+def busy(stop: threading.Event) -> None:
+    x = 0
+    while not stop.is_set():
+        x = (x * 31 + 7) % 1_000_003  # pure-Python work: holds the GIL in turns
+
+
+def test_same_verdicts_alone_and_under_16_busy_threads():
+    # the budget sits exactly at the runtime cost of the 18-character key: 17 passes,
+    # 18 is exactly at the limit (passes), 19 and 40 go over; a deterministic split
+    limit = runtime_cost(NEAR_LIMIT[0], TAINTS[2])
+    assert runtime_cost(NEAR_LIMIT[0], TAINTS[3]) > limit
+    alone = verdicts(CelCache(max_results=0, cost_limit=limit))
+    kinds = {k for k, _ in alone}
+    assert "cost" in kinds and kinds & {"true", "false"}, alone
+
+    # 16 threads evaluating at once (each the others' load), plus 4 pure spinners
+    stop = threading.Event()
+    spinners = [threading.Thread(target=busy, args=(stop,), daemon=True) for _ in range(4)]
+    for t in spinners:
+        t.start()
+    try:
+        cache = CelCache(max_results=0, cost_limit=limit)
+        barrier = threading.Barrier(16)
+
+        def loaded_run(_: int) -> list[tuple[str, str]]:
+            barrier.wait()
+            return verdicts(cache)
+
+        with ThreadPoolExecutor(16) as pool:
+            loaded = list(pool.map(loaded_run, range(16)))
+    finally:
+        stop.set()
+        for t in spinners:
+            t.join()
+    assert all(run == alone for run in loaded)
+
+
+def test_deadline_raises_and_memoises_nothing_wrong():
+    cache = CelCache()
+    taint = Taint("k", "v", "NoSchedule")
+    start = time.monotonic()
+    with request_deadline(0.05), pytest.raises(DeadlineExceeded, match="0.05 s"):
+        cache.evaluate(SLOW, taint)
+    assert time.monotonic() - start < 5  # answers promptly ("doesn't hang" bound)
+    misses = cache.stats()["memo_misses"]
+    outcome = cache.evaluate(SLOW, taint)  # no deadline: computed, not a remembered error
+    assert (outcome.kind, outcome.matched) == ("true", True)
+    assert cache.stats()["memo_misses"] == misses + 1
+
+
+def test_finished_evaluations_stay_memoised_so_a_retry_makes_progress():
+    cache = CelCache()
+    cheap = Taint("k", "v", "NoSchedule")
+    with request_deadline(0.05):
+        assert cache.evaluate("taint.key == 'k'", cheap).matched
+        with pytest.raises(DeadlineExceeded):
+            cache.evaluate(SLOW, cheap)
+    hits = cache.stats()["memo_hits"]
+    with request_deadline(0.05):
+        assert cache.evaluate("taint.key == 'k'", cheap).matched
+    assert cache.stats()["memo_hits"] == hits + 1
+
+
+def test_an_expired_deadline_stops_even_cheap_uncached_work():
+    cache = CelCache()
+    with request_deadline(0.001):
+        time.sleep(0.01)
+        with pytest.raises(DeadlineExceeded):
+            cache.evaluate("taint.key == 'k'", Taint("k", "", "NoSchedule"))
+
+
+def test_deadline_context_nests_and_resets():
+    assert current() is None
+    check()  # no deadline: never raises
+    with request_deadline(10):
+        outer = current()
+        with request_deadline(100):
+            assert current() == outer  # the sooner deadline wins
+        with request_deadline(0):
+            assert current() == outer
+    assert current() is None
+
+
+def test_request_deadline_setting():
+    assert Config().request_deadline == 4.0
+    assert build_config({"request_deadline": "2.5"}, env={}).request_deadline == 2.5
+    assert build_config(env={"EXTENDER_REQUEST_DEADLINE": "0"}).request_deadline == 0.0
+    with pytest.raises(ValueError, match="--request-deadline"):
+        build_config({"request_deadline": "-1"}, env={})
+
+
+NODES = [{"kind": "Node", "metadata": {"name": f"n{i}"},
+          "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"},
+                              {"key": "p", "value": "v", "effect": "PreferNoSchedule"}]}}
+         for i in range(3)]
+
+
+def _args(expression: str) -> ExtenderArgs:
+    pod = {"metadata": {"name": "p", "namespace": "default"},
+           "spec": {"tolerations": [{"expression": expression}]}}
+    return ExtenderArgs(pod, None, ["n0", "n1", "n2"])
+
+
+def test_service_answers_an_error_when_out_of_time_and_a_verdict_on_retry():
+    ext = make_extender(NODES, Config(request_deadline=0.05), cel=CelCache())
+    answer = orjson.loads(ext.filter_bytes(_args(SLOW)))
+    assert "request deadline of 0.05 s exceeded" in answer["Error"]
+    assert not answer.get("NodeNames")
+    assert "request deadline" in ext.filter(_args(SLOW))["Error"]
+    with pytest.raises(ScoringError, match="request deadline"):
+        ext.prioritize_bytes(_args(SLOW))
+    # a cheap pod on the same engine is answered normally
+    ok = orjson.loads(ext.filter_bytes(_args("taint.key.startsWith('k')")))
+    assert ok["NodeNames"] == ["n0", "n1", "n2"] and not ok.get("Error")
+    # with time to spare the slow pod gets its verdict (nothing wrong was remembered)
+    roomy = make_extender(NODES, Config(request_deadline=60), cel=ext.cel)
+    assert orjson.loads(roomy.filter_bytes(_args(SLOW)))["NodeNames"] == ["n0", "n1", "n2"]
