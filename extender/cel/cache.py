@@ -24,7 +24,7 @@ from typing import Any
 import cachetools
 
 from extender.cel import deadline
-from extender.cel.environment import CompileError
+from extender.cel.environment import TOO_LONG_MESSAGE, CompileError, too_long
 from extender.cel.limits import MAX_COST
 from extender.cel.program import Program, compile_program, run_program
 from extender.metrics import (
@@ -53,6 +53,7 @@ class CelOutcome:
 
 _TRUE = CelOutcome(True, "true", "")
 _FALSE = CelOutcome(False, "false", "")
+_TOO_LONG = CelOutcome(False, "compile", TOO_LONG_MESSAGE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,8 @@ class CelCache:
 
     def compile_error(self, expression: str) -> str | None:
         """Admission-style validation (cached): the error message, or None if valid."""
+        if too_long(expression):  # never a cache key: the caches stay byte-bounded
+            return TOO_LONG_MESSAGE
         entry = self._get_or_compile(expression)
         return entry.message if isinstance(entry, _Failed) else None
 
@@ -135,7 +138,11 @@ class CelCache:
         """Outcome of ``expression`` for ``taint`` (memoised).
 
         Raises only ``deadline.DeadlineExceeded`` (the request is out of time); that is
-        never memoised, while every outcome computed before it is."""
+        never memoised, while every outcome computed before it is.  An expression over
+        the length limit is refused before any cache sees it (it is never a key)."""
+        if too_long(expression):
+            CEL_EVALUATION_ERRORS_TOTAL.labels(reason="compile").inc()
+            return _TOO_LONG
         key = (expression, taint.key, taint.value, taint.effect)
         if self._memo is not None:
             with self._memo_lock:

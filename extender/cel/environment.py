@@ -57,9 +57,22 @@ class CompileError(Exception):
     """A compile-time (admission-style) error; ``str()`` is the user-facing message."""
 
 
+TOO_LONG_MESSAGE = f"expression exceeds the maximum length of {MAX_EXPRESSION_BYTES} bytes"
+
+
+def too_long(text: str) -> bool:
+    """More than ``MAX_EXPRESSION_BYTES`` in UTF-8?  Encodes only when the character
+    count cannot decide (a code point is 1 to 4 bytes): cheap on the memo's hot path."""
+    n = len(text)
+    if n * 4 <= MAX_EXPRESSION_BYTES:
+        return False
+    return n > MAX_EXPRESSION_BYTES or len(
+        text.encode("utf-8", "surrogatepass")) > MAX_EXPRESSION_BYTES
+
+
 def check_length(text: str) -> None:
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_EXPRESSION_BYTES:
-        raise CompileError(f"expression exceeds the maximum length of {MAX_EXPRESSION_BYTES} bytes")
+    if too_long(text):
+        raise CompileError(TOO_LONG_MESSAGE)
 
 
 def parse(text: str) -> lark.Tree:

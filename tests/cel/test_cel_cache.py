@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import extender.cel.cache as cache_module
-from extender.cel import CelCache, CelOutcome
+from extender.cel import MAX_EXPRESSION_BYTES, CelCache, CelOutcome
 from extender.metrics import (
     CEL_CACHE_EVICTIONS_TOTAL,
     CEL_CACHE_REQUESTS_TOTAL,
@@ -170,3 +170,20 @@ def test_thread_safety_hammer():
     assert failures == []
     assert cache.stats()["compiles"] == 1
     assert cache.stats()["hits"] == 16 * 150
+
+
+@pytest.mark.parametrize("expression", [
+    "taint.key == '" + "a" * MAX_EXPRESSION_BYTES + "'",
+    "taint.key == '" + "é" * (MAX_EXPRESSION_BYTES // 2) + "'",  # few chars, many bytes
+])
+def test_an_over_limit_expression_is_an_error_and_never_a_cache_key(expression):
+    cache = CelCache()
+    message = f"expression exceeds the maximum length of {MAX_EXPRESSION_BYTES} bytes"
+    assert cache.compile_error(expression) == message
+    for _ in range(2):
+        out = cache.evaluate(expression, T1)
+        assert (out.matched, out.kind, out.message) == (False, "compile", message)
+    assert all(expression not in (k if isinstance(k, str) else k[0])
+               for k in [*cache._programs.keys(), *cache._memo.keys()])
+    stats = cache.stats()
+    assert (stats["programs"], stats["compiles"], stats["memo_misses"]) == (0, 0, 0)
