@@ -71,6 +71,8 @@ def _literal(token: lark.Token) -> Node:
         return Node("const", value=v, name="int")
     if t == "UINT_LIT":
         body = text[:-1]
+        if body.startswith("-"):  # cel-go: negation of a uint literal, no such overload
+            raise CompileError("found no matching overload for '-_' applied to '(uint)'")
         v = _int_text(body)
         if v < 0 or v > UINT64_MAX:
             raise CompileError(f"unsigned integer literal {text} is out of range")

@@ -7,13 +7,12 @@ compile time: the evaluator then visits a fraction of the nodes (faster) and the
 namespaced calls such as ``sets.contains(a, b)`` — which cel-python parses as a method call
 on an undeclared identifier ``sets`` — into global calls named ``"sets.contains"``.
 
-Recursion limit (spec cel.md §2.7): ``celpy.Environment()`` calls
-``sys.setrecursionlimit(2500)`` on every construction.  We construct exactly one Environment,
-at import, and immediately restore the limit that was in force before, so importing this
-package does not change the process's recursion limit.  Deep expressions are instead
-bounded by ``MAX_NESTING_DEPTH`` at compile time (checked iteratively), which keeps
-evaluation well below Python's default limit of 1000 frames; ``RecursionError`` is still
-caught by the runtime wrapper as a last resort.
+Recursion limit: ``celpy.Environment()`` calls ``sys.setrecursionlimit(2500)`` on every
+construction.  We construct exactly one Environment, at import, then set the limit to
+``RECURSION_LIMIT`` (or keep a higher one): cel-go accepts 250 nesting levels
+(``MAX_NESTING_DEPTH``, checked iteratively at compile time) and evaluating that many
+takes ~12 Python frames a level.  ``RecursionError`` is still caught by the runtime
+wrapper as a last resort.
 """
 
 from __future__ import annotations
@@ -33,7 +32,11 @@ logging.getLogger("celpy").setLevel(logging.WARNING)
 
 _saved_limit = sys.getrecursionlimit()
 ENVIRONMENT = celpy.Environment()
-sys.setrecursionlimit(_saved_limit)
+#: Python frames needed to build, check and evaluate a tree MAX_NESTING_DEPTH deep
+#: (~12 per level in the evaluator).  Python 3.11 keeps Python-to-Python calls off the C
+#: stack, so a high limit is safe; it is only ever raised, never lowered.
+RECURSION_LIMIT = 20 * MAX_NESTING_DEPTH + 2000
+sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
 
 # CELParser keeps the text being parsed on the (shared) instance; parse under a lock so
 # concurrent compiles of different expressions cannot mix up error messages.
@@ -145,17 +148,115 @@ def _namespace_call(node: lark.Tree) -> lark.Tree | None:
     return lark.Tree("primary", [call], meta=node.meta)
 
 
+#: Grammar nodes that are part of their parent's construct (an operator token, an
+#: argument list, a call or literal shell): no nesting level of their own.
+_NO_LEVEL = frozenset({
+    "exprlist", "mapinits", "fieldinits", "literal", "ident", "dot_ident", "unary_not", "unary_neg", "addition_add",
+    "addition_sub", "multiplication_mul", "multiplication_div", "multiplication_mod",
+    "relation_lt", "relation_le", "relation_gt", "relation_ge", "relation_eq",
+    "relation_ne", "relation_in", "primary",
+})
+
+
+def _unwrap(node: object) -> object:
+    """Follow single-child wrapper levels and literal primaries, but not parentheses
+    (cel-go's parser treats a parenthesised expression as a new nesting level)."""
+    while isinstance(node, lark.Tree):
+        kids = node.children
+        if node.data in _WRAPPERS and len(kids) == 1 and isinstance(kids[0], lark.Tree):
+            node = kids[0]
+        elif node.data == "primary" and isinstance(kids[0], lark.Tree) and (
+            kids[0].data == "literal"
+        ):
+            node = kids[0]
+        else:
+            return node
+    return node
+
+
+_SIGNED = ("INT_LIT", "UINT_LIT", "FLOAT_LIT")
+
+
+def _unary_run(node: lark.Tree) -> object:
+    """cel-go's parser drops an even run of ``!`` or unary ``-`` (``!!x`` is ``x``,
+    ``--1u`` is ``1u``) and keeps one operator for an odd run.  cel-python's grammar
+    puts a ``-`` into numeric literals, which counts as one more ``-``."""
+    op = node.children[0].data
+    count, operand = 0, node
+    while (isinstance(operand, lark.Tree) and operand.data == "unary"
+           and len(operand.children) == 2 and operand.children[0].data == op):
+        count += 1
+        operand = _unwrap(operand.children[1])
+    literal = None
+    if (op == "unary_neg" and isinstance(operand, lark.Tree) and operand.data == "literal"
+            and operand.children[0].type in _SIGNED):
+        literal = operand.children[0]
+        if literal.startswith("-"):
+            count += 1
+            literal = literal.update(value=literal[1:])
+            operand = lark.Tree("literal", [literal], meta=operand.meta)
+    if count % 2 == 0:
+        return operand
+    if literal is not None and literal.type != "UINT_LIT":  # fold: -9223372036854775808
+        return lark.Tree("literal", [literal.update(value="-" + literal)], meta=operand.meta)
+    return lark.Tree("unary", [lark.Tree(op, []), operand], meta=node.meta)
+
+
+def _balanced(node: lark.Tree) -> lark.Tree:
+    """cel-go's parser builds a long ``&&`` / ``||`` chain as a balanced tree (98
+    ``||`` terms nest 7 deep, not 98); the result and the error absorption are the
+    same, the evaluation order stays left to right."""
+    op = node.data
+    terms: list = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, lark.Tree) and n.data == op and len(n.children) == 2:
+            stack.extend((_unwrap(n.children[1]), _unwrap(n.children[0])))
+        else:
+            terms.append(n)
+    if len(terms) <= 2:
+        return node
+
+    def build(lo: int, hi: int) -> object:
+        if hi - lo == 1:
+            return terms[lo]
+        mid = (lo + hi + 1) // 2
+        return lark.Tree(op, [build(lo, mid), build(mid, hi)], meta=node.meta)
+
+    return build(0, len(terms))  # type: ignore[return-value]
+
+
 def normalise(root: lark.Tree) -> lark.Tree:
-    """Collapse wrappers and rewrite namespaced calls, iteratively (no recursion).
+    """Collapse wrappers, apply cel-go's parser rewrites (even ``!``/``-`` runs dropped,
+    balanced ``&&``/``||`` chains), rewrite namespaced calls; iteratively (no recursion).
 
     Builds new Tree objects; the result is shared read-only by all threads afterwards.
-    Also enforces ``MAX_NESTING_DEPTH`` on the collapsed tree.
+    Also enforces ``MAX_NESTING_DEPTH`` (cel-go's parser recursion limit): every
+    operator, call, literal container and parenthesis is one level.
     """
     holder: list = [None]
     stack: list[tuple[object, int, list, int]] = [(root, 1, holder, 0)]
     while stack:
         node, depth, slots, index = stack.pop()
-        node = _strip(node)
+        node = _unwrap(node)
+        while isinstance(node, lark.Tree) and node.data in ("unary", "conditionalor",
+                                                             "conditionaland", "primary"):
+            if node.data == "primary" and node.children[0].data == "paren_expr":
+                node = _unwrap(node.children[0].children[0])
+                depth += 1  # a parenthesis is a nesting level in cel-go's parser
+            elif node.data == "unary" and len(node.children) == 2:
+                rewritten = _unary_run(node)
+                if rewritten is node or (isinstance(rewritten, lark.Tree)
+                                         and rewritten.data == "unary"):
+                    node = rewritten
+                    break
+                node = rewritten
+            elif node.data in ("conditionalor", "conditionaland") and len(node.children) == 2:
+                node = _balanced(node)
+                break
+            else:
+                break
         if not isinstance(node, lark.Tree):
             slots[index] = node
             continue
@@ -167,6 +268,7 @@ def normalise(root: lark.Tree) -> lark.Tree:
             node = _namespace_call(node) or node
         children: list = [None] * len(node.children)
         slots[index] = lark.Tree(node.data, children, meta=node.meta)
+        below = depth + (node.data not in _NO_LEVEL)
         for i, child in enumerate(node.children):
-            stack.append((child, depth + 1, children, i))
+            stack.append((child, below, children, i))
     return holder[0]

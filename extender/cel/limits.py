@@ -20,11 +20,11 @@ TAINT_KEY_MAX = 317
 TAINT_VALUE_MAX = 63
 TAINT_EFFECT_MAX = 16
 
-#: Maximum nesting depth of the expression tree (calls, operators, literals, macros; a
-#: parenthesis alone does not count).  cel-go's parser stops at 250 recursion levels; we
-#: use a lower bound so that evaluation stays far below Python's default recursion limit
-#: even on a deep server call stack (see ``extender.cel.environment``).
-MAX_NESTING_DEPTH = 100
+#: Maximum nesting depth of the expression tree (calls, operators, literals, macros,
+#: parentheses): cel-go's parser recursion limit.  Evaluation of a tree this deep needs
+#: more Python frames than the default recursion limit; ``extender.cel.runtime`` raises
+#: it (``RECURSION_LIMIT``).
+MAX_NESTING_DEPTH = 250
 
 #: Error messages in CelOutcome / compile_error are truncated to this many characters.
 MAX_MESSAGE_CHARS = 300

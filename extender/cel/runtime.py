@@ -34,7 +34,7 @@ from extender.cel.lib import FUNCTIONS
 from extender.cel.lib.lists import sort_values
 from extender.cel.lib.optional import NONE, Optional
 from extender.cel.limits import ITERATION_COST, LIST_CREATE_COST, MAP_CREATE_COST
-from extender.cel.values import EvalError, kind, map_get
+from extender.cel.values import _MISSING, TYPE_NAMES, CelType, EvalError, kind, map_get
 
 _OPS = {"relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_",
         "relation_ge": "_>=_", "relation_eq": "_==_", "relation_ne": "_!=_",
@@ -128,8 +128,6 @@ class BudgetEvaluator(Evaluator):
         if kind(target) != "map":
             return _err(f"type '{kind(target)}' does not support field selection")
         value = map_get(target, T.StringType(field))
-        from extender.cel.values import _MISSING
-
         return _err(f"no such key: '{field}'") if value is _MISSING else value
 
     def member_dot_arg(self, tree: lark.Tree) -> Any:
@@ -158,11 +156,30 @@ class BudgetEvaluator(Evaluator):
             return self.call(name, [self.visit(a) for a in arg_trees])
         if d in ("ident", "dot_ident"):
             self.budget.charge(1)
-        elif d == "list_lit":
+            value = super().primary(tree)
+            name = str(child.children[0])
+            if name in TYPE_NAMES and (callable(value) or isinstance(value, type)):
+                return CelType(name)  # the type, not celpy's conversion function
+            return value
+        if d == "list_lit":
             self.budget.charge(LIST_CREATE_COST)
-        elif d == "map_lit":
+        if d == "map_lit":
             self.budget.charge(MAP_CREATE_COST)
         return super().primary(tree)
+
+    def mapinits(self, tree: lark.Tree) -> Any:
+        """A map literal with an erroneous key or value is an error (as list literals
+        are; cel-python kept the error as a value)."""
+        values = self.visit_children(tree)
+        for v in values:
+            if isinstance(v, CELEvalError):
+                return v
+        out = T.MapType()
+        for key, value in zip(values[0::2], values[1::2], strict=True):
+            if map_get(out, key) is not _MISSING:
+                return _err(f"Failed with repeated key: {key!r}")
+            out[key] = value
+        return out
 
     # --- logic (cel-go: short-circuit, errors absorbed when the other side decides) ----
     def conditionalor(self, tree: lark.Tree) -> Any:

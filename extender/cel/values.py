@@ -18,6 +18,32 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT64_MAX = 2**64 - 1
 
 
+class CelType:
+    """A CEL type value: what ``type(x)`` returns and what the identifiers ``int``,
+    ``string``, ``list``... evaluate to (cel-python resolves those names to its
+    conversion functions, so ``type(x) == string`` was false)."""
+
+    __slots__ = ("name",)
+    cel_type = "type"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CelType) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("type", self.name))
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: identifiers that denote type values (cel-go's checker declares them as types)
+TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
+                        "null_type", "type"})
+
+
 class EvalError(Exception):
     """Raised by library code; turned into a CEL error value (message kept verbatim)."""
 

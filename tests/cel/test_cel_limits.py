@@ -2,6 +2,7 @@
 estimated cost, runtime cost, recursion."""
 
 import sys
+import threading
 
 import pytest
 
@@ -86,35 +87,43 @@ def test_compile_error_messages_are_truncated():
 
 
 @pytest.mark.parametrize("shape", [
-    lambda n: "!" * n + "true",
-    lambda n: " && ".join(["true"] * n),
     lambda n: " + ".join(["1"] * n) + " > 0",
     lambda n: "[" * n + "1" + "]" * n + " != []",
     lambda n: "string(" * n + "'x'" + ")" * n + " == 'x'",
     lambda n: "[1].all(x, " * n + "true" + ")" * n,
+    lambda n: "(" * n + "taint.key == 'k'" + ")" * n,
 ])
-def test_depth_is_a_compile_error_not_a_recursion_error(shape):
-    # 60 levels: fine or a clean depth error; 600 levels: always the depth error
-    for n in (60, 600):
-        try:
-            program = compile_program(shape(n))
-        except CompileError as exc:
-            assert "nested too deeply" in str(exc) or "estimated cost" in str(exc)
-            continue
-        assert n == 60
-        assert run_program(program, "k", "", "")[0] in ("true", "false")
-    with pytest.raises(CompileError, match=f"more than {MAX_NESTING_DEPTH} levels"):
-        compile_program(shape(600))
+def test_nesting_limit_is_cel_gos_250(shape):
+    """240 levels evaluate (also on a thread, as the server runs them); past 250 it is
+    a compile error, never a RecursionError."""
+    program = compile_program(shape(240))
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(run_program(program, "k", "", "")))
+    worker.start()
+    worker.join()
+    assert result == [("true", "")]
+    for n in (260, 600):
+        with pytest.raises(CompileError, match=f"more than {MAX_NESTING_DEPTH} levels"):
+            compile_program(shape(n))
 
 
-def test_parentheses_do_not_count_towards_depth():
-    expr = "(" * 500 + "taint.key == 'k'" + ")" * 500
-    assert run_program(compile_program(expr), "k", "", "") == ("true", "")
+@pytest.mark.parametrize("shape", [
+    lambda n: "!" * (2 * n) + "true",
+    lambda n: "-" * (2 * n) + "1 == 1",
+    lambda n: " && ".join(["taint.key != 'x'"] * n),
+    lambda n: " || ".join([f"taint.key == 'x{i}'" for i in range(n)] + ["true"]),
+])
+def test_flat_in_cel_go_even_unary_runs_and_balanced_chains(shape):
+    """cel-go drops even runs of ``!``/``-`` and balances ``&&``/``||`` chains, so these
+    never hit the nesting limit."""
+    assert run_program(compile_program(shape(400)), "k", "", "") == ("true", "")
 
 
-def test_recursion_limit_not_changed_by_import():
-    # celpy.Environment() sets 2500; extender.cel restores the previous limit at import.
-    assert sys.getrecursionlimit() != 2500
+def test_recursion_limit_covers_the_nesting_limit():
+    # celpy.Environment() sets 2500; extender.cel raises it for 250 levels at import.
+    from extender.cel.environment import RECURSION_LIMIT
+
+    assert sys.getrecursionlimit() >= RECURSION_LIMIT > 2500
 
 
 def test_nested_comprehension_rejected_by_estimate():

@@ -16,11 +16,13 @@ from typing import Any
 
 from celpy import celtypes as T
 
+from extender.cel.lib import timevals
 from extender.cel.values import (
     INT64_MAX,
     INT64_MIN,
     NUMERIC,
     UINT64_MAX,
+    CelType,
     EvalError,
     cel_compare,
     cel_equal,
@@ -58,7 +60,7 @@ def add(a: Any, b: Any) -> Any:
     if ka == kb == "list":
         return T.ListType(list(a) + list(b))
     if {ka, kb} <= {"timestamp", "duration"} and (ka, kb) != ("timestamp", "timestamp"):
-        return a + b
+        return timevals.add(a, b)
     raise TypeError(f"{ka} + {kb}")
 
 
@@ -67,7 +69,7 @@ def sub(a: Any, b: Any) -> Any:
     k = kind(a)
     if (k, kind(b)) in (("timestamp", "timestamp"), ("timestamp", "duration"),
                         ("duration", "duration")):
-        return a - b
+        return timevals.sub(a, b)
     k = _same(a, b, "int", "uint", "double")
     if k == "int":
         return check_int(int(a) - int(b))
@@ -124,7 +126,7 @@ def neg(a: Any) -> Any:
     if k == "double":
         return T.DoubleType(-float(a))
     if k == "duration":
-        return -a
+        return timevals.neg(a)
     raise TypeError(k)
 
 
@@ -442,6 +444,12 @@ def dyn(v: Any) -> Any:
     return v
 
 
+@cel_function("type")
+def type_of(v: Any) -> CelType:
+    """A type value that compares equal to the type identifiers (``string``, ``int``...)."""
+    return CelType(kind(v))
+
+
 SIGNATURES = [
     # operators (names as cel-python calls them; checked by the validator)
     "_+_(int, int) -> int", "_+_(uint, uint) -> uint", "_+_(double, double) -> double",
@@ -459,7 +467,7 @@ SIGNATURES = [
     "_&&_(bool, bool) -> bool", "_||_(bool, bool) -> bool", "_?_:_(bool, A, A) -> A",
     "_==_(A, A) -> bool", "_!=_(A, A) -> bool",
     "@in(A, list(A)) -> bool", "@in(A, map(A, B)) -> bool",
-    "_[_](list(A), int) -> A", "_[_](list(A), uint) -> A", "_[_](map(K, V), K) -> V",
+    "_[_](list(A), int) -> A", "_[_](map(K, V), K) -> V",
     "size(string) -> int", "size(bytes) -> int", "size(list(A)) -> int",
     "size(map(K, V)) -> int", "string.size() -> int", "bytes.size() -> int",
     "list(A).size() -> int", "map(K, V).size() -> int",
@@ -497,5 +505,6 @@ FUNCTIONS = {
     "_in_": in_, "@in": in_, "_[_]": index, "size": size, "contains": contains,
     "startsWith": starts_with, "endsWith": ends_with, "int": to_int, "uint": to_uint,
     "double": to_double, "string": to_string, "bool": to_bool, "bytes": to_bytes,
-    "duration": to_duration, "timestamp": to_timestamp, "dyn": dyn,
+    "duration": to_duration, "timestamp": to_timestamp, "dyn": dyn, "type": type_of,
+    **{name: cel_function(name)(impl) for name, impl in timevals.ACCESSORS.items()},
 }

@@ -68,6 +68,8 @@ def last_index_of_string(s: Any, sub: Any, offset: Any = None) -> Any:
     if offset is None:
         if sub == "":
             return T.IntType(len(s))
+        if len(sub) > len(s):  # cel-go v0.26: -1, also for '' (no offset -1 error)
+            return T.IntType(-1)
         off = len(s) - 1
     else:
         off = _int(offset)
