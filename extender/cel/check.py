@@ -17,7 +17,10 @@ from extender.cel.lib import REGISTRY, UNSUPPORTED
 from extender.cel.lib.regex import PATTERN_ARGS, pattern_error
 from extender.cel.lib.stdlib import parse_go_duration
 
-TAINT_TYPE: Type = ("map", "string", "string")
+#: KEP-5500 declares ``taint`` as an object type with three string fields (as DRA declares
+#: ``device``): ``taint.foo``, ``has(taint.foo)``, ``taint['key']`` are compile errors.
+TAINT_TYPE: Type = "Taint"
+TAINT_FIELDS = frozenset({"key", "value", "effect"})
 VARIABLES: dict[str, Type] = {"taint": TAINT_TYPE}
 TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
                          "null_type", "type"})
@@ -54,13 +57,17 @@ class _Checker:
         return self._field(t, n.name, n.where)
 
     def _has(self, n: Node, scope: dict) -> Type:
-        self._field(self.visit(n.target, scope), n.name, "")
+        self._field(self.visit(n.target, scope), n.name, n.where)
         return "bool"
 
     @staticmethod
     def _field(t: Type, name: str, where: str) -> Type:
         if t == DYN:
             return DYN
+        if t == TAINT_TYPE:
+            if name in TAINT_FIELDS:
+                return "string"
+            raise CompileError(f"undefined field '{name}'{where}")
         if isinstance(t, tuple) and t[0] == "map" and t[1] in ("string", DYN):
             return t[2]
         raise CompileError(f"type '{format_type(t)}' does not support field selection"

@@ -301,6 +301,8 @@ def _result_size(name: str, kinds: list[str], sizes: list[Size], values: list[An
         return Size(32)
     if name == "charAt":
         return _ONE
+    if name == "dyn":  # a conversion to dyn keeps its argument's size (cel-go)
+        return sizes[0]
     if name == "strings.quote":
         return Size(2 * s[0] + 2)
     if name == "bytes":

@@ -24,7 +24,7 @@ Type = str | tuple  # "int" | ("list", T) | ("map", K, V) | ("optional_type", T)
 DYN = "dyn"
 SIMPLE = frozenset({"int", "uint", "double", "bool", "string", "bytes", "null_type", "dyn",
                     "duration", "timestamp", "type", "Semver", "Quantity", "IP", "CIDR",
-                    "URL", "Format"})
+                    "URL", "Format", "Taint"})
 
 
 @dataclass(frozen=True, slots=True)

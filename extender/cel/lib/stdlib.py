@@ -462,7 +462,7 @@ SIGNATURES = [
     "_*_(int, int) -> int", "_*_(uint, uint) -> uint", "_*_(double, double) -> double",
     "_/_(int, int) -> int", "_/_(uint, uint) -> uint", "_/_(double, double) -> double",
     "_%_(int, int) -> int", "_%_(uint, uint) -> uint",
-    "-_(int) -> int", "-_(double) -> double", "-_(duration) -> duration",
+    "-_(int) -> int", "-_(double) -> double",
     "!_(bool) -> bool",
     "_&&_(bool, bool) -> bool", "_||_(bool, bool) -> bool", "_?_:_(bool, A, A) -> A",
     "_==_(A, A) -> bool", "_!=_(A, A) -> bool",
