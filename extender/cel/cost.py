@@ -311,7 +311,8 @@ def _result_size(name: str, kinds: list[str], sizes: list[Size], values: list[An
         return Size(_replace_result(s))
     if name in ("split", "findAll"):
         return Size(s[0] + 1, sizes[0])
-    if name == "_+_" and kinds[0] in _SIZED:
+    if name == "_+_" and (kinds[0] in _SIZED or kinds[:2] == ["dyn", "dyn"]
+                          or (kinds[0] == "dyn" and kinds[1] in _SIZED)):
         return Size(s[0] + s[1], _merge([sizes[0].elem, sizes[1].elem]))
     if name == "flatten":
         inner = _elem(sizes[0])

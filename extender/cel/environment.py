@@ -195,6 +195,13 @@ def _unary_run(node: lark.Tree) -> object:
             count += 1
             literal = literal.update(value=literal[1:])
             operand = lark.Tree("literal", [literal], meta=operand.meta)
+    if (isinstance(operand, lark.Tree) and operand.data == "unary"
+            and len(operand.children) == 2):
+        # cel-go's grammar has one operator per run (``(ops+='!')+ member``): ``-!x`` is
+        # a syntax error, and after ``!`` a ``-`` can only be a numeric literal's sign.
+        if op == "unary_neg":
+            raise CompileError("syntax error: no viable alternative at input '-!'")
+        raise CompileError("syntax error: invalid constant literal expression")
     if count % 2 == 0:
         return operand
     if literal is not None and literal.type != "UINT_LIT":  # fold: -9223372036854775808

@@ -114,6 +114,8 @@ def mod(a: Any, b: Any) -> Any:
     k = _same(a, b, "int", "uint")
     if int(b) == 0:
         raise EvalError("modulus by zero")
+    if k == "int" and int(a) == INT64_MIN and int(b) == -1:  # cel-go modInt64Checked
+        raise EvalError("integer overflow")
     r = int(a) - _trunc_div(int(a), int(b)) * int(b)
     return T.IntType(r) if k == "int" else T.UintType(r)
 
