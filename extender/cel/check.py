@@ -29,16 +29,58 @@ _MAP_KEYS = frozenset({"int", "uint", "bool", "string", DYN})
 
 def check(root: Node) -> Type:
     """Annotate every node with ``.type``; raise CompileError on the first problem."""
-    t = _Checker().visit(root, {})
+    checker = _Checker()
+    t = checker.final(checker.visit(root, {}))
+    stack = [root]
+    while stack:  # free type variables left unbound are dyn (cel-go)
+        n = stack.pop()
+        n.type = checker.final(n.type)
+        stack.extend(n.args)
+        if n.target is not None:
+            stack.append(n.target)
     if t not in ("bool", DYN):
         raise CompileError(f"expression must evaluate to bool, got {format_type(t)}")
     return t
 
 
 class _Checker:
+    """cel-go's checker in miniature: the empty literals ``[]`` / ``{}`` get free type
+    variables, which the first matching overload binds for the whole expression (so
+    ``[].filter(x, size(x) > 0) == ['a']`` fails as upstream: ``x`` became bytes)."""
+
+    def __init__(self) -> None:
+        self.subst: dict = {}
+        self.fresh = 0
+
     def visit(self, n: Node, scope: dict[str, Type]) -> Type:
-        n.type = getattr(self, "_" + n.kind)(n, scope)
+        n.type = self.resolve(getattr(self, "_" + n.kind)(n, scope))
         return n.type
+
+    def new_var(self) -> Type:
+        self.fresh += 1
+        return ("free", self.fresh)
+
+    def resolve(self, t: Type) -> Type:
+        while isinstance(t, tuple) and t[0] == "free" and t in self.subst:
+            t = self.subst[t]
+        if isinstance(t, tuple) and t[0] not in ("free", "param"):
+            return (t[0], *(self.resolve(a) for a in t[1:]))
+        return t
+
+    def final(self, t: Type) -> Type:
+        t = self.resolve(t)
+        if isinstance(t, tuple):
+            if t[0] == "free":
+                return DYN
+            return (t[0], *(self.final(a) for a in t[1:]))
+        return t
+
+    def unify(self, actual: Type, param: Type) -> bool:
+        trial = dict(self.subst)
+        if unify(actual, param, trial):
+            self.subst = {k: v for k, v in trial.items() if isinstance(k, tuple)}
+            return True
+        return False
 
     def _const(self, n: Node, scope: dict) -> Type:
         return n.name
@@ -53,11 +95,11 @@ class _Checker:
         raise CompileError(f"undeclared reference to '{n.name}' (in container ''){n.where}")
 
     def _select(self, n: Node, scope: dict) -> Type:
-        t = self.visit(n.target, scope)
+        t = self.final(self.visit(n.target, scope))
         return self._field(t, n.name, n.where)
 
     def _has(self, n: Node, scope: dict) -> Type:
-        self._field(self.visit(n.target, scope), n.name, n.where)
+        self._field(self.final(self.visit(n.target, scope)), n.name, n.where)
         return "bool"
 
     @staticmethod
@@ -74,22 +116,26 @@ class _Checker:
                            f" ('.{name}'){where}")
 
     def _list(self, n: Node, scope: dict) -> Type:
+        if not n.args:
+            return ("list", self.new_var())
         return ("list", self._homogeneous([self.visit(a, scope) for a in n.args]))
 
     def _map(self, n: Node, scope: dict) -> Type:
+        if not n.args:
+            return ("map", self.new_var(), self.new_var())
         types = [self.visit(a, scope) for a in n.args]
         keys, values = types[0::2], types[1::2]
         key = self._homogeneous(keys)
-        if key not in _MAP_KEYS:
+        key = self.resolve(key)
+        if key not in _MAP_KEYS and not (isinstance(key, tuple) and key[0] == "free"):
             raise CompileError(f"unsupported map key type: {format_type(key)}")
         return ("map", key, self._homogeneous(values))
 
-    @staticmethod
-    def _homogeneous(types: list[Type]) -> Type:
+    def _homogeneous(self, types: list[Type]) -> Type:
         """K8s HomogeneousAggregateLiterals: all elements of one type (dyn is wildcard)."""
         first = next((t for t in types if t != DYN), DYN)
         for t in types:
-            if not unify(t, first, {}):
+            if not self.unify(t, first):
                 raise CompileError(
                     f"expected type '{format_type(first)}' but found '{format_type(t)}'"
                 )
@@ -110,12 +156,14 @@ class _Checker:
         for ov in overloads:
             if ov.member != member or len(ov.params) != len(args):
                 continue
-            b: dict = {}
+            b: dict = dict(self.subst)
             if all(unify(a, p, b) for a, p in zip(args, ov.params, strict=True)):
-                results.append(substitute(ov.result, b))
+                results.append(self.resolve(substitute(ov.result, b)))
+                self.subst = {k: v for k, v in b.items() if isinstance(k, tuple)}
         if not results:
             raise CompileError(f"found no matching overload for '{_display(n.name)}' applied"
-                               f" to '{_signature(args, member)}'{n.where}")
+                               f" to '{_signature([self.resolve(a) for a in args], member)}'"
+                               f"{n.where}")
         self._constant_args(n)
         return results[0] if all(r == results[0] for r in results) else DYN
 
@@ -144,7 +192,9 @@ class _Checker:
                 raise CompileError(f"invalid {n.name} literal {args[0].value!r}") from None
 
     def _comp(self, n: Node, scope: dict) -> Type:
-        rng = self.visit(n.target, scope)
+        rng = self.resolve(self.visit(n.target, scope))
+        if isinstance(rng, tuple) and rng[0] == "free":
+            rng = DYN
         if n.name in ("optMap", "optFlatMap"):
             return self._opt_map(n, rng, scope)
         if isinstance(rng, tuple) and rng[0] == "list":

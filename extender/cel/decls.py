@@ -125,6 +125,8 @@ def format_type(t: Type) -> str:
         return t
     if t[0] == "param":
         return t[1]
+    if t[0] == "free":
+        return f"_var{t[1]}"
     return f"{t[0]}({', '.join(format_type(a) for a in t[1:])})"
 
 
@@ -134,12 +136,29 @@ def _resolve(t: Type, b: dict) -> Type:
     return t
 
 
+def _free(t: Type, b: dict) -> Type:
+    while isinstance(t, tuple) and t[0] == "free" and t in b:
+        t = b[t]
+    return t
+
+
 def unify(actual: Type, param: Type, b: dict) -> bool:
-    """Can a value of static type ``actual`` be passed as ``param``?  Binds type params."""
-    param = _resolve(param, b)
-    actual = _resolve(actual, b)
+    """Can a value of static type ``actual`` be passed as ``param``?  Binds type params
+    (``("param", "A")`` of the overload) and the expression's free type variables
+    (``("free", n)``, e.g. the element type of ``[]``) in ``b``, as cel-go's checker
+    does: a free variable takes the type of the first overload it is matched with."""
+    param = _free(_resolve(param, b), b)
+    actual = _free(_resolve(actual, b), b)
     if isinstance(param, tuple) and param[0] == "param":
         b[param[1]] = actual
+        return True
+    if actual == param:
+        return True
+    if isinstance(actual, tuple) and actual[0] == "free":
+        b[actual] = param
+        return True
+    if isinstance(param, tuple) and param[0] == "free":
+        b[param] = actual
         return True
     if actual == DYN or param == DYN:
         return True
@@ -153,10 +172,12 @@ def unify(actual: Type, param: Type, b: dict) -> bool:
 
 
 def substitute(t: Type, b: dict) -> Type:
-    t = _resolve(t, b)
+    t = _free(_resolve(t, b), b)
     if isinstance(t, tuple):
         if t[0] == "param":
             return DYN
+        if t[0] == "free":
+            return t
         return (t[0], *(substitute(a, b) for a in t[1:]))
     return t
 

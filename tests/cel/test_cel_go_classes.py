@@ -133,3 +133,24 @@ def test_dyn_keeps_its_arguments_size_estimate():
     plain = compile_program("!matches('x', 'y')").estimated_cost
     assert compile_program("!matches(dyn('x'), 'y')").estimated_cost == plain + 1
     assert compile_program("dyn(taint.key).startsWith('a')").estimated_cost < 100
+
+
+@pytest.mark.parametrize("expr, message", [
+    ("[].filter(x, size(x) > 0) == ['a']", "applied to '(list(bytes), list(string))'"),
+    ("[].filter(x, x > 0) == [1u]", "applied to '(list(int), list(uint))'"),
+    ("[-7] + [].filter(w, uint(w) > 1u) == [-7]", "applied to '(list(int), list(uint))'"),
+    ("{}.all(k, k == 1) && {}.exists(k, k == 'a')", ""),  # two literals, two variables
+])
+def test_empty_literals_have_free_types_bound_by_the_first_overload(expr, message):
+    if message:
+        assert message in compile_error(expr)
+    else:
+        assert ev(expr) == ("false", "")
+
+
+@pytest.mark.parametrize("expr", [
+    "[].filter(x, size(x) > 0) == []", "[].map(x, x) != [1]", "[[], [1]].size() == 2",
+    "[1] + [] == [1]", "size([]) == 0", "{}.size() == 0",
+])
+def test_empty_literals_still_unify_with_anything_once(expr):
+    assert ev(expr) == ("true", "")

@@ -470,9 +470,10 @@ SIGNATURES = [
     "_==_(A, A) -> bool", "_!=_(A, A) -> bool",
     "@in(A, list(A)) -> bool", "@in(A, map(A, B)) -> bool",
     "_[_](list(A), int) -> A", "_[_](map(K, V), K) -> V",
-    "size(string) -> int", "size(bytes) -> int", "size(list(A)) -> int",
-    "size(map(K, V)) -> int", "string.size() -> int", "bytes.size() -> int",
-    "list(A).size() -> int", "map(K, V).size() -> int",
+    # cel-go's declaration order (a free type variable binds to the first match)
+    "size(bytes) -> int", "size(list(A)) -> int", "size(map(K, V)) -> int",
+    "size(string) -> int", "bytes.size() -> int", "list(A).size() -> int",
+    "map(K, V).size() -> int", "string.size() -> int",
     "string.contains(string) -> bool", "string.startsWith(string) -> bool",
     "string.endsWith(string) -> bool",
     "int(int) -> int", "int(uint) -> int", "int(double) -> int", "int(string) -> int",
