@@ -25,7 +25,7 @@ import cachetools
 
 from extender.cel import deadline
 from extender.cel.environment import TOO_LONG_MESSAGE, CompileError, too_long
-from extender.cel.limits import MAX_COST
+from extender.cel.limits import EXPENSIVE_COST, EXPENSIVE_SLOTS, MAX_COST
 from extender.cel.program import Program, compile_program, run_program
 from extender.metrics import (
     CEL_CACHE_ENTRIES,
@@ -85,6 +85,7 @@ class CelCache:
         self._key_locks = [threading.Lock() for _ in range(_KEY_MUTEXES)]
         self._memo_lock = threading.Lock()
         self._memo = cachetools.LRUCache(max_results) if max_results > 0 else None
+        self._expensive = threading.BoundedSemaphore(EXPENSIVE_SLOTS)
         self._counts = dict.fromkeys(("hits", "misses", "evictions", "memo_hits",
                                       "memo_misses", "compiles"), 0)
 
@@ -164,13 +165,28 @@ class CelCache:
         if isinstance(entry, _Failed):
             outcome = CelOutcome(False, "compile", entry.message)
         else:
-            kind, message = run_program(entry, taint.key, taint.value, taint.effect,
-                                        cost_limit=self.cost_limit)
+            if entry.estimated_cost < EXPENSIVE_COST:
+                kind, message = run_program(entry, taint.key, taint.value, taint.effect,
+                                            cost_limit=self.cost_limit)
+            else:
+                kind, message = self._run_expensive(entry, taint)
             outcome = _TRUE if kind == "true" else _FALSE if kind == "false" else CelOutcome(
                 False, kind, message)
         if outcome.kind not in ("true", "false"):
             CEL_EVALUATION_ERRORS_TOTAL.labels(reason=outcome.kind).inc()
         return outcome
+
+    def _run_expensive(self, program: Program, taint: Any) -> tuple[str, str]:
+        """Evaluate an expensive program in one of the ``EXPENSIVE_SLOTS``; waiting for a
+        slot counts against the request's deadline (``DeadlineExceeded``, not a verdict)."""
+        left = deadline.remaining()
+        if not self._expensive.acquire(timeout=left):
+            raise deadline.exceeded()
+        try:
+            return run_program(program, taint.key, taint.value, taint.effect,
+                               cost_limit=self.cost_limit)
+        finally:
+            self._expensive.release()
 
     def stats(self) -> dict:
         with self._lock:

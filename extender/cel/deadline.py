@@ -64,6 +64,16 @@ def current() -> float | None:
     return _DEADLINE.get()
 
 
+def remaining() -> float | None:
+    """Seconds left in the current request (never negative), or None without one."""
+    at = _DEADLINE.get()
+    return None if at is None else max(0.0, at - time.monotonic())
+
+
+def exceeded() -> DeadlineExceeded:
+    return DeadlineExceeded(_LIMIT.get())
+
+
 def check(at: float | None = None) -> None:
     """Raise ``DeadlineExceeded`` if the current request's deadline has passed."""
     if at is None:

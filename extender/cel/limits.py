@@ -26,6 +26,15 @@ TAINT_EFFECT_MAX = 16
 #: it (``RECURSION_LIMIT``).
 MAX_NESTING_DEPTH = 250
 
+#: Programs whose estimated cost reaches this many units (~0.3 s of cel-python here) are
+#: "expensive": at most ``EXPENSIVE_SLOTS`` of their evaluations run at once per process,
+#: the others wait (within their request's deadline).  Cheap programs never wait.  With
+#: the GIL, eight concurrent expensive evaluations would each get an eighth of a core and
+#: make every other thread (health probes, cheap pods) queue behind them for the GIL;
+#: one at a time gives the same throughput and leaves the rest of the server responsive.
+EXPENSIVE_COST = 50_000
+EXPENSIVE_SLOTS = 1
+
 #: Error messages in CelOutcome / compile_error are truncated to this many characters.
 MAX_MESSAGE_CHARS = 300
 

@@ -167,3 +167,30 @@ def test_service_answers_an_error_when_out_of_time_and_a_verdict_on_retry():
     # with time to spare the slow pod gets its verdict (nothing wrong was remembered)
     roomy = make_extender(NODES, Config(request_deadline=60), cel=ext.cel)
     assert orjson.loads(roomy.filter_bytes(_args(SLOW)))["NodeNames"] == ["n0", "n1", "n2"]
+
+
+def test_expensive_evaluations_take_turns_and_cheap_ones_never_wait():
+    """One expensive evaluation at a time (EXPENSIVE_SLOTS): a second one waits for the
+    slot within its deadline and gives up with DeadlineExceeded; a cheap program runs
+    at once meanwhile."""
+    from extender.cel.limits import EXPENSIVE_COST, EXPENSIVE_SLOTS
+
+    assert EXPENSIVE_SLOTS == 1
+    assert compile_program(SLOW).estimated_cost >= EXPENSIVE_COST
+    cache = CelCache()
+    taint = Taint("k", "v", "NoSchedule")
+    started = threading.Event()
+    hold = SLOW.replace(L20, "[" + ",".join(["0"] * 30) + "]")  # ~1.5 s
+    holder = threading.Thread(target=lambda: (started.set(), cache.evaluate(hold, taint)))
+    holder.start()
+    started.wait()
+    time.sleep(0.05)  # the holder is inside its evaluation
+    with request_deadline(0.05), pytest.raises(DeadlineExceeded):
+        cache.evaluate(SLOW, taint)
+    with request_deadline(0.5):  # would time out if it queued behind the holder
+        assert cache.evaluate("taint.key == 'k'", taint).matched
+    assert holder.is_alive()
+    holder.join()
+    misses = cache.stats()["memo_misses"]
+    assert cache.evaluate(hold, taint).kind == "true"  # the holder's result was memoised
+    assert cache.stats()["memo_misses"] == misses
