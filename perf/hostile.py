@@ -104,6 +104,7 @@ def run(seconds: float, health_urls: list[str], server_args: list[str]) -> dict:
     cheap: list[float] = []
     hostile: list[float] = []
     outcomes = {"verdict": 0, "deadline_error": 0, "other_error": 0}
+    failures: dict[str, int] = {}
     counter = iter(range(10**9))
     lock = threading.Lock()
 
@@ -124,7 +125,10 @@ def run(seconds: float, health_urls: list[str], server_args: list[str]) -> dict:
         client = Client(url)
         while not stop.is_set():
             took, status, _ = client.call()
-            health[url].append(took if status == 200 else float("inf"))
+            health[url].append(took)  # a failure counts with its time (30 s client timeout)
+            if status != 200:
+                with lock:
+                    failures[url] = failures.get(url, 0) + 1
             time.sleep(0.05)
 
     def cheap_loop() -> None:
@@ -132,7 +136,10 @@ def run(seconds: float, health_urls: list[str], server_args: list[str]) -> dict:
         payload = body("cheap", "taint.key.startsWith('zone')")
         while not stop.is_set():
             took, status, _ = client.call("POST", payload)
-            cheap.append(took if status == 200 else float("inf"))
+            cheap.append(took)
+            if status != 200:
+                with lock:
+                    failures["cheap"] = failures.get("cheap", 0) + 1
             time.sleep(0.1)
 
     threads = [threading.Thread(target=hostile_loop) for _ in range(HOSTILE_PODS)]
@@ -152,7 +159,8 @@ def run(seconds: float, health_urls: list[str], server_args: list[str]) -> dict:
 
     return {"seconds": seconds, "server_args": server_args, "hostile_pods": HOSTILE_PODS,
             "health_ms": {u: ms(v) for u, v in health.items()}, "cheap_filter_ms": ms(cheap),
-            "hostile_filter_ms": ms(hostile), "hostile_outcomes": outcomes}
+            "hostile_filter_ms": ms(hostile), "hostile_outcomes": outcomes,
+            "failed_probes": failures}
 
 
 def markdown(report: dict) -> str:
@@ -165,7 +173,8 @@ def markdown(report: dict) -> str:
     for name, s in rows:
         lines.append(f"| {name} | {s.get('n')} | {s.get('p50_ms')} | {s.get('p90_ms')} | "
                      f"{s.get('p99_ms')} | {s.get('max_ms')} |")
-    lines += ["", f"Hostile outcomes: {report['hostile_outcomes']}"]
+    lines += ["", f"Hostile outcomes: {report['hostile_outcomes']}; failed probes (no "
+              f"answer within 30 s): {report['failed_probes'] or 'none'}"]
     return "\n".join(lines)
 
 
