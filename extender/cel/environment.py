@@ -180,7 +180,8 @@ _SIGNED = ("INT_LIT", "UINT_LIT", "FLOAT_LIT")
 def _unary_run(node: lark.Tree) -> object:
     """cel-go's parser drops an even run of ``!`` or unary ``-`` (``!!x`` is ``x``,
     ``--1u`` is ``1u``) and keeps one operator for an odd run.  cel-python's grammar
-    puts a ``-`` into numeric literals, which counts as one more ``-``."""
+    puts a ``-`` into numeric literals, which counts as one more ``-`` of the run (a
+    lone ``-9223372036854775808`` never gets here: it stays a literal)."""
     op = node.children[0].data
     count, operand = 0, node
     while (isinstance(operand, lark.Tree) and operand.data == "unary"
@@ -204,8 +205,8 @@ def _unary_run(node: lark.Tree) -> object:
         raise CompileError("syntax error: invalid constant literal expression")
     if count % 2 == 0:
         return operand
-    if literal is not None and literal.type != "UINT_LIT":  # fold: -9223372036854775808
-        return lark.Tree("literal", [literal.update(value="-" + literal)], meta=operand.meta)
+    # No folding back into a signed literal: after a run of '-' cel-go's grammar has
+    # consumed every '-' as an operator, so ``---9223372036854775808`` overflows.
     return lark.Tree("unary", [lark.Tree(op, []), operand], meta=node.meta)
 
 

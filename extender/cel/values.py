@@ -95,6 +95,8 @@ def cel_equal(a: Any, b: Any) -> bool:
     if ka in NUMERIC and kb in NUMERIC:
         if ka == kb:
             return a == b if ka != "double" else float(a) == float(b)
+        if (ka == "double" and math.isnan(a)) or (kb == "double" and math.isnan(b)):
+            return False  # NaN equals nothing (only ordering a NaN is an error)
         return _num_cmp(a, b) == 0
     if ka != kb:
         return False

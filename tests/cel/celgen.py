@@ -8,6 +8,10 @@ Constructs: strings (ext strings v2), ints/uints/doubles with overflow, division
 and NaN, cross-type comparisons (via ``dyn``), bytes, lists, maps, ``in``, the macros
 (``all exists exists_one map filter``), ternaries, ``&&``/``||`` error absorption,
 timestamps/durations and their accessors, ``type()``, ``dyn()``, ``has()``.
+
+A map's iteration order is unspecified in CEL (cel-go iterates a Go map), so map keys
+only feed order-independent macros (``all``, ``exists``, ``exists_one``), never a list
+that is then indexed.
 """
 
 from __future__ import annotations
@@ -106,8 +110,8 @@ class Gen:
             t = self.pick(["list_int", "list_string", "map"])
             item = g("int" if t == "list_int" else "string", d, s)
             return f"{item} in {g(t, d, s)}"
-        if k == 6:  # macros over lists
-            t = self.pick(["list_int", "list_string"])
+        if k == 6:  # macros over lists and maps (a map's keys: order does not matter here)
+            t = self.pick(["list_int", "list_string", "map"])
             v = self.pick([n for n in VARS if n not in s] or ["v"])
             inner = {**s, v: "int" if t == "list_int" else "string"}
             m = self.pick(["all", "exists", "exists_one"])
@@ -244,7 +248,7 @@ class Gen:
             return f"{g('list_string', d, s)}.filter({v}, {g('bool', d, {**s, v: 'string'})})"
         if k == 2:
             return "[" + ", ".join(g("string", d, s) for _ in range(self.r.randint(0, 3))) + "]"
-        return f"{g('map', d, s)}.map(k, k)"
+        return f"{g('string', d, s)}.split(',')"
 
     def g_map(self, d: int, s: dict) -> str:
         g = self.gen

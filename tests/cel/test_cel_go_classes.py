@@ -154,3 +154,15 @@ def test_empty_literals_have_free_types_bound_by_the_first_overload(expr, messag
 ])
 def test_empty_literals_still_unify_with_anything_once(expr):
     assert ev(expr) == ("true", "")
+
+
+@pytest.mark.parametrize("expr", [
+    "dyn(1u) != 0.0 / 0.0", "!(dyn(1) == 0.0 / 0.0)", "0.0 / 0.0 != 0.0 / 0.0",
+    "[0.0 / 0.0] != [0.0 / 0.0]",
+])
+def test_nan_equals_nothing_across_numeric_types(expr):
+    assert ev(expr) == ("true", "")
+
+
+def test_ordering_a_nan_is_an_error():
+    assert "NaN values cannot be ordered" in ev("dyn(1) < 0.0 / 0.0")[1]
