@@ -142,6 +142,8 @@ class _Checker:
         return first
 
     def _call(self, n: Node, scope: dict) -> Type:
+        if n.name in ("__opt_field__", "__opt_index__") and n.target is not None:
+            return self._optional_access(n, scope)
         overloads = REGISTRY.get(n.name)
         if not overloads:
             if n.name in UNSUPPORTED:
@@ -190,6 +192,26 @@ class _Checker:
                     T.TimestampType(args[0].value)
             except Exception:
                 raise CompileError(f"invalid {n.name} literal {args[0].value!r}") from None
+
+    def _optional_access(self, n: Node, scope: dict) -> Type:
+        """``x.?f`` / ``x[?k]``: the field's / element's type, wrapped in an optional (an
+        optional receiver is looked into)."""
+        t = self.final(self.visit(n.target, scope))
+        key = self.final(self.visit(n.args[0], scope))
+        if isinstance(t, tuple) and t[0] == "optional_type":
+            t = t[1]
+        if n.name == "__opt_field__":
+            inner = self._field(t, str(n.args[0].value), n.where)
+        elif t == DYN:
+            inner = DYN
+        elif isinstance(t, tuple) and t[0] == "list" and key in ("int", "uint", DYN):
+            inner = t[1]
+        elif isinstance(t, tuple) and t[0] == "map" and unify(key, t[1], {}):
+            inner = t[2]
+        else:
+            raise CompileError(f"found no matching overload for '_[?_]' applied to "
+                               f"'({format_type(t)}, {format_type(key)})'{n.where}")
+        return ("optional_type", inner)
 
     def _comp(self, n: Node, scope: dict) -> Type:
         rng = self.resolve(self.visit(n.target, scope))

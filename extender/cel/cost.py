@@ -236,6 +236,14 @@ class _Estimator:
             ):
                 return arg_cost + 1, Size(TAINT_FIELDS[nodes[1].value])
             return arg_cost + 1, _elem(sizes[0])
+        if n.name == "__opt_field__" and self._is_taint(nodes[0], scope) and (
+            nodes[1].value in TAINT_FIELDS
+        ):  # taint.?key: the field's declared size
+            return arg_cost + 1, Size(TAINT_FIELDS[nodes[1].value])
+        if n.name in ("__opt_field__", "__opt_index__"):
+            return arg_cost + 1, _elem(sizes[0])
+        if n.name == "__opt_elem__":
+            return arg_cost + 1, sizes[0]
         kinds = [_type_kind(a.type) for a in nodes]
         values = [a.value if a.kind == "const" else None for a in nodes]
         if n.name == "validate" and len(nodes) == 2:

@@ -26,6 +26,7 @@ import celpy
 import lark
 from celpy.celparser import CELParseError
 
+from extender.cel import optsyntax
 from extender.cel.limits import MAX_EXPRESSION_BYTES, MAX_NESTING_DEPTH
 
 logging.getLogger("celpy").setLevel(logging.WARNING)
@@ -83,23 +84,23 @@ def parse(text: str) -> lark.Tree:
     check_length(text)
     if not text.strip():
         raise CompileError("expression is empty")
+    code = _STRING_LITERALS.sub("''", text)
+    if optsyntax.RESERVED in code:
+        raise CompileError(f"identifiers starting with {optsyntax.RESERVED!r} are reserved")
+    if _OPTIONAL_SYNTAX.search(code):
+        spans = [m.span() for m in _STRING_LITERALS.finditer(text)]
+        text = optsyntax.rewrite(text, spans)
     try:
         with _PARSE_LOCK:
             raw = ENVIRONMENT.compile(text)
     except CELParseError as exc:
-        if _OPTIONAL_SYNTAX.search(_STRING_LITERALS.sub("''", text)):
-            raise CompileError(OPTIONAL_SYNTAX_MESSAGE) from None
         raise CompileError(_syntax_message(exc)) from None
     return normalise(raw)
 
 
 #: Optional field selection / index / list element / map entry (``x.?f``, ``m[?k]``,
-#: ``[?e]``, ``{?k: v}``): cel-go syntax that cel-python's lark grammar cannot parse.
-OPTIONAL_SYNTAX_MESSAGE = (
-    "optional syntax ('.?', '[?', '{?') is not supported by this extender (cel-python's "
-    "grammar cannot parse it); use the function forms optional.of(), optional.none(), "
-    "hasValue(), value(), orValue(), or()"
-)
+#: ``[?e]``, ``{?k: v}``): cel-go syntax that cel-python's lark grammar cannot parse, so
+#: it is rewritten into function calls first (``extender.cel.optsyntax``).
 _OPTIONAL_SYNTAX = re.compile(r"\.\s*\?|[\[{,]\s*\?")
 _STRING_LITERALS = re.compile(
     r"""[rRbB]{0,2}('''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")"""

@@ -32,7 +32,7 @@ from extender.cel.cost import call_cost
 from extender.cel.environment import ENVIRONMENT
 from extender.cel.lib import FUNCTIONS
 from extender.cel.lib.lists import sort_values
-from extender.cel.lib.optional import NONE, Optional
+from extender.cel.lib.optional import NONE, OptElem, Optional
 from extender.cel.limits import ITERATION_COST, LIST_CREATE_COST, MAP_CREATE_COST
 from extender.cel.values import _MISSING, TYPE_NAMES, CelType, EvalError, kind, map_get
 
@@ -163,6 +163,12 @@ class BudgetEvaluator(Evaluator):
             return value
         if d == "list_lit":
             self.budget.charge(LIST_CREATE_COST)
+            items = super().primary(tree)
+            if isinstance(items, list) and any(isinstance(v, OptElem) for v in items):
+                return T.ListType([v.opt.value if isinstance(v, OptElem) else v
+                                   for v in items
+                                   if not isinstance(v, OptElem) or v.opt.has_value])
+            return items
         if d == "map_lit":
             self.budget.charge(MAP_CREATE_COST)
         return super().primary(tree)
@@ -176,6 +182,10 @@ class BudgetEvaluator(Evaluator):
                 return v
         out = T.MapType()
         for key, value in zip(values[0::2], values[1::2], strict=True):
+            if isinstance(value, OptElem):  # {?k: v}: the entry only if v has a value
+                if not value.opt.has_value:
+                    continue
+                value = value.opt.value
             if map_get(out, key) is not _MISSING:
                 return _err(f"Failed with repeated key: {key!r}")
             out[key] = value

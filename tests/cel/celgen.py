@@ -7,7 +7,8 @@ overflow and division by zero), so that both engines' errors are compared too.
 Constructs: strings (ext strings v2), ints/uints/doubles with overflow, division by zero
 and NaN, cross-type comparisons (via ``dyn``), bytes, lists, maps, ``in``, the macros
 (``all exists exists_one map filter``), ternaries, ``&&``/``||`` error absorption,
-timestamps/durations and their accessors, ``type()``, ``dyn()``, ``has()``.
+timestamps/durations and their accessors, ``type()``, ``dyn()``, ``has()``, optional
+syntax (``.?``, ``[?``, ``{?``).
 
 A map's iteration order is unspecified in CEL (cel-go iterates a Go map), so map keys
 only feed order-independent macros (``all``, ``exists``, ``exists_one``), never a list
@@ -125,6 +126,17 @@ class Gen:
             other = self.pick(list(set(TYPE_NAMES.values())))
             return f"type({g(t, d, s)}) {self.pick(['==', '!='])} {other}"
         if k == 9:
+            if r.random() < 0.5:  # optional syntax (rewritten before parsing here)
+                return self.pick([
+                    f"taint.?{self.pick(['key', 'value', 'effect'])}.orValue('x') == "
+                    f"{g('string', d, s)}",
+                    f"{g('map', d, s)}[?{g('string', d, s)}].hasValue()",
+                    f"{g('list_int', d, s)}[?{g('int', d, s)}].orValue(0) > {g('int', d, s)}",
+                    f"[?optional.of({g('int', d, s)}), ?optional.none()] == "
+                    f"{g('list_int', d, s)}",
+                    f"{{?{g('string', d, s)}: optional.of({g('int', d, s)})}}.size() == 1",
+                    f"optional.of({g('map', d, s)}).?a.orValue(1) == {g('int', d, s)}",
+                ])
             return self.pick(["has(taint.key)", "has(taint.value)", "has(taint.effect)",
                               "has({'a': 1}.a)", "has({'a': 1}.b)"])
         if k == 10:  # error absorption

@@ -37,7 +37,7 @@ from extender.cel.values import EvalError, cel_function
 
 try:
     from cel_expr_python import cel as cpp
-    from cel_expr_python.ext import ext_strings
+    from cel_expr_python.ext import ext_optional, ext_strings
 except ImportError as exc:  # a missing reference must fail, never skip
     raise ImportError("cel-expr-python is required for the differential test: "
                       "pip install -e '.[test]'") from exc
@@ -233,7 +233,7 @@ KNOWN = [
 
 def _reference_env():
     return cpp.NewEnv(variables={"taint": cpp.Type.Map(cpp.Type.STRING, cpp.Type.STRING)},
-                      extensions=[ext_strings.ExtStrings(version=2)])
+                      extensions=[ext_strings.ExtStrings(version=2), ext_optional.ExtOptional()])
 
 
 def reference(env, expression: str, taint: tuple[str, str, str]) -> Outcome:

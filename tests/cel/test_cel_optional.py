@@ -120,12 +120,38 @@ COMPILE_ERRORS = [
     ("taint.key.optMap(x, x) == optional.none()",
      "found no matching overload for 'optMap' applied to 'string'"),
     ("optional.of(true)", "expression must evaluate to bool, got optional_type(bool)"),
-    # optional syntax: not parseable by cel-python's grammar -> one precise message
-    ("taint.?key == optional.of('k')", "optional syntax ('.?', '[?', '{?') is not supported"),
-    ("taint[?'key'].hasValue()", "optional syntax ('.?', '[?', '{?') is not supported"),
-    ("[1, ?optional.none()] == [1]", "optional syntax ('.?', '[?', '{?') is not supported"),
-    ("{?'a': optional.none()} == {}", "optional syntax ('.?', '[?', '{?') is not supported"),
+    # optional syntax: rewritten before parsing, then checked like cel-go
+    ("taint.?foo.hasValue()", "undefined field 'foo'"),
+    ("taint[?'key'].hasValue()", "found no matching overload for '_[?_]'"),
+    ("[1, 2][?1.0].hasValue()", "found no matching overload for '_[?_]'"),
+    ("[1, ?2] == [1, 2]", "found no matching overload for '__opt_elem__'"),
+    ("__opt_field__(taint, 'key').hasValue()", "identifiers starting with '__opt_' are "
+     "reserved"),
+    ("taint.?key.", "syntax error"),
 ]
+
+
+@pytest.mark.parametrize("expr", [
+    "taint.?key == optional.of('k')", "taint.?key.orValue('x') == 'k'",
+    "taint.?key.value().startsWith('k')", "dyn(taint).?nope.orValue('d') == 'd'",
+    "{'a': 1}[?'a'] == optional.of(1)", "!{'a': 1}[?'b'].hasValue()",
+    "[1, 2][?5].orValue(0) == 0", "![1, 2][?-1].hasValue()", "[1, 2][?1u] == optional.of(2)",
+    "[?optional.of(1)].size() == 1", "[1, ?optional.none(), 2] == [1, 2]",
+    "[?taint.?key, ?dyn(taint).?nope] == ['k']",
+    "{?'a': optional.none()}.size() == 0",
+    "{'a': 1, ?'b': optional.of(2)} == {'a': 1, 'b': 2}",
+    "optional.of({'a': 1}).?a.value() == 1", "optional.none().?a == optional.none()",
+    "[[?optional.none()], [1]][?0].value() == []",
+    "'[?' + taint.key + '.?' == '[?k.?'",
+])
+def test_optional_syntax(expr):
+    assert ev(expr) == ("true", "")
+
+
+def test_optional_syntax_keeps_the_taint_size_bounds():
+    via_syntax = compile_program("taint.?key.value().contains('x')").estimated_cost
+    direct = compile_program("taint.key.contains('x')").estimated_cost
+    assert via_syntax - direct <= 3
 
 
 @pytest.mark.parametrize("expr,fragment", COMPILE_ERRORS)

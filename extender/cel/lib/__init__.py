@@ -33,8 +33,8 @@ for _m in _MODULES:
     FUNCTIONS.update(_m.FUNCTIONS)
 
 #: name -> why it is unsupported (all are part of the Kubernetes 1.35 base environment).
-#: Optional *syntax* (``x.?f``, ``m[?k]``, ``[?e]``, ``{?k: v}``) is rejected at parse time
-#: (``extender.cel.environment``): cel-python's grammar cannot parse it.
+#: Optional *syntax* (``x.?f``, ``m[?k]``, ``[?e]``, ``{?k: v}``) is supported by a
+#: rewrite before parsing (``extender.cel.optsyntax``).
 UNSUPPORTED: dict[str, str] = {
     "format": "cel-go's locale-dependent string formatting is not reproduced",
 }

@@ -1,4 +1,4 @@
-"""cel-go optional types (``cel.OptionalTypes()``, K8s 1.28+), function forms only.
+"""cel-go optional types (``cel.OptionalTypes()``, K8s 1.28+): functions and syntax.
 
 ``optional.of(x)``, ``optional.ofNonZeroValue(x)``, ``optional.none()``,
 ``<opt>.hasValue()``, ``<opt>.value()`` (error ``optional.none() dereference`` on none),
@@ -8,8 +8,10 @@ when the receiver has a value (the evaluator special-cases them, like cel-go's d
 (optional library version 2, the latest, which Kubernetes enables).  The ``optMap`` /
 ``optFlatMap`` macros are implemented by the evaluator (``extender.cel.runtime``).
 
-The syntax forms ``x.?f``, ``m[?k]``, ``[?e]`` and ``{?k: v}`` cannot be parsed by
-cel-python's grammar; ``extender.cel.environment`` reports them with a precise message.
+The syntax forms ``x.?f``, ``m[?k]``, ``[?e]`` and ``{?k: v}`` are rewritten before
+parsing (``extender.cel.optsyntax``) into ``__opt_field__``, ``__opt_index__`` and
+``__opt_elem__`` calls, implemented here; the evaluator drops none elements / entries
+from the literal that holds them.
 
 Equality (cel-go ``Optional.Equal``): two nones are equal, none differs from any value,
 otherwise the wrapped values are compared with CEL equality.
@@ -148,7 +150,55 @@ optional_unwrap = cel_function("optional.unwrap")(_unwrap)
 unwrap_opt = cel_function("unwrapOpt")(_unwrap)
 
 
+class OptElem:
+    """``?e`` inside a list or map literal: the literal keeps ``e``'s value, or drops the
+    element / entry when ``e`` is none (the evaluator unwraps it; never escapes)."""
+
+    __slots__ = ("opt",)
+
+    def __init__(self, opt: Optional) -> None:
+        self.opt = opt
+
+
+@cel_function("__opt_elem__")
+def opt_elem(opt: Any) -> Any:
+    return OptElem(_opt(opt))
+
+
+def _lookup(target: Any, key: Any) -> Any:
+    from extender.cel.values import _MISSING, map_get
+
+    if isinstance(target, Optional):
+        return _lookup(target.value, key) if target.has_value else NONE
+    k = kind(target)
+    if k == "map":
+        found = map_get(target, key)
+        return NONE if found is _MISSING else Optional(found)
+    if k == "list" and kind(key) in ("int", "uint"):
+        i = int(key)
+        return Optional(target[i]) if 0 <= i < len(target) else NONE
+    if k == "list" and kind(key) == "double" and float(key).is_integer():
+        return _lookup(target, T.IntType(int(key)))
+    raise TypeError(f"{k}[?{kind(key)}]")
+
+
+@cel_function("__opt_field__")
+def opt_field(target: Any, name: Any) -> Any:
+    """``x.?f``: optional.of(x.f) if x has field f, else optional.none() (an optional
+    receiver is looked into)."""
+    return _lookup(target, name)
+
+
+@cel_function("__opt_index__")
+def opt_index(target: Any, key: Any) -> Any:
+    """``x[?k]``: optional.of(x[k]) if present / in range, else optional.none()."""
+    return _lookup(target, key)
+
+
 SIGNATURES = [
+    "dyn.__opt_field__(string) -> dyn",  # typed by the checker (extender.cel.check)
+    "dyn.__opt_index__(dyn) -> dyn",
+    "__opt_elem__(optional_type(A)) -> A",
     "optional.of(A) -> optional_type(A)",
     "optional.ofNonZeroValue(A) -> optional_type(A)",
     "optional.none() -> optional_type(A)",
@@ -166,4 +216,5 @@ FUNCTIONS = {
     "optional.none": optional_none, "hasValue": has_value, "value": value,
     "or": or_, "orValue": or_value, "first": first, "last": last,
     "optional.unwrap": optional_unwrap, "unwrapOpt": unwrap_opt,
+    "__opt_field__": opt_field, "__opt_index__": opt_index, "__opt_elem__": opt_elem,
 }
