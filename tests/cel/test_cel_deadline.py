@@ -18,7 +18,7 @@ import pytest
 from conftest import make_extender
 
 from extender.api.wire import ExtenderArgs
-from extender.cel import CelCache
+from extender.cel import MAX_COST, CelCache
 from extender.cel.deadline import DeadlineExceeded, check, current, request_deadline
 from extender.cel.program import compile_program, taint_activation
 from extender.cel.runtime import Budget
@@ -85,6 +85,30 @@ def test_same_verdicts_alone_and_under_16_busy_threads():
         for t in spinners:
             t.join()
     assert all(run == alone for run in loaded)
+
+
+#: estimate 974,683 units (just under MAX_COST) yet ~2 ms to evaluate: RE2 is fast, the
+#: cost model charges (len(string) + 1) * 0.1 * len(pattern) * 0.25 per matches()
+MILLION = ("['" + "a" * 500 + "'].all(x, !(" + "+".join(["x"] * 16) + ").matches("
+           + "+".join(["x"] * 9) + " + taint.key))")
+
+
+def test_same_verdicts_at_the_real_cost_scale_under_load():
+    """Near the KEP's 1,000,000 units: with the real budget both taints are tolerated;
+    with a budget of 950,000 the short key (911,373 units) passes and the longest key
+    (974,683) is a cost abort; identical alone and under 16 threads."""
+    assert MAX_COST > compile_program(MILLION).estimated_cost > 970_000
+    taints = [Taint("k", "v", "NoSchedule"), Taint("k" * 317, "v", "NoSchedule")]
+
+    def run(cache: CelCache) -> list[str]:
+        return [cache.evaluate(MILLION, t).kind for t in taints]
+
+    assert run(CelCache(max_results=0)) == ["true", "true"]
+    assert run(CelCache(max_results=0, cost_limit=950_000)) == ["true", "cost"]
+    real, tight = CelCache(max_results=0), CelCache(max_results=0, cost_limit=950_000)
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda i: run(real if i % 2 else tight), range(64)))
+    assert results == [["true", "true"] if i % 2 else ["true", "cost"] for i in range(64)]
 
 
 def test_deadline_raises_and_memoises_nothing_wrong():
