@@ -103,11 +103,11 @@ class Extender:
         """The Pod model; with `key` (the request body without its NodeNames), parsed
         once for the filter and prioritize calls kube-scheduler makes for one pod."""
         if key is None or len(key) > MAX_PARSED_POD_KEY:
-            return pod_from_dict(raw, self.config.annotation_prefix)
+            return pod_from_dict(raw, self.config.annotation_prefix, gates=self.config.feature_gates)
         with self._parsed_lock:
             pod = self._parsed.get(key)
         if pod is None:
-            pod = pod_from_dict(raw, self.config.annotation_prefix)
+            pod = pod_from_dict(raw, self.config.annotation_prefix, gates=self.config.feature_gates)
             with self._parsed_lock:
                 self._parsed[key] = pod
         return pod

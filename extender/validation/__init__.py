@@ -1,0 +1,14 @@
+"""API-server-exact decoding and validation of the annotation channel (issues 14, 17).
+
+* `gojson`: Go/`sigs.k8s.io/json` decoding of the annotation texts;
+* `field`: apimachinery `field.Error` formatting;
+* `annotations`: the validator (`check_pod`) used by scheduling, explain, the webhook
+  and the CLI;
+* `workloads`: finds the pod templates in Deployments, Jobs, CronJobs, ...;
+* `limits`: the per-pod limits next to the KEP ones.
+"""
+
+from extender.validation.annotations import PodCheck, check_pod
+from extender.validation.field import FieldError, aggregate
+
+__all__ = ["FieldError", "PodCheck", "aggregate", "check_pod"]
