@@ -384,7 +384,9 @@ class _Decoder:
             if sub is None:
                 self.unknown.append((*path, key))
                 continue
-            out[key] = self.decode(item, sub, out.get(key), (*path, key), (schema.name, (*stack, key)))
+            decoded = self.decode(item, sub, out.get(key), (*path, key), (schema.name, (*stack, key)))
+            if decoded is not None or key in out or isinstance(sub, Ptr | ListOf):
+                out[key] = decoded  # a null string or struct stays absent (the zero value)
         return out
 
     def _scalar(self, value: Any, schema: Scalar, current: Any, path: tuple, ctx) -> Any:
