@@ -8,7 +8,11 @@ import pytest
 
 from extender.features import FeatureGates, parse_feature_gates
 from extender.validation import check_pod
-from extender.validation.limits import MAX_ANNOTATION_BYTES, MAX_EXPRESSIONS_PER_POD, MAX_TOLERATIONS_PER_POD
+from extender.validation.limits import (
+    MAX_ANNOTATION_BYTES,
+    MAX_EXPRESSIONS_PER_POD,
+    MAX_TOLERATIONS_PER_POD,
+)
 
 P = "scheduling-extender.io"
 T = f"metadata.annotations[{P}/tolerations]"
@@ -18,16 +22,17 @@ PREF = f"{A}.preferredDuringSchedulingIgnoredDuringExecution"
 LABEL_VALUE_ERR = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
                    "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
                    "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+GATES = FeatureGates()
 ALL_OPS = '"Equal", "Exists", "Lt", "Gt", "SemverGt", "SemverLt", "SemverEq"'
 
 
-def tol_errors(tolerations, gates: FeatureGates = FeatureGates(), spec=()):
+def tol_errors(tolerations, gates: FeatureGates = GATES, spec=()):
     text = tolerations if isinstance(tolerations, str) else json.dumps(tolerations)
     check = check_pod({f"{P}/tolerations": text}, list(spec), P, gates)
     return [str(e) for e in check.errors]
 
 
-def aff_errors(affinity, gates: FeatureGates = FeatureGates()):
+def aff_errors(affinity, gates: FeatureGates = GATES):
     check = check_pod({f"{P}/node-affinity": json.dumps(affinity)}, [], P, gates)
     return [str(e) for e in check.errors]
 
