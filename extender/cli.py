@@ -1,4 +1,4 @@
-"""`extender serve | explain | version` — thin argparse front-end over config and service."""
+"""`extender serve | explain | validate | version` — thin argparse front-end over config and service."""
 
 from __future__ import annotations
 
@@ -56,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--pod", action="append", required=True, help="pod YAML/JSON file (repeatable)")
     exp.add_argument("--candidates", help="comma-separated node names (default: every node)")
     exp.add_argument("--output", choices=("json", "table"), default="json")
+    val = sub.add_parser("validate", help="check the annotation channel of manifests offline, as the "
+                         "admission webhook does (exit 1 on errors)")
+    val.add_argument("--config", help="YAML config file (env EXTENDER_CONFIG)")
+    for attr in ("annotation_prefix", "feature_gates"):
+        val.add_argument(flag_name(attr), dest=attr, default=None, help=f"{HELP[attr]} [env {env_name(attr)}]")
+    val.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
+                     help="manifests: multi-document YAML, JSON, Lists; directories are searched; - is stdin")
+    val.add_argument("-R", "--recursive", action="store_true", help="also read the subdirectories of DIRs")
+    val.add_argument("--output", choices=("text", "json"), default="text")
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -100,6 +109,15 @@ def cmd_explain(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_validate(ns: argparse.Namespace) -> int:
+    from extender.validation.manifests import render_json, render_text, validate_paths
+
+    config = build_config(_settings(ns), config_file=ns.config)
+    report = validate_paths(ns.paths, config.annotation_prefix, config.feature_gates, ns.recursive)
+    sys.stdout.write(render_json(report) if ns.output == "json" else render_text(report))
+    return 1 if report.error_count else 0
+
+
 def cmd_serve(ns: argparse.Namespace) -> int:
     from extender.server.multiproc import prepare_multiprocess_metrics
 
@@ -125,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         print(__version__)
         return 0
     try:
-        return cmd_serve(ns) if ns.command == "serve" else cmd_explain(ns)
+        commands = {"serve": cmd_serve, "explain": cmd_explain, "validate": cmd_validate}
+        return commands[ns.command](ns)
     except ConfigError as exc:
         print(f"extender: error: {exc}", file=sys.stderr)
         return 2
