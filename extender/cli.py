@@ -26,12 +26,17 @@ HELP = {
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
     "cel_result_cache_size": "memoized CEL (expression, taint) results (default 100000)",
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
+    "webhook_listen": "HOST:PORT of the HTTPS admission webhook (POST /validate), e.g. 0.0.0.0:9443 "
+    "(default: off)",
+    "tls_cert_file": "webhook serving certificate (PEM, chain first); reloaded when the file changes",
+    "tls_private_key_file": "webhook serving private key (PEM); reloaded when the file changes",
+    "client_ca_file": "CA bundle (PEM): the webhook then requires client certificates signed by it",
     "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
 }
 
 SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
-              "remember_answers")
+              "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file")
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
@@ -132,6 +137,10 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     setup_logging(config.log_level)
     source = FileSource(config.cluster, poll_seconds=config.reload_interval)  # fails fast
+    if config.webhook_listen:  # a thread of the master: needs no cluster state, survives worker restarts
+        from extender.server.webhook import start_webhook
+
+        start_webhook(config)
     ExtenderServer(config, source).run()
     return 0
 

@@ -51,6 +51,10 @@ class Config:
     cel_result_cache_size: int = 100_000
     reload_interval: float = 2.0
     remember_answers: bool = True
+    webhook_listen: str = ""  # off unless set: the admission webhook's HTTPS listener
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    client_ca_file: str = ""
 
 
 # setting -> (yaml key, env var, parser)
@@ -103,6 +107,18 @@ def _listen(value: Any, key: str) -> str:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{key}: expected HOST:PORT, got {text!r}")
     return text
+
+
+def _listen_or_off(value: Any, key: str) -> str:
+    """HOST:PORT, or empty (also `off`) for a listener that is not started."""
+    text = "" if value is None else str(value).strip()
+    return "" if text in ("", "off") else _listen(text, key)
+
+
+def _path_or_empty(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: expected a file path, got {value!r}")
+    return value
 
 
 def _choice(options: tuple[str, ...], lower: bool = False):
@@ -168,6 +184,10 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "cel_result_cache_size": ("celResultCacheSize", _int_at_least(0)),
     "reload_interval": ("reloadInterval", _float_at_least(0)),
     "remember_answers": ("rememberAnswers", _bool),
+    "webhook_listen": ("webhookListen", _listen_or_off),
+    "tls_cert_file": ("tlsCertFile", _path_or_empty),
+    "tls_private_key_file": ("tlsPrivateKeyFile", _path_or_empty),
+    "client_ca_file": ("clientCaFile", _path_or_empty),
 }
 
 
@@ -274,5 +294,9 @@ def build_config(
         if attr not in SETTINGS:
             raise ConfigError(f"unknown setting {attr!r}")
         changes[attr] = SETTINGS[attr][1](value, flag_name(attr))
-    return replace(Config(), **changes)
+    config = replace(Config(), **changes)
+    if config.webhook_listen and not (config.tls_cert_file and config.tls_private_key_file):
+        raise ConfigError("--webhook-listen: the API server calls webhooks over HTTPS only; "
+                          "give --tls-cert-file and --tls-private-key-file")
+    return config
 

@@ -13,6 +13,7 @@ memoised per distinct text (bounded in bytes): the pods of one Deployment share 
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -316,6 +317,15 @@ def check_annotation(kind: str, text: str, path: str, gates: FeatureGates) -> Ch
         with _memo_lock:
             _memo[memo_key] = (checked, size)
     return checked
+
+
+def _reinit_locks_after_fork() -> None:
+    """The webhook thread of the gunicorn master may hold a lock when a worker is forked."""
+    global _memo_lock, _compiled_lock
+    _memo_lock, _compiled_lock = threading.Lock(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reinit_locks_after_fork)
 
 
 # --- a whole pod (or pod template) ----------------------------------------------------
