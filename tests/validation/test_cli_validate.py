@@ -93,3 +93,12 @@ def test_feature_gate_flag_is_honoured(tmp_path, capsys):
     capsys.readouterr()
     assert main(["validate", "--feature-gates", "TaintTolerationComparisonOperators=false", str(pod)]) == 1
     assert 'Unsupported value: "Gt"' in capsys.readouterr().out
+
+
+def test_annotation_that_is_not_a_string_is_an_error(tmp_path, capsys):
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("kind: Pod\nmetadata:\n  name: p\n  annotations:\n    scheduling-extender.io/tolerations:\n"
+                   "    - {key: k, operator: Exists}\n")
+    assert main(["validate", str(pod)]) == 1
+    assert ("metadata.annotations[scheduling-extender.io/tolerations]: Invalid value: \"[{'key': 'k', "
+            "'operator': 'Exists'}]\": annotation values must be strings") in capsys.readouterr().out
