@@ -30,13 +30,17 @@ HELP = {
     "(default: off)",
     "tls_cert_file": "webhook serving certificate (PEM, chain first); reloaded when the file changes",
     "tls_private_key_file": "webhook serving private key (PEM); reloaded when the file changes",
-    "client_ca_file": "CA bundle (PEM): the webhook then requires client certificates signed by it",
+    "client_ca_file": "CA bundle (PEM): the webhook (and the verbs with --verbs-tls) then require "
+    "client certificates signed by it",
+    "verbs_tls": "true: serve --listen (verbs, health, metrics) over HTTPS with --tls-cert-file/"
+    "--tls-private-key-file (default false)",
     "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
 }
 
 SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
-              "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file")
+              "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
+              "verbs_tls")
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
@@ -137,10 +141,17 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     setup_logging(config.log_level)
     source = FileSource(config.cluster, poll_seconds=config.reload_interval)  # fails fast
-    if config.webhook_listen:  # a thread of the master: needs no cluster state, survives worker restarts
-        from extender.server.webhook import start_webhook
+    try:
+        if config.verbs_tls:  # fail fast on unreadable files, before gunicorn starts
+            from extender.server.tls import build_context
 
-        start_webhook(config)
+            build_context(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)
+        if config.webhook_listen:  # a thread of the master: needs no cluster state, survives worker restarts
+            from extender.server.webhook import start_webhook
+
+            start_webhook(config)
+    except OSError as exc:  # ssl.SSLError too: a missing, unreadable or mismatched file, or a busy port
+        raise ConfigError(f"TLS / webhook listener: {exc}") from None
     ExtenderServer(config, source).run()
     return 0
 

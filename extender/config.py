@@ -55,6 +55,7 @@ class Config:
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
     client_ca_file: str = ""
+    verbs_tls: bool = False  # serve the verbs' --listen over HTTPS with the same files
 
 
 # setting -> (yaml key, env var, parser)
@@ -188,6 +189,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "tls_cert_file": ("tlsCertFile", _path_or_empty),
     "tls_private_key_file": ("tlsPrivateKeyFile", _path_or_empty),
     "client_ca_file": ("clientCaFile", _path_or_empty),
+    "verbs_tls": ("verbsTls", _bool),
 }
 
 
@@ -298,5 +300,7 @@ def build_config(
     if config.webhook_listen and not (config.tls_cert_file and config.tls_private_key_file):
         raise ConfigError("--webhook-listen: the API server calls webhooks over HTTPS only; "
                           "give --tls-cert-file and --tls-private-key-file")
+    if config.verbs_tls and not (config.tls_cert_file and config.tls_private_key_file):
+        raise ConfigError("--verbs-tls: give --tls-cert-file and --tls-private-key-file")
     return config
 

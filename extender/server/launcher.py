@@ -54,6 +54,13 @@ class ExtenderServer(BaseApplication):
             "preload_app": True,
             "limit_request_line": 8190,
         }
+        if c.verbs_tls:  # HTTPS for the verbs (InlineWorker then answers like gthread)
+            import ssl
+
+            settings.update(certfile=c.tls_cert_file, keyfile=c.tls_private_key_file,
+                            ca_certs=c.client_ca_file or None,
+                            cert_reqs=ssl.CERT_REQUIRED if c.client_ca_file else ssl.CERT_NONE,
+                            ssl_context=_verbs_ssl_context)
         if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25.1
             settings["control_socket_disable"] = True  # no socket in $HOME; read-only roots
         for key, value in settings.items():
@@ -87,6 +94,12 @@ class QuietAccessLogger(Logger):
     @property
     def access_log_enabled(self) -> bool:
         return bool(self.cfg.accesslog)
+
+
+def _verbs_ssl_context(conf, default_factory):
+    from extender.server.tls import gunicorn_ssl_context
+
+    return gunicorn_ssl_context(conf, default_factory)
 
 
 def _child_exit(server, worker) -> None:  # noqa: ARG001 - gunicorn hook signature

@@ -311,3 +311,62 @@ def test_each_review_is_logged(caplog):
     response(admission(pod({f"{P}/tolerations": BAD_TOLS}), uid="logged"))
     (record,) = [r for r in caplog.records if r.name == "extender.webhook"]
     assert (record.uid, record.kind, record.allowed, record.errors) == ("logged", "Pod", False, 2)
+
+
+def _https_ready(port: int, ctx: ssl.SSLContext, proc) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        try:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("server did not become ready over HTTPS")
+
+
+@pytest.mark.gunicorn
+def test_verbs_over_https_with_client_certificates(pki, tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import EXAMPLES
+    from server.live import free_port, stop
+
+    client_dir = pki["dir"] / "client"
+    client_dir.mkdir()
+    client_cert, client_key, _ = pki["ca"].issue("kube-scheduler", server=False)
+    pair = write_pair(client_dir, client_cert, client_key)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "extender", "serve", "--cluster", str(EXAMPLES / "cluster.yaml"),
+         "--listen", f"127.0.0.1:{port}", "--verbs-tls", "true", "--tls-cert-file", str(pki["cert"]),
+         "--tls-private-key-file", str(pki["key"]), "--client-ca-file", str(pki["ca_path"])],
+        env={k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"} | {"TMPDIR": str(tmp_path)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        ctx = client_context(pki, pair)
+        _https_ready(port, ctx, proc)
+        args = json.dumps({"Pod": pod(), "Nodes": None, "NodeNames": ["od-a1"]}).encode()
+        status, body, serial = post(port, ctx, args, path="/filter")
+        assert status == 200 and json.loads(body)["NodeNames"] == ["od-a1"] and serial == pki["serial"]
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            post(port, client_context(pki), args, path="/filter")
+    finally:
+        stop(proc)
+
+
+def test_serve_reports_unloadable_tls_files(tmp_path, capsys, monkeypatch):
+    from conftest import EXAMPLES
+
+    import extender.logs
+    from extender.cli import main
+
+    monkeypatch.setattr(extender.logs, "setup_logging", lambda level: None)  # keep pytest's handlers
+    missing = str(tmp_path / "nope.crt")
+    code = main(["serve", "--cluster", str(EXAMPLES / "cluster.yaml"), "--verbs-tls", "true",
+                 "--tls-cert-file", missing, "--tls-private-key-file", missing])
+    assert code == 2
+    assert "extender: error: TLS / webhook listener: [Errno 2] No such file or directory" in capsys.readouterr().err
