@@ -225,8 +225,10 @@ def pod_from_dict(raw: Any, annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX, 
 
     channel = check_pod(annotations, spec_tolerations, annotation_prefix, gates or FeatureGates())
     extra_tols = tuple(toleration_from_dict(t, "", f"{annotation_prefix}/tolerations") for t in channel.tolerations)
-    tol_err = aggregate(channel.toleration_errors) if channel.toleration_errors else None
-    aff_err = aggregate(channel.affinity_errors) if channel.affinity_errors else None
+    # every error in either message, so /filter says what the webhook says
+    full = aggregate(channel.errors) if channel.errors else None
+    tol_err = full if channel.toleration_errors else None
+    aff_err = full if channel.affinity_errors else None
 
     affinity = _obj(spec.get("affinity"), "pod.spec.affinity")
     spec_required, spec_preferred, spec_has_pref = node_affinity_from_dict(

@@ -53,6 +53,14 @@ CASES = [
 ]
 
 
+CASES.append((
+    dict(tolerations='[{"key": "k", "operator": "Gt", "value": "08"}]',
+         node_affinity='{"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "preference": {}}]}'),
+    "TaintToleration",
+    f'[{T}[0].value: Invalid value: "08": must be a canonical decimal integer within int64, '
+    f"{A}.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100]"))
+
+
 @pytest.mark.parametrize("annotations, plugin, reason", CASES)
 def test_filter_explain_and_validator_say_the_same(example_extender, annotations, plugin, reason):
     pod = pod_with(**annotations)
