@@ -2,6 +2,7 @@
 
 * `gojson`: Go/`sigs.k8s.io/json` decoding of the annotation texts;
 * `field`: apimachinery `field.Error` formatting;
+* `rules`: the API validation rules (tolerations, node affinity);
 * `annotations`: the validator (`check_pod`) used by scheduling, explain, the webhook
   and the CLI;
 * `workloads`: finds the pod templates in Deployments, Jobs, CronJobs, ...;
