@@ -1,6 +1,6 @@
 """API-server-exact decoding and validation of the annotation channel (issues 14, 17).
 
-* `gojson`: Go/`sigs.k8s.io/json` decoding of the annotation texts;
+* `gojson`, `goschema`: Go/`sigs.k8s.io/json` parsing and typed decoding of the annotation texts;
 * `field`: apimachinery `field.Error` formatting;
 * `rules`: the API validation rules (tolerations, node affinity);
 * `annotations`: the validator (`check_pod`) used by scheduling, explain, the webhook

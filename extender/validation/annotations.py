@@ -22,8 +22,9 @@ from typing import Any
 import cachetools
 
 from extender.features import FeatureGates
-from extender.validation import gojson
+from extender.validation import goschema
 from extender.validation.field import FieldError, child, key, too_long, too_many
+from extender.validation.gojson import GoJSONError
 from extender.validation.limits import (
     MAX_ANNOTATION_BYTES,
     MAX_EXPRESSIONS_PER_POD,
@@ -72,10 +73,10 @@ def _unknown_warning(path: str, segments: tuple) -> str:
 def _check(kind: str, text: str, path: str, gates: FeatureGates) -> Checked:
     if len(text) > MAX_ANNOTATION_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_ANNOTATION_BYTES:
         return Checked(None, (too_long(path, MAX_ANNOTATION_BYTES),))
-    schema = gojson.TOLERATIONS if kind == "tolerations" else gojson.NODE_AFFINITY
+    schema = goschema.TOLERATIONS if kind == "tolerations" else goschema.NODE_AFFINITY
     try:
-        decoded = gojson.decode(text, schema)
-    except gojson.GoJSONError as exc:
+        decoded = goschema.decode(text, schema)
+    except GoJSONError as exc:
         detail = f"invalid JSON: {exc}" if exc.syntax else str(exc)
         return Checked(None, (FieldError(child(path, *exc.path), "Invalid value", detail=detail),))
     unknown = tuple(_unknown_warning(path, seg) for seg in decoded.unknown_fields)

@@ -7,15 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from extender.validation.gojson import (
-    NODE_AFFINITY,
-    TOLERATIONS,
-    GoJSONError,
-    JObj,
-    Num,
-    decode,
-    loads,
-)
+from extender.validation.gojson import GoJSONError, JObj, Num, loads
+from extender.validation.goschema import NODE_AFFINITY, TOLERATIONS, decode
 
 # --- syntax: Go's scanner messages ----------------------------------------------------
 

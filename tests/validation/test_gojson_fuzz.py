@@ -10,15 +10,8 @@ from hypothesis import strategies as st
 
 from extender.features import FeatureGates
 from extender.validation import check_pod
-from extender.validation.gojson import (
-    NODE_AFFINITY,
-    TOLERATIONS,
-    GoJSONError,
-    JObj,
-    Num,
-    decode,
-    loads,
-)
+from extender.validation.gojson import GoJSONError, JObj, Num, loads
+from extender.validation.goschema import NODE_AFFINITY, TOLERATIONS, decode
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(10**30), max_value=10**30) | st.text(max_size=8)
