@@ -160,6 +160,19 @@ AFFINITY_RULES = [
     (required(term(fields=[{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}])),
      [f"{REQ}[0].matchFields[0].values: Required value: must be only one value when `operator` is 'In' or "
       "'NotIn' for node field selector"]),
+    (required(term(fields=[{"key": "metadata.name", "operator": "In", "values": ["Node_1"]}])),
+     [f'{REQ}[0].matchFields[0].values[0]: Invalid value: "Node_1": a lowercase RFC 1123 subdomain must consist '
+      "of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character "
+      "(e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
+      "[a-z0-9])?)*')"]),
+    (required(term({"key": "", "operator": "Exists"})),
+     [f'{REQ}[0].matchExpressions[0].key: Invalid value: "": name part must be non-empty',
+      f'{REQ}[0].matchExpressions[0].key: Invalid value: "": name part must consist of alphanumeric characters, '
+      "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+      "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]),
+    (required(term({"key": "k", "operator": "Gt", "values": ["-5"]})),
+     [f'{REQ}[0].matchExpressions[0].values[0]: Invalid value: "-5": {LABEL_VALUE_ERR}']),
+    (required(term(), term({"key": "k", "operator": "DoesNotExist"})), []),
     ({"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "preference": {}}]},
      [f"{PREF}[0].weight: Invalid value: 0: must be in the range 1-100"]),
     ({"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 101, "preference": {}}]},
