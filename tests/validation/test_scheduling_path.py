@@ -92,3 +92,14 @@ def test_valid_annotation_with_unknown_field_still_schedules(example_extender):
     result = example_extender.filter(ExtenderArgs(pod, None, NODES))
     assert not result["FailedAndUnresolvableNodes"].get("od-a1")
     assert set(result["NodeNames"]) >= set(plain["NodeNames"])
+
+
+def test_explain_shows_what_the_webhook_would_warn_about(example_extender):
+    from extender.explain import render_table
+
+    pod = pod_with(tolerations='[{"key": "node.example.com/sla", "operator": "Exists", "effect": "NoExecute"}]')
+    report = explain(example_extender, [pod], NODES)
+    (warning,) = report["results"][0]["annotationWarnings"]
+    assert warning.startswith(f"{T}[0]: a NoExecute taint can only be tolerated from spec.tolerations")
+    assert f"WARNING {warning}" in render_table(report)
+    assert "annotationWarnings" not in explain(example_extender, [pod_with()], NODES)["results"][0]
