@@ -33,6 +33,7 @@ log = logging.getLogger("extender.webhook")
 
 API_VERSION = "admission.k8s.io/v1"
 CONNECTION_TIMEOUT = 10.0  # seconds for the TLS handshake and each read
+MAX_CONNECTIONS = 64  # open connections served at once (one thread each)
 MAX_WARNING_CHARS = 512
 
 
@@ -154,10 +155,11 @@ class SideListener(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], routes: dict[str, Route], tls: ReloadingContext | None,
-                 max_body_bytes: int = 16 << 20) -> None:
+                 max_body_bytes: int = 16 << 20, max_connections: int = MAX_CONNECTIONS) -> None:
         self.routes = routes
         self.tls = tls
         self.max_body_bytes = max_body_bytes
+        self._slots = threading.BoundedSemaphore(max_connections)
         host = address[0]
         if ":" in host:
             self.address_family = socket.AF_INET6
@@ -174,6 +176,26 @@ class SideListener(ThreadingHTTPServer):
         if self.tls is not None:  # the handshake happens on first read, in the handler thread
             sock = self.tls.current().wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         return sock, addr
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """One thread per connection, at most `max_connections` at once: beyond that a
+        new connection is closed at once (the API server retries) instead of piling up."""
+        if not self._slots.acquire(blocking=False):
+            log.warning("webhook connection refused: too many open connections",
+                        extra={"client": str(client_address)})
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("webhook connection failed", exc_info=True, extra={"client": str(client_address)})

@@ -370,3 +370,29 @@ def test_serve_reports_unloadable_tls_files(tmp_path, capsys, monkeypatch):
                  "--tls-cert-file", missing, "--tls-private-key-file", missing])
     assert code == 2
     assert "extender: error: TLS / webhook listener: [Errno 2] No such file or directory" in capsys.readouterr().err
+
+
+def test_connections_beyond_the_limit_are_closed_not_queued(pki):
+    import socket
+
+    tls = ReloadingContext(str(pki["cert"]), str(pki["key"]))
+    listener = SideListener(("127.0.0.1", 0), {"/validate": validate_route(P, GATES)}, tls,
+                            max_connections=1).start()
+    try:
+        stalled = socket.create_connection(("127.0.0.1", listener.port))  # holds the only slot
+        time.sleep(0.2)
+        started = time.monotonic()
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            post(listener.port, client_context(pki), admission(pod()))
+        assert time.monotonic() - started < 5  # refused at once, not after the stalled one's timeout
+        stalled.close()
+        deadline = time.monotonic() + 15
+        while True:  # the slot comes back once the stalled connection is gone
+            try:
+                assert post(listener.port, client_context(pki), admission(pod()))[0] == 200
+                break
+            except (ssl.SSLError, ConnectionError, OSError):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        listener.stop()
