@@ -28,10 +28,12 @@ HELP = {
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
     "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
+    "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
+    "`profile` label of the scheduler_* metrics (default default-scheduler)",
 }
 
 SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
-              "remember_answers")
+              "remember_answers", "scheduler_profile")
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:

@@ -51,6 +51,7 @@ class Config:
     cel_result_cache_size: int = 100_000
     reload_interval: float = 2.0
     remember_answers: bool = True
+    scheduler_profile: str = "default-scheduler"
 
 
 # setting -> (yaml key, env var, parser)
@@ -168,6 +169,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "cel_result_cache_size": ("celResultCacheSize", _int_at_least(0)),
     "reload_interval": ("reloadInterval", _float_at_least(0)),
     "remember_answers": ("rememberAnswers", _bool),
+    "scheduler_profile": ("schedulerProfile", _str),
 }
 
 

