@@ -150,6 +150,8 @@ CEL_EVALUATION_ERRORS_TOTAL = Counter(
     "(compile, runtime, cost, non-bool).",
     ["reason"],
 )
+for _reason in ("compile", "runtime", "cost", "non-bool"):
+    CEL_EVALUATION_ERRORS_TOTAL.labels(_reason)  # rates and alerts see 0, not no data
 
 CEL_RESULT_MEMO_TOTAL = Counter(
     "extender_cel_result_memo_requests_total",

@@ -7,11 +7,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# The real-server helpers (`live`) of tests/server, for the tests that start one.
+sys.path.insert(0, str(ROOT / "tests" / "server"))
 MANIFESTS = ROOT / "manifests"
 TOOLS_DIR = Path(os.environ.get("EXTENDER_TOOLS_DIR", "/opt/extender-tools")) / "bin"
 HOW = {
