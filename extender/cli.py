@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 
 from extender import __version__
-from extender.config import SETTINGS, ConfigError, build_config, env_name, flag_name
+from extender.config import (
+    SETTINGS,
+    ConfigError,
+    build_config,
+    env_name,
+    example_cluster_refusal,
+    flag_name,
+)
 
 HELP = {
     "listen": "address to serve on, HOST:PORT (default 0.0.0.0:8888)",
@@ -106,6 +113,9 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     from extender.server.multiproc import prepare_multiprocess_metrics
 
     config = build_config(_settings(ns), config_file=ns.config)  # creates no metric
+    refusal = example_cluster_refusal(config)
+    if refusal:
+        raise ConfigError(refusal)
     if config.workers > 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # several processes answer: /metrics must add them up. One worker keeps its
         # metrics in memory (each multiprocess write costs a pid check and an mmap write)
