@@ -118,6 +118,8 @@ CLUSTER_STATE_RELOADS_TOTAL = Counter(
     "Cluster state reloads, by result (success or error).",
     ["result"],
 )
+for _result in ("success", "error"):
+    CLUSTER_STATE_RELOADS_TOTAL.labels(_result)  # the first error is an increase from 0
 
 # --- CEL (KEP-5500) -----------------------------------------------------------------
 

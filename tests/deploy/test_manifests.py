@@ -269,3 +269,20 @@ def test_webhook_overlay_turns_the_listener_on():
     assert sorted(p["containerPort"] for p in ext["ports"]) == [8889, 9443]
     policy = the(objects, "NetworkPolicy")
     assert sorted(p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]) == [8889, 9443]
+
+
+def test_grafana_dashboard_is_shipped_with_the_operator_overlay():
+    import json
+
+    path = MANIFESTS / "components" / "prometheus-operator" / "grafana-dashboard.json"
+    dashboard = json.loads(path.read_text())
+    panels = dashboard["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    assert all(p["datasource"]["uid"] == "${datasource}" and p["targets"] for p in panels)
+    titles = " ".join(p["title"].lower() for p in panels)
+    for topic in ("evaluations by status", "latency", "rejections", "cel program cache hit",
+                  "cluster state"):
+        assert topic in titles
+    cm = the(render("with-prometheus-operator"), "ConfigMap", "scheduling-extender-dashboard")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(cm["data"]["scheduling-extender.json"]) == dashboard

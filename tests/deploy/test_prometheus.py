@@ -22,6 +22,7 @@ from deploy_tools import MANIFESTS, run, tool
 from live import NAMES, free_port, request, start, stop
 
 RULES = MANIFESTS / "prometheus" / "rules.yaml"
+DASHBOARD = MANIFESTS / "components" / "prometheus-operator" / "grafana-dashboard.json"
 JOB = "scheduling-extender"
 
 
@@ -141,7 +142,7 @@ def _ready(port: int) -> bool:
         return False
 
 
-def test_recording_rules_return_series_and_the_down_alert_fires(extender, prometheus):
+def test_rules_and_dashboard_return_series_and_the_down_alert_fires(extender, prometheus):
     port, proc = extender
     records = [r["record"] for g in yaml.safe_load(RULES.read_text())["groups"]
                for r in g["rules"] if "record" in r]
@@ -158,6 +159,10 @@ def test_recording_rules_return_series_and_the_down_alert_fires(extender, promet
         return [r for r in records if not api(prometheus, "query", query=r)["result"]]
 
     wait_for("every recording rule to return series", missing, done=lambda m: not m)
+    queries = [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p["targets"]]
+    assert len(queries) >= 10
+    empty = [q for q in queries if not api(prometheus, "query", query=q)["result"]]
+    assert not empty, f"dashboard queries without data: {empty}"
     errors = api(prometheus, "query", query='extender:error_answers:rate5m{verb="filter"}')["result"]
     assert float(errors[0]["value"][1]) > 0, "a 200 answer with Error counts as an error"
     groups = api(prometheus, "rules")["groups"]
