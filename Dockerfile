@@ -24,7 +24,7 @@ RUN (getent group extender || groupadd --gid 10001 extender) \
       --home-dir /nonexistent --shell /usr/sbin/nologin extender)
 COPY --from=build /opt/extender /opt/extender
 # No bundled example in a container: without --in-cluster, --kubeconfig or a file
-# mounted here, `serve` stops with "cannot read /etc/extender/cluster.yaml".
+# mounted here, `serve` stops: "cannot read cluster file '/etc/extender/cluster.yaml'".
 ENV PATH=/opt/extender/bin:$PATH \
     EXTENDER_CLUSTER=/etc/extender/cluster.yaml \
     PYTHONDONTWRITEBYTECODE=1 \
