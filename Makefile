@@ -22,7 +22,7 @@ $(PERFSTAMP): $(STAMP)
 run: $(STAMP)
 	$(BIN)/extender serve $(ARGS)
 
-# Outside tools the deploy tests use (prometheus, promtool, kubectl): installed
+# Outside tools the deploy tests use (prometheus, promtool, kubectl, helm): installed
 # when run as root; otherwise those tests fail naming what is missing.
 tools:
 	@if [ "$$(id -u)" = 0 ]; then .ci/install-tools; else .ci/install-tools || true; fi

