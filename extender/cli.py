@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 
 from extender import __version__
-from extender.config import SETTINGS, ConfigError, build_config, env_name, flag_name
+from extender.config import (
+    SETTINGS,
+    ConfigError,
+    build_config,
+    env_name,
+    example_cluster_refusal,
+    flag_name,
+)
 
 HELP = {
     "listen": "address to serve on, HOST:PORT (default 0.0.0.0:8888)",
@@ -36,11 +43,13 @@ HELP = {
     "--tls-private-key-file (default false)",
     "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
+    "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
+    "`profile` label of the scheduler_* metrics (default default-scheduler)",
 }
 
 SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
-              "verbs_tls")
+              "verbs_tls", "scheduler_profile")
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
@@ -131,6 +140,9 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     from extender.server.multiproc import prepare_multiprocess_metrics
 
     config = build_config(_settings(ns), config_file=ns.config)  # creates no metric
+    refusal = example_cluster_refusal(config)
+    if refusal:
+        raise ConfigError(refusal)
     if config.workers > 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # several processes answer: /metrics must add them up. One worker keeps its
         # metrics in memory (each multiprocess write costs a pid check and an mmap write)

@@ -9,6 +9,7 @@ values are rejected at start-up with the key named.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -56,6 +57,7 @@ class Config:
     tls_private_key_file: str = ""
     client_ca_file: str = ""
     verbs_tls: bool = False  # serve the verbs' --listen over HTTPS with the same files
+    scheduler_profile: str = "default-scheduler"
 
 
 # setting -> (yaml key, env var, parser)
@@ -190,6 +192,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "tls_private_key_file": ("tlsPrivateKeyFile", _path_or_empty),
     "client_ca_file": ("clientCaFile", _path_or_empty),
     "verbs_tls": ("verbsTls", _bool),
+    "scheduler_profile": ("schedulerProfile", _str),
 }
 
 
@@ -250,6 +253,22 @@ PLUGIN_ARG_VALIDATORS["PodTopologySpread"] = _pod_topology_spread_args
 PLUGIN_ARG_VALIDATORS["NodeAffinity"] = _node_affinity_args
 PLUGIN_ARG_VALIDATORS["TaintToleration"] = _no_args
 PLUGIN_ARG_VALIDATORS["NodeUnschedulable"] = _no_args
+
+
+def example_cluster_refusal(config: Config, env: Mapping[str, str] | None = None) -> str | None:
+    """Why `serve` must not start, or None. In a pod with no cluster state configured,
+    the bundled example cluster would answer and look healthy while describing nodes
+    that do not exist; outside one it is the quick start. (The image sets
+    EXTENDER_CLUSTER to a mount point, so a container without one fails to start.)"""
+    env = os.environ if env is None else env
+    if config.cluster != bundled_cluster():
+        return None
+    if getattr(config, "in_cluster", False) or getattr(config, "kubeconfig", None):
+        return None  # live state: the cluster file is not read
+    if not env.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    return ("no cluster state configured in a Kubernetes pod: pass --in-cluster, --kubeconfig "
+            "FILE or --cluster FILE (the bundled example cluster is served only outside pods)")
 
 
 def load_file(path: str | os.PathLike) -> dict[str, Any]:

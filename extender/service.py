@@ -89,6 +89,7 @@ class Extender:
         self.config = config
         self.source = source
         self.cel = cel
+        metrics.set_profile(config.scheduler_profile)  # one profile per process
         self.handle = Handle(config.feature_gates, cel, config.plugin_args)
         self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
         self._parsed: LRUCache = LRUCache(PARSED_PODS)  # request bytes -> Pod (frozen)

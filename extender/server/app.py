@@ -29,12 +29,25 @@ def _json(body: object, status: int = 200) -> Response:
 
 def _metrics_payload() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+        from prometheus_client import ProcessCollector, multiprocess
+
+        from extender.server import multiproc
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
+        main_pid = multiproc.MAIN_PID or os.getpid()
+        ProcessCollector(registry=registry, pid=lambda: main_pid)  # keeps process_*
         return generate_latest(registry)
     return generate_latest()
+
+
+def metrics_body(engine: Extender) -> bytes:
+    """The /metrics exposition, with the readiness gauge brought up to date first (any
+    listener serving /metrics should answer through this)."""
+    from extender import metrics
+
+    metrics.CLUSTER_STATE_READY.set(1 if engine.source.ready() else 0)
+    return _metrics_payload()
 
 
 def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> Flask:
@@ -82,7 +95,7 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
 
     @app.get("/metrics")
     def metrics_view() -> Response:
-        return Response(_metrics_payload(), mimetype=CONTENT_TYPE_LATEST)
+        return Response(metrics_body(engine), mimetype=CONTENT_TYPE_LATEST)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from extender.config import Config, ConfigError, build_config
@@ -109,12 +107,3 @@ def test_config_is_frozen():
     with pytest.raises(AttributeError):
         Config().workers = 2  # type: ignore[misc]
 
-
-def test_the_deployment_manifests_config_is_valid(tmp_path):
-    import yaml
-
-    root = Path(__file__).resolve().parents[2]
-    docs = list(yaml.safe_load_all((root / "manifests" / "extender.yaml").read_text()))
-    (config_map,) = [d for d in docs if d and d.get("kind") == "ConfigMap"]
-    config = build_config({}, env={}, config_file=write(tmp_path, config_map["data"]["config.yaml"]))
-    assert (config.workers, config.worker_class, config.remember_answers) == (2, "inline", True)

@@ -3,13 +3,9 @@ env names are the config's, ports and Secret names line up, every checked kind i
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from extender.config import env_name
 from extender.validation.workloads import TEMPLATE_PATHS
@@ -22,18 +18,10 @@ PLURALS = {"Pod": "pods", "Deployment": "deployments", "StatefulSet": "statefuls
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory) -> dict[str, dict]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.fail("kubectl (with its built-in kustomize) is needed to render manifests/components/webhook: "
-                    "install the Debian package kubectl (.ci/install-tools does)")
-    overlay = tmp_path_factory.mktemp("overlay")
-    shutil.copy(ROOT / "manifests" / "extender.yaml", overlay / "extender.yaml")
-    (overlay / "kustomization.yaml").write_text(
-        f"resources: [extender.yaml]\ncomponents: [{os.path.relpath(COMPONENT, overlay)}]\n")
-    out = subprocess.run([kubectl, "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return {f"{d['kind']}/{d['metadata']['name']}": d for d in yaml.safe_load_all(out.stdout) if d}
+def rendered() -> dict[str, dict]:
+    from tests.deploy.test_manifests import render
+
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in render("with-webhook")}
 
 
 def test_webhook_configuration(rendered):
@@ -41,7 +29,7 @@ def test_webhook_configuration(rendered):
     assert hook["sideEffects"] == "None" and hook["admissionReviewVersions"] == ["v1"]
     assert hook["failurePolicy"] in ("Ignore", "Fail") and 1 <= hook["timeoutSeconds"] <= 10
     assert hook["clientConfig"]["service"]["path"] == "/validate"
-    assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]} in \
+    assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "scheduling-extender"]} in \
         hook["namespaceSelector"]["matchExpressions"]
     routed = {r for rule in hook["rules"] for r in rule["resources"]}
     assert routed == {PLURALS[k] for k in TEMPLATE_PATHS if k != "PodTemplate"}
@@ -49,13 +37,13 @@ def test_webhook_configuration(rendered):
 
 
 def test_deployment_service_and_certificate_line_up(rendered):
-    deployment = rendered["Deployment/scheduling-extender"]["spec"]["template"]["spec"]
-    (container,) = deployment["containers"]
+    deployment = rendered["Deployment/extended-scheduler"]["spec"]["template"]["spec"]
+    container = next(c for c in deployment["containers"] if c["name"] == "extender")
     env = {e["name"]: e["value"] for e in container["env"]}
-    assert set(env) == {env_name("webhook_listen"), env_name("tls_cert_file"), env_name("tls_private_key_file")}
+    assert {env_name("webhook_listen"), env_name("tls_cert_file"), env_name("tls_private_key_file")} <= set(env)
     port = int(env[env_name("webhook_listen")].rpartition(":")[2])
     assert {"name": "webhook", "containerPort": port} in container["ports"]
-    assert container["args"] == ["serve", "--config", "/etc/extender/config.yaml"]  # the base is kept
+    assert container["args"][:2] == ["serve", "--config=/etc/extended-scheduler/extender.yaml"]  # the base is kept
     mount = next(m for m in container["volumeMounts"] if m["name"] == "webhook-tls")
     assert env[env_name("tls_cert_file")] == f"{mount['mountPath']}/tls.crt"
     secret = next(v for v in deployment["volumes"] if v["name"] == "webhook-tls")["secret"]["secretName"]
@@ -64,7 +52,7 @@ def test_deployment_service_and_certificate_line_up(rendered):
     assert service["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook"}]
     certificate = rendered["Certificate/scheduling-extender-webhook"]["spec"]
     assert certificate["secretName"] == secret
-    assert "scheduling-extender-webhook.kube-system.svc" in certificate["dnsNames"]
+    assert "scheduling-extender-webhook.scheduling-extender.svc" in certificate["dnsNames"]
     hook = rendered["ValidatingWebhookConfiguration/scheduling-extender"]
     assert hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
-        "kube-system/scheduling-extender-webhook"
+        "scheduling-extender/scheduling-extender-webhook"
