@@ -83,6 +83,16 @@ class PodLayerWriter:
     def dirty(self) -> bool:
         return bool(self._dirty)
 
+    def keys(self) -> set[tuple[str, str]]:
+        """(namespace, name) of every pod, published or pending."""
+        out: set[tuple[str, str]] = set()
+        for ns, bucket in self.layer.namespaces.items():
+            if ns not in self._dirty:
+                out.update((ns, name) for name in bucket.pods)
+        for ns, bucket in self._dirty.items():
+            out.update((ns, name) for name in bucket.pods)
+        return out
+
     def publish(self) -> PodLayer:
         """The layer with every change so far (the same object when nothing changed)."""
         if not self._dirty:

@@ -23,7 +23,7 @@ def test_defaults():
     assert config.weights == {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
     assert config.feature_gates == FeatureGates()
     assert config.max_body_bytes == 64 * 1024 * 1024
-    assert config.cluster.endswith("cluster.yaml")
+    assert config.cluster_file.endswith("cluster.yaml")
     assert config.worker_class == "inline"
     assert config.remember_answers is True
 
