@@ -151,6 +151,7 @@ class Reflector:
 
     def stop(self) -> None:
         self._stop.set()
+        time.sleep(0)  # let a watch that just connected publish its response
         response = self._response
         if response is not None:
             try:
@@ -208,6 +209,8 @@ class Reflector:
         try:
             buffer = b""
             for chunk in response.stream(None, decode_content=False):
+                if self._stop.is_set():  # stop() raced with the request: nothing closed it
+                    return
                 buffer += chunk
                 if b"\n" not in buffer:
                     continue

@@ -35,7 +35,7 @@ import itertools
 import json
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -110,6 +110,7 @@ class Faults:
     fail_status: int = 500
     fail_match: str = ""  # substring of "METHOD /path?query" the failure applies to
     delay_seconds: float = 0.0  # sleep before answering every request (slow server)
+    fired: Counter = field(default_factory=Counter)  # faults that fired, by counter name
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take(self, name: str) -> bool:
@@ -118,6 +119,7 @@ class Faults:
             n = getattr(self, name)
             if n > 0:
                 setattr(self, name, n - 1)
+                self.fired[name] += 1
                 return True
             return False
 
@@ -125,6 +127,7 @@ class Faults:
         with self.lock:
             if self.fail_requests > 0 and self.fail_match in request_line:
                 self.fail_requests -= 1
+                self.fired["fail_requests"] += 1
                 return self.fail_status
             return None
 
