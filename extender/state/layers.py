@@ -100,7 +100,7 @@ class PodLayerWriter:
         namespaces = dict(self.layer.namespaces)
         for name, bucket in self._dirty.items():
             if bucket.pods:
-                namespaces[name] = bucket.compacted().seal()
+                namespaces[name] = bucket.seal()
             else:
                 namespaces.pop(name, None)
         self._dirty = {}

@@ -50,12 +50,12 @@ class NamespacePods:
 
     Maintained incrementally (`put`/`remove`, O(the pod's labels)) on a private copy
     (`copy`, C-level container copies) that is then published and never mutated again:
-    readers of a published bucket need no lock. Ids of removed pods are not reused;
-    `compacted` rebuilds the bucket once freed ids outnumber live ones, so memory
-    stays flat under churn.
+    readers of a published bucket need no lock. Ids of removed pods are reused, so
+    memory stays flat under churn.
     """
 
-    __slots__ = ("pods", "node_of", "pid_of", "all_ids", "by_label", "_nominated", "_memo", "_fresh")
+    __slots__ = ("pods", "node_of", "pid_of", "all_ids", "by_label", "_nominated", "_memo", "_fresh",
+                 "_free")
 
     def __init__(self) -> None:
         self.pods: dict[str, Pod] = {}
@@ -66,6 +66,7 @@ class NamespacePods:
         self._nominated: dict[str, Pod] = {}
         self._memo: dict[Any, Mapping[str, int]] = {}
         self._fresh: set[Any] = set()  # containers already copied since `copy`
+        self._free: list[int] = []  # ids of removed pods, for reuse
 
     @property
     def nominated(self) -> list[Pod]:
@@ -82,6 +83,7 @@ class NamespacePods:
         new._nominated = dict(self._nominated)
         new._memo = {}
         new._fresh = set()
+        new._free = list(self._free)
         return new
 
     def seal(self) -> NamespacePods:
@@ -112,8 +114,12 @@ class NamespacePods:
 
     def add(self, pod: Pod) -> None:
         """Index a counted pod (bulk build; `put` is the general entry point)."""
-        pid = len(self.node_of)
-        self.node_of.append(pod.node_name)
+        if self._free:
+            pid = self._free.pop()
+            self.node_of[pid] = pod.node_name
+        else:
+            pid = len(self.node_of)
+            self.node_of.append(pod.node_name)
         self.pid_of[pod.name] = pid
         self.all_ids.add(pid)
         for key, value in pod.labels.items():
@@ -137,6 +143,7 @@ class NamespacePods:
         if pid is not None:
             self.all_ids.discard(pid)
             self.node_of[pid] = ""
+            self._free.append(pid)
             for key, value in old.labels.items():
                 ids = self._ids(key, value)
                 ids.discard(pid)
@@ -146,15 +153,6 @@ class NamespacePods:
                     if not inner:
                         del self.by_label[key]
         return old
-
-    def compacted(self) -> NamespacePods:
-        """Self, or a rebuilt bucket when freed ids dominate (amortised O(1) per event)."""
-        if len(self.node_of) <= 2 * len(self.all_ids) + 64:
-            return self
-        fresh = NamespacePods()
-        for pod in self.pods.values():
-            fresh.put(pod)
-        return fresh.seal()
 
     def _ids_for(self, req: Any) -> tuple[set[int], bool]:
         """(ids, positive): the ids the requirement selects, or (when not positive) the
