@@ -91,7 +91,7 @@ class NodeIndex:
     pod events and binds never throw them away."""
 
     __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index", "_with_key",
-                 "_candidates", "_lock", "_position", "_codes", "_code_of", "version", "_memo")
+                 "_candidates", "_lock", "_position", "_codes", "_code_of", "version", "_memo", "__weakref__")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.version = next(_VERSIONS)
@@ -158,6 +158,15 @@ class NodeIndex:
         built once per distinct text (kube-scheduler sends the same list for pod after
         pod) and kept with this index, so it dies with its snapshot."""
         return get_or_build(self._candidates, self._lock, key, build)
+
+    def release(self) -> None:
+        """This layer was replaced: drop its caches. Candidate sets point back at their
+        universe (a reference cycle only a full collection would free); clearing them
+        lets reference counting free the layer as soon as its last reader is done.
+        A reader still holding the layer just recomputes what it asks for."""
+        with self._lock:
+            self._candidates.clear()
+            self._memo.clear()
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """A memo of pure answers that read only this node layer (and the pod shape in

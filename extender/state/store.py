@@ -122,6 +122,7 @@ class Store:
             if self._nodes_dirty:
                 layer = NodeIndex(list(self._nodes.values()))
                 prepare_nodes(layer)
+                self._node_layer.release()
                 self._node_layer = layer
                 self._nodes_dirty = False
             self._generation += 1

@@ -200,3 +200,42 @@ def test_assumed_pods_expire_and_unknown_pods_are_forgotten():
     time.sleep(0.1)
     assert s.snapshot().pod_layer.get("ns", "never-seen") is None
     assert s.assumed() == {}
+
+
+def test_replaced_state_is_freed_by_reference_counting(tmp_path):
+    """No reference cycles and no gc.freeze: with the cyclic collector off, a reloaded
+    file's previous snapshot and node layer are freed as soon as nobody reads them."""
+    import gc
+    import weakref
+
+    import orjson
+    from conftest import EXAMPLES, example_pod
+
+    from extender.api.wire import decode_args
+    from extender.state import FileSource, load_objects
+
+    objects = load_objects(EXAMPLES / "cluster.yaml")
+    path = tmp_path / "cluster.json"
+    path.write_bytes(orjson.dumps({"kind": "List", "items": objects}))
+    gc.collect()
+    gc.disable()
+    try:
+        source = FileSource(path, poll_seconds=0, last_good=False)
+        engine = Extender(Config(), source)
+        names = [o["metadata"]["name"] for o in objects if o["kind"] == "Node"]
+        for pod_name in ("plain", "spread-spot", "cel-rack-regex"):
+            body = orjson.dumps({"Pod": example_pod(pod_name), "NodeNames": names})
+            engine.filter_bytes(decode_args(body))
+            engine.prioritize_bytes(decode_args(body))
+        old = weakref.ref(source.snapshot())
+        old_nodes = weakref.ref(source.snapshot().nodes)
+        for obj in objects:
+            if obj["kind"] == "Node":
+                obj["metadata"]["labels"]["reloaded"] = "yes"
+        path.write_bytes(orjson.dumps({"kind": "List", "items": objects}))
+        assert source.reload("test")
+        engine.filter_bytes(decode_args(orjson.dumps({"Pod": example_pod("plain"), "NodeNames": names})))
+        assert old() is None, gc.get_referrers(old())
+        assert old_nodes() is None
+    finally:
+        gc.enable()
