@@ -326,6 +326,7 @@ class LiveSource:
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why): every kind listed once, none failing longer than max staleness."""
+        metrics.CLUSTER_STATE_AGE.set(max(r.failing_for() for r in self.reflectors.values()))
         waiting = [k for k, r in self.reflectors.items() if not r.synced.is_set()]
         if waiting:
             return False, "initial list not synced yet: " + ", ".join(waiting)
