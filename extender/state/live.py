@@ -139,6 +139,7 @@ class Reflector:
                 metrics.WATCH_ERRORS_TOTAL.labels(self.kind, "expired").inc()
                 log.info("resourceVersion expired; relisting", extra={"kind": self.kind, "error": str(exc)})
                 self.resource_version = ""
+                self._stop.wait(self.backoff.next())  # a server expiring every watch is not hammered
             except Exception as exc:  # noqa: BLE001 - any failure: back off and retry
                 if self._stop.is_set():
                     break
