@@ -239,3 +239,40 @@ def test_replaced_state_is_freed_by_reference_counting(tmp_path):
         assert old_nodes() is None
     finally:
         gc.enable()
+
+
+def test_memory_stays_flat_under_churn():
+    """Thousands of pod and node events through the store, readers holding snapshots
+    in between: what stays allocated does not grow with the number of events."""
+    import gc
+    import tracemalloc
+
+    s = Store()
+    for i in range(50):
+        s.upsert("Node", node(f"n{i}", zone="abc"[i % 3]))
+    for i in range(500):
+        s.upsert("Pod", pod(f"p{i}", f"n{i % 50}", app=f"a{i % 7}"))
+    s.snapshot()
+
+    def churn(rounds: int) -> None:
+        for r in range(rounds):
+            i = r % 500
+            s.delete("Pod", "ns", f"p{i}")
+            s.upsert("Pod", pod(f"p{i}", f"n{(i + r) % 50}", app=f"a{r % 7}"))
+            if r % 50 == 0:
+                s.upsert("Node", node(f"n{r % 50}", zone="abc"[r % 3], taints=[{"key": str(r % 3), "effect": "NoSchedule"}]))
+            s.snapshot().node_memo(("k", r % 5), lambda: frozenset(range(100)))
+
+    churn(2_000)  # warm up: caches and free lists reach their working size
+    gc.collect()
+    tracemalloc.start()
+    try:
+        churn(2_000)
+        gc.collect()
+        first = tracemalloc.get_traced_memory()[0]
+        churn(10_000)
+        gc.collect()
+        second = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert second - first < 200_000, (first, second)
