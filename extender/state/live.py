@@ -144,10 +144,11 @@ class Reflector:
                 if self._stop.is_set():
                     break
                 status = _status_of(exc)
-                if status == 410:
+                if status == 410:  # a list's continue token expired: start the list over
+                    metrics.WATCH_ERRORS_TOTAL.labels(self.kind, "expired").inc()
                     self.resource_version = ""
-                    continue
-                self._failed(f"http {status}" if status else type(exc).__name__, exc)
+                else:
+                    self._failed(f"http {status}" if status else type(exc).__name__, exc)
                 self._stop.wait(self.backoff.next())
 
     def stop(self) -> None:

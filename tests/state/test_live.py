@@ -263,3 +263,16 @@ def test_objects_kinds_match_the_double(api):
     assert {plural_of({"kind": k}) for k in ("Node", "Pod", "Service", "ReplicaSet", "StatefulSet",
                                                "ReplicationController")} == {
         "nodes", "pods", "services", "replicasets", "statefulsets", "replicationcontrollers"}
+
+
+def test_an_expired_continue_token_restarts_the_list(api, tmp_path):
+    for i in range(20):
+        api.create("pods", {"metadata": {"name": f"many-{i}", "namespace": "shop"}, "spec": {}})
+    api.faults.fail_requests, api.faults.fail_status, api.faults.fail_match = 1, 410, "/api/v1/pods?continue="
+    source = start_live(api, tmp_path)
+    try:
+        assert source.wait_synced(20)
+        assert api.faults.fired["fail_requests"] == 1
+        wait_converged(source, api)
+    finally:
+        source.stop()
