@@ -6,7 +6,7 @@ import logging
 import os
 from pathlib import Path
 
-from extender.config import Config
+from extender.config import Config, ConfigError
 from extender.state.source import ClusterSource, FileSource, UnconfiguredSource
 
 log = logging.getLogger("extender.state")
@@ -39,7 +39,11 @@ def open_source(config: Config) -> ClusterSource:
                         "(memory and API-server load times the worker count); prefer --workers 1",
                         extra={"workers": config.workers})
         kubeconfig = None if config.kubeconfig in ("", "default") else config.kubeconfig
-        return LiveSource.connect(kubeconfig, config.in_cluster, max_staleness=config.max_staleness)
+        try:
+            return LiveSource.connect(kubeconfig, config.in_cluster, max_staleness=config.max_staleness)
+        except Exception as exc:  # kubernetes' ConfigException and file errors: say which flag
+            flag = "--in-cluster" if config.in_cluster else "--kubeconfig"
+            raise ConfigError(f"{flag}: cannot configure the API client: {exc}") from None
     if not config.cluster and in_container():
         log.error(NOT_CONFIGURED)
         return UnconfiguredSource(NOT_CONFIGURED)

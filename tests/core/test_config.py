@@ -153,3 +153,13 @@ def test_no_bundled_example_in_a_container(monkeypatch):
     monkeypatch.setattr(select, "in_container", lambda: True)
     explicit = select.open_source(Config(cluster=Config().cluster_file, reload_interval=0))
     assert isinstance(explicit, FileSource)
+
+
+def test_bad_api_client_settings_are_config_errors(tmp_path, monkeypatch):
+    from extender.state import select
+
+    with pytest.raises(ConfigError, match="--kubeconfig: cannot configure the API client"):
+        select.open_source(Config(kubeconfig=str(tmp_path / "missing")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ConfigError, match="--in-cluster: cannot configure the API client"):
+        select.open_source(Config(in_cluster=True))
