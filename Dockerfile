@@ -23,10 +23,9 @@ RUN (getent group extender || groupadd --gid 10001 extender) \
  && (getent passwd extender || useradd --uid 10001 --gid 10001 --no-create-home \
       --home-dir /nonexistent --shell /usr/sbin/nologin extender)
 COPY --from=build /opt/extender /opt/extender
-# No bundled example in a container: without --in-cluster, --kubeconfig or a file
-# mounted here, `serve` stops: "cannot read cluster file '/etc/extender/cluster.yaml'".
+# No bundled example in a container: without --in-cluster, --kubeconfig or --cluster,
+# `serve` logs "no cluster state configured" and /readyz stays 503.
 ENV PATH=/opt/extender/bin:$PATH \
-    EXTENDER_CLUSTER=/etc/extender/cluster.yaml \
     PYTHONDONTWRITEBYTECODE=1 \
     PROMETHEUS_MULTIPROC_DIR=/tmp/extender-metrics
 USER 10001:10001

@@ -9,7 +9,6 @@ values are rejected at start-up with the key named.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -40,7 +39,10 @@ class Config:
     workers: int = 1
     threads: int = 4
     worker_class: str = "inline"
-    cluster: str = field(default_factory=bundled_cluster)
+    cluster: str = ""  # "": not given (the bundled example, outside containers)
+    kubeconfig: str = ""  # live mode: a kubeconfig path, or "default" ($KUBECONFIG, ~/.kube/config)
+    in_cluster: bool = False  # live mode with the pod's service account
+    max_staleness: float = 60.0
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
     feature_gates: FeatureGates = FeatureGates()
     weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
@@ -58,6 +60,16 @@ class Config:
     client_ca_file: str = ""
     verbs_tls: bool = False  # serve the verbs' --listen over HTTPS with the same files
     scheduler_profile: str = "default-scheduler"
+
+    @property
+    def cluster_file(self) -> str:
+        """The cluster file file mode reads: `cluster`, or the bundled example."""
+        return self.cluster or bundled_cluster()
+
+    @property
+    def live(self) -> bool:
+        """State from the API server (`--kubeconfig` / `--in-cluster`), not a file."""
+        return bool(self.kubeconfig) or self.in_cluster
 
 
 # setting -> (yaml key, env var, parser)
@@ -177,6 +189,9 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "threads": ("threads", _int_at_least(1)),
     "worker_class": ("workerClass", _choice(WORKER_CLASSES)),
     "cluster": ("cluster", _str),
+    "kubeconfig": ("kubeconfig", _str),
+    "in_cluster": ("inCluster", _bool),
+    "max_staleness": ("maxStaleness", _float_at_least(1)),
     "annotation_prefix": ("annotationPrefix", _prefix),
     "feature_gates": ("featureGates", _gates),
     "weights": ("weights", _weights),
@@ -255,22 +270,6 @@ PLUGIN_ARG_VALIDATORS["TaintToleration"] = _no_args
 PLUGIN_ARG_VALIDATORS["NodeUnschedulable"] = _no_args
 
 
-def example_cluster_refusal(config: Config, env: Mapping[str, str] | None = None) -> str | None:
-    """Why `serve` must not start, or None. In a pod with no cluster state configured,
-    the bundled example cluster would answer and look healthy while describing nodes
-    that do not exist; outside one it is the quick start. (The image sets
-    EXTENDER_CLUSTER to a mount point, so a container without one fails to start.)"""
-    env = os.environ if env is None else env
-    if config.cluster != bundled_cluster():
-        return None
-    if getattr(config, "in_cluster", False) or getattr(config, "kubeconfig", None):
-        return None  # live state: the cluster file is not read
-    if not env.get("KUBERNETES_SERVICE_HOST"):
-        return None
-    return ("no cluster state configured in a Kubernetes pod: pass --in-cluster, --kubeconfig "
-            "FILE or --cluster FILE (the bundled example cluster is served only outside pods)")
-
-
 def load_file(path: str | os.PathLike) -> dict[str, Any]:
     try:
         data = yaml.safe_load(Path(path).read_text())
@@ -321,5 +320,10 @@ def build_config(
                           "give --tls-cert-file and --tls-private-key-file")
     if config.verbs_tls and not (config.tls_cert_file and config.tls_private_key_file):
         raise ConfigError("--verbs-tls: give --tls-cert-file and --tls-private-key-file")
+    if config.kubeconfig and config.in_cluster:
+        raise ConfigError("--kubeconfig and --in-cluster exclude each other: choose one")
+    if config.live and config.cluster:
+        raise ConfigError("--cluster (file mode) and --kubeconfig/--in-cluster (live mode) "
+                          "exclude each other: choose one")
     return config
 

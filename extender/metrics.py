@@ -121,6 +121,63 @@ CLUSTER_STATE_RELOADS_TOTAL = Counter(
 for _result in ("success", "error"):
     CLUSTER_STATE_RELOADS_TOTAL.labels(_result)  # the first error is an increase from 0
 
+CLUSTER_STATE_AGE = Gauge(
+    "extender_cluster_state_age_seconds",
+    "How stale the cluster state may be, in seconds, as of the last /readyz: file mode, "
+    "since the file stopped matching what is served (0: it matches); live mode, how long "
+    "the longest-failing watch has been failing (0: all healthy).",
+    multiprocess_mode="liveall",
+)
+
+UNKNOWN_NODES_TOTAL = Counter(
+    "extender_unknown_nodes_total",
+    "Candidate nodes answered Unschedulable because the extender has not seen them yet "
+    "(NodeNames mode) or could not parse them (Nodes mode).",
+)
+
+# --- live state: the API-server watch ------------------------------------------------
+
+WATCH_EVENTS_TOTAL = Counter(
+    "extender_watch_events_total",
+    "Watch events received, by kind and type (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR).",
+    ["kind", "type"],
+)
+
+WATCH_EVENTS_DROPPED_TOTAL = Counter(
+    "extender_watch_events_ignored_total",
+    "Watch events that changed nothing the plugins read (heartbeats, status, "
+    "resourceVersion churn), dropped before touching any index, by kind.",
+    ["kind"],
+)
+
+WATCH_RELISTS_TOTAL = Counter(
+    "extender_watch_relists_total",
+    "Full lists of a kind (the initial one, and after 410 Gone/Expired or an error), by kind.",
+    ["kind"],
+)
+
+WATCH_ERRORS_TOTAL = Counter(
+    "extender_watch_errors_total",
+    "Failed lists/watches and dropped streams, by kind and reason.",
+    ["kind", "reason"],
+)
+
+WATCH_EVENT_LAG = Histogram(
+    "extender_watch_event_lag_seconds",
+    "Now minus the event's object timestamp (creation for ADDED, deletion for "
+    "DELETED), where the object has one; seconds resolution upstream.",
+    ["kind"],
+    buckets=(0.5, 1, 2, 5, 10, 30, 60, 300),
+)
+
+WATCH_SECONDS_SINCE_SYNC = Gauge(
+    "extender_watch_seconds_since_sync",
+    "Seconds since the kind's list or watch last succeeded (an event, a bookmark, a "
+    "healthy stream).",
+    ["kind"],
+    multiprocess_mode="liveall",
+)
+
 # --- CEL (KEP-5500) -----------------------------------------------------------------
 
 CEL_CACHE_REQUESTS_TOTAL = Counter(
