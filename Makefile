@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
 
-.PHONY: run test lint perf perf-quick clean
+.PHONY: run test lint perf perf-quick clean image tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +19,18 @@ $(PERFSTAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,perf]'
 	touch $(PERFSTAMP)
 
+# `make run` is a demo: without a state flag in ARGS it names the bundled example
+# explicitly (serve refuses the implicit default in a container).
+STATE_FLAGS := --cluster% --kubeconfig% --in-cluster% --config%
 run: $(STAMP)
-	$(BIN)/extender serve $(ARGS)
+	$(BIN)/extender serve $(if $(filter $(STATE_FLAGS),$(ARGS))$(EXTENDER_CLUSTER)$(EXTENDER_KUBECONFIG)$(EXTENDER_IN_CLUSTER)$(EXTENDER_CONFIG),,--cluster extender/data/cluster.yaml) $(ARGS)
 
-test: $(STAMP)
+# Outside tools the deploy tests use (prometheus, promtool, kubectl, helm): installed
+# when run as root; otherwise those tests fail naming what is missing.
+tools:
+	@if [ "$$(id -u)" = 0 ]; then .ci/install-tools; else .ci/install-tools || true; fi
+
+test: $(STAMP) tools
 	$(BIN)/ruff check extender tests perf
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -37,3 +45,8 @@ perf-quick: $(PERFSTAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info perf/out
+
+# Not part of `make test`: builds the container image with buildah from a local
+# debootstrap base (see README "Deploying" > "Building the image"). Root only.
+image:
+	.ci/build-image

@@ -1,4 +1,4 @@
-"""`extender serve | explain | version` — thin argparse front-end over config and service."""
+"""`extender serve | explain | validate | version` — thin argparse front-end over config and service."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 from extender import __version__
-from extender.config import SETTINGS, ConfigError, build_config, env_name, flag_name
+from extender.config import (
+    SETTINGS,
+    ConfigError,
+    build_config,
+    env_name,
+    flag_name,
+)
 
 HELP = {
     "listen": "address to serve on, HOST:PORT (default 0.0.0.0:8888)",
@@ -16,7 +22,13 @@ HELP = {
     "threads": "threads per worker for requests not answered on its event loop (default 4)",
     "worker_class": "inline (gthread answering complete small requests on its event loop; "
     "default) or gthread (gunicorn's own)",
-    "cluster": "cluster dump: kind: List / multi-document YAML / JSON (default: bundled example)",
+    "cluster": "file mode: cluster dump, kind: List / multi-document YAML / JSON (default: the "
+    "bundled example, except in a container or a cluster, where no state is served)",
+    "kubeconfig": "live mode: watch the API server with this kubeconfig; with no FILE, "
+    "$KUBECONFIG or ~/.kube/config",
+    "in_cluster": "live mode: watch the API server with the pod's service account",
+    "max_staleness": "live mode: /readyz fails once a watch has been failing this many seconds "
+    "(default 60)",
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
     "weights": "score plugin weights, e.g. TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
@@ -29,12 +41,26 @@ HELP = {
     "request_deadline": "seconds a filter/prioritize request may spend (CEL evaluation); past it "
     "the request answers an Error, never a verdict; 0 disables (default 4, below "
     "kube-scheduler's 5 s httpTimeout)",
+    "webhook_listen": "HOST:PORT of the HTTPS admission webhook (POST /validate), e.g. 0.0.0.0:9443 "
+    "(default: off)",
+    "tls_cert_file": "webhook serving certificate (PEM, chain first); reloaded when the file changes",
+    "tls_private_key_file": "webhook serving private key (PEM); reloaded when the file changes",
+    "client_ca_file": "CA bundle (PEM): the webhook (and the verbs with --verbs-tls) then require "
+    "client certificates signed by it",
+    "verbs_tls": "true: serve --listen (verbs, health, metrics) over HTTPS with --tls-cert-file/"
+    "--tls-private-key-file (default false)",
     "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
+    "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
+    "`profile` label of the scheduler_* metrics (default default-scheduler)",
 }
 
 SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
-              "remember_answers", "request_deadline")
+              "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
+              "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
+              "request_deadline")
+# flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
+BARE = {"in_cluster": "true", "kubeconfig": "default"}
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
@@ -42,7 +68,9 @@ def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
     for attr in SETTINGS:
         if attr in SERVE_ONLY and not serve:
             continue
-        parser.add_argument(flag_name(attr), dest=attr, default=None, help=f"{HELP[attr]} [env {env_name(attr)}]")
+        extra = {"nargs": "?", "const": BARE[attr]} if attr in BARE else {}
+        parser.add_argument(flag_name(attr), dest=attr, default=None,
+                            help=f"{HELP[attr]} [env {env_name(attr)}]", **extra)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--pod", action="append", required=True, help="pod YAML/JSON file (repeatable)")
     exp.add_argument("--candidates", help="comma-separated node names (default: every node)")
     exp.add_argument("--output", choices=("json", "table"), default="json")
+    val = sub.add_parser("validate", help="check the annotation channel of manifests offline, as the "
+                         "admission webhook does (exit 1 on errors)")
+    val.add_argument("--config", help="YAML config file (env EXTENDER_CONFIG)")
+    for attr in ("annotation_prefix", "feature_gates"):
+        val.add_argument(flag_name(attr), dest=attr, default=None, help=f"{HELP[attr]} [env {env_name(attr)}]")
+    val.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
+                     help="manifests: multi-document YAML, JSON, Lists; directories are searched; - is stdin")
+    val.add_argument("-R", "--recursive", action="store_true", help="also read the subdirectories of DIRs")
+    val.add_argument("--output", choices=("text", "json"), default="text")
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -93,7 +130,7 @@ def cmd_explain(ns: argparse.Namespace) -> int:
 
     config = build_config(_settings(ns), config_file=ns.config)
     setup_logging("warning" if config.log_level == "info" else config.log_level)
-    snapshot = ClusterSnapshot.from_objects(load_objects(config.cluster))
+    snapshot = ClusterSnapshot.from_objects(load_objects(config.cluster_file))
     candidates = [c.strip() for c in ns.candidates.split(",") if c.strip()] if ns.candidates else None
     report = explain(static_extender(config, snapshot), _load_pods(ns.pod), candidates)
     if ns.output == "table":
@@ -101,6 +138,15 @@ def cmd_explain(ns: argparse.Namespace) -> int:
     else:
         sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0
+
+
+def cmd_validate(ns: argparse.Namespace) -> int:
+    from extender.validation.manifests import render_json, render_text, validate_paths
+
+    config = build_config(_settings(ns), config_file=ns.config)
+    report = validate_paths(ns.paths, config.annotation_prefix, config.feature_gates, ns.recursive)
+    sys.stdout.write(render_json(report) if ns.output == "json" else render_text(report))
+    return 1 if report.error_count else 0
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:
@@ -113,10 +159,21 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         prepare_multiprocess_metrics()  # before any metric exists
     from extender.logs import setup_logging
     from extender.server.launcher import ExtenderServer
-    from extender.state import FileSource
+    from extender.state.select import open_source
 
     setup_logging(config.log_level)
-    source = FileSource(config.cluster, poll_seconds=config.reload_interval)  # fails fast
+    source = open_source(config)  # a bad cluster file fails fast
+    try:
+        if config.verbs_tls:  # fail fast on unreadable files, before gunicorn starts
+            from extender.server.tls import build_context
+
+            build_context(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)
+        if config.webhook_listen:  # a thread of the master: needs no cluster state, survives worker restarts
+            from extender.server.webhook import start_webhook
+
+            start_webhook(config)
+    except OSError as exc:  # ssl.SSLError too: a missing, unreadable or mismatched file, or a busy port
+        raise ConfigError(f"TLS / webhook listener: {exc}") from None
     ExtenderServer(config, source).run()
     return 0
 
@@ -128,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         print(__version__)
         return 0
     try:
-        return cmd_serve(ns) if ns.command == "serve" else cmd_explain(ns)
+        commands = {"serve": cmd_serve, "explain": cmd_explain, "validate": cmd_validate}
+        return commands[ns.command](ns)
     except ConfigError as exc:
         print(f"extender: error: {exc}", file=sys.stderr)
         return 2

@@ -39,7 +39,10 @@ class Config:
     workers: int = 1
     threads: int = 4
     worker_class: str = "inline"
-    cluster: str = field(default_factory=bundled_cluster)
+    cluster: str = ""  # "": not given (the bundled example, outside containers)
+    kubeconfig: str = ""  # live mode: a kubeconfig path, or "default" ($KUBECONFIG, ~/.kube/config)
+    in_cluster: bool = False  # live mode with the pod's service account
+    max_staleness: float = 60.0
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
     feature_gates: FeatureGates = FeatureGates()
     weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
@@ -52,6 +55,22 @@ class Config:
     reload_interval: float = 2.0
     remember_answers: bool = True
     request_deadline: float = 4.0
+    webhook_listen: str = ""  # off unless set: the admission webhook's HTTPS listener
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    client_ca_file: str = ""
+    verbs_tls: bool = False  # serve the verbs' --listen over HTTPS with the same files
+    scheduler_profile: str = "default-scheduler"
+
+    @property
+    def cluster_file(self) -> str:
+        """The cluster file file mode reads: `cluster`, or the bundled example."""
+        return self.cluster or bundled_cluster()
+
+    @property
+    def live(self) -> bool:
+        """State from the API server (`--kubeconfig` / `--in-cluster`), not a file."""
+        return bool(self.kubeconfig) or self.in_cluster
 
 
 # setting -> (yaml key, env var, parser)
@@ -104,6 +123,18 @@ def _listen(value: Any, key: str) -> str:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{key}: expected HOST:PORT, got {text!r}")
     return text
+
+
+def _listen_or_off(value: Any, key: str) -> str:
+    """HOST:PORT, or empty (also `off`) for a listener that is not started."""
+    text = "" if value is None else str(value).strip()
+    return "" if text in ("", "off") else _listen(text, key)
+
+
+def _path_or_empty(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: expected a file path, got {value!r}")
+    return value
 
 
 def _choice(options: tuple[str, ...], lower: bool = False):
@@ -159,6 +190,9 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "threads": ("threads", _int_at_least(1)),
     "worker_class": ("workerClass", _choice(WORKER_CLASSES)),
     "cluster": ("cluster", _str),
+    "kubeconfig": ("kubeconfig", _str),
+    "in_cluster": ("inCluster", _bool),
+    "max_staleness": ("maxStaleness", _float_at_least(1)),
     "annotation_prefix": ("annotationPrefix", _prefix),
     "feature_gates": ("featureGates", _gates),
     "weights": ("weights", _weights),
@@ -170,6 +204,12 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "reload_interval": ("reloadInterval", _float_at_least(0)),
     "remember_answers": ("rememberAnswers", _bool),
     "request_deadline": ("requestDeadline", _float_at_least(0)),
+    "webhook_listen": ("webhookListen", _listen_or_off),
+    "tls_cert_file": ("tlsCertFile", _path_or_empty),
+    "tls_private_key_file": ("tlsPrivateKeyFile", _path_or_empty),
+    "client_ca_file": ("clientCaFile", _path_or_empty),
+    "verbs_tls": ("verbsTls", _bool),
+    "scheduler_profile": ("schedulerProfile", _str),
 }
 
 
@@ -276,5 +316,16 @@ def build_config(
         if attr not in SETTINGS:
             raise ConfigError(f"unknown setting {attr!r}")
         changes[attr] = SETTINGS[attr][1](value, flag_name(attr))
-    return replace(Config(), **changes)
+    config = replace(Config(), **changes)
+    if config.webhook_listen and not (config.tls_cert_file and config.tls_private_key_file):
+        raise ConfigError("--webhook-listen: the API server calls webhooks over HTTPS only; "
+                          "give --tls-cert-file and --tls-private-key-file")
+    if config.verbs_tls and not (config.tls_cert_file and config.tls_private_key_file):
+        raise ConfigError("--verbs-tls: give --tls-cert-file and --tls-private-key-file")
+    if config.kubeconfig and config.in_cluster:
+        raise ConfigError("--kubeconfig and --in-cluster exclude each other: choose one")
+    if config.live and config.cluster:
+        raise ConfigError("--cluster (file mode) and --kubeconfig/--in-cluster (live mode) "
+                          "exclude each other: choose one")
+    return config
 

@@ -67,7 +67,22 @@ def explain_pod(extender: Extender, pod_raw: dict[str, Any], candidates: list[st
     result = {"pod": pod.key, "filter": filter_json, "prioritize": prioritize, "nodes": nodes}
     if score_outcome.error:
         result["prioritizeError"] = score_outcome.error
+    warnings = annotation_warnings(extender, pod_raw)
+    if warnings:
+        result["annotationWarnings"] = warnings
     return result
+
+
+def annotation_warnings(extender: Extender, pod_raw: dict[str, Any]) -> list[str]:
+    """What the admission webhook would warn about (valid but surprising annotations)."""
+    from extender.validation import check_pod
+
+    meta = pod_raw.get("metadata") or {}
+    spec = pod_raw.get("spec") or {}
+    tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    check = check_pod(meta.get("annotations") or {}, tolerations, extender.config.annotation_prefix,
+                      extender.config.feature_gates)
+    return list(check.warnings)
 
 
 def explain(extender: Extender, pods: list[dict[str, Any]], candidates: list[str] | None) -> dict[str, Any]:
@@ -90,6 +105,7 @@ def render_table(report: dict[str, Any]) -> str:
                 rows.append((node, "Feasible", str(scores.get(node, "-")), ""))
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines.append(f"POD {result['pod']}")
+        lines += [f"WARNING {w}" for w in result.get("annotationWarnings", ())]
         for r in rows:
             lines.append(("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3]).rstrip())
         lines.append("")

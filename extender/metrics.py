@@ -7,7 +7,10 @@ KEP-5721 propose (upstream has none).
 
 With several gunicorn workers, `PROMETHEUS_MULTIPROC_DIR` is set before this module is
 imported (see `extender.server.launcher`) and prometheus-client writes every sample to a
-per-process file; `/metrics` then aggregates them with `MultiProcessCollector`.
+per-process file; `/metrics` then aggregates them with `MultiProcessCollector`. Gauges
+that mean one thing for the whole server use a `live*` mode that yields one series (no
+`pid` label): the same state in every worker (`livemostrecent`) or a per-worker amount
+added up (`livesum`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import random
 
 from prometheus_client import Counter, Gauge, Histogram
 
+# The `profile` label of the scheduler_* metrics: the kube-scheduler profile
+# (schedulerName) this extender serves, set from `--scheduler-profile` at start-up.
 PROFILE = "default-scheduler"
 # schedule_one.go `pluginMetricsSamplePercent`: plugin execution durations are recorded
 # in this share of scheduling cycles; the others skip ~20 histogram writes per pod.
@@ -25,6 +30,12 @@ PLUGIN_METRICS_SAMPLE_PERCENT = 10
 def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
     """Go's `metrics.ExponentialBuckets`: start * factor**i for i in 0..count-1."""
     return [start * factor**i for i in range(count)]
+
+
+def set_profile(name: str) -> None:
+    """Label later scheduler_* samples with this profile (one per process)."""
+    global PROFILE
+    PROFILE = name
 
 
 def sample_plugin_metrics() -> bool:
@@ -70,17 +81,101 @@ HTTP_REQUEST_DURATION = Histogram(
     buckets=exponential_buckets(0.0001, 2, 16),
 )
 
+# Verbs whose answers can carry `Error` (kube-scheduler fails the pod's cycle on it).
+ERROR_ANSWER_VERBS = ("filter", "prioritize", "preempt", "bind")
+
+ERROR_ANSWERS_TOTAL = Counter(
+    "extender_error_answers_total",
+    "Answers with HTTP 200 whose Error field is set (kube-scheduler treats them as "
+    "failures, like 4xx/5xx replies, which extender_http_requests_total counts by code).",
+    ["verb"],
+)
+for _verb in ERROR_ANSWER_VERBS:
+    ERROR_ANSWERS_TOTAL.labels(_verb)  # series exist at 0 before the first error
+
+
+def count_error_answer(verb: str) -> None:
+    """Count one HTTP 200 answer whose `Error` is set."""
+    child(ERROR_ANSWERS_TOTAL, verb).inc()
+
+
 CLUSTER_STATE_OBJECTS = Gauge(
     "extender_cluster_state_objects",
     "Objects in the current cluster state, by kind.",
     ["kind"],
-    multiprocess_mode="liveall",
+    multiprocess_mode="livemostrecent",  # every worker holds the same snapshot
+)
+
+CLUSTER_STATE_READY = Gauge(
+    "extender_cluster_state_ready",
+    "1 when the cluster state is loaded and fresh enough to answer (what /readyz "
+    "says), 0 otherwise; set at each scrape.",
+    multiprocess_mode="livemostrecent",
 )
 
 CLUSTER_STATE_RELOADS_TOTAL = Counter(
     "extender_cluster_state_reloads_total",
     "Cluster state reloads, by result (success or error).",
     ["result"],
+)
+for _result in ("success", "error"):
+    CLUSTER_STATE_RELOADS_TOTAL.labels(_result)  # the first error is an increase from 0
+
+CLUSTER_STATE_AGE = Gauge(
+    "extender_cluster_state_age_seconds",
+    "How stale the cluster state may be, in seconds, as of the last /readyz: file mode, "
+    "since the file stopped matching what is served (0: it matches); live mode, how long "
+    "the longest-failing watch has been failing (0: all healthy).",
+    multiprocess_mode="liveall",
+)
+
+UNKNOWN_NODES_TOTAL = Counter(
+    "extender_unknown_nodes_total",
+    "Candidate nodes answered Unschedulable because the extender has not seen them yet "
+    "(NodeNames mode) or could not parse them (Nodes mode).",
+)
+
+# --- live state: the API-server watch ------------------------------------------------
+
+WATCH_EVENTS_TOTAL = Counter(
+    "extender_watch_events_total",
+    "Watch events received, by kind and type (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR).",
+    ["kind", "type"],
+)
+
+WATCH_EVENTS_DROPPED_TOTAL = Counter(
+    "extender_watch_events_ignored_total",
+    "Watch events that changed nothing the plugins read (heartbeats, status, "
+    "resourceVersion churn), dropped before touching any index, by kind.",
+    ["kind"],
+)
+
+WATCH_RELISTS_TOTAL = Counter(
+    "extender_watch_relists_total",
+    "Full lists of a kind (the initial one, and after 410 Gone/Expired or an error), by kind.",
+    ["kind"],
+)
+
+WATCH_ERRORS_TOTAL = Counter(
+    "extender_watch_errors_total",
+    "Failed lists/watches and dropped streams, by kind and reason.",
+    ["kind", "reason"],
+)
+
+WATCH_EVENT_LAG = Histogram(
+    "extender_watch_event_lag_seconds",
+    "Now minus the event's object timestamp (creation for ADDED, deletion for "
+    "DELETED), where the object has one; seconds resolution upstream.",
+    ["kind"],
+    buckets=(0.5, 1, 2, 5, 10, 30, 60, 300),
+)
+
+WATCH_SECONDS_SINCE_SYNC = Gauge(
+    "extender_watch_seconds_since_sync",
+    "Seconds since the kind's list or watch last succeeded (an event, a bookmark, a "
+    "healthy stream).",
+    ["kind"],
+    multiprocess_mode="liveall",
 )
 
 # --- CEL (KEP-5500) -----------------------------------------------------------------
@@ -98,8 +193,8 @@ CEL_CACHE_EVICTIONS_TOTAL = Counter(
 
 CEL_CACHE_ENTRIES = Gauge(
     "extender_cel_program_cache_entries",
-    "Entries (programs and cached compile errors) in the shared cache.",
-    multiprocess_mode="liveall",
+    "Entries (programs and cached compile errors) in the shared cache, all workers.",
+    multiprocess_mode="livesum",  # one cache per worker: the total is what memory holds
 )
 
 CEL_COMPILE_DURATION = Histogram(
@@ -114,6 +209,8 @@ CEL_EVALUATION_ERRORS_TOTAL = Counter(
     "(compile, runtime, cost, non-bool).",
     ["reason"],
 )
+for _reason in ("compile", "runtime", "cost", "non-bool"):
+    CEL_EVALUATION_ERRORS_TOTAL.labels(_reason)  # rates and alerts see 0, not no data
 
 CEL_RESULT_MEMO_TOTAL = Counter(
     "extender_cel_result_memo_requests_total",

@@ -59,8 +59,12 @@ _SHAPE_LOCK = threading.Lock()
 # kube-scheduler sends the same Pod bytes to filter and then prioritize: parsed once.
 PARSED_PODS = 256
 MAX_PARSED_POD_KEY = 64 << 10  # larger bodies are parsed every time, never held
-ERR_UNKNOWN_NODE = "node not found in the extender's cluster state"
-UNKNOWN_NODE = unschedulable(ERR_UNKNOWN_NODE)
+# A node the state has not seen yet (new node, watch lag) is retryable: Unschedulable,
+# not UnschedulableAndUnresolvable, which would exclude it from preemption and delay the
+# pod's requeueing.
+ERR_UNKNOWN_NODE = "node not seen yet by the extender's cluster state (new node or watch lag)"
+UNKNOWN_NODE = unschedulable(ERR_UNKNOWN_NODE, unresolvable=False)
+ERR_UNPARSEABLE_NODE = "node object could not be read by the extender"
 
 
 def build_plugins(handle: Handle) -> list:
@@ -75,6 +79,7 @@ class Candidates:
 
     nodes: NodeSet
     unknown: list[str] = field(default_factory=list)
+    unparseable: list[tuple[str, str]] = field(default_factory=list)  # Nodes mode: (name, why)
     raw_by_name: dict[str, dict[str, Any]] | None = None  # Nodes mode: echo the objects
 
 
@@ -90,6 +95,7 @@ class Extender:
         self.config = config
         self.source = source
         self.cel = cel
+        metrics.set_profile(config.scheduler_profile)  # one profile per process
         self.handle = Handle(config.feature_gates, cel, config.plugin_args)
         self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
         self._parsed: LRUCache = LRUCache(PARSED_PODS)  # request bytes -> Pod (frozen)
@@ -104,11 +110,11 @@ class Extender:
         """The Pod model; with `key` (the request body without its NodeNames), parsed
         once for the filter and prioritize calls kube-scheduler makes for one pod."""
         if key is None or len(key) > MAX_PARSED_POD_KEY:
-            return pod_from_dict(raw, self.config.annotation_prefix)
+            return pod_from_dict(raw, self.config.annotation_prefix, gates=self.config.feature_gates)
         with self._parsed_lock:
             pod = self._parsed.get(key)
         if pod is None:
-            pod = pod_from_dict(raw, self.config.annotation_prefix)
+            pod = pod_from_dict(raw, self.config.annotation_prefix, gates=self.config.feature_gates)
             with self._parsed_lock:
                 self._parsed[key] = pod
         return pod
@@ -124,14 +130,19 @@ class Extender:
         if nodes is not None:
             parsed: list[Node] = []
             raw_by_name: dict[str, dict[str, Any]] = {}
+            unparseable: list[tuple[str, str]] = []
             for i, raw in enumerate(nodes):
                 try:
                     node = node_from_dict(raw)
                 except ModelError as exc:
-                    raise ModelError(f"Nodes.items[{i}]: {exc}") from exc
+                    name = _node_name(raw)
+                    if not name:  # nothing to answer for: the request itself is invalid
+                        raise ModelError(f"Nodes.items[{i}]: {exc}") from exc
+                    unparseable.append((name, f"{ERR_UNPARSEABLE_NODE}: {exc}"))
+                    continue
                 parsed.append(node)
                 raw_by_name[node.name] = raw
-            return Candidates(NodeSet(parsed), raw_by_name=raw_by_name)
+            return Candidates(NodeSet(parsed), raw_by_name=raw_by_name, unparseable=unparseable)
         universe = snapshot.nodes
         names = names or []
         nodes = NodeSet(None, universe, names)
@@ -155,7 +166,12 @@ class Extender:
 
     def run_filter(self, state: CycleState, pod: Pod, cands: Candidates, run_all: bool = False) -> FilterOutcome:
         outcome = self.framework.run_filter(state, pod, cands.nodes, run_all=run_all)
-        outcome.add_failures(UNKNOWN_NODE, cands.unknown)
+        if cands.unknown:
+            outcome.add_failures(UNKNOWN_NODE, cands.unknown)
+            metrics.UNKNOWN_NODES_TOTAL.inc(len(cands.unknown))
+        for name, why in cands.unparseable:
+            outcome.add_failures(unschedulable(why, unresolvable=False), [name])
+            metrics.UNKNOWN_NODES_TOTAL.inc()
         return outcome
 
     def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> tuple[ScoreOutcome, np.ndarray]:
@@ -303,6 +319,13 @@ class Extender:
             with _SHAPE_LOCK:
                 answers[key] = (answer, evaluation_counters(state.evaluations), charge)
         return answer
+
+
+def _node_name(raw: Any) -> str:
+    """The name of a node object that failed to parse, if it has a usable one."""
+    meta = raw.get("metadata") if isinstance(raw, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 def _shape_answers() -> LRUCache:

@@ -3,9 +3,10 @@
 The pod's *effective* constraints merge `spec` with the annotation channel
 (semantics §0.6): `<prefix>/tolerations` (a JSON list of tolerations, unioned with
 `spec.tolerations`) and `<prefix>/node-affinity` (a JSON NodeAffinity whose required
-selector is ANDed with the spec's and whose preferred terms are added). A malformed
-annotation is recorded on the pod (`tolerations_error` / `affinity_error`) so the
-plugins reject every node loudly instead of silently ignoring it.
+selector is ANDed with the spec's and whose preferred terms are added). The annotations
+are decoded and validated by `extender.validation` (as kube-apiserver would treat the
+same fields in `spec`); any error is recorded on the pod (`tolerations_error` /
+`affinity_error`, field paths included) so the plugins reject every node loudly.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
+from extender.features import FeatureGates
 from extender.model.objects import (
     Node,
     NodeAffinity,
@@ -179,43 +179,6 @@ def node_affinity_from_dict(raw: Any, where: str) -> tuple[NodeSelector | None, 
 # --- pods ---------------------------------------------------------------------------
 
 
-def _annotation_json(annotations: Mapping[str, str], name: str) -> tuple[Any, str | None]:
-    text = annotations.get(name)
-    if text is None:
-        return None, None
-    try:
-        return orjson.loads(text), None
-    except orjson.JSONDecodeError as exc:
-        return None, f"annotation {name}: invalid JSON: {exc}"
-
-
-def _annotation_tolerations(annotations, prefix) -> tuple[tuple[Toleration, ...], str | None]:
-    name = f"{prefix}/tolerations"
-    data, err = _annotation_json(annotations, name)
-    if err or data is None:
-        return (), err
-    if not isinstance(data, list):
-        return (), f"annotation {name}: expected a JSON list of tolerations, got {type(data).__name__}"
-    try:
-        return tuple(toleration_from_dict(t, f"[{i}]", name) for i, t in enumerate(data)), None
-    except ModelError as exc:
-        return (), f"annotation {name}: {exc}"
-
-
-def _annotation_affinity(annotations, prefix):
-    name = f"{prefix}/node-affinity"
-    data, err = _annotation_json(annotations, name)
-    if err or data is None:
-        return None, (), False, err
-    if not isinstance(data, dict):
-        return None, (), False, f"annotation {name}: expected a JSON NodeAffinity object, got {type(data).__name__}"
-    try:
-        required, preferred, has_pref = node_affinity_from_dict(data, "nodeAffinity")
-    except ModelError as exc:
-        return None, (), False, f"annotation {name}: {exc}"
-    return required, preferred, has_pref, None
-
-
 def _is_deleting(meta: Mapping[str, Any]) -> bool:
     return meta.get("deletionTimestamp") is not None
 
@@ -242,8 +205,10 @@ def existing_pod_from_dict(raw: Any) -> Pod:
     )
 
 
-def pod_from_dict(raw: Any, annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX, keep_raw: bool = True) -> Pod:
-    """The pod being scheduled, with its effective constraints."""
+def pod_from_dict(raw: Any, annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX, keep_raw: bool = True,
+                  gates: FeatureGates | None = None) -> Pod:
+    """The pod being scheduled, with its effective constraints; the annotations are
+    decoded and validated by `extender.validation` exactly as the webhook does."""
     raw = _obj(raw, "pod")
     meta = _obj(raw.get("metadata"), "pod.metadata")
     spec = _obj(raw.get("spec"), "pod.spec")
@@ -252,17 +217,26 @@ def pod_from_dict(raw: Any, annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX, 
     namespace = _str(meta.get("namespace"), "pod.metadata.namespace") or "default"
     annotations = _str_map(meta.get("annotations"), "pod.metadata.annotations")
 
+    spec_tolerations = _list(spec.get("tolerations"), "pod.spec.tolerations")
     tolerations = tuple(
-        toleration_from_dict(t, f"pod.spec.tolerations[{i}]")
-        for i, t in enumerate(_list(spec.get("tolerations"), "pod.spec.tolerations"))
+        toleration_from_dict(t, f"pod.spec.tolerations[{i}]") for i, t in enumerate(spec_tolerations)
     )
-    extra_tols, tol_err = _annotation_tolerations(annotations, annotation_prefix)
+    from extender.validation import aggregate, check_pod  # not at import: it loads CEL and metrics
+
+    channel = check_pod(annotations, spec_tolerations, annotation_prefix, gates or FeatureGates())
+    extra_tols = tuple(toleration_from_dict(t, "", f"{annotation_prefix}/tolerations") for t in channel.tolerations)
+    # every error in either message, so /filter says what the webhook says
+    full = aggregate(channel.errors) if channel.errors else None
+    tol_err = full if channel.toleration_errors else None
+    aff_err = full if channel.affinity_errors else None
 
     affinity = _obj(spec.get("affinity"), "pod.spec.affinity")
     spec_required, spec_preferred, spec_has_pref = node_affinity_from_dict(
         affinity.get("nodeAffinity"), "pod.spec.affinity.nodeAffinity"
     )
-    ann_required, ann_preferred, ann_has_pref, aff_err = _annotation_affinity(annotations, annotation_prefix)
+    ann_required, ann_preferred, ann_has_pref = None, (), False
+    if channel.affinity is not None:
+        ann_required, ann_preferred, ann_has_pref = node_affinity_from_dict(channel.affinity, "")
     required = tuple(s for s in (spec_required, ann_required) if s is not None)
 
     node_selector_raw = spec.get("nodeSelector")

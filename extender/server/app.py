@@ -18,7 +18,7 @@ from extender.api.wire import encode
 from extender.config import Config
 from extender.server.verbs import VerbRoutes, answer, observe, too_large
 from extender.service import Extender
-from extender.state import ClusterSource, FileSource
+from extender.state import ClusterSource, readiness
 
 JSON = "application/json"
 
@@ -29,21 +29,35 @@ def _json(body: object, status: int = 200) -> Response:
 
 def _metrics_payload() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+        from prometheus_client import ProcessCollector, multiprocess
+
+        from extender.server import multiproc
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
+        main_pid = multiproc.MAIN_PID or os.getpid()
+        ProcessCollector(registry=registry, pid=lambda: main_pid)  # keeps process_*
         return generate_latest(registry)
     return generate_latest()
+
+
+def metrics_body(engine: Extender) -> bytes:
+    """The /metrics exposition, with the readiness gauge brought up to date first (any
+    listener serving /metrics should answer through this)."""
+    from extender import metrics
+
+    metrics.CLUSTER_STATE_READY.set(1 if engine.source.ready() else 0)
+    return _metrics_payload()
 
 
 def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> Flask:
     """`source` defaults to the config's cluster file, watched for changes. Pass one in
     (the gunicorn launcher does, loading it once in the master before forking)."""
     if source is None:
-        file_source = FileSource(config.cluster, poll_seconds=config.reload_interval)
-        file_source.start(install_sighup=False)  # under gunicorn the master handles HUP
-        source = file_source
+        from extender.state.select import open_source, start_in_worker
+
+        source = open_source(config)
+        start_in_worker(source)  # under gunicorn the master handles HUP
     engine = extender or Extender(config, source)
     app = Flask("extender")
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
@@ -76,13 +90,12 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
 
     @app.get("/readyz")
     def readyz() -> Response:
-        if engine.source.ready():
-            return Response(b"ok", mimetype="text/plain")
-        return Response(b"cluster state not loaded", status=503, mimetype="text/plain")
+        ok, why = readiness(engine.source)
+        return Response(why.encode(), status=200 if ok else 503, mimetype="text/plain")
 
     @app.get("/metrics")
     def metrics_view() -> Response:
-        return Response(_metrics_payload(), mimetype=CONTENT_TYPE_LATEST)
+        return Response(metrics_body(engine), mimetype=CONTENT_TYPE_LATEST)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

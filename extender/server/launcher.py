@@ -21,16 +21,18 @@ from extender.logs import gunicorn_logconfig
 WORKER_CLASSES = {"inline": "extender.server.worker.InlineWorker", "gthread": "gthread"}
 
 if TYPE_CHECKING:
-    from extender.state.source import FileSource
+    from extender.state.source import ClusterSource
 
 
 class ExtenderServer(BaseApplication):
-    """gunicorn with the app preloaded: the cluster file is parsed once, in the master,
-    frozen out of the GC's sight and shared copy-on-write by the forked workers. Each
-    worker then watches the file itself (threads do not survive a fork) and re-checks
-    it right after forking, so a SIGHUP-restarted worker never serves a stale file."""
+    """gunicorn with the app preloaded. File mode: the cluster file is parsed once, in
+    the master, and shared copy-on-write by the forked workers; each worker then watches
+    the file itself (threads do not survive a fork) and catches up right after forking
+    (falling back to the last good file a previous worker loaded), so a restarted
+    worker never serves a stale file. Live mode: each worker starts its own watch after
+    the fork (one worker, the default, is one watch)."""
 
-    def __init__(self, config: Config, source: FileSource | None = None) -> None:
+    def __init__(self, config: Config, source: ClusterSource | None = None) -> None:
         self.config = config
         self.source = source
         super().__init__()
@@ -54,6 +56,13 @@ class ExtenderServer(BaseApplication):
             "preload_app": True,
             "limit_request_line": 8190,
         }
+        if c.verbs_tls:  # HTTPS for the verbs (InlineWorker then answers like gthread)
+            import ssl
+
+            settings.update(certfile=c.tls_cert_file, keyfile=c.tls_private_key_file,
+                            ca_certs=c.client_ca_file or None,
+                            cert_reqs=ssl.CERT_REQUIRED if c.client_ca_file else ssl.CERT_NONE,
+                            ssl_context=_verbs_ssl_context)
         if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25.1
             settings["control_socket_disable"] = True  # no socket in $HOME; read-only roots
         for key, value in settings.items():
@@ -65,18 +74,19 @@ class ExtenderServer(BaseApplication):
 
         setup_logging(self.config.log_level)
         if self.source is None:
-            from extender.state.source import FileSource
+            from extender.state.select import open_source
 
-            self.source = FileSource(self.config.cluster, poll_seconds=self.config.reload_interval)
+            self.source = open_source(self.config)
         return create_app(self.config, source=self.source)
 
     def _post_fork(self, server, worker) -> None:  # noqa: ARG002 - gunicorn hook signature
         from extender.logs import setup_logging
 
         setup_logging(server.cfg.loglevel)
+        from extender.state.select import start_in_worker
+
         if self.source is not None:
-            self.source.reload_if_changed("worker start")
-            self.source.start(install_sighup=False)
+            start_in_worker(self.source)
 
 
 class QuietAccessLogger(Logger):
@@ -87,6 +97,12 @@ class QuietAccessLogger(Logger):
     @property
     def access_log_enabled(self) -> bool:
         return bool(self.cfg.accesslog)
+
+
+def _verbs_ssl_context(conf, default_factory):
+    from extender.server.tls import gunicorn_ssl_context
+
+    return gunicorn_ssl_context(conf, default_factory)
 
 
 def _child_exit(server, worker) -> None:  # noqa: ARG001 - gunicorn hook signature

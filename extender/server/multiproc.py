@@ -7,9 +7,15 @@ import os
 import shutil
 import tempfile
 
+# The process that set multiprocess mode up (gunicorn's master): its process_* metrics
+# are the server's, since the multiprocess registry has none of its own.
+MAIN_PID: int | None = None
+
 
 def prepare_multiprocess_metrics() -> str:
     """Point prometheus-client at a fresh directory; must run before importing metrics."""
+    global MAIN_PID
+    MAIN_PID = os.getpid()
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not path:
         path = tempfile.mkdtemp(prefix="extender-metrics-")

@@ -1,0 +1,185 @@
+"""The one validator of the annotation channel, shared by `/filter`, `explain`, the
+admission webhook and `extender validate`, so all four agree on every input.
+
+It decodes each annotation as kube-apiserver decodes the same field in `spec`
+(`extender.validation.gojson`) and then applies API validation as the KEPs specify it
+(`extender.validation.rules`), plus the per-pod limits (`extender.validation.limits`).
+Field paths name the annotation, e.g.
+`metadata.annotations[scheduling-extender.io/tolerations][0].value`.
+
+The result for one annotation text depends only on (text, path, gates), so it is
+memoised per distinct text (bounded in bytes): the pods of one Deployment share it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import cachetools
+
+from extender.features import FeatureGates
+from extender.validation import goschema
+from extender.validation.field import FieldError, child, key, too_long, too_many
+from extender.validation.gojson import GoJSONError
+from extender.validation.limits import (
+    MAX_ANNOTATION_BYTES,
+    MAX_EXPRESSIONS_PER_POD,
+    MAX_TOLERATIONS_PER_POD,
+)
+from extender.validation.rules import validate_node_affinity, validate_toleration
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """One annotation, decoded and validated."""
+
+    value: Any  # decoded value (canonical names only); None if absent or invalid
+    errors: tuple[FieldError, ...] = ()
+    warnings: tuple[str, ...] = ()
+    expressions: int = 0  # CEL expressions in it
+    items: int = 0  # tolerations in it
+
+
+ABSENT = Checked(None)
+
+
+def _check_tolerations(decoded: list, path: str, gates: FeatureGates) -> Checked:
+    errors: list[FieldError] = []
+    warnings: list[str] = []
+    expressions = 0
+    for i, t in enumerate(decoded):
+        t = t or {}
+        where = child(path, i)
+        errors += validate_toleration(t, where, gates, warnings)
+        if t.get("expression"):
+            expressions += 1
+        if t.get("effect") == "NoExecute" or t.get("tolerationSeconds") is not None:
+            warnings.append(f"{where}: a NoExecute taint can only be tolerated from spec.tolerations: the node's "
+                            "taint manager evicts a pod that only this annotation lets onto the node")
+    value = None if errors else [t or {} for t in decoded]
+    return Checked(value, tuple(errors), tuple(warnings), expressions, len(decoded))
+
+
+# --- one annotation, memoised -----------------------------------------------------------
+
+def _unknown_warning(path: str, segments: tuple) -> str:
+    return f'unknown field "{child(path, *segments)}"'
+
+
+def _check(kind: str, text: str, path: str, gates: FeatureGates) -> Checked:
+    if len(text) > MAX_ANNOTATION_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_ANNOTATION_BYTES:
+        return Checked(None, (too_long(path, MAX_ANNOTATION_BYTES),))
+    schema = goschema.TOLERATIONS if kind == "tolerations" else goschema.NODE_AFFINITY
+    try:
+        decoded = goschema.decode(text, schema)
+    except GoJSONError as exc:
+        detail = f"invalid JSON: {exc}" if exc.syntax else str(exc)
+        return Checked(None, (FieldError(child(path, *exc.path), "Invalid value", detail=detail),))
+    unknown = tuple(_unknown_warning(path, seg) for seg in decoded.unknown_fields)
+    if decoded.value is None:
+        return Checked(None, (), unknown)
+    if kind == "tolerations":
+        checked = _check_tolerations(decoded.value, path, gates)
+        return Checked(checked.value, checked.errors, unknown + checked.warnings, checked.expressions, checked.items)
+    errors = tuple(validate_node_affinity(decoded.value, path, gates))
+    return Checked(None if errors else decoded.value, errors, unknown)
+
+
+_memo: cachetools.LRUCache = cachetools.LRUCache(8 << 20, getsizeof=lambda c: c[1])
+_memo_lock = threading.Lock()
+
+
+def check_annotation(kind: str, text: str, path: str, gates: FeatureGates) -> Checked:
+    """`kind` is "tolerations" or "node-affinity"; memoised per (kind, text, path, gates)."""
+    memo_key = (kind, text, path, gates)
+    with _memo_lock:
+        hit = _memo.get(memo_key)
+    if hit is not None:
+        return hit[0]
+    checked = _check(kind, text, path, gates)
+    size = 4 * (len(text) + len(path)) + 512
+    if size <= MAX_ANNOTATION_BYTES * 4:  # over-long texts are never a key
+        with _memo_lock:
+            _memo[memo_key] = (checked, size)
+    return checked
+
+
+def _reinit_lock_after_fork() -> None:
+    """The webhook thread of the gunicorn master may hold the lock when a worker is forked."""
+    global _memo_lock
+    _memo_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reinit_lock_after_fork)
+
+
+# --- a whole pod (or pod template) ----------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class PodCheck:
+    """The annotation channel of one pod: decoded values, errors by annotation, warnings."""
+
+    tolerations: tuple[dict, ...] = ()
+    affinity: dict | None = None
+    toleration_errors: tuple[FieldError, ...] = ()
+    affinity_errors: tuple[FieldError, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def errors(self) -> tuple[FieldError, ...]:
+        return self.toleration_errors + self.affinity_errors
+
+
+CLEAN = PodCheck()
+
+
+def _identity(t: Mapping[str, Any]) -> tuple:
+    """What makes two tolerations the same (an empty operator means Equal)."""
+    return tuple(str(x) for x in (t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "",
+                                  t.get("effect") or "", t.get("tolerationSeconds"), t.get("expression") or ""))
+
+
+def check_pod(annotations: Mapping[str, str], spec_tolerations: Sequence[Any], prefix: str,
+              gates: FeatureGates, meta_path: str = "metadata", spec_path: str = "spec") -> PodCheck:
+    """Validate a pod's annotation channel; `spec_tolerations` are the raw spec ones
+    (counted for the per-pod limits, compared for duplicate warnings)."""
+    tol_name, aff_name = f"{prefix}/tolerations", f"{prefix}/node-affinity"
+    tol_text, aff_text = annotations.get(tol_name), annotations.get(aff_name)
+    spec_tols = [t for t in spec_tolerations if isinstance(t, Mapping)]
+    spec_expressions = sum(1 for t in spec_tols if t.get("expression"))
+    if tol_text is None and aff_text is None and len(spec_tolerations) <= MAX_TOLERATIONS_PER_POD \
+            and spec_expressions <= MAX_EXPRESSIONS_PER_POD:
+        return CLEAN
+    ann_path = child(meta_path, "annotations")
+    tol_path = key(ann_path, tol_name)
+    tols = ABSENT if tol_text is None else check_annotation("tolerations", tol_text, tol_path, gates)
+    aff = ABSENT if aff_text is None else check_annotation("node-affinity", aff_text, key(ann_path, aff_name), gates)
+    tol_errors = list(tols.errors)
+    where = tol_path if tol_text is not None else child(spec_path, "tolerations")
+    total = len(spec_tolerations) + tols.items
+    if total > MAX_TOLERATIONS_PER_POD:
+        tol_errors.append(too_many(where, total, MAX_TOLERATIONS_PER_POD, "tolerations per pod (spec and annotation)"))
+    expressions = spec_expressions + tols.expressions
+    if expressions > MAX_EXPRESSIONS_PER_POD:
+        tol_errors.append(too_many(where, expressions, MAX_EXPRESSIONS_PER_POD,
+                                   "CEL expressions per pod (spec and annotation)"))
+    warnings = list(tols.warnings) + list(aff.warnings)
+    if tols.value and spec_tols:
+        first: dict[tuple, int] = {}
+        for j, s in enumerate(spec_tols):
+            first.setdefault(_identity(s), j)
+        for i, t in enumerate(tols.value):
+            j = first.get(_identity(t))
+            if j is not None:
+                warnings.append(f"{child(tol_path, i)}: duplicates {child(spec_path, 'tolerations', j)}")
+    return PodCheck(
+        tolerations=tuple(tols.value or ()) if not tol_errors else (),
+        affinity=aff.value,
+        toleration_errors=tuple(tol_errors),
+        affinity_errors=aff.errors,
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,34 @@
+"""Per-pod limits: the KEPs' own limits plus the extender's, in one place.
+
+The KEP limits bound one expression; these bound a whole pod, so that no pod can make a
+scheduling request cost more than a few milliseconds per distinct taint. They are
+applied identically by `/filter` (every node UnschedulableAndUnresolvable), `extender
+explain`, the admission webhook and `extender validate`.
+"""
+
+from __future__ import annotations
+
+from extender.cel.limits import MAX_COST, MAX_EXPRESSION_BYTES
+
+#: Tolerations per pod, `spec.tolerations` and the tolerations annotation together.
+#: Kubernetes itself has no limit; DaemonSet pods carry about 7.
+MAX_TOLERATIONS_PER_POD = 256
+
+#: CEL toleration expressions per pod (spec and annotation together).
+MAX_EXPRESSIONS_PER_POD = 16
+
+#: Bytes (UTF-8) of one `tolerations` or `node-affinity` annotation. Checked before the
+#: JSON is parsed. Kubernetes allows 256 KiB for all of a pod's annotations together.
+MAX_ANNOTATION_BYTES = 64 * 1024
+
+#: An expression whose estimated cost is at least this share of MAX_COST gets a warning.
+COST_WARNING_RATIO = 0.8
+
+__all__ = [
+    "COST_WARNING_RATIO",
+    "MAX_ANNOTATION_BYTES",
+    "MAX_COST",
+    "MAX_EXPRESSIONS_PER_POD",
+    "MAX_EXPRESSION_BYTES",
+    "MAX_TOLERATIONS_PER_POD",
+]

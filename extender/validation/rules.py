@@ -1,0 +1,232 @@
+"""API validation rules for tolerations and node affinity, as the API server applies
+them to `spec` with the KEPs implemented (KEP-5471 Gt/Lt, KEP-5721 Semver, KEP-5500 CEL)
+and their feature gates: each function returns `FieldError`s at the path it is given.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import cachetools
+
+from extender.features import FeatureGates
+from extender.matching.labels import is_dns1123_subdomain, validate_label_key, validate_label_value
+from extender.matching.numeric import go_quote, parse_canonical_int64
+from extender.matching.semver import SemverError, parse_tolerant
+from extender.validation.field import (
+    FieldError,
+    Raw,
+    child,
+    forbidden,
+    invalid,
+    not_supported,
+    required,
+    too_long,
+)
+from extender.validation.limits import COST_WARNING_RATIO, MAX_COST, MAX_EXPRESSION_BYTES
+
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+NUMERIC = ("Lt", "Gt")
+SEMVER = ("SemverGt", "SemverLt", "SemverEq")
+NOT_CANONICAL = "must be a canonical decimal integer within int64"
+EMPTY_KEY = 'operator must be Exists when `key` is empty, which means "match all values and all keys"'
+EXCLUSIVE = "expression cannot be used with key, value, operator, or effect fields"
+
+
+def supported_operators(gates: FeatureGates) -> list[str]:
+    ops = ["Equal", "Exists"]
+    if gates.comparison_operators:
+        ops += ["Lt", "Gt"]
+    if gates.semver_operators:
+        ops += list(SEMVER)
+    return ops
+
+
+# --- CEL ------------------------------------------------------------------------------
+
+_compiled: cachetools.LRUCache = cachetools.LRUCache(256)
+_compiled_lock = threading.Lock()
+
+
+def compile_expression(expression: str) -> tuple[str | None, int]:
+    """(error or None, estimated cost); only expressions within the length limit get here."""
+    with _compiled_lock:
+        hit = _compiled.get(expression)
+    if hit is not None:
+        return hit
+    from extender.cel.environment import CompileError
+    from extender.cel.program import compile_program
+
+    try:
+        result: tuple[str | None, int] = (None, compile_program(expression).estimated_cost)
+    except CompileError as exc:
+        result = (str(exc), 0)
+    with _compiled_lock:
+        _compiled[expression] = result
+    return result
+
+
+
+def _reinit_lock_after_fork() -> None:
+    """The webhook thread of the gunicorn master may hold the lock when a worker is forked."""
+    global _compiled_lock
+    _compiled_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reinit_lock_after_fork)
+
+
+# --- tolerations ----------------------------------------------------------------------
+
+def _toleration_struct(t: Mapping[str, Any]) -> str:
+    """Go's `%#v` of core.Toleration: what upstream prints for 'Exists with a value'."""
+    seconds = t.get("tolerationSeconds")
+    ptr = "(*int64)(nil)" if seconds is None else f"(*int64)({seconds})"
+    return (f'core.Toleration{{Key:{go_quote(t.get("key") or "")}, Operator:{go_quote(t.get("operator") or "")}, '
+            f'Value:{go_quote(t.get("value") or "")}, Effect:{go_quote(t.get("effect") or "")}, '
+            f"TolerationSeconds:{ptr}}}")
+
+
+def validate_toleration(t: Mapping[str, Any], path: str, gates: FeatureGates,
+                        warnings: list[str]) -> list[FieldError]:
+    """ValidateTolerations for one toleration, plus KEP-5471/5721/5500 operators."""
+    errs: list[FieldError] = []
+    tol_key = t.get("key") or ""
+    op = t.get("operator") or ""
+    value = t.get("value") or ""
+    effect = t.get("effect") or ""
+    expression = t.get("expression") or ""
+    if expression:
+        where = child(path, "expression")
+        if not gates.cel:
+            errs.append(forbidden(where, "requires the TaintTolerationCEL feature gate"))
+        elif tol_key or op or value or effect:
+            errs.append(invalid(where, expression, EXCLUSIVE))
+        elif len(expression.encode("utf-8", "surrogatepass")) > MAX_EXPRESSION_BYTES:
+            errs.append(too_long(where, MAX_EXPRESSION_BYTES))
+        else:
+            message, cost = compile_expression(expression)
+            if message is not None:
+                errs.append(invalid(where, expression, message))
+            elif cost >= COST_WARNING_RATIO * MAX_COST:
+                warnings.append(f"{where}: estimated cost {cost} is close to the limit of {MAX_COST}")
+        return errs
+    if tol_key:
+        errs += [invalid(child(path, "key"), tol_key, m) for m in validate_label_key(tol_key)]
+    if not tol_key and op != "Exists":
+        errs.append(invalid(child(path, "operator"), op, EMPTY_KEY))
+    if t.get("tolerationSeconds") is not None and effect != "NoExecute":
+        errs.append(invalid(child(path, "effect"), effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+    if op in ("", "Equal"):
+        msgs = validate_label_value(value)
+        if msgs:  # upstream reports the value under `.operator`
+            errs.append(invalid(child(path, "operator"), value, ";".join(msgs)))
+    elif op == "Exists":
+        if value:
+            errs.append(invalid(child(path, "operator"), Raw(_toleration_struct(t)),
+                                "value must be empty when `operator` is 'Exists'"))
+    elif op in NUMERIC and gates.comparison_operators:
+        if parse_canonical_int64(value) is None:
+            errs.append(invalid(child(path, "value"), value, NOT_CANONICAL))
+    elif op in SEMVER and gates.semver_operators:
+        try:
+            parse_tolerant(value)
+        except SemverError as exc:
+            errs.append(invalid(child(path, "value"), value, str(exc)))
+    else:
+        errs.append(not_supported(child(path, "operator"), op, supported_operators(gates)))
+    if effect and effect not in EFFECTS:
+        errs.append(not_supported(child(path, "effect"), effect, EFFECTS))
+    return errs
+
+
+# --- node affinity --------------------------------------------------------------------
+
+def _requirement(rq: Mapping[str, Any], path: str, allow_invalid_values: bool, gates: FeatureGates) -> list[FieldError]:
+    """ValidateNodeSelectorRequirement, with KEP-5721's semver operators."""
+    errs: list[FieldError] = []
+    op = rq.get("operator") or ""
+    values = rq.get("values") or []
+    vpath = child(path, "values")
+    semver = op in SEMVER and gates.semver_operators
+    if op in ("In", "NotIn"):
+        if not values:
+            errs.append(required(vpath, "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif op in ("Exists", "DoesNotExist"):
+        if values:
+            errs.append(forbidden(vpath, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+    elif op in NUMERIC:
+        if len(values) != 1:
+            errs.append(required(vpath, "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+    elif semver:
+        if len(values) != 1:
+            errs.append(required(vpath, "must be specified single value when `operator` is "
+                                        "'SemverLt' or 'SemverGt' or 'SemverEq'"))
+        for j, v in enumerate(values):
+            try:
+                parse_tolerant(v or "")
+            except SemverError as exc:
+                errs.append(invalid(child(vpath, j), v or "", str(exc)))
+    else:
+        errs.append(invalid(child(path, "operator"), op, "not a valid selector operator"))
+    rq_key = rq.get("key") or ""
+    errs += [invalid(child(path, "key"), rq_key, m) for m in validate_label_key(rq_key)]
+    if not allow_invalid_values and not semver:
+        for j, v in enumerate(values):
+            errs += [invalid(child(vpath, j), v or "", m) for m in validate_label_value(v or "")]
+    return errs
+
+
+def _field_requirement(rq: Mapping[str, Any], path: str) -> list[FieldError]:
+    """ValidateNodeFieldSelectorRequirement: In/NotIn on metadata.name, one value."""
+    errs: list[FieldError] = []
+    op = rq.get("operator") or ""
+    values = rq.get("values") or []
+    if op in ("In", "NotIn"):
+        if len(values) != 1:
+            errs.append(required(child(path, "values"),
+                                 "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
+    else:
+        errs.append(invalid(child(path, "operator"), op, "not a valid selector operator"))
+    rq_key = rq.get("key") or ""
+    if rq_key != "metadata.name":
+        errs.append(invalid(child(path, "key"), rq_key, "not a valid field selector key"))
+    else:
+        for j, v in enumerate(values):
+            errs += [invalid(child(path, "values", j), v or "", m) for m in is_dns1123_subdomain(v or "")]
+    return errs
+
+
+def _term(term: Mapping[str, Any] | None, path: str, allow_invalid_values: bool, gates: FeatureGates) -> list[FieldError]:
+    term = term or {}
+    errs: list[FieldError] = []
+    for j, rq in enumerate(term.get("matchExpressions") or []):
+        errs += _requirement(rq or {}, child(path, "matchExpressions", j), allow_invalid_values, gates)
+    for j, rq in enumerate(term.get("matchFields") or []):
+        errs += _field_requirement(rq or {}, child(path, "matchFields", j))
+    return errs
+
+
+def validate_node_affinity(na: Mapping[str, Any], path: str, gates: FeatureGates) -> list[FieldError]:
+    """validateNodeAffinity for a new pod: required values must be label values (except
+    for semver operators, whose values are versions), preferred weights 1..100."""
+    errs: list[FieldError] = []
+    req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req is not None:
+        terms_path = child(path, "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+        terms = req.get("nodeSelectorTerms") or []
+        if not terms:
+            errs.append(required(terms_path, "must have at least one node selector term"))
+        for i, term in enumerate(terms):
+            errs += _term(term, child(terms_path, i), False, gates)
+    for i, pref in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+        pref = pref or {}
+        where = child(path, "preferredDuringSchedulingIgnoredDuringExecution", i)
+        weight = pref.get("weight") or 0
+        if weight <= 0 or weight > 100:
+            errs.append(invalid(child(where, "weight"), weight, "must be in the range 1-100"))
+        errs += _term(pref.get("preference"), child(where, "preference"), True, gates)
+    return errs
