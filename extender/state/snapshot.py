@@ -11,7 +11,7 @@ long as this snapshot.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from cachetools import LRUCache
@@ -126,24 +126,31 @@ class ClusterSnapshot:
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]], generation: int = 0) -> ClusterSnapshot:
-        nodes, pods = [], []
-        workloads: dict[str, list[dict[str, Any]]] = {k: [] for k in WORKLOAD_KINDS}
-        seen_nodes: set[str] = set()
-        for i, obj in enumerate(objects):
-            kind = obj.get("kind")
-            try:
-                if kind == "Node":
-                    node = node_from_dict(obj)
-                    if not node.name:
-                        raise ModelError("node without metadata.name")
-                    if node.name in seen_nodes:
-                        raise ModelError(f"duplicate node {node.name!r}")
-                    seen_nodes.add(node.name)
-                    nodes.append(node)
-                elif kind == "Pod":
-                    pods.append(existing_pod_from_dict(obj))
-                elif kind in workloads:
-                    workloads[kind].append(obj)
-            except ModelError as exc:
-                raise ClusterFileError(f"object #{i} ({kind}): {exc}") from exc
+        nodes, pods, workloads = parse_objects(objects)
         return cls(nodes, pods, workloads, generation)
+
+
+def parse_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Node], list[Pod], dict[str, list]]:
+    """Validate and parse a whole cluster dump (ClusterFileError names the bad object)."""
+    nodes: list[Node] = []
+    pods: list[Pod] = []
+    workloads: dict[str, list] = {k: [] for k in WORKLOAD_KINDS}
+    seen: set[str] = set()
+    for i, obj in enumerate(objects):
+        kind = obj.get("kind")
+        try:
+            if kind == "Node":
+                node = node_from_dict(obj)
+                if not node.name:
+                    raise ModelError("node without metadata.name")
+                if node.name in seen:
+                    raise ModelError(f"duplicate node {node.name!r}")
+                seen.add(node.name)
+                nodes.append(node)
+            elif kind == "Pod":
+                pods.append(existing_pod_from_dict(obj))
+            elif kind in workloads:
+                workloads[kind].append(obj)
+        except ModelError as exc:
+            raise ClusterFileError(f"object #{i} ({kind}): {exc}") from exc
+    return nodes, pods, workloads

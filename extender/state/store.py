@@ -28,9 +28,8 @@ from extender import metrics
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, existing_pod_from_dict, node_from_dict
 from extender.state.layers import WORKLOAD_KINDS, PodLayerWriter, WorkloadLayerWriter
-from extender.state.loader import ClusterFileError
 from extender.state.nodeset import NodeIndex
-from extender.state.snapshot import ClusterSnapshot
+from extender.state.snapshot import ClusterSnapshot, parse_objects
 
 log = logging.getLogger("extender.state")
 
@@ -62,32 +61,6 @@ def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     """(namespace, name) of a raw object; namespace "default" when absent."""
     md = obj.get("metadata") or {}
     return (md.get("namespace") or "default", md.get("name") or "")
-
-
-def parse_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Node], list[Pod], dict[str, list]]:
-    """Validate and parse a whole cluster dump (ClusterFileError names the bad object)."""
-    nodes: list[Node] = []
-    pods: list[Pod] = []
-    workloads: dict[str, list] = {k: [] for k in WORKLOAD_KINDS}
-    seen: set[str] = set()
-    for i, obj in enumerate(objects):
-        kind = obj.get("kind")
-        try:
-            if kind == "Node":
-                node = node_from_dict(obj)
-                if not node.name:
-                    raise ModelError("node without metadata.name")
-                if node.name in seen:
-                    raise ModelError(f"duplicate node {node.name!r}")
-                seen.add(node.name)
-                nodes.append(node)
-            elif kind == "Pod":
-                pods.append(existing_pod_from_dict(obj))
-            elif kind in workloads:
-                workloads[kind].append(obj)
-        except ModelError as exc:
-            raise ClusterFileError(f"object #{i} ({kind}): {exc}") from exc
-    return nodes, pods, workloads
 
 
 class Store:
