@@ -18,7 +18,8 @@ from gunicorn.glogging import Logger
 from extender.config import Config
 from extender.logs import gunicorn_logconfig
 
-WORKER_CLASSES = {"inline": "extender.server.worker.InlineWorker", "gthread": "gthread"}
+WORKER_CLASSES = {"inline": "extender.server.worker.InlineWorker",
+                  "gthread": "extender.server.worker.DeadlineWorker"}
 
 if TYPE_CHECKING:
     from extender.state.source import FileSource

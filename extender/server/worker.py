@@ -11,17 +11,20 @@ whole request is buffered (an HTTP/1 head and a `Content-Length` body, at most
 `answer_verb` (no parser, environ or response objects: ~0.1-0.2 ms less a call), any
 other request by the same gunicorn code gthread's threads run.
 
-Everything else takes gthread's path unchanged: chunked or `Expect` bodies, larger
-requests, anything odd in the head, TLS, HTTP/2, and requests that would push the
-bytes held for partial requests past `BUFFER_BUDGET`. A partial request waits in the
-poller, never on the loop, and must complete within the keep-alive timeout of its first
-byte; a head longer than `MAX_HEAD_BYTES` is refused (431) rather than handed to a pool
-thread that would wait for its end; a client that does not read its answer is cut off
-after `WRITE_TIMEOUT`. The
-Python work is serialized by the GIL either way, so answering on the loop costs no
-parallelism; the pool keeps slow bodies from stalling the loop. gunicorn's
-`pre_request`/`post_request` hooks and access log do not see verbs answered from their
-bytes (the server configures neither).
+Larger `Content-Length` requests (up to the body limit) are buffered on the loop too and
+handed to a pool thread only once complete, so a thread never waits for a slow client;
+a declared body over the limit is refused (413) before it is read. Everything else
+takes gthread's path: chunked or `Expect` bodies, anything odd in the head, TLS,
+HTTP/2, and requests that would push the bytes held for partial requests past
+`BUFFER_BUDGET`. A partial request waits in the poller, never on the loop, and must
+complete within `REQUEST_READ_TIMEOUT` of its first byte; a head longer than
+`MAX_HEAD_BYTES` is refused (431); a client that does not read its answer is cut off
+after `WRITE_TIMEOUT`. On a pool thread, the reads of one request share the same
+`REQUEST_READ_TIMEOUT` (`DeadlineWorker`, also the `gthread` worker class): a stalled
+body holds a thread for at most that long, never indefinitely. The Python work is
+serialized by the GIL either way, so answering on the loop costs no parallelism.
+gunicorn's `pre_request`/`post_request` hooks and access log do not see verbs answered
+from their bytes (the server configures neither).
 
 Relies on gthread's structure as of gunicorn 27 (`enqueue_req`, `TConn`, the
 keep-alive deque), hence the pin in pyproject.toml; `--worker-class gthread` is the
@@ -34,29 +37,111 @@ import errno
 import selectors
 import socket
 import time
+from collections import deque
 from functools import partial
 
 from gunicorn import http, util
 from gunicorn.http2 import negotiation
 from gunicorn.workers import gthread
 
-from extender.server.verbs import JSON_HEADERS, REASONS, verb_of
+from extender.server.verbs import JSON_HEADERS, REASONS, too_large, verb_of
 
 INLINE_MAX_BYTES = 1 << 20  # head + body; a NodeNames request for 5,000 nodes is ~75 KiB
 MAX_HEAD_BYTES = 64 << 10  # no head end by then: 431 (gunicorn would wait for one)
-BUFFER_BUDGET = 64 << 20  # bytes held for partial requests, all connections together
+BUFFER_BUDGET = 128 << 20  # bytes held for partial requests, all connections together
+# kube-scheduler gives up on an extender call after its httpTimeout (5 s by default): a
+# request that has not fully arrived by then is not worth a thread or buffer any longer.
+REQUEST_READ_TIMEOUT = 5.0
 WRITE_TIMEOUT = 10.0  # seconds for each write of an answer
 READ_CHUNK = 256 << 10
 BURST = 16  # requests answered per readiness event before other connections get a turn
-INCOMPLETE, ELSEWHERE, HEAD_TOO_LARGE = 0, -1, -2  # `inline_request_size` verdicts
+# `inline_request_size` verdicts
+INCOMPLETE, ELSEWHERE, HEAD_TOO_LARGE, BODY_TOO_LARGE = 0, -1, -2, -3
 
 
-def inline_request_size(buf: bytes | bytearray) -> int:
-    """Size of the first request in `buf` if it can be answered inline and has fully
-    arrived; INCOMPLETE if more bytes are needed first; ELSEWHERE if it is not a plain
-    HTTP/1 request with at most one `Content-Length` (gthread's thread pool takes it);
-    HEAD_TOO_LARGE if MAX_HEAD_BYTES came without the head's end. Conservative by
-    design: the parser must never have to wait for the socket."""
+class DeadlineSocket:
+    """A client socket whose blocking reads share one deadline (`deadline`, monotonic
+    seconds; None: no deadline) and whose blocking mode always has a timeout. gthread
+    puts the socket in blocking mode, without a timeout, before a pool thread reads a
+    request: a client that stops sending would hold that thread until it disconnects."""
+
+    __slots__ = ("sock", "deadline")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.deadline: float | None = None
+
+    def __getattr__(self, name: str):
+        return getattr(self.sock, name)
+
+    def setblocking(self, flag: bool) -> None:
+        if flag:
+            self.sock.settimeout(WRITE_TIMEOUT)
+        else:
+            self.sock.setblocking(False)
+
+    def recv(self, size: int, *flags: int) -> bytes:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("request not received within the read deadline")
+            self.sock.settimeout(left)
+        return self.sock.recv(size, *flags)
+
+
+class DeadlineWorker(gthread.ThreadWorker):
+    """gunicorn's gthread whose pool threads read each request under
+    `REQUEST_READ_TIMEOUT` (see `DeadlineSocket`); `--worker-class gthread`."""
+
+    def enqueue_req(self, conn) -> None:
+        if not self.cfg.is_ssl and not isinstance(conn.sock, DeadlineSocket):
+            conn.sock = DeadlineSocket(conn.sock)  # before the poller ever sees it
+        super().enqueue_req(conn)
+
+    def handle(self, conn):
+        sock = conn.sock
+        if not isinstance(sock, DeadlineSocket):
+            return super().handle(conn)
+        sock.deadline = time.monotonic() + REQUEST_READ_TIMEOUT
+        try:
+            return super().handle(conn)
+        except TimeoutError:
+            return False
+        finally:
+            sock.deadline = None
+
+    def murder_keepalived(self, force: bool = False) -> None:
+        """Close every expired waiting connection. gthread stops at the first one not
+        expired (its deque is sorted when all share the keep-alive timeout); a partial
+        request's shorter deadline may sit behind an idle connection's longer one."""
+        now = time.monotonic()
+        expired = [c for c in self.keepalived_conns if force or c.timeout <= now]
+        if not expired:
+            return
+        gone = set(map(id, expired))
+        self.keepalived_conns = deque(c for c in self.keepalived_conns if id(c) not in gone)
+        for conn in expired:
+            try:
+                self.poller.unregister(conn.sock)
+            except (OSError, KeyError, ValueError):
+                pass  # already unregistered
+            self.nr_conns -= 1
+            conn.close()
+
+    def handle_error(self, req, client, addr, exc) -> None:
+        if isinstance(exc, TimeoutError):  # a stalled client, not a server error
+            self.log.debug("Closing a connection whose request did not arrive in time")
+            return
+        super().handle_error(req, client, addr, exc)
+
+
+def inline_request_size(buf: bytes | bytearray, limit: int = INLINE_MAX_BYTES) -> int:
+    """Size of the first request in `buf` (head and body at most `limit` bytes) once it
+    has fully arrived; INCOMPLETE if more bytes are needed first; ELSEWHERE if it is not
+    a plain HTTP/1 request with at most one `Content-Length` (gthread's thread pool takes
+    it); HEAD_TOO_LARGE if MAX_HEAD_BYTES came without the head's end; BODY_TOO_LARGE if
+    it declares more than `limit` bytes. Conservative by design: the parser must never
+    have to wait for the socket."""
     end = buf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
     if end < 0:
         return INCOMPLETE if len(buf) < MAX_HEAD_BYTES else HEAD_TOO_LARGE
@@ -77,12 +162,12 @@ def inline_request_size(buf: bytes | bytearray) -> int:
         elif name in (b"transfer-encoding", b"expect", b"upgrade", b"http2-settings"):
             return ELSEWHERE
     size = end + 4 + (length or 0)
-    if size > INLINE_MAX_BYTES:
-        return ELSEWHERE
+    if size > limit:
+        return BODY_TOO_LARGE
     return size if len(buf) >= size else INCOMPLETE
 
 
-class InlineWorker(gthread.ThreadWorker):
+class InlineWorker(DeadlineWorker):
     """gthread with complete small requests answered on the event-loop thread."""
 
     def init_process(self) -> None:
@@ -96,11 +181,16 @@ class InlineWorker(gthread.ThreadWorker):
         super().load_wsgi()
         # the app's verb entry point (extender.server.app), if it has one
         self.answer_verb = getattr(self.wsgi, "answer_verb", None)
+        config = getattr(self.wsgi, "config", None) or {}
+        self.max_body = int(config.get("MAX_CONTENT_LENGTH") or INLINE_MAX_BYTES)
+        self.max_request = self.max_body + MAX_HEAD_BYTES
 
     def enqueue_req(self, conn) -> None:
         if not self.inline:
             super().enqueue_req(conn)
             return
+        if not isinstance(conn.sock, DeadlineSocket):
+            conn.sock = DeadlineSocket(conn.sock)
         try:
             self._serve(conn)
         except Exception:  # a connection must never take the loop down
@@ -113,11 +203,11 @@ class InlineWorker(gthread.ThreadWorker):
         buf = self._take(conn)
         conn.sock.setblocking(False)
         for _ in range(BURST):
-            size = inline_request_size(buf)
+            size = inline_request_size(buf, self.max_request)
             if size == INCOMPLETE:
                 if not self._receive(conn, buf):
                     return
-                size = inline_request_size(buf)
+                size = inline_request_size(buf, self.max_request)
             if size == INCOMPLETE:
                 self._park(conn, buf)
                 return
@@ -126,6 +216,12 @@ class InlineWorker(gthread.ThreadWorker):
                 return
             if size == HEAD_TOO_LARGE:  # gunicorn would hold a pool thread until the end
                 self._refuse(conn, b"431 Request Header Fields Too Large")
+                return
+            if size == BODY_TOO_LARGE:  # refused before a byte of it is read
+                self._refuse(conn, b"413 Request Entity Too Large", too_large(self.max_body)[1])
+                return
+            if size > INLINE_MAX_BYTES:  # complete: a pool thread decodes it, never waits
+                self._to_pool(conn, buf)
                 return
             request, buf = bytes(buf[:size]), buf[size:]
             if not self._answer(conn, request):
@@ -140,7 +236,7 @@ class InlineWorker(gthread.ThreadWorker):
     def _receive(self, conn, buf: bytearray) -> bool:
         """Read what has arrived, without blocking. False: the connection is gone
         (closed here), or it ended mid-request and the pool answers what it can."""
-        while len(buf) < INLINE_MAX_BYTES + MAX_HEAD_BYTES:
+        while len(buf) < self.max_request + MAX_HEAD_BYTES:
             try:
                 chunk = conn.sock.recv(READ_CHUNK)
             except (BlockingIOError, InterruptedError):
@@ -220,12 +316,13 @@ class InlineWorker(gthread.ThreadWorker):
             conn.sock.setblocking(False)
         return keep
 
-    def _refuse(self, conn, status: bytes) -> None:
+    def _refuse(self, conn, status: bytes, body: bytes = b"") -> None:
         """An error answer without reading further, then close."""
         conn.sock.settimeout(WRITE_TIMEOUT)
+        kind = b"Content-Type: " + JSON_HEADERS.encode() + b"\r\n" if body else b""
         try:
-            conn.sock.sendall(b"HTTP/1.1 " + status + b"\r\nConnection: close\r\n"
-                              b"Content-Length: 0\r\n\r\n")
+            conn.sock.sendall(b"HTTP/1.1 " + status + b"\r\nConnection: close\r\n" + kind
+                              + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         except OSError:
             pass
         self._close(conn, graceful=True)
@@ -234,14 +331,14 @@ class InlineWorker(gthread.ThreadWorker):
 
     def _park(self, conn, buf: bytearray) -> None:
         """Back to the poller until more bytes arrive. A partial request must complete
-        within the keep-alive timeout of its first byte."""
+        within REQUEST_READ_TIMEOUT of its first byte (then the connection is closed)."""
         if buf and len(buf) + self._held() > BUFFER_BUDGET:
             self._to_pool(conn, buf)
             return
         self._hold(conn, buf)
         conn.set_timeout()
         if buf and conn.request_started is not None:
-            conn.timeout = min(conn.timeout, conn.request_started + self.cfg.keepalive)
+            conn.timeout = min(conn.timeout, conn.request_started + REQUEST_READ_TIMEOUT)
         if not self.alive:
             conn.timeout = min(conn.timeout, time.monotonic() + gthread.STOP_KEEPALIVE_LINGER)
         self.keepalived_conns.append(conn)

@@ -13,6 +13,7 @@ from conftest import EXAMPLES, example_pod
 from live import NAMES, request, start, stop
 
 from extender.server.worker import (
+    BODY_TOO_LARGE,
     ELSEWHERE,
     HEAD_TOO_LARGE,
     INCOMPLETE,
@@ -57,7 +58,7 @@ HEAD = b"POST /filter HTTP/1.1\r\nHost: x\r\n"
     (HEAD + "Ä: 1\r\n\r\n".encode(), ELSEWHERE),
     (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ELSEWHERE),  # HTTP/2 preface
     (b"\r\nGET / HTTP/1.1\r\n\r\n", ELSEWHERE),
-    (HEAD + b"Content-Length: %d\r\n\r\n" % INLINE_MAX_BYTES, ELSEWHERE),  # too big to hold
+    (HEAD + b"Content-Length: %d\r\n\r\n" % INLINE_MAX_BYTES, BODY_TOO_LARGE),  # over the limit
     (b"GET /" + b"a" * MAX_HEAD_BYTES, HEAD_TOO_LARGE),  # no head end in sight
     (b"GET /" + b"a" * MAX_HEAD_BYTES + b" HTTP/1.1\r\n\r\n", HEAD_TOO_LARGE),
 ])
