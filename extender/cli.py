@@ -12,6 +12,8 @@ from extender.config import SETTINGS, ConfigError, build_config, env_name, flag_
 
 HELP = {
     "listen": "address to serve on, HOST:PORT (default 0.0.0.0:8888)",
+    "metrics_listen": "separate listener for /healthz, /readyz, /metrics that verb work never "
+    "blocks, HOST:PORT or off (default 0.0.0.0:8889; the main listener serves them too)",
     "workers": "gunicorn worker processes (default 1)",
     "threads": "threads per worker for requests not answered on its event loop (default 4)",
     "worker_class": "inline (gthread answering complete small requests on its event loop; "
@@ -30,7 +32,7 @@ HELP = {
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
 }
 
-SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
+SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
               "remember_answers")
 
 
@@ -109,9 +111,10 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         # metrics in memory (each multiprocess write costs a pid check and an mmap write)
         prepare_multiprocess_metrics()  # before any metric exists
     from extender.logs import setup_logging
-    from extender.server.launcher import ExtenderServer
+    from extender.server.launcher import ExtenderServer, check_metrics_listen
     from extender.state import FileSource
 
+    check_metrics_listen(config.metrics_listen)
     setup_logging(config.log_level)
     source = FileSource(config.cluster, poll_seconds=config.reload_interval)  # fails fast
     ExtenderServer(config, source).run()

@@ -36,6 +36,7 @@ def bundled_cluster() -> str:
 @dataclass(frozen=True)
 class Config:
     listen: str = "0.0.0.0:8888"
+    metrics_listen: str = "0.0.0.0:8889"  # "off": health and metrics on `listen` only
     workers: int = 1
     threads: int = 4
     worker_class: str = "inline"
@@ -105,6 +106,10 @@ def _listen(value: Any, key: str) -> str:
     return text
 
 
+def _listen_or_off(value: Any, key: str) -> str:
+    return "off" if str(value).lower() == "off" else _listen(value, key)
+
+
 def _choice(options: tuple[str, ...], lower: bool = False):
     def parse(value: Any, key: str) -> str:
         text = str(value).lower() if lower else str(value)
@@ -154,6 +159,7 @@ def _prefix(value: Any, key: str) -> str:
 SETTINGS: dict[str, tuple[str, Any]] = {
     # attribute: (yaml key, parser)
     "listen": ("listen", _listen),
+    "metrics_listen": ("metricsListen", _listen_or_off),
     "workers": ("workers", _int_at_least(1)),
     "threads": ("threads", _int_at_least(1)),
     "worker_class": ("workerClass", _choice(WORKER_CLASSES)),

@@ -16,11 +16,21 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api.wire import encode
 from extender.config import Config
+from extender.server.listener import Route
 from extender.server.verbs import VerbRoutes, answer, observe, too_large
 from extender.service import Extender
 from extender.state import ClusterSource, FileSource
 
 JSON = "application/json"
+TEXT = "text/plain; charset=utf-8"
+
+
+def _flask_view(route: Route):
+    def view() -> Response:
+        code, kind, body = route()
+        return Response(body, status=code, content_type=kind)
+
+    return view
 
 
 def _json(body: object, status: int = 200) -> Response:
@@ -35,6 +45,24 @@ def _metrics_payload() -> bytes:
         multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry)
     return generate_latest()
+
+
+def health_routes(engine: Extender) -> dict[str, Route]:
+    """`/healthz`, `/readyz`, `/metrics` as plain callables: the Flask app and the
+    separate `--metrics-listen` listener serve the same answers."""
+
+    def healthz() -> tuple[int, str, bytes]:
+        return 200, TEXT, b"ok"
+
+    def readyz() -> tuple[int, str, bytes]:
+        if engine.source.ready():
+            return 200, TEXT, b"ok"
+        return 503, TEXT, b"cluster state not loaded"
+
+    def metrics_view() -> tuple[int, str, bytes]:
+        return 200, CONTENT_TYPE_LATEST, _metrics_payload()
+
+    return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view}
 
 
 def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> Flask:
@@ -70,19 +98,8 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
         app.add_url_rule(f"{prefix}/filter", f"filter{prefix}", filter_view, methods=["POST"])
         app.add_url_rule(f"{prefix}/prioritize", f"prioritize{prefix}", prioritize_view, methods=["POST"])
 
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return Response(b"ok", mimetype="text/plain")
-
-    @app.get("/readyz")
-    def readyz() -> Response:
-        if engine.source.ready():
-            return Response(b"ok", mimetype="text/plain")
-        return Response(b"cluster state not loaded", status=503, mimetype="text/plain")
-
-    @app.get("/metrics")
-    def metrics_view() -> Response:
-        return Response(_metrics_payload(), mimetype=CONTENT_TYPE_LATEST)
+    for path, route in health_routes(engine).items():
+        app.add_url_rule(path, path.strip("/"), _flask_view(route), methods=["GET"])
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

@@ -78,6 +78,33 @@ class ExtenderServer(BaseApplication):
         if self.source is not None:
             self.source.reload_if_changed("worker start")
             self.source.start(install_sighup=False)
+        self._start_metrics_listener(server.app.wsgi())
+
+    def _start_metrics_listener(self, app) -> None:
+        """`--metrics-listen`: health and metrics on their own threads in every worker
+        (SO_REUSEPORT), never queued behind verb work (see extender.server.listener)."""
+        if self.config.metrics_listen == "off":
+            return
+        from extender.server.app import health_routes
+        from extender.server.listener import Listener
+
+        engine = app.extensions["extender"]
+        Listener(self.config.metrics_listen, health_routes(engine)).start()
+
+
+def check_metrics_listen(address: str) -> None:
+    """Fail at start-up, with the flag named, if `--metrics-listen` cannot be bound
+    (rather than in every forked worker)."""
+    if address == "off":
+        return
+    from extender.config import ConfigError
+    from extender.server.listener import Listener
+
+    try:
+        probe = Listener(address, {})
+    except OSError as exc:
+        raise ConfigError(f"--metrics-listen: cannot listen on {address}: {exc.strerror or exc}") from None
+    probe.server.server_close()
 
 
 class QuietAccessLogger(Logger):
