@@ -27,6 +27,8 @@ HELP = {
     "log_level": "debug, info, warning or error (default info)",
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
     "cel_result_cache_size": "memoized CEL (expression, taint) results (default 100000)",
+    "memory_limit_bytes": "ceiling for all caches together, bytes, split between them "
+    "(default 256 MiB; keep it well below the container's memory limit)",
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
     "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",

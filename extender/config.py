@@ -51,6 +51,7 @@ class Config:
     cel_program_cache_size: int = 1024
     cel_result_cache_size: int = 100_000
     reload_interval: float = 2.0
+    memory_limit_bytes: int = 256 << 20  # all caches together (extender.caching)
     remember_answers: bool = True
 
 
@@ -173,6 +174,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "cel_program_cache_size": ("celProgramCacheSize", _int_at_least(1)),
     "cel_result_cache_size": ("celResultCacheSize", _int_at_least(0)),
     "reload_interval": ("reloadInterval", _float_at_least(0)),
+    "memory_limit_bytes": ("memoryLimitBytes", _int_at_least(16 << 20)),
     "remember_answers": ("rememberAnswers", _bool),
 }
 
