@@ -18,8 +18,9 @@ from gunicorn.glogging import Logger
 from extender.config import Config
 from extender.logs import gunicorn_logconfig
 
+WORKER_CONNECTIONS = 10_000
 WORKER_CLASSES = {"inline": "extender.server.worker.InlineWorker",
-                  "gthread": "extender.server.worker.DeadlineWorker"}
+                  "gthread": "extender.server.worker.PoolWorker"}
 
 if TYPE_CHECKING:
     from extender.state.source import FileSource
@@ -37,6 +38,7 @@ class ExtenderServer(BaseApplication):
         super().__init__()
 
     def load_config(self) -> None:
+        raise_open_files_limit()
         c = self.config
         settings = {
             "bind": c.listen,
@@ -46,6 +48,9 @@ class ExtenderServer(BaseApplication):
             "timeout": 30,
             "graceful_timeout": 10,
             "keepalive": 75,
+            # connections per worker; gunicorn's 1,000 lets 1,000 idle clients lock out
+            # the scheduler (accepting stops at the limit). See raise_open_files_limit.
+            "worker_connections": WORKER_CONNECTIONS,
             "loglevel": c.log_level,
             "logconfig_dict": gunicorn_logconfig(c.log_level),
             "accesslog": None,
@@ -105,6 +110,19 @@ def check_metrics_listen(address: str) -> None:
     except OSError as exc:
         raise ConfigError(f"--metrics-listen: cannot listen on {address}: {exc.strerror or exc}") from None
     probe.server.server_close()
+
+
+def raise_open_files_limit() -> None:
+    """Up the soft RLIMIT_NOFILE to the hard limit (at most WORKER_CONNECTIONS + 1,024):
+    every connection is a file descriptor, and the usual soft limit is 1,024."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = WORKER_CONNECTIONS + 1024
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 class QuietAccessLogger(Logger):

@@ -93,9 +93,28 @@ class DeadlineWorker(gthread.ThreadWorker):
     """gunicorn's gthread whose pool threads read each request under
     `REQUEST_READ_TIMEOUT` (see `DeadlineSocket`); `--worker-class gthread`."""
 
+    def accept(self, listener) -> None:
+        """A new connection waits in the poller for its first bytes, not on a pool
+        thread: gthread gives each one a thread for up to 5 s, so a few hundred silent
+        connections would queue every other client behind them."""
+        try:
+            sock, address = listener.accept()
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        conn = gthread.TConn(self.cfg, sock, address, listener.getsockname())
+        if not self.cfg.is_ssl:
+            conn.sock = DeadlineSocket(conn.sock)
+        conn.timeout = time.monotonic() + self.cfg.keepalive
+        self.pending_conns.append(conn)
+        self.poller.register(conn.sock, selectors.EVENT_READ,
+                             partial(self.on_pending_socket_readable, conn))
+
     def enqueue_req(self, conn) -> None:
         if not self.cfg.is_ssl and not isinstance(conn.sock, DeadlineSocket):
-            conn.sock = DeadlineSocket(conn.sock)  # before the poller ever sees it
+            conn.sock = DeadlineSocket(conn.sock)
         super().enqueue_req(conn)
 
     def handle(self, conn):
@@ -135,13 +154,33 @@ class DeadlineWorker(gthread.ThreadWorker):
         super().handle_error(req, client, addr, exc)
 
 
-def inline_request_size(buf: bytes | bytearray, limit: int = INLINE_MAX_BYTES) -> int:
+class Framing:
+    """What `inline_request_size` learnt of the request at the head of a connection's
+    buffer, kept between readiness events: where the chunk scan stopped (so a body
+    arriving in many pieces is scanned once, not once per piece), whether the body is
+    chunked, and the span of an `Expect: 100-continue` line."""
+
+    __slots__ = ("chunk_pos", "chunked", "expect")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.chunk_pos = 0
+        self.chunked = False
+        self.expect: tuple[int, int] | None = None
+
+
+def inline_request_size(buf: bytes | bytearray, limit: int = INLINE_MAX_BYTES,
+                        framing: Framing | None = None) -> int:
     """Size of the first request in `buf` (head and body at most `limit` bytes) once it
     has fully arrived; INCOMPLETE if more bytes are needed first; ELSEWHERE if it is not
-    a plain HTTP/1 request with at most one `Content-Length` (gthread's thread pool takes
-    it); HEAD_TOO_LARGE if MAX_HEAD_BYTES came without the head's end; BODY_TOO_LARGE if
-    it declares more than `limit` bytes. Conservative by design: the parser must never
-    have to wait for the socket."""
+    a plain HTTP/1 request with one `Content-Length` or a chunked body (gthread's thread
+    pool takes it); HEAD_TOO_LARGE if MAX_HEAD_BYTES came without the head's end;
+    BODY_TOO_LARGE if it declares or sends more than `limit` bytes. `framing` records a
+    chunked body and an `Expect: 100-continue` line. Conservative by design: the parser
+    must never have to wait for the socket."""
+    framing = framing or Framing()
     end = buf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
     if end < 0:
         return INCOMPLETE if len(buf) < MAX_HEAD_BYTES else HEAD_TOO_LARGE
@@ -149,26 +188,77 @@ def inline_request_size(buf: bytes | bytearray, limit: int = INLINE_MAX_BYTES) -
     if not lines[0].endswith((b" HTTP/1.1", b" HTTP/1.0")):
         return ELSEWHERE
     length = None
+    chunked = False
+    expect = None
+    offset = len(lines[0]) + 2
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip() or not name.isascii():
             return ELSEWHERE  # obsolete folding, spaces before the colon, junk
         name = name.lower()
+        value = value.strip()
         if name == b"content-length":
-            value = value.strip()
             if length is not None or not value.isdigit():
                 return ELSEWHERE
             length = int(value)
-        elif name in (b"transfer-encoding", b"expect", b"upgrade", b"http2-settings"):
+        elif name == b"transfer-encoding":
+            if chunked or value.lower() != b"chunked":
+                return ELSEWHERE
+            chunked = True
+        elif name == b"expect":
+            if expect is not None or value.lower() != b"100-continue":
+                return ELSEWHERE  # gunicorn answers 417
+            expect = (offset, offset + len(line) + 2)
+        elif name in (b"upgrade", b"http2-settings"):
             return ELSEWHERE
+        offset += len(line) + 2
+    http11 = lines[0].endswith(b"1.1")
+    framing.chunked = chunked
+    framing.expect = expect if http11 else None  # HTTP/1.0: ignored (RFC 9110 10.1.1)
+    if chunked:
+        if length is not None or not http11:
+            return ELSEWHERE  # both framings: gunicorn refuses it
+        return _chunked_size(buf, end + 4, limit, framing)
     size = end + 4 + (length or 0)
     if size > limit:
         return BODY_TOO_LARGE
     return size if len(buf) >= size else INCOMPLETE
 
 
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _chunked_size(buf: bytes | bytearray, body: int, limit: int, framing: Framing) -> int:
+    """Size of a request whose chunked body starts at `body`, from where the last scan
+    stopped; the verdicts as `inline_request_size`'s."""
+    pos = max(framing.chunk_pos, body)
+    while True:
+        framing.chunk_pos = pos
+        line_end = buf.find(b"\r\n", pos, pos + 1024)
+        if line_end < 0:
+            return INCOMPLETE if len(buf) - pos < 1024 else ELSEWHERE
+        size_text = bytes(buf[pos:line_end]).partition(b";")[0].strip()
+        if not size_text or not set(size_text) <= _HEX:
+            return ELSEWHERE  # gunicorn answers 400 from the buffered bytes
+        size = int(size_text, 16)
+        if size == 0:  # the last chunk; trailers (if any) end with an empty line
+            trailer_end = buf.find(b"\r\n\r\n", line_end, line_end + MAX_HEAD_BYTES)
+            if trailer_end < 0:
+                return INCOMPLETE if len(buf) - line_end < MAX_HEAD_BYTES else ELSEWHERE
+            return trailer_end + 4
+        pos = line_end + 2 + size + 2
+        if pos > limit:
+            return BODY_TOO_LARGE
+        if len(buf) < pos:
+            return INCOMPLETE
+        if buf[pos - 2:pos] != b"\r\n":
+            return ELSEWHERE
+
+
 class InlineWorker(DeadlineWorker):
     """gthread with complete small requests answered on the event-loop thread."""
+
+    answer_on_loop = True
 
     def init_process(self) -> None:
         # a peer that is not an address counts as trusted: "could h2c apply at all?"
@@ -203,11 +293,16 @@ class InlineWorker(DeadlineWorker):
         buf = self._take(conn)
         conn.sock.setblocking(False)
         for _ in range(BURST):
-            size = inline_request_size(buf, self.max_request)
+            framing = conn.framing
+            size = inline_request_size(buf, self.max_request, framing)
             if size == INCOMPLETE:
                 if not self._receive(conn, buf):
                     return
-                size = inline_request_size(buf, self.max_request)
+                size = inline_request_size(buf, self.max_request, framing)
+            if framing.expect is not None and (size == INCOMPLETE or size > 0):
+                size = self._continue(conn, buf, size)
+                if size is None:
+                    return
             if size == INCOMPLETE:
                 self._park(conn, buf)
                 return
@@ -220,9 +315,11 @@ class InlineWorker(DeadlineWorker):
             if size == BODY_TOO_LARGE:  # refused before a byte of it is read
                 self._refuse(conn, b"413 Request Entity Too Large", too_large(self.max_body)[1])
                 return
-            if size > INLINE_MAX_BYTES:  # complete: a pool thread decodes it, never waits
-                self._to_pool(conn, buf)
+            if size > INLINE_MAX_BYTES or framing.chunked or not self.answer_on_loop:
+                framing.reset()
+                self._to_pool(conn, buf)  # complete: a pool thread answers it, never waits
                 return
+            framing.reset()
             request, buf = bytes(buf[:size]), buf[size:]
             if not self._answer(conn, request):
                 self._close(conn, graceful=True)
@@ -232,6 +329,24 @@ class InlineWorker(DeadlineWorker):
             conn.request_started = time.monotonic() if buf else None
         self._hold(conn, buf)  # a long pipeline: the others' turn, then ours again
         self.method_queue.defer(self.enqueue_req, conn)
+
+    def _continue(self, conn, buf: bytearray, size: int) -> int | None:
+        """`Expect: 100-continue`: the line is dropped from the buffered head (nobody
+        downstream answers it again) and, if the body is still to come, `100 Continue`
+        is sent, so the client sends it to the loop rather than to a waiting thread.
+        The request's new size; None if the connection is gone."""
+        start, end = conn.framing.expect
+        del buf[start:end]
+        conn.framing.reset()
+        if size == INCOMPLETE:
+            conn.sock.settimeout(WRITE_TIMEOUT)
+            try:
+                conn.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            except OSError:
+                self._close(conn)
+                return None
+            conn.sock.setblocking(False)
+        return inline_request_size(buf, self.max_request, conn.framing)
 
     def _receive(self, conn, buf: bytearray) -> bool:
         """Read what has arrived, without blocking. False: the connection is gone
@@ -390,6 +505,16 @@ class InlineWorker(DeadlineWorker):
         conn.held_bytes = None
         if not hasattr(conn, "request_started"):
             conn.request_started = None
+            conn.framing = Framing()
         if conn.parser is not None:
             buf[:0] = conn.parser.unreader.take_buffered()
         return buf
+
+
+class PoolWorker(InlineWorker):
+    """`--worker-class gthread`: requests are buffered on the event loop like
+    `InlineWorker`'s and answered on pool threads, as gthread does. Requests in flight
+    interleave (the GIL switches threads every 5 ms), so a cheap request is not queued
+    behind an expensive one while a thread is free; `--threads` sets how many."""
+
+    answer_on_loop = False
