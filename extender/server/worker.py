@@ -316,7 +316,6 @@ class InlineWorker(DeadlineWorker):
                 self._refuse(conn, b"413 Request Entity Too Large", too_large(self.max_body)[1])
                 return
             if size > INLINE_MAX_BYTES or framing.chunked or not self.answer_on_loop:
-                framing.reset()
                 self._to_pool(conn, buf)  # complete: a pool thread answers it, never waits
                 return
             framing.reset()
@@ -462,6 +461,7 @@ class InlineWorker(DeadlineWorker):
 
     def _to_pool(self, conn, buf: bytearray) -> None:
         """gthread's own path, with the bytes read so far given back to its parser."""
+        conn.framing.reset()  # the next request on this connection is scanned afresh
         conn.init()
         if buf:
             conn.parser.unreader.unread(bytes(buf))
