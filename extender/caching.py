@@ -26,7 +26,8 @@ DEFAULT_MEMORY_LIMIT = 256 << 20
 # share of --memory-limit-bytes per cache; per-snapshot caches get theirs per snapshot
 SHARES = {
     "cel-programs": 0.20,
-    "cel-results": 0.15,
+    "cel-results": 0.10,
+    "node-selectors": 0.05,
     "parsed-pods": 0.10,
     "node-names": 0.20,
     "candidate-sets": 0.15,

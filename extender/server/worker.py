@@ -11,24 +11,24 @@ whole request is buffered (an HTTP/1 head and a `Content-Length` body, at most
 `answer_verb` (no parser, environ or response objects: ~0.1-0.2 ms less a call), any
 other request by the same gunicorn code gthread's threads run.
 
-Larger `Content-Length` requests (up to the body limit) are buffered on the loop too and
-handed to a pool thread only once complete, so a thread never waits for a slow client;
-a declared body over the limit is refused (413) before it is read. Everything else
-takes gthread's path: chunked or `Expect` bodies, anything odd in the head, TLS,
-HTTP/2, and requests that would push the bytes held for partial requests past
-`BUFFER_BUDGET`. A partial request waits in the poller, never on the loop, and must
-complete within `REQUEST_READ_TIMEOUT` of its first byte; a head longer than
-`MAX_HEAD_BYTES` is refused (431); a client that does not read its answer is cut off
-after `WRITE_TIMEOUT`. On a pool thread, the reads of one request share the same
-`REQUEST_READ_TIMEOUT` (`DeadlineWorker`, also the `gthread` worker class): a stalled
-body holds a thread for at most that long, never indefinitely. The Python work is
-serialized by the GIL either way, so answering on the loop costs no parallelism.
-gunicorn's `pre_request`/`post_request` hooks and access log do not see verbs answered
-from their bytes (the server configures neither).
+No request reaches a thread before it has fully arrived: larger `Content-Length`
+bodies (up to the body limit), chunked bodies (scanned incrementally, `Framing`) and
+`Expect: 100-continue` requests (the loop sends the `100 Continue`) are buffered on the
+loop too and handed to a pool thread only once complete; a declared body over the
+limit is refused (413) and a head over `MAX_HEAD_BYTES` (431) before they are read. New
+connections wait in the poller for their first byte, and a partial request is closed
+`REQUEST_READ_TIMEOUT` after its first byte. What still goes to the pool unbuffered
+(anything odd in the head, TLS, HTTP/2, requests past `BUFFER_BUDGET`) reads under that
+same deadline (`DeadlineSocket`): a stalled client never holds a thread for long. A
+client that does not read its answer is cut off after `WRITE_TIMEOUT`. gunicorn's
+`pre_request`/`post_request` hooks and access log do not see verbs answered from their
+bytes (the server configures neither).
 
-Relies on gthread's structure as of gunicorn 27 (`enqueue_req`, `TConn`, the
-keep-alive deque), hence the pin in pyproject.toml; `--worker-class gthread` is the
-plain worker.
+`PoolWorker` (`--worker-class gthread`) buffers the same way and answers every request
+on a pool thread: requests in flight interleave, so a cheap one is not queued behind
+an expensive one while a thread is free. Relies on gthread's structure as of gunicorn
+27 (`enqueue_req`, `accept`, `TConn`, the keep-alive and pending deques), hence the pin
+in pyproject.toml.
 """
 
 from __future__ import annotations

@@ -123,6 +123,22 @@ def test_candidate_sets_and_answers(example_objects):
     assert 0 < answers.bytes <= answers.max_bytes
 
 
+def test_compiled_node_selectors():
+    from extender.matching import nodeselector
+    from extender.model import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+
+    nodeselector._COMPILED = None  # created again at the test's limit
+    try:
+        def add(i: int) -> None:
+            req = NodeSelectorRequirement("zone", "In", (f"z{i}", "y" * 500))
+            nodeselector.compile_selector(NodeSelector((NodeSelectorTerm((req,)),)))
+
+        add(0)
+        fill(nodeselector._COMPILED, add)
+    finally:
+        nodeselector._COMPILED = None
+
+
 def test_short_args_cache_skips_long_arguments():
     calls = []
 
