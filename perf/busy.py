@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expensive", type=int, default=8, help="clients sending expensive requests")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--interval", type=float, default=0.05)
+    parser.add_argument("--classes", default="inline,gthread", help="worker classes, comma-separated")
     parser.add_argument("--out", default=str(OUT))
     ns = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="extender-busy-"))
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     node_dicts = [o for o in cluster["items"] if o.get("kind") == "Node"]
     names = [n["metadata"]["name"] for n in node_dicts]
     report: dict[str, Any] = {"params": vars(ns)}
-    for worker_class in ("inline", "gthread"):
+    for worker_class in ns.classes.split(","):
         report[worker_class] = run_class(worker_class, ns.threads, path, node_dicts, names,
                                          ns.seconds, ns.expensive, ns.interval)
         print(worker_class, json.dumps(report[worker_class]), flush=True)
