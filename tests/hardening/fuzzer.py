@@ -13,7 +13,9 @@ import argparse
 import http.client
 import json
 import sys
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,8 +221,17 @@ def fuzz(port: int, server_pid: int, count: int, seed_value: int = 0, canary_eve
     started = time.monotonic()
 
     def check(path: str, body: bytes) -> None:
-        status, kind, data = client.post(path, body)
+        try:
+            status, kind, data = client.post(path, body)
+        except (OSError, http.client.HTTPException) as exc:  # a hang or a broken answer
+            client.close()
+            report.bodies += 1
+            report.failures.append(f"transport error {exc!r} for {path} {body[:300]!r}")
+            return
         report.bodies += 1
+        if report.bodies % 5000 == 0:
+            print(f"[fuzz] {report.bodies} bodies, {len(report.failures)} failures, "
+                  f"{time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         report.by_status[status] = report.by_status.get(status, 0) + 1
         where = f"{path} {body[:120]!r}"
         if status >= 500:
@@ -266,6 +277,19 @@ def fuzz(port: int, server_pid: int, count: int, seed_value: int = 0, canary_eve
     return report
 
 
+def drain(proc) -> deque:
+    """Keep reading the server's stderr (the last 200 lines kept): a pipe nobody reads
+    fills up after ~64 KiB of error logs, and the server then blocks writing its log."""
+    tail: deque = deque(maxlen=200)
+
+    def read() -> None:
+        for line in proc.stderr:
+            tail.append(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return tail
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bodies", type=int, default=100_000)
@@ -277,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
 
     port, proc = start(ROOT / "examples" / "cluster.yaml", "--worker-class", ns.worker_class,
                        "--log-level", "error")
+    log_tail = drain(proc)
     try:
         report = fuzz(port, proc.pid, ns.bodies, ns.seed)
     finally:
@@ -285,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
                       "seconds": round(report.seconds, 1), "by_status": report.by_status,
                       "by_source": {k: {"bodies": int(v["bodies"]), "server_seconds": round(v["seconds"], 1)}
                                     for k, v in report.by_source.items()},
-                      "failures": report.failures[:50], "failure_count": len(report.failures)},
+                      "failures": report.failures[:50], "failure_count": len(report.failures),
+                      "server_log_tail": [line.decode(errors="replace")[:300] for line in log_tail][-5:]
+                      if report.failures else []},
                      indent=2))
     return 0 if report.ok() else 1
 
