@@ -16,8 +16,9 @@ HELP = {
     "blocks, HOST:PORT or off (default 0.0.0.0:8889; the main listener serves them too)",
     "workers": "gunicorn worker processes (default 1)",
     "threads": "threads per worker for requests not answered on its event loop (default 4)",
-    "worker_class": "inline (gthread answering complete small requests on its event loop; "
-    "default) or gthread (gunicorn's own)",
+    "worker_class": "inline (default: complete requests up to 1 MiB answered on the event "
+    "loop; one scheduler) or gthread (answered on --threads pool threads, interleaved; "
+    "several schedulers or expensive pods). Both buffer whole requests before answering",
     "cluster": "cluster dump: kind: List / multi-document YAML / JSON (default: bundled example)",
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
