@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
 
-.PHONY: run test lint perf perf-quick clean image tools
+.PHONY: run test lint perf perf-quick fuzz soak clean image tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,16 @@ perf: $(PERFSTAMP)
 
 perf-quick: $(PERFSTAMP)
 	$(BIN)/python -m perf run --quick
+
+# Nightly-style hostile-input run (a 5,000-body slice runs in `make test`).
+FUZZ_BODIES ?= 100000
+fuzz: $(STAMP)
+	$(BIN)/python tests/hardening/fuzzer.py --bodies $(FUZZ_BODIES) $(FUZZ_ARGS)
+
+# Long run at a steady rate with state churn; not part of `make test`.
+SOAK_MINUTES ?= 30
+soak: $(PERFSTAMP)
+	$(BIN)/python -m perf.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info perf/out

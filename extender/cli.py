@@ -18,10 +18,13 @@ from extender.config import (
 
 HELP = {
     "listen": "address to serve on, HOST:PORT (default 0.0.0.0:8888)",
+    "metrics_listen": "separate listener for /healthz, /readyz, /metrics that verb work never "
+    "blocks, HOST:PORT or off (default 0.0.0.0:8889; the main listener serves them too)",
     "workers": "gunicorn worker processes (default 1)",
     "threads": "threads per worker for requests not answered on its event loop (default 4)",
-    "worker_class": "inline (gthread answering complete small requests on its event loop; "
-    "default) or gthread (gunicorn's own)",
+    "worker_class": "inline (default: complete requests up to 1 MiB answered on the event "
+    "loop; one scheduler) or gthread (answered on --threads pool threads, interleaved; "
+    "several schedulers or expensive pods). Both buffer whole requests before answering",
     "cluster": "file mode: cluster dump, kind: List / multi-document YAML / JSON (default: the "
     "bundled example, except in a container or a cluster, where no state is served)",
     "kubeconfig": "live mode: watch the API server with this kubeconfig; with no FILE, "
@@ -37,6 +40,8 @@ HELP = {
     "log_level": "debug, info, warning or error (default info)",
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
     "cel_result_cache_size": "memoized CEL (expression, taint) results (default 100000)",
+    "memory_limit_bytes": "ceiling for all caches together, bytes, split between them "
+    "(default 256 MiB; keep it well below the container's memory limit)",
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
     "request_deadline": "seconds a filter/prioritize request may spend (CEL evaluation); past it "
     "the request answers an Error, never a verdict; 0 disables (default 4, below "
@@ -55,7 +60,7 @@ HELP = {
     "`profile` label of the scheduler_* metrics (default default-scheduler)",
 }
 
-SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
+SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
               "request_deadline")
@@ -158,9 +163,10 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         # metrics in memory (each multiprocess write costs a pid check and an mmap write)
         prepare_multiprocess_metrics()  # before any metric exists
     from extender.logs import setup_logging
-    from extender.server.launcher import ExtenderServer
+    from extender.server.launcher import ExtenderServer, check_metrics_listen
     from extender.state.select import open_source
 
+    check_metrics_listen(config.metrics_listen)
     setup_logging(config.log_level)
     source = open_source(config)  # a bad cluster file fails fast
     try:

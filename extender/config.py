@@ -36,6 +36,7 @@ def bundled_cluster() -> str:
 @dataclass(frozen=True)
 class Config:
     listen: str = "0.0.0.0:8888"
+    metrics_listen: str = "0.0.0.0:8889"  # "" (`off`): health and metrics on `listen` only
     workers: int = 1
     threads: int = 4
     worker_class: str = "inline"
@@ -53,6 +54,7 @@ class Config:
     cel_program_cache_size: int = 1024
     cel_result_cache_size: int = 100_000
     reload_interval: float = 2.0
+    memory_limit_bytes: int = 256 << 20  # all caches together (extender.caching)
     remember_answers: bool = True
     request_deadline: float = 4.0
     webhook_listen: str = ""  # off unless set: the admission webhook's HTTPS listener
@@ -186,6 +188,7 @@ def _prefix(value: Any, key: str) -> str:
 SETTINGS: dict[str, tuple[str, Any]] = {
     # attribute: (yaml key, parser)
     "listen": ("listen", _listen),
+    "metrics_listen": ("metricsListen", _listen_or_off),
     "workers": ("workers", _int_at_least(1)),
     "threads": ("threads", _int_at_least(1)),
     "worker_class": ("workerClass", _choice(WORKER_CLASSES)),
@@ -202,6 +205,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "cel_program_cache_size": ("celProgramCacheSize", _int_at_least(1)),
     "cel_result_cache_size": ("celResultCacheSize", _int_at_least(0)),
     "reload_interval": ("reloadInterval", _float_at_least(0)),
+    "memory_limit_bytes": ("memoryLimitBytes", _int_at_least(16 << 20)),
     "remember_answers": ("rememberAnswers", _bool),
     "request_deadline": ("requestDeadline", _float_at_least(0)),
     "webhook_listen": ("webhookListen", _listen_or_off),

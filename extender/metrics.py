@@ -219,6 +219,16 @@ CEL_RESULT_MEMO_TOTAL = Counter(
 )
 
 
+# --- memory ---------------------------------------------------------------------------
+
+CACHE_BYTES = Gauge(
+    "extender_cache_bytes",
+    "Estimated bytes held by each cache (see extender.caching), summed over its instances.",
+    ["cache"],
+    multiprocess_mode="livesum",
+)
+
+
 _CHILDREN: dict[tuple, object] = {}
 
 

@@ -7,14 +7,12 @@ knows about HTTP; nothing in the plugins knows about the wire format.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from cachetools import LRUCache
 
 from extender import metrics
 from extender.api.templates import (
@@ -29,6 +27,7 @@ from extender.api.wire import (
     filter_result,
     host_priority_list,
 )
+from extender.caching import ByteLRU, budget, set_memory_limit
 from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.config import Config
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
@@ -44,7 +43,7 @@ from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
-from extender.state.nodeset import new_templates
+from extender.state.nodeset import new_templates, template_budget
 
 log = logging.getLogger("extender.service")
 
@@ -54,8 +53,6 @@ class ScoringError(RuntimeError):
 
 # Answers per (candidate list, verb, pod shape), per snapshot (see remembered_answer).
 SHAPE_ANSWERS = "shape-answers"
-SHAPE_ANSWER_BYTES = 32 << 20
-_SHAPE_LOCK = threading.Lock()
 # kube-scheduler sends the same Pod bytes to filter and then prioritize: parsed once.
 PARSED_PODS = 256
 MAX_PARSED_POD_KEY = 64 << 10  # larger bodies are parsed every time, never held
@@ -88,6 +85,7 @@ class Extender:
         self, config: Config, source: ClusterSource, cel: Any = None, fast: bool = True,
         remember_answers: bool | None = None,
     ) -> None:
+        set_memory_limit(config.memory_limit_bytes)  # before any cache is created
         if cel is None:
             from extender.cel import CelCache
 
@@ -98,8 +96,8 @@ class Extender:
         metrics.set_profile(config.scheduler_profile)  # one profile per process
         self.handle = Handle(config.feature_gates, cel, config.plugin_args)
         self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
-        self._parsed: LRUCache = LRUCache(PARSED_PODS)  # request bytes -> Pod (frozen)
-        self._parsed_lock = threading.Lock()
+        # request bytes -> Pod (frozen)
+        self._parsed = ByteLRU("parsed-pods", max_entries=PARSED_PODS)
         # per pod shape (see remembered_answer); the config decides unless told here
         remember = config.remember_answers if remember_answers is None else remember_answers
         self.remember_answers = remember and fast
@@ -111,13 +109,9 @@ class Extender:
         once for the filter and prioritize calls kube-scheduler makes for one pod."""
         if key is None or len(key) > MAX_PARSED_POD_KEY:
             return pod_from_dict(raw, self.config.annotation_prefix, gates=self.config.feature_gates)
-        with self._parsed_lock:
-            pod = self._parsed.get(key)
-        if pod is None:
-            pod = pod_from_dict(raw, self.config.annotation_prefix, gates=self.config.feature_gates)
-            with self._parsed_lock:
-                self._parsed[key] = pod
-        return pod
+        return self._parsed.get_or_build(
+            key, lambda: pod_from_dict(raw, self.config.annotation_prefix, gates=self.config.feature_gates),
+            lambda _: 2048 + 4 * len(key))  # tracemalloc: a Pod model is ~2-3x its JSON
 
     def resolve(
         self, snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict] | None,
@@ -125,8 +119,11 @@ class Extender:
     ) -> Candidates:
         """`names_key` (the NodeNames array's JSON text) lets a repeated list be
         resolved once per snapshot; the answer is shared, so it is never mutated."""
-        if nodes is None and names_key is not None:
-            return snapshot.nodes.candidates(names_key, lambda: self._shared(snapshot, names))
+        if nodes is None and names_key is not None and len(names or ()) <= len(snapshot.nodes.nodes):
+            # a list longer than the cluster has repeats or unknown names: not remembered
+            return snapshot.nodes.candidates(names_key, lambda: self._shared(snapshot, names),
+                                             lambda c: 2 * len(names_key) + 150 * len(c.nodes)
+                                             + c.nodes.templates.maxsize)
         if nodes is not None:
             parsed: list[Node] = []
             raw_by_name: dict[str, dict[str, Any]] = {}
@@ -154,7 +151,8 @@ class Extender:
 
     def _shared(self, snapshot: ClusterSnapshot, names: list[str] | None) -> Candidates:
         cands = self.resolve(snapshot, names, None)
-        cands.nodes.templates = new_templates()  # reused by many requests: worth templates
+        # reused by many requests: worth templates, within what the cache is charged
+        cands.nodes.templates = new_templates(template_budget(len(cands.nodes)))
         return cands
 
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:
@@ -306,8 +304,7 @@ class Extender:
             return write(state, pod, cands)[0]
         answers = snapshot.memo(SHAPE_ANSWERS, _shape_answers)
         key = (cands.nodes, point, shape)
-        with _SHAPE_LOCK:
-            hit = answers.get(key)
+        hit = answers.get(key)
         if hit is not None:
             for counter, n in hit[1]:
                 counter.inc(n)
@@ -316,8 +313,7 @@ class Extender:
         answer, keepable = write(state, pod, cands)
         if keepable and len(answer) <= MAX_REMEMBERED_ANSWER:
             charge = len(answer) + 100 * len(cands.nodes) + 1024  # the key holds the candidate set
-            with _SHAPE_LOCK:
-                answers[key] = (answer, evaluation_counters(state.evaluations), charge)
+            answers.put(key, (answer, evaluation_counters(state.evaluations)), charge)
         return answer
 
 
@@ -328,8 +324,8 @@ def _node_name(raw: Any) -> str:
     return name if isinstance(name, str) else ""
 
 
-def _shape_answers() -> LRUCache:
-    return LRUCache(SHAPE_ANSWER_BYTES, getsizeof=lambda entry: entry[2])
+def _shape_answers() -> ByteLRU:
+    return ByteLRU("answers", max_item_bytes=budget("answers") // 8)
 
 
 def status_dict(status: Status | None, score: int | None) -> dict[str, Any]:

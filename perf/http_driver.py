@@ -72,7 +72,8 @@ class Server:
                     "-b", f"127.0.0.1:{self.port}", "--log-level", "warning"]
         return [extender_bin(), "serve", "--cluster", str(self.cluster),
                 "--listen", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
-                "--threads", str(self.threads), "--log-level", "warning", "--reload-interval", "0"]
+                "--threads", str(self.threads), "--log-level", "warning", "--reload-interval", "0",
+                "--metrics-listen", f"127.0.0.1:{free_port()}"]  # loopback only, never 8889
 
     def start(self, timeout: float = 120.0) -> float:
         """Start and wait for /readyz 200; returns cold start (spawn to ready) seconds."""

@@ -9,14 +9,15 @@ capitalised Go field names, never omitting a field.
 from __future__ import annotations
 
 import json
-import threading
+import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from cachetools import LRUCache
 
+from extender.caching import ByteLRU
 from extender.framework import Code, Status
 from extender.framework.verdicts import Failures, group
 
@@ -43,11 +44,25 @@ class ExtenderArgs:
 # the same from one pod to the next (every node, or the same feasible subset), so it is
 # cut out of the body and decoded once per distinct array text.
 _NAMES_MARK = b',"NodeNames":['
-_KNOWN_NAMES: LRUCache = LRUCache(64)
-# Larger arrays are decoded but not remembered (nor their candidate sets): 64 entries of
-# at most 4 MiB (~200,000 names) bound the caches whatever clients send.
+# Larger arrays are decoded but not remembered (nor their candidate sets); the cache is
+# bounded in bytes (extender.caching), whatever clients send.
 MAX_CACHED_NAMES_BYTES = 4 << 20
-_KNOWN_LOCK = threading.Lock()
+_KNOWN_NAMES: ByteLRU | None = None
+
+
+def known_names_cache() -> ByteLRU:
+    """The process's NodeNames cache, created on first use (after the memory limit is
+    set from the configuration)."""
+    global _KNOWN_NAMES
+    if _KNOWN_NAMES is None:
+        _KNOWN_NAMES = ByteLRU("node-names", max_entries=64)
+    return _KNOWN_NAMES
+
+
+def names_bytes(text: bytes) -> int:
+    """Estimated memory of a decoded array: the text (the key) plus a str object per
+    name (~60 bytes each besides its characters)."""
+    return 2 * len(text) + 64 * (text.count(b",") + 1)
 
 
 def _cut_node_names(body: bytes) -> tuple[bytes, bytes] | None:
@@ -65,8 +80,8 @@ def _cut_node_names(body: bytes) -> tuple[bytes, bytes] | None:
 def _known_names(text: bytes) -> list[str] | None:
     """The decoded array (a list of strings), from the cache or freshly; None when it is
     not a list of strings (the caller then decodes the body the ordinary way)."""
-    with _KNOWN_LOCK:
-        names = _KNOWN_NAMES.get(text)
+    cache = known_names_cache()
+    names = cache.get(text)
     if names is not None:
         return names
     try:
@@ -75,8 +90,7 @@ def _known_names(text: bytes) -> list[str] | None:
         return None
     if not isinstance(names, list) or not set(map(type, names)) <= {str}:
         return None
-    with _KNOWN_LOCK:
-        _KNOWN_NAMES[text] = names
+    cache.put(text, names, names_bytes(text))
     return names
 
 
@@ -90,9 +104,27 @@ def _loads(body: bytes) -> Any:
         try:
             text = body.decode("utf-8")
             value, _ = json.JSONDecoder().raw_decode(text.lstrip())
-            return value
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            raise WireError(f"malformed JSON: {first}", malformed=True) from None
+            return _no_lone_surrogates(value) if "\\u" in text else value
+        except (ValueError, RecursionError) as second:
+            message = str(first)
+            if "integer string conversion" in str(second):  # Python's int-size limit
+                message = f"an integer literal has more than {sys.get_int_max_str_digits()} digits"
+            raise WireError(f"malformed JSON: {message}", malformed=True) from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_lone_surrogates(value: Any) -> Any:
+    """Go's decoder turns an escaped lone surrogate (`"\\ud800"`, which orjson refuses
+    and Python's json keeps) into U+FFFD; so do we, or the answer could not be encoded."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_no_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def go_fields(obj: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

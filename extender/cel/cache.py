@@ -21,8 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import cachetools
-
+from extender.caching import ByteLRU
 from extender.cel import deadline
 from extender.cel.environment import TOO_LONG_MESSAGE, CompileError, too_long
 from extender.cel.limits import EXPENSIVE_COST, EXPENSIVE_SLOTS, MAX_COST
@@ -63,17 +62,14 @@ class _Failed:
     message: str
 
 
-class _LRU(cachetools.LRUCache):
-    """LRUCache that reports evictions (cachetools evicts through ``popitem``)."""
+def program_bytes(expression: str) -> int:
+    """Estimated memory of a compiled program (tracemalloc: ~20 KB for a 90-character
+    expression, ~5 bytes per character of long literals)."""
+    return 16384 + 64 * len(expression)
 
-    def __init__(self, maxsize: int, on_evict: Any) -> None:
-        super().__init__(maxsize)
-        self._on_evict = on_evict
 
-    def popitem(self) -> tuple[Any, Any]:
-        item = super().popitem()
-        self._on_evict()
-        return item
+def result_bytes(key: tuple, outcome: CelOutcome) -> int:
+    return 200 + sum(map(len, key)) + len(outcome.message)
 
 
 class CelCache:
@@ -81,22 +77,23 @@ class CelCache:
                  cost_limit: int = MAX_COST) -> None:
         self.cost_limit = cost_limit  # the runtime budget per evaluation (tests lower it)
         self._lock = threading.Lock()
-        self._programs = _LRU(max(1, max_programs), self._evicted)
+        self._programs = ByteLRU("cel-programs", max_entries=max(1, max_programs),
+                                 on_evict=self._evicted)
         self._key_locks = [threading.Lock() for _ in range(_KEY_MUTEXES)]
         self._memo_lock = threading.Lock()
-        self._memo = cachetools.LRUCache(max_results) if max_results > 0 else None
+        self._memo = ByteLRU("cel-results", max_entries=max_results) if max_results > 0 else None
         self._expensive = threading.BoundedSemaphore(EXPENSIVE_SLOTS)
         self._counts = dict.fromkeys(("hits", "misses", "evictions", "memo_hits",
                                       "memo_misses", "compiles"), 0)
 
     # --- programs -------------------------------------------------------------------
-    def _evicted(self) -> None:  # called with self._lock held
-        self._counts["evictions"] += 1
-        CEL_CACHE_EVICTIONS_TOTAL.inc()
+    def _evicted(self, count: int) -> None:
+        with self._lock:
+            self._counts["evictions"] += count
+        CEL_CACHE_EVICTIONS_TOTAL.inc(count)
 
     def _lookup(self, expression: str) -> Program | _Failed | None:
-        with self._lock:
-            return self._programs.get(expression)
+        return self._programs.get(expression)
 
     def _get_or_compile(self, expression: str) -> Program | _Failed:
         entry = self._lookup(expression)
@@ -105,10 +102,10 @@ class CelCache:
                 entry = self._lookup(expression)  # another thread may have compiled it
                 if entry is None:
                     entry = self._compile(expression)
+                    self._programs.put(expression, entry, program_bytes(expression))
                     with self._lock:
                         self._counts["misses"] += 1
-                        self._programs[expression] = entry
-                        CEL_CACHE_ENTRIES.set(len(self._programs))
+                    CEL_CACHE_ENTRIES.set(len(self._programs))
                     _PROGRAM_MISS.inc()
                     return entry
         with self._lock:
@@ -145,9 +142,10 @@ class CelCache:
             CEL_EVALUATION_ERRORS_TOTAL.labels(reason="compile").inc()
             return _TOO_LONG
         key = (expression, taint.key, taint.value, taint.effect)
-        if self._memo is not None:
+        memo = self._memo
+        if memo is not None:
+            outcome = memo.get(key)
             with self._memo_lock:
-                outcome = self._memo.get(key)
                 self._counts["memo_hits" if outcome is not None else "memo_misses"] += 1
             if outcome is not None:
                 _MEMO_HIT.inc()
@@ -155,9 +153,8 @@ class CelCache:
             _MEMO_MISS.inc()
         deadline.check()
         outcome = self._compute(expression, taint)
-        if self._memo is not None:
-            with self._memo_lock:
-                self._memo[key] = outcome
+        if memo is not None:
+            memo.put(key, outcome, result_bytes(key, outcome))
         return outcome
 
     def _compute(self, expression: str, taint: Any) -> CelOutcome:
@@ -191,7 +188,7 @@ class CelCache:
     def stats(self) -> dict:
         with self._lock:
             counts = dict(self._counts)
-            counts["programs"] = len(self._programs)
+        counts["programs"] = len(self._programs)
         with self._memo_lock:
             counts["memo_hits"], counts["memo_misses"] = (self._counts["memo_hits"],
                                                           self._counts["memo_misses"])

@@ -11,7 +11,8 @@ Lengths are counted in UTF-8 bytes, as Go's ``len`` does.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+
+from extender.caching import short_args_cache
 
 __all__ = [
     "LABEL_KEY_NAME_MAX_LENGTH",
@@ -73,7 +74,7 @@ def _byte_len(s: str) -> int:
     return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
 
 
-@lru_cache(maxsize=4096)
+@short_args_cache(maxsize=4096)
 def _dns1123_subdomain(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if _byte_len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
@@ -88,7 +89,7 @@ def is_dns1123_subdomain(value: str) -> list[str]:
     return list(_dns1123_subdomain(value))
 
 
-@lru_cache(maxsize=4096)
+@short_args_cache(maxsize=4096)
 def _label_key(key: str) -> tuple[str, ...]:
     errs: list[str] = []
     parts = key.split("/")
@@ -127,7 +128,7 @@ def validate_label_key(key: str) -> list[str]:
     return list(_label_key(key))
 
 
-@lru_cache(maxsize=4096)
+@short_args_cache(maxsize=4096)
 def _label_value(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if _byte_len(value) > LABEL_VALUE_MAX_LENGTH:

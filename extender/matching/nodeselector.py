@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
+from extender.caching import ByteLRU
 from extender.matching.labels import validate_label_key, validate_label_value
 from extender.matching.numeric import GoNumError, go_parse_int64
 from extender.matching.semver import SemverError, compare_semver, parse_tolerant
@@ -206,8 +206,32 @@ class CompiledSelector:
         return hit
 
 
-@lru_cache(maxsize=4096)
+_COMPILED: ByteLRU | None = None
+
+
+def selector_bytes(selector: NodeSelector) -> int:
+    """Estimated memory of a selector and its compiled form (the key holds the former)."""
+    size = 256
+    for term in selector.terms:
+        for req in term.match_expressions + term.match_fields:
+            size += 200 + len(req.key) + sum(60 + len(v) for v in req.values)
+    return 3 * size
+
+
 def compile_selector(selector: NodeSelector, semver_enabled: bool = True) -> CompiledSelector:
+    """Compiled once per distinct selector, in a byte-bounded cache (pods send them)."""
+    global _COMPILED
+    if _COMPILED is None:
+        _COMPILED = ByteLRU("node-selectors", max_entries=4096)
+    key = (selector, semver_enabled)
+    hit = _COMPILED.get(key)
+    if hit is None:
+        hit = _compile_selector(selector, semver_enabled)
+        _COMPILED.put(key, hit, selector_bytes(selector))
+    return hit
+
+
+def _compile_selector(selector: NodeSelector, semver_enabled: bool) -> CompiledSelector:
     terms, errors = [], []
     for term in selector.terms:
         if not term.match_expressions and not term.match_fields:

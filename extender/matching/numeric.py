@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
+
+from extender.caching import short_args_cache
 
 __all__ = [
     "INT64_MAX",
@@ -184,7 +185,7 @@ def go_parse_int64(s: str) -> int:
     return -un if neg else un
 
 
-@lru_cache(maxsize=4096)
+@short_args_cache(maxsize=4096)
 def parse_canonical_int64(s: str) -> int | None:
     """Toleration ``Gt``/``Lt`` value rule: canonical decimal and within int64, else None.
 

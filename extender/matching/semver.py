@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
+from extender.caching import short_args_cache
 from extender.matching.numeric import GoNumError, go_parse_uint64, go_quote
 
 __all__ = [
@@ -278,7 +278,7 @@ def parse_tolerant(s: str) -> Version:
     return parse(".".join(parts))
 
 
-@lru_cache(maxsize=4096)
+@short_args_cache(maxsize=4096)
 def _tolerant_cached(s: str) -> tuple[Version | None, str | None]:
     try:
         return parse_tolerant(s), None

@@ -16,11 +16,21 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api.wire import encode
 from extender.config import Config
+from extender.server.listener import Route
 from extender.server.verbs import VerbRoutes, answer, observe, too_large
 from extender.service import Extender
 from extender.state import ClusterSource, readiness
 
 JSON = "application/json"
+TEXT = "text/plain; charset=utf-8"
+
+
+def _flask_view(route: Route):
+    def view() -> Response:
+        code, kind, body = route()
+        return Response(body, status=code, content_type=kind)
+
+    return view
 
 
 def _json(body: object, status: int = 200) -> Response:
@@ -48,6 +58,23 @@ def metrics_body(engine: Extender) -> bytes:
 
     metrics.CLUSTER_STATE_READY.set(1 if engine.source.ready() else 0)
     return _metrics_payload()
+
+
+def health_routes(engine: Extender) -> dict[str, Route]:
+    """`/healthz`, `/readyz`, `/metrics` as plain callables: the Flask app and the
+    separate `--metrics-listen` listener serve the same answers."""
+
+    def healthz() -> tuple[int, str, bytes]:
+        return 200, TEXT, b"ok"
+
+    def readyz() -> tuple[int, str, bytes]:
+        ok, why = readiness(engine.source)
+        return (200 if ok else 503), TEXT, why.encode()
+
+    def metrics_view() -> tuple[int, str, bytes]:
+        return 200, CONTENT_TYPE_LATEST, metrics_body(engine)
+
+    return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view}
 
 
 def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> Flask:
@@ -84,18 +111,8 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
         app.add_url_rule(f"{prefix}/filter", f"filter{prefix}", filter_view, methods=["POST"])
         app.add_url_rule(f"{prefix}/prioritize", f"prioritize{prefix}", prioritize_view, methods=["POST"])
 
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return Response(b"ok", mimetype="text/plain")
-
-    @app.get("/readyz")
-    def readyz() -> Response:
-        ok, why = readiness(engine.source)
-        return Response(why.encode(), status=200 if ok else 503, mimetype="text/plain")
-
-    @app.get("/metrics")
-    def metrics_view() -> Response:
-        return Response(metrics_body(engine), mimetype=CONTENT_TYPE_LATEST)
+    for path, route in health_routes(engine).items():
+        app.add_url_rule(path, path.strip("/"), _flask_view(route), methods=["GET"])
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

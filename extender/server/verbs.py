@@ -9,8 +9,9 @@ project's benchmark machine Flask's request/response objects cost ~0.9 ms per pa
 
 Error mapping: malformed JSON -> 400, oversized body -> 413, well-formed but invalid
 args -> 200 with `Error` set for filter (what kube-scheduler expects) and 400 for
-prioritize, a failing score plugin -> 500, anything unexpected -> 500. Clients never see
-a stack trace; every error is logged.
+prioritize, including a score plugin failing on the pod (e.g. a preferred term that does
+not parse fails PreScore: the input is at fault), anything unexpected -> 500. Clients
+never see a stack trace; every error is logged.
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
     except ModelError as exc:
         log.warning("invalid arguments", extra={"verb": verb, "error": str(exc)})
         result = 400, encode({"error": str(exc)})
-    except ScoringError as exc:
-        log.error("scoring failed", extra={"verb": verb, "error": str(exc)})
-        result = 500, encode({"error": str(exc)})
+    except ScoringError as exc:  # a plugin refused the pod: the request is at fault
+        log.warning("scoring failed", extra={"verb": verb, "error": str(exc)})
+        result = 400, encode({"error": str(exc)})
     except Exception:
         log.exception("internal error", extra={"verb": verb})
         result = 500, encode({"error": "internal error (see the extender's log)"})

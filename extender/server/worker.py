@@ -11,21 +11,24 @@ whole request is buffered (an HTTP/1 head and a `Content-Length` body, at most
 `answer_verb` (no parser, environ or response objects: ~0.1-0.2 ms less a call), any
 other request by the same gunicorn code gthread's threads run.
 
-Everything else takes gthread's path unchanged: chunked or `Expect` bodies, larger
-requests, anything odd in the head, TLS, HTTP/2, and requests that would push the
-bytes held for partial requests past `BUFFER_BUDGET`. A partial request waits in the
-poller, never on the loop, and must complete within the keep-alive timeout of its first
-byte; a head longer than `MAX_HEAD_BYTES` is refused (431) rather than handed to a pool
-thread that would wait for its end; a client that does not read its answer is cut off
-after `WRITE_TIMEOUT`. The
-Python work is serialized by the GIL either way, so answering on the loop costs no
-parallelism; the pool keeps slow bodies from stalling the loop. gunicorn's
+No request reaches a thread before it has fully arrived: larger `Content-Length`
+bodies (up to the body limit), chunked bodies (scanned incrementally, `Framing`) and
+`Expect: 100-continue` requests (the loop sends the `100 Continue`) are buffered on the
+loop too and handed to a pool thread only once complete; a declared body over the
+limit is refused (413) and a head over `MAX_HEAD_BYTES` (431) before they are read. New
+connections wait in the poller for their first byte, and a partial request is closed
+`REQUEST_READ_TIMEOUT` after its first byte. What still goes to the pool unbuffered
+(anything odd in the head, TLS, HTTP/2, requests past `BUFFER_BUDGET`) reads under that
+same deadline (`DeadlineSocket`): a stalled client never holds a thread for long. A
+client that does not read its answer is cut off after `WRITE_TIMEOUT`. gunicorn's
 `pre_request`/`post_request` hooks and access log do not see verbs answered from their
 bytes (the server configures neither).
 
-Relies on gthread's structure as of gunicorn 27 (`enqueue_req`, `TConn`, the
-keep-alive deque), hence the pin in pyproject.toml; `--worker-class gthread` is the
-plain worker.
+`PoolWorker` (`--worker-class gthread`) buffers the same way and answers every request
+on a pool thread: requests in flight interleave, so a cheap one is not queued behind
+an expensive one while a thread is free. Relies on gthread's structure as of gunicorn
+27 (`enqueue_req`, `accept`, `TConn`, the keep-alive and pending deques), hence the pin
+in pyproject.toml.
 """
 
 from __future__ import annotations
@@ -34,29 +37,150 @@ import errno
 import selectors
 import socket
 import time
+from collections import deque
 from functools import partial
 
 from gunicorn import http, util
 from gunicorn.http2 import negotiation
 from gunicorn.workers import gthread
 
-from extender.server.verbs import JSON_HEADERS, REASONS, verb_of
+from extender.server.verbs import JSON_HEADERS, REASONS, too_large, verb_of
 
 INLINE_MAX_BYTES = 1 << 20  # head + body; a NodeNames request for 5,000 nodes is ~75 KiB
 MAX_HEAD_BYTES = 64 << 10  # no head end by then: 431 (gunicorn would wait for one)
-BUFFER_BUDGET = 64 << 20  # bytes held for partial requests, all connections together
+BUFFER_BUDGET = 128 << 20  # bytes held for partial requests, all connections together
+# kube-scheduler gives up on an extender call after its httpTimeout (5 s by default): a
+# request that has not fully arrived by then is not worth a thread or buffer any longer.
+REQUEST_READ_TIMEOUT = 5.0
 WRITE_TIMEOUT = 10.0  # seconds for each write of an answer
 READ_CHUNK = 256 << 10
 BURST = 16  # requests answered per readiness event before other connections get a turn
-INCOMPLETE, ELSEWHERE, HEAD_TOO_LARGE = 0, -1, -2  # `inline_request_size` verdicts
+# `inline_request_size` verdicts
+INCOMPLETE, ELSEWHERE, HEAD_TOO_LARGE, BODY_TOO_LARGE = 0, -1, -2, -3
 
 
-def inline_request_size(buf: bytes | bytearray) -> int:
-    """Size of the first request in `buf` if it can be answered inline and has fully
-    arrived; INCOMPLETE if more bytes are needed first; ELSEWHERE if it is not a plain
-    HTTP/1 request with at most one `Content-Length` (gthread's thread pool takes it);
-    HEAD_TOO_LARGE if MAX_HEAD_BYTES came without the head's end. Conservative by
-    design: the parser must never have to wait for the socket."""
+class DeadlineSocket:
+    """A client socket whose blocking reads share one deadline (`deadline`, monotonic
+    seconds; None: no deadline) and whose blocking mode always has a timeout. gthread
+    puts the socket in blocking mode, without a timeout, before a pool thread reads a
+    request: a client that stops sending would hold that thread until it disconnects."""
+
+    __slots__ = ("sock", "deadline")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.deadline: float | None = None
+
+    def __getattr__(self, name: str):
+        return getattr(self.sock, name)
+
+    def setblocking(self, flag: bool) -> None:
+        if flag:
+            self.sock.settimeout(WRITE_TIMEOUT)
+        else:
+            self.sock.setblocking(False)
+
+    def recv(self, size: int, *flags: int) -> bytes:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("request not received within the read deadline")
+            self.sock.settimeout(left)
+        return self.sock.recv(size, *flags)
+
+
+class DeadlineWorker(gthread.ThreadWorker):
+    """gunicorn's gthread whose pool threads read each request under
+    `REQUEST_READ_TIMEOUT` (see `DeadlineSocket`); `--worker-class gthread`."""
+
+    def accept(self, listener) -> None:
+        """A new connection waits in the poller for its first bytes, not on a pool
+        thread: gthread gives each one a thread for up to 5 s, so a few hundred silent
+        connections would queue every other client behind them."""
+        try:
+            sock, address = listener.accept()
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        conn = gthread.TConn(self.cfg, sock, address, listener.getsockname())
+        if not self.cfg.is_ssl:
+            conn.sock = DeadlineSocket(conn.sock)
+        conn.timeout = time.monotonic() + self.cfg.keepalive
+        self.pending_conns.append(conn)
+        self.poller.register(conn.sock, selectors.EVENT_READ,
+                             partial(self.on_pending_socket_readable, conn))
+
+    def enqueue_req(self, conn) -> None:
+        if not self.cfg.is_ssl and not isinstance(conn.sock, DeadlineSocket):
+            conn.sock = DeadlineSocket(conn.sock)
+        super().enqueue_req(conn)
+
+    def handle(self, conn):
+        sock = conn.sock
+        if not isinstance(sock, DeadlineSocket):
+            return super().handle(conn)
+        sock.deadline = time.monotonic() + REQUEST_READ_TIMEOUT
+        try:
+            return super().handle(conn)
+        except TimeoutError:
+            return False
+        finally:
+            sock.deadline = None
+
+    def murder_keepalived(self, force: bool = False) -> None:
+        """Close every expired waiting connection. gthread stops at the first one not
+        expired (its deque is sorted when all share the keep-alive timeout); a partial
+        request's shorter deadline may sit behind an idle connection's longer one."""
+        now = time.monotonic()
+        expired = [c for c in self.keepalived_conns if force or c.timeout <= now]
+        if not expired:
+            return
+        gone = set(map(id, expired))
+        self.keepalived_conns = deque(c for c in self.keepalived_conns if id(c) not in gone)
+        for conn in expired:
+            try:
+                self.poller.unregister(conn.sock)
+            except (OSError, KeyError, ValueError):
+                pass  # already unregistered
+            self.nr_conns -= 1
+            conn.close()
+
+    def handle_error(self, req, client, addr, exc) -> None:
+        if isinstance(exc, TimeoutError):  # a stalled client, not a server error
+            self.log.debug("Closing a connection whose request did not arrive in time")
+            return
+        super().handle_error(req, client, addr, exc)
+
+
+class Framing:
+    """What `inline_request_size` learnt of the request at the head of a connection's
+    buffer, kept between readiness events: where the chunk scan stopped (so a body
+    arriving in many pieces is scanned once, not once per piece), whether the body is
+    chunked, and the span of an `Expect: 100-continue` line."""
+
+    __slots__ = ("chunk_pos", "chunked", "expect")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.chunk_pos = 0
+        self.chunked = False
+        self.expect: tuple[int, int] | None = None
+
+
+def inline_request_size(buf: bytes | bytearray, limit: int = INLINE_MAX_BYTES,
+                        framing: Framing | None = None) -> int:
+    """Size of the first request in `buf` (head and body at most `limit` bytes) once it
+    has fully arrived; INCOMPLETE if more bytes are needed first; ELSEWHERE if it is not
+    a plain HTTP/1 request with one `Content-Length` or a chunked body (gthread's thread
+    pool takes it); HEAD_TOO_LARGE if MAX_HEAD_BYTES came without the head's end;
+    BODY_TOO_LARGE if it declares or sends more than `limit` bytes. `framing` records a
+    chunked body and an `Expect: 100-continue` line. Conservative by design: the parser
+    must never have to wait for the socket."""
+    framing = framing or Framing()
     end = buf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
     if end < 0:
         return INCOMPLETE if len(buf) < MAX_HEAD_BYTES else HEAD_TOO_LARGE
@@ -64,26 +188,77 @@ def inline_request_size(buf: bytes | bytearray) -> int:
     if not lines[0].endswith((b" HTTP/1.1", b" HTTP/1.0")):
         return ELSEWHERE
     length = None
+    chunked = False
+    expect = None
+    offset = len(lines[0]) + 2
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip() or not name.isascii():
             return ELSEWHERE  # obsolete folding, spaces before the colon, junk
         name = name.lower()
+        value = value.strip()
         if name == b"content-length":
-            value = value.strip()
             if length is not None or not value.isdigit():
                 return ELSEWHERE
             length = int(value)
-        elif name in (b"transfer-encoding", b"expect", b"upgrade", b"http2-settings"):
+        elif name == b"transfer-encoding":
+            if chunked or value.lower() != b"chunked":
+                return ELSEWHERE
+            chunked = True
+        elif name == b"expect":
+            if expect is not None or value.lower() != b"100-continue":
+                return ELSEWHERE  # gunicorn answers 417
+            expect = (offset, offset + len(line) + 2)
+        elif name in (b"upgrade", b"http2-settings"):
             return ELSEWHERE
+        offset += len(line) + 2
+    http11 = lines[0].endswith(b"1.1")
+    framing.chunked = chunked
+    framing.expect = expect if http11 else None  # HTTP/1.0: ignored (RFC 9110 10.1.1)
+    if chunked:
+        if length is not None or not http11:
+            return ELSEWHERE  # both framings: gunicorn refuses it
+        return _chunked_size(buf, end + 4, limit, framing)
     size = end + 4 + (length or 0)
-    if size > INLINE_MAX_BYTES:
-        return ELSEWHERE
+    if size > limit:
+        return BODY_TOO_LARGE
     return size if len(buf) >= size else INCOMPLETE
 
 
-class InlineWorker(gthread.ThreadWorker):
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _chunked_size(buf: bytes | bytearray, body: int, limit: int, framing: Framing) -> int:
+    """Size of a request whose chunked body starts at `body`, from where the last scan
+    stopped; the verdicts as `inline_request_size`'s."""
+    pos = max(framing.chunk_pos, body)
+    while True:
+        framing.chunk_pos = pos
+        line_end = buf.find(b"\r\n", pos, pos + 1024)
+        if line_end < 0:
+            return INCOMPLETE if len(buf) - pos < 1024 else ELSEWHERE
+        size_text = bytes(buf[pos:line_end]).partition(b";")[0].strip()
+        if not size_text or not set(size_text) <= _HEX:
+            return ELSEWHERE  # gunicorn answers 400 from the buffered bytes
+        size = int(size_text, 16)
+        if size == 0:  # the last chunk; trailers (if any) end with an empty line
+            trailer_end = buf.find(b"\r\n\r\n", line_end, line_end + MAX_HEAD_BYTES)
+            if trailer_end < 0:
+                return INCOMPLETE if len(buf) - line_end < MAX_HEAD_BYTES else ELSEWHERE
+            return trailer_end + 4
+        pos = line_end + 2 + size + 2
+        if pos > limit:
+            return BODY_TOO_LARGE
+        if len(buf) < pos:
+            return INCOMPLETE
+        if buf[pos - 2:pos] != b"\r\n":
+            return ELSEWHERE
+
+
+class InlineWorker(DeadlineWorker):
     """gthread with complete small requests answered on the event-loop thread."""
+
+    answer_on_loop = True
 
     def init_process(self) -> None:
         # a peer that is not an address counts as trusted: "could h2c apply at all?"
@@ -96,11 +271,16 @@ class InlineWorker(gthread.ThreadWorker):
         super().load_wsgi()
         # the app's verb entry point (extender.server.app), if it has one
         self.answer_verb = getattr(self.wsgi, "answer_verb", None)
+        config = getattr(self.wsgi, "config", None) or {}
+        self.max_body = int(config.get("MAX_CONTENT_LENGTH") or INLINE_MAX_BYTES)
+        self.max_request = self.max_body + MAX_HEAD_BYTES
 
     def enqueue_req(self, conn) -> None:
         if not self.inline:
             super().enqueue_req(conn)
             return
+        if not isinstance(conn.sock, DeadlineSocket):
+            conn.sock = DeadlineSocket(conn.sock)
         try:
             self._serve(conn)
         except Exception:  # a connection must never take the loop down
@@ -113,11 +293,16 @@ class InlineWorker(gthread.ThreadWorker):
         buf = self._take(conn)
         conn.sock.setblocking(False)
         for _ in range(BURST):
-            size = inline_request_size(buf)
+            framing = conn.framing
+            size = inline_request_size(buf, self.max_request, framing)
             if size == INCOMPLETE:
                 if not self._receive(conn, buf):
                     return
-                size = inline_request_size(buf)
+                size = inline_request_size(buf, self.max_request, framing)
+            if framing.expect is not None and (size == INCOMPLETE or size > 0):
+                size = self._continue(conn, buf, size)
+                if size is None:
+                    return
             if size == INCOMPLETE:
                 self._park(conn, buf)
                 return
@@ -127,6 +312,13 @@ class InlineWorker(gthread.ThreadWorker):
             if size == HEAD_TOO_LARGE:  # gunicorn would hold a pool thread until the end
                 self._refuse(conn, b"431 Request Header Fields Too Large")
                 return
+            if size == BODY_TOO_LARGE:  # refused before a byte of it is read
+                self._refuse(conn, b"413 Request Entity Too Large", too_large(self.max_body)[1])
+                return
+            if size > INLINE_MAX_BYTES or framing.chunked or not self.answer_on_loop:
+                self._to_pool(conn, buf)  # complete: a pool thread answers it, never waits
+                return
+            framing.reset()
             request, buf = bytes(buf[:size]), buf[size:]
             if not self._answer(conn, request):
                 self._close(conn, graceful=True)
@@ -137,10 +329,28 @@ class InlineWorker(gthread.ThreadWorker):
         self._hold(conn, buf)  # a long pipeline: the others' turn, then ours again
         self.method_queue.defer(self.enqueue_req, conn)
 
+    def _continue(self, conn, buf: bytearray, size: int) -> int | None:
+        """`Expect: 100-continue`: the line is dropped from the buffered head (nobody
+        downstream answers it again) and, if the body is still to come, `100 Continue`
+        is sent, so the client sends it to the loop rather than to a waiting thread.
+        The request's new size; None if the connection is gone."""
+        start, end = conn.framing.expect
+        del buf[start:end]
+        conn.framing.reset()
+        if size == INCOMPLETE:
+            conn.sock.settimeout(WRITE_TIMEOUT)
+            try:
+                conn.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            except OSError:
+                self._close(conn)
+                return None
+            conn.sock.setblocking(False)
+        return inline_request_size(buf, self.max_request, conn.framing)
+
     def _receive(self, conn, buf: bytearray) -> bool:
         """Read what has arrived, without blocking. False: the connection is gone
         (closed here), or it ended mid-request and the pool answers what it can."""
-        while len(buf) < INLINE_MAX_BYTES + MAX_HEAD_BYTES:
+        while len(buf) < self.max_request + MAX_HEAD_BYTES:
             try:
                 chunk = conn.sock.recv(READ_CHUNK)
             except (BlockingIOError, InterruptedError):
@@ -220,12 +430,13 @@ class InlineWorker(gthread.ThreadWorker):
             conn.sock.setblocking(False)
         return keep
 
-    def _refuse(self, conn, status: bytes) -> None:
+    def _refuse(self, conn, status: bytes, body: bytes = b"") -> None:
         """An error answer without reading further, then close."""
         conn.sock.settimeout(WRITE_TIMEOUT)
+        kind = b"Content-Type: " + JSON_HEADERS.encode() + b"\r\n" if body else b""
         try:
-            conn.sock.sendall(b"HTTP/1.1 " + status + b"\r\nConnection: close\r\n"
-                              b"Content-Length: 0\r\n\r\n")
+            conn.sock.sendall(b"HTTP/1.1 " + status + b"\r\nConnection: close\r\n" + kind
+                              + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         except OSError:
             pass
         self._close(conn, graceful=True)
@@ -234,14 +445,14 @@ class InlineWorker(gthread.ThreadWorker):
 
     def _park(self, conn, buf: bytearray) -> None:
         """Back to the poller until more bytes arrive. A partial request must complete
-        within the keep-alive timeout of its first byte."""
+        within REQUEST_READ_TIMEOUT of its first byte (then the connection is closed)."""
         if buf and len(buf) + self._held() > BUFFER_BUDGET:
             self._to_pool(conn, buf)
             return
         self._hold(conn, buf)
         conn.set_timeout()
         if buf and conn.request_started is not None:
-            conn.timeout = min(conn.timeout, conn.request_started + self.cfg.keepalive)
+            conn.timeout = min(conn.timeout, conn.request_started + REQUEST_READ_TIMEOUT)
         if not self.alive:
             conn.timeout = min(conn.timeout, time.monotonic() + gthread.STOP_KEEPALIVE_LINGER)
         self.keepalived_conns.append(conn)
@@ -250,6 +461,7 @@ class InlineWorker(gthread.ThreadWorker):
 
     def _to_pool(self, conn, buf: bytearray) -> None:
         """gthread's own path, with the bytes read so far given back to its parser."""
+        conn.framing.reset()  # the next request on this connection is scanned afresh
         conn.init()
         if buf:
             conn.parser.unreader.unread(bytes(buf))
@@ -293,6 +505,16 @@ class InlineWorker(gthread.ThreadWorker):
         conn.held_bytes = None
         if not hasattr(conn, "request_started"):
             conn.request_started = None
+            conn.framing = Framing()
         if conn.parser is not None:
             buf[:0] = conn.parser.unreader.take_buffered()
         return buf
+
+
+class PoolWorker(InlineWorker):
+    """`--worker-class gthread`: requests are buffered on the event loop like
+    `InlineWorker`'s and answered on pool threads, as gthread does. Requests in flight
+    interleave (the GIL switches threads every 5 ms), so a cheap request is not queued
+    behind an expensive one while a thread is free; `--threads` sets how many."""
+
+    answer_on_loop = False

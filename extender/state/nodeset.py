@@ -24,6 +24,7 @@ import numpy as np
 import orjson
 from cachetools import LRUCache
 
+from extender.caching import ByteLRU, budget
 from extender.model import Node, Taint
 
 _VERSIONS = itertools.count(1)  # every NodeIndex is one node-layer version
@@ -41,8 +42,23 @@ def template_size(value: object) -> int:
     return 64 + getattr(value, "nbytes", 0)
 
 
-def new_templates() -> LRUCache:
-    return LRUCache(TEMPLATE_BYTES, getsizeof=template_size)
+def new_templates(limit: int = TEMPLATE_BYTES) -> LRUCache:
+    return LRUCache(limit, getsizeof=template_size)
+
+
+def template_budget(nodes: int) -> int:
+    """Template bytes allowed for a candidate set of `nodes` names: enough for its
+    encoded names and a few answers, charged up front to the candidate-set cache."""
+    return min(TEMPLATE_BYTES, 65536 + 400 * nodes)
+
+
+def new_candidate_sets() -> ByteLRU:
+    """Candidate sets of one node layer (see NodeIndex.candidates): a fresh cache per
+    layer, since positions and encodings belong to the layer."""
+    return ByteLRU("candidate-sets", max_entries=CANDIDATE_SETS,
+                   max_item_bytes=budget("candidate-sets") // 4)
+
+
 TaintGroups = dict[tuple[Taint, ...], list[Node]]
 LabelIndex = dict[str, dict[str, set[str]]]
 
@@ -161,7 +177,7 @@ class NodeIndex:
         self._taint_groups: TaintGroups | None = None
         self._label_index: LabelIndex | None = None
         self._with_key: dict[str, frozenset[str]] = {}
-        self._candidates: LRUCache = LRUCache(CANDIDATE_SETS)
+        self._candidates = new_candidate_sets()
         self._lock = threading.Lock()
         self._position: dict[str, int] | None = None
         self._codes: dict[str, tuple[np.ndarray, list[str]]] = {}
@@ -178,7 +194,7 @@ class NodeIndex:
         new = NodeIndex.__new__(NodeIndex)
         new.version = next(_VERSIONS)
         new._memo = LRUCache(NODE_MEMO_SIZE)
-        new._candidates = LRUCache(CANDIDATE_SETS)
+        new._candidates = new_candidate_sets()
         new._lock = threading.Lock()
         new._with_key = {}
         nodes = list(self.nodes)
@@ -298,11 +314,12 @@ class NodeIndex:
             hit = self._codes[key] = (codes, values)
         return hit
 
-    def candidates(self, key: bytes, build: Callable[[], Any]) -> Any:
+    def candidates(self, key: bytes, build: Callable[[], Any], size: Callable[[Any], int]) -> Any:
         """The candidate set of a request whose NodeNames array had the JSON text `key`,
         built once per distinct text (kube-scheduler sends the same list for pod after
-        pod) and kept with this index, so it dies with its snapshot."""
-        return get_or_build(self._candidates, self._lock, key, build)
+        pod) and kept with this index, so it dies with its snapshot; `size` estimates
+        its bytes (see extender.caching)."""
+        return self._candidates.get_or_build(key, build, size)
 
     def release(self) -> None:
         """This layer was replaced: drop its caches. Candidate sets point back at their

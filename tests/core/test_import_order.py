@@ -10,6 +10,7 @@ import sys
 def test_cli_and_config_do_not_import_metrics():
     code = (
         "import sys, extender.cli, extender.config, extender.server.multiproc, extender.server.launcher;"
+        "extender.config.build_config({'annotation_prefix': 'a.io'});"  # validates with matching
         "print('extender.metrics' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -31,8 +31,11 @@ def request(port: int, method: str, path: str, body: bytes | None = None) -> tup
 
 def start(cluster, *flags: str, tmpdir=None) -> tuple[int, subprocess.Popen]:
     """`extender serve` on a free loopback port, without a preset PROMETHEUS_MULTIPROC_DIR
-    (`serve` must set up multiprocess metrics itself); returns once /readyz answers 200."""
+    (`serve` must set up multiprocess metrics itself); returns once /readyz answers 200.
+    The metrics listener goes to another free loopback port unless `flags` name one."""
     port = free_port()
+    if "--metrics-listen" not in flags:
+        flags = (*flags, "--metrics-listen", f"127.0.0.1:{free_port()}")
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)

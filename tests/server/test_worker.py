@@ -13,11 +13,13 @@ from conftest import EXAMPLES, example_pod
 from live import NAMES, request, start, stop
 
 from extender.server.worker import (
+    BODY_TOO_LARGE,
     ELSEWHERE,
     HEAD_TOO_LARGE,
     INCOMPLETE,
     INLINE_MAX_BYTES,
     MAX_HEAD_BYTES,
+    Framing,
     inline_request_size,
 )
 
@@ -45,8 +47,18 @@ HEAD = b"POST /filter HTTP/1.1\r\nHost: x\r\n"
     (b"", INCOMPLETE),
     (HEAD + b"content-length: 2\r\n\r\n{}", len(HEAD) + 23),  # names are case-insensitive
     (HEAD + b"Content-Length:2\r\n\r\n{}", len(HEAD) + 22),
-    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", ELSEWHERE),
-    (HEAD + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n", ELSEWHERE),
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", len(HEAD) + 42),  # buffered whole
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2;ext=1\r\n{}\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n", len(HEAD) + 64),
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n", INCOMPLETE),  # the last chunk, no empty line yet
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{", INCOMPLETE),
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n", ELSEWHERE),  # not hex: gunicorn answers 400
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", ELSEWHERE),  # no CRLF after the data
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % INLINE_MAX_BYTES, BODY_TOO_LARGE),
+    (HEAD + b"Transfer-Encoding: gzip, chunked\r\n\r\n", ELSEWHERE),
+    (HEAD + b"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),
+    (HEAD + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n", INCOMPLETE),  # 100 sent
+    (HEAD + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n{}", len(HEAD) + 45),
+    (HEAD + b"Expect: something\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),  # 417
     (HEAD + b"Upgrade: h2c\r\n\r\n", ELSEWHERE),
     (HEAD + b"Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),
     (HEAD + b"Content-Length: -2\r\n\r\n{}", ELSEWHERE),
@@ -57,13 +69,37 @@ HEAD = b"POST /filter HTTP/1.1\r\nHost: x\r\n"
     (HEAD + "Ä: 1\r\n\r\n".encode(), ELSEWHERE),
     (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ELSEWHERE),  # HTTP/2 preface
     (b"\r\nGET / HTTP/1.1\r\n\r\n", ELSEWHERE),
-    (HEAD + b"Content-Length: %d\r\n\r\n" % INLINE_MAX_BYTES, ELSEWHERE),  # too big to hold
+    (HEAD + b"Content-Length: %d\r\n\r\n" % INLINE_MAX_BYTES, BODY_TOO_LARGE),  # over the limit
     (b"GET /" + b"a" * MAX_HEAD_BYTES, HEAD_TOO_LARGE),  # no head end in sight
     (b"GET /" + b"a" * MAX_HEAD_BYTES + b" HTTP/1.1\r\n\r\n", HEAD_TOO_LARGE),
 ])
 def test_inline_request_size(data, expected):
     assert inline_request_size(data) == expected
     assert inline_request_size(bytearray(data)) == expected
+
+
+def test_a_chunked_body_is_scanned_once_however_it_arrives():
+    """The scan resumes where it stopped: 20,000 one-byte chunks arriving one at a time
+    cost one pass, not 20,000."""
+    framing = Framing()
+    buf = bytearray(HEAD + b"Transfer-Encoding: chunked\r\n\r\n")
+    for _ in range(20_000):
+        buf += b"1\r\nx\r\n"
+        assert inline_request_size(buf, 1 << 20, framing) == INCOMPLETE
+    assert framing.chunk_pos == len(buf)
+    buf += b"0\r\n\r\n"
+    assert inline_request_size(buf, 1 << 20, framing) == len(buf)
+    assert framing.chunked
+
+
+def test_an_expect_line_is_located_for_removal():
+    framing = Framing()
+    data = HEAD + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+    assert inline_request_size(data, framing=framing) == INCOMPLETE
+    start, end = framing.expect
+    assert data[start:end] == b"Expect: 100-continue\r\n"
+    http10 = data.replace(b"HTTP/1.1", b"HTTP/1.0")
+    assert inline_request_size(http10, framing=framing) == INCOMPLETE and framing.expect is None
 
 
 # --- end to end ------------------------------------------------------------------------

@@ -1,0 +1,159 @@
+"""Caches bounded in bytes, and the one memory budget they share.
+
+Every cache that holds what clients send (CEL programs and results, parsed pods,
+NodeNames arrays, candidate sets, remembered answers) is a `ByteLRU`: least recently
+used first out, bounded by the *estimated* bytes of its entries, not their number (a
+count bound lets a few huge keys take gigabytes). An entry larger than the cache's
+`max_item_bytes` is never stored: the caller computes it again next time, which is
+what an over-limit input deserves.
+
+`--memory-limit-bytes` is split between the caches by `SHARES` (`budget`). Sizes are
+estimates (Python objects have no exact size); each cache's estimator is calibrated
+with tracemalloc and errs high. `extender_cache_bytes{cache}` exports the estimated
+bytes held, summed over the instances of a cache (per-snapshot caches come and go with
+their snapshot).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+DEFAULT_MEMORY_LIMIT = 256 << 20
+# share of --memory-limit-bytes per cache; per-snapshot caches get theirs per snapshot
+SHARES = {
+    "cel-programs": 0.20,
+    "cel-results": 0.10,
+    "node-selectors": 0.05,
+    "parsed-pods": 0.10,
+    "node-names": 0.20,
+    "candidate-sets": 0.15,
+    "answers": 0.20,
+}
+_limit = DEFAULT_MEMORY_LIMIT
+_totals: dict[str, int] = {}
+_totals_lock = threading.Lock()
+
+
+def set_memory_limit(limit: int) -> None:
+    """The total budget (`--memory-limit-bytes`) for caches created from now on."""
+    global _limit
+    _limit = limit
+
+
+def budget(cache: str) -> int:
+    return int(_limit * SHARES[cache])
+
+
+def _account(cache: str, delta: int) -> None:
+    if not delta:
+        return
+    from extender.metrics import CACHE_BYTES  # not at import: config imports this module
+
+    with _totals_lock:
+        total = _totals[cache] = _totals.get(cache, 0) + delta
+    CACHE_BYTES.labels(cache=cache).set(total)
+
+
+class ByteLRU:
+    """A thread-safe LRU mapping bounded by the sum of its entries' `size`s."""
+
+    def __init__(self, name: str, max_bytes: int | None = None, max_item_bytes: int | None = None,
+                 max_entries: int | None = None, on_evict: Callable[[int], None] | None = None) -> None:
+        self.name = name
+        self.on_evict = on_evict  # called with the number of entries evicted by a put
+        self.max_bytes = budget(name) if max_bytes is None else max_bytes
+        self.max_item_bytes = self.max_bytes if max_item_bytes is None else min(max_item_bytes, self.max_bytes)
+        self.max_entries = max_entries
+        self._data: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._held = [0]  # a list, so that the finalizer can see the last value
+        weakref.finalize(self, _release, name, self._held)
+
+    @property
+    def bytes(self) -> int:
+        return self._held[0]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def keys(self) -> list[Hashable]:
+        """The keys held now, oldest first (a copy: safe while others write)."""
+        with self._lock:
+            return list(self._data)
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is None:
+                return default
+            self._data.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: Hashable, value: Any, size: int) -> bool:
+        """Store `value` (estimated `size` bytes); False, storing nothing, if it is
+        larger than `max_item_bytes`. Older entries make room."""
+        if size > self.max_item_bytes:
+            return False
+        delta, evicted = size, 0
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                delta -= old[1]
+            self._data[key] = (value, size)
+            held = self._held[0] + delta
+            while held > self.max_bytes or (self.max_entries and len(self._data) > self.max_entries):
+                _, (_, freed) = self._data.popitem(last=False)
+                held -= freed
+                delta -= freed
+                evicted += 1
+            self._held[0] = held
+        _account(self.name, delta)
+        if evicted and self.on_evict is not None:
+            self.on_evict(evicted)
+        return True
+
+    def get_or_build(self, key: Hashable, build: Callable[[], Any], size: Callable[[Any], int]) -> Any:
+        """The cached value, or `build()` stored (if small enough) and returned; `build`
+        runs outside the lock (values are pure, so a rare double build is harmless)."""
+        value = self.get(key)
+        if value is None:
+            value = build()
+            self.put(key, value, size(value))
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            freed, self._held[0] = self._held[0], 0
+            self._data.clear()
+        _account(self.name, -freed)
+
+
+def _release(name: str, held: list[int]) -> None:
+    _account(name, -held[0])
+
+
+def short_args_cache(maxsize: int = 4096, max_chars: int = 1024) -> Callable:
+    """`functools.lru_cache` for pure functions of strings, skipped (the function just
+    runs) when a string argument is longer than `max_chars`: 4,096 entries of short keys
+    stay small, 4,096 keys of a megabyte would not."""
+    from functools import lru_cache, wraps
+
+    def decorate(func: Callable) -> Callable:
+        cached = lru_cache(maxsize=maxsize)(func)
+
+        @wraps(func)
+        def call(*args: Any) -> Any:
+            for arg in args:
+                if isinstance(arg, str) and len(arg) > max_chars:
+                    return func(*args)
+            return cached(*args)
+
+        call.cache_info = cached.cache_info  # type: ignore[attr-defined]
+        call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        return call
+
+    return decorate

@@ -1,0 +1,131 @@
+"""A small HTTP/1.1 listener on its own threads, for a few fixed GET routes.
+
+`/healthz`, `/readyz` and `/metrics` are served here (`--metrics-listen`) as well as on
+the main listener: here they never queue behind verb work, because nothing else runs on
+these threads and no request reaches the gunicorn event loop or its pool. Answers are
+computed by plain callables; the Python work of a probe is a few microseconds, so even
+with verbs holding the GIL a probe waits at most a few of the interpreter's 5 ms switch
+intervals.
+
+Bounded by design: at most `max_connections` connections are served at once (others are
+closed on accept), each read and write has `timeout` seconds, and only the request head
+is read (routes take no body). With SO_REUSEPORT every gunicorn worker binds the same
+address, so any live worker answers. An `ssl.SSLContext` turns it into HTTPS.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+log = logging.getLogger("extender.http")
+
+# path -> () -> (status, content type, body)
+Route = Callable[[], tuple[int, str, bytes]]
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], handler: type, max_connections: int,
+                 ssl_context: ssl.SSLContext | None) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self.ssl_context = ssl_context
+        super().__init__(address, handler)
+
+    def server_bind(self) -> None:
+        if hasattr(socket, "SO_REUSEPORT"):  # every gunicorn worker binds the same port
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # over the connection cap: closed at once
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            if self.ssl_context is not None:
+                request.settimeout(self.RequestHandlerClass.timeout)
+                request = self.ssl_context.wrap_socket(request, server_side=True)
+            super().process_request_thread(request, client_address)
+        except (OSError, ssl.SSLError):
+            self.shutdown_request(request)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        log.debug("listener connection error", exc_info=True)
+
+
+class Listener:
+    """`routes` served on `address` (HOST:PORT) by daemon threads; `start`, `stop`."""
+
+    def __init__(self, address: str, routes: dict[str, Route], *, timeout: float = 5.0,
+                 max_connections: int = 64, ssl_context: ssl.SSLContext | None = None,
+                 name: str = "metrics-listener") -> None:
+        table = dict(routes)
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as Prometheus and kubelet use
+            server_version = "extender"
+            sys_version = ""
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                route = table.get(self.path.partition("?")[0])
+                if route is None:
+                    self._send(404, "application/json", b'{"error":"not found"}')
+                    return
+                try:
+                    code, kind, body = route()
+                except Exception:
+                    log.exception("listener route failed", extra={"path": self.path})
+                    code, kind, body = 500, "application/json", b'{"error":"internal error"}'
+                self._send(code, kind, body)
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                self.do_GET()
+
+            def _send(self, code: int, kind: str, body: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def log_message(self, format: str, *args) -> None:  # noqa: A002
+                pass  # probes every few seconds: no access log
+
+        Handler.timeout = timeout
+        self.name = name
+        self.server = _Server(split_address(address), Handler, max_connections, ssl_context)
+        self.thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    def start(self) -> Listener:
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.5},
+                                       name=self.name, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        if self.thread is not None:
+            self.thread.join(timeout=5)

@@ -1,0 +1,177 @@
+"""Every cache is bounded in bytes: 50,000 distinct hostile keys per cache leave it
+under its share of `--memory-limit-bytes`, over-limit inputs are never stored, and the
+memory Python actually holds (tracemalloc) stays under the ceiling."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import orjson
+import pytest
+from conftest import example_pod, make_extender
+
+from extender import caching
+from extender.api.wire import decode_args, known_names_cache
+from extender.caching import ByteLRU, budget, short_args_cache
+from extender.cel import CelCache
+from extender.cel.limits import MAX_EXPRESSION_BYTES
+from extender.config import Config
+from extender.model.objects import Taint
+
+LIMIT = 16 << 20  # the smallest --memory-limit-bytes: caches fill and evict quickly
+KEYS = 50_000
+
+
+@pytest.fixture(autouse=True)
+def small_limit():
+    caching.set_memory_limit(LIMIT)
+    yield
+    caching.set_memory_limit(caching.DEFAULT_MEMORY_LIMIT)
+
+
+def fill(cache: ByteLRU, add, count: int = KEYS) -> None:
+    for i in range(count):
+        add(i)
+        if i % 1000 == 0:
+            assert cache.bytes <= cache.max_bytes, (cache.name, i, cache.bytes)
+    assert 0 < cache.bytes <= cache.max_bytes == budget(cache.name)
+
+
+def test_byte_lru_evicts_least_recently_used_and_refuses_oversized_items():
+    cache = ByteLRU("answers", max_bytes=100, max_item_bytes=60)
+    assert cache.put("a", 1, 40) and cache.put("b", 2, 40)
+    assert cache.get("a") == 1  # now "b" is the oldest
+    assert cache.put("c", 3, 40)
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)
+    assert cache.bytes == 80
+    assert not cache.put("big", 4, 61) and cache.get("big") is None
+    assert cache.put("a", 5, 10) and cache.bytes == 50  # replacing re-charges
+    cache.clear()
+    assert cache.bytes == 0 and len(cache) == 0
+
+
+def test_cache_bytes_metric_follows_the_caches():
+    from prometheus_client import REGISTRY
+
+    def gauge() -> float:
+        return REGISTRY.get_sample_value("extender_cache_bytes", {"cache": "parsed-pods"}) or 0.0
+
+    before = gauge()
+    cache = ByteLRU("parsed-pods", max_bytes=1000)
+    cache.put("k", "v", 300)
+    assert gauge() == before + 300
+    del cache
+    gc.collect()
+    assert gauge() == before  # a dropped (per-snapshot) cache no longer counts
+
+
+def test_cel_program_cache():
+    cel = CelCache(max_programs=10**9)
+    fill(cel._programs, lambda i: cel.compile_error(f"taint.value == 'v{i}' || taint.key.endsWith('{i}')"))
+
+
+def test_cel_programs_over_the_length_limit_are_errors_never_keys():
+    cel = CelCache()
+    for i in range(200):
+        expression = f"taint.key == '{i}' || " + "x" * MAX_EXPRESSION_BYTES
+        assert "exceeds the maximum length" in cel.compile_error(expression)
+        assert cel.evaluate(expression, Taint("k", "v", "NoSchedule")).kind == "compile"
+    assert len(cel._programs) == 0 and len(cel._memo) == 0 and cel._programs.bytes == 0
+
+
+def test_cel_result_memo():
+    cel = CelCache(max_results=10**9)
+    fill(cel._memo, lambda i: cel.evaluate("taint.value.startsWith('a')",
+                                           Taint("k" * 200, f"v{i}" + "y" * 200, "NoSchedule")))
+
+
+def test_parsed_pods(example_extender):
+    engine = make_extender([], Config(memory_limit_bytes=LIMIT))
+    pod = example_pod("sla-gt")
+    fill(engine._parsed, lambda i: engine.parse_pod(pod, b"%d" % i + b"x" * 4000))
+
+
+def test_node_names_arrays():
+    from extender.api import wire
+
+    wire._KNOWN_NAMES = None  # the process-wide cache, created again at the test's limit
+    try:
+        cache = known_names_cache()
+        pod = orjson.dumps({"Pod": {"metadata": {"name": "p"}}, "Nodes": None})[:-1]
+        fill(cache, lambda i: decode_args(pod + b',"NodeNames":["n%d",' % i + b'"x",' * 300 + b'"y"]}'))
+        big = pod + b',"NodeNames":[' + b'"abcdefgh",' * 500_000 + b'"z"]}'  # > 4 MiB of names
+        assert len(decode_args(big).node_names) == 500_001
+        assert len(cache._data) <= cache.max_entries
+        assert all(len(key) <= 4 << 20 for key in cache._data)
+    finally:
+        wire._KNOWN_NAMES = None
+
+
+def test_candidate_sets_and_answers(example_objects):
+    engine = make_extender(example_objects, Config(memory_limit_bytes=LIMIT))
+    snapshot = engine.source.snapshot()
+    names = sorted(snapshot.nodes.by_name)
+    pod = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None})[:-1]
+    for i in range(2000):  # each distinct list: a candidate set and a remembered answer
+        subset = names[: 1 + i % len(names)] + [names[0]] * (i % 3)
+        body = pod + b',"NodeNames":' + orjson.dumps(subset) + b" " * (i // 10) + b"}"
+        engine.filter_bytes(decode_args(body))
+    candidates = snapshot.nodes._candidates
+    assert 0 < candidates.bytes <= candidates.max_bytes
+    longer = names * 3  # longer than the cluster: never a candidate-set key
+    body = pod + b',"NodeNames":' + orjson.dumps(longer) + b"}"
+    before = len(candidates)
+    engine.filter_bytes(decode_args(body))
+    assert orjson.dumps(longer) not in candidates._data and len(candidates) <= before
+    answers = snapshot.memo("shape-answers", lambda: None)
+    assert 0 < answers.bytes <= answers.max_bytes
+
+
+def test_compiled_node_selectors():
+    from extender.matching import nodeselector
+    from extender.model import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+
+    nodeselector._COMPILED = None  # created again at the test's limit
+    try:
+        def add(i: int) -> None:
+            req = NodeSelectorRequirement("zone", "In", (f"z{i}", "y" * 500))
+            nodeselector.compile_selector(NodeSelector((NodeSelectorTerm((req,)),)))
+
+        add(0)
+        fill(nodeselector._COMPILED, add)
+    finally:
+        nodeselector._COMPILED = None
+
+
+def test_short_args_cache_skips_long_arguments():
+    calls = []
+
+    @short_args_cache(maxsize=100, max_chars=10)
+    def length(s: str) -> int:
+        calls.append(s)
+        return len(s)
+
+    assert length("abc") == length("abc") == 3 and calls == ["abc"]
+    assert length("x" * 11) == length("x" * 11) == 11 and len(calls) == 3
+    assert length.cache_info().currsize == 1
+
+
+def test_held_memory_stays_under_the_ceiling(example_objects):
+    """What Python really allocates (tracemalloc) while every cache takes hostile keys."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        engine = make_extender(example_objects, Config(memory_limit_bytes=LIMIT))
+        pod = example_pod("sla-gt")
+        for i in range(3000):
+            engine.cel.compile_error(f"taint.value == 'v{i}' || taint.key.endsWith('{i}')")
+            engine.cel.evaluate("taint.key == 'a'", Taint("k" * 300, f"{i}" + "v" * 300, ""))
+            engine.parse_pod(pod, b"%d" % i + b"x" * 8000)
+            decode_args(b'{"Pod":{},"NodeNames":["%d",' % i + b'"x",' * 1000 + b'"y"]}')
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert held < LIMIT, f"{held} bytes held, ceiling {LIMIT}"
