@@ -149,11 +149,13 @@ class NodeIndex:
     pod events and binds never throw them away."""
 
     __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index", "_with_key",
-                 "_candidates", "_lock", "_position", "_codes", "_code_of", "version", "_memo", "__weakref__")
+                 "_candidates", "_lock", "_position", "_codes", "_code_of", "version", "_memo", "_taint_memo",
+                 "__weakref__")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.version = next(_VERSIONS)
         self._memo: LRUCache = LRUCache(NODE_MEMO_SIZE)
+        self._taint_memo: LRUCache = LRUCache(NODE_MEMO_SIZE)  # answers that read only taints
         self.nodes = list(nodes)
         self.by_name = {n.name: n for n in self.nodes}
         self.names = frozenset(self.by_name)
@@ -215,6 +217,11 @@ class NodeIndex:
                 removed.append(old)
                 added.append(node)
         new.nodes, new.by_name, new._position = nodes, by_name, position
+        new._taint_memo = LRUCache(NODE_MEMO_SIZE)
+        if len(removed) == len(added) and all(  # only replacements, every node's taints as they were
+                o.name == n.name and o.taints == n.taints for o, n in zip(removed, added, strict=True)):
+            with self._lock:  # e.g. a relabel: answers that read taints (and positions) still hold
+                new._taint_memo.update(self._taint_memo.items())
         new.names = self.names if by_name.keys() == self.names else frozenset(by_name)
         cordoned = set(self.unschedulable)
         cordoned.difference_update(n.name for n in removed)
@@ -312,11 +319,15 @@ class NodeIndex:
         with self._lock:
             self._candidates.clear()
             self._memo.clear()
+            self._taint_memo.clear()
 
-    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+    def memo(self, key: Any, compute: Callable[[], Any], taints_only: bool = False) -> Any:
         """A memo of pure answers that read only this node layer (and the pod shape in
-        `key`); it lives exactly as long as the layer."""
-        return get_or_build(self._memo, self._lock, key, compute)
+        `key`); it lives exactly as long as the layer. `taints_only`: the answer reads
+        nothing but node names, positions and taints, so it is carried into the next
+        layer when a node event changes none of those (a relabel, a cordon: the common
+        node updates), instead of being recomputed after every one."""
+        return get_or_build(self._taint_memo if taints_only else self._memo, self._lock, key, compute)
 
     def names_with_key(self, key: str) -> frozenset[str]:
         """Names of the nodes that carry label `key` (any value), cached per key."""

@@ -384,7 +384,7 @@ class SpreadIndex:
         nodes = self.nodes
         return nodes.memo(("PTS taint group names",), lambda: {
             taints: frozenset(n.name for n in group) for taints, group in nodes.taint_groups().items()
-        })
+        }, taints_only=True)
 
 
 def spread_index(snapshot: ClusterSnapshot) -> SpreadIndex:
