@@ -33,7 +33,7 @@ from perf.http_driver import (
 )
 from perf.inprocess import codec_costs, collect, compare_reference, run_inprocess, simulate, speedup
 from perf.report import evaluate_bar, machine, write_report
-from perf.workloads import CEL_ORACLES, WORKLOADS, distinct_shapes, mixed_pods
+from perf.workloads import CEL_ORACLES, SCHEDULER_PERF, WORKLOADS, distinct_shapes, mixed_pods
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -52,17 +52,19 @@ class Profile:
     http_noop: int  # requests to the do-nothing server (the HTTP floor)
     sim_pods: dict[int, int]  # nodes -> simulated pods
     churn: tuple[tuple[int, int, int], ...] = ()  # (nodes, pods, scheduled pods) for perf.churn
+    sched_perf_pods: int = 0  # per scheduler_perf-like workload, simulated at the largest size
 
 
 QUICK = Profile("quick", ((500, 10_000), (1000, 10_000)), mixed=120, ref_mixed=20,
                 per_workload=6, ref_per_workload=2, http_seq=150, http_c4=120, http_nodes=15,
                 http_noop=100,
-                sim_pods={500: 300, 1000: 300}, churn=((1000, 10_000, 60),))
+                sim_pods={500: 300, 1000: 300}, churn=((1000, 10_000, 60),), sched_perf_pods=30)
 FULL = Profile("full", ((500, 10_000), (1000, 10_000), (5000, 50_000)), mixed=600, ref_mixed=40,
                per_workload=30, ref_per_workload=3, http_seq=1500, http_c4=1000, http_nodes=100,
                http_noop=500,
                sim_pods={500: 1000, 1000: 1000, 5000: 2000},
-               churn=((1000, 10_000, 300), (5000, 50_000, 600), (15_000, 150_000, 400)))
+               churn=((1000, 10_000, 300), (5000, 50_000, 600), (15_000, 150_000, 400)),
+               sched_perf_pods=300)
 
 
 def measure_cold_start(path: Path, log_path: Path) -> float:
@@ -245,6 +247,17 @@ def run_size(nodes: int, pods: int, profile: Profile, seed: int, out_dir: Path,
         if sim["violations"]:
             notes.append(f"{nodes} nodes: simulation found {sim['violations']} hard-constraint "
                          f"violations: {sim['violation_examples'][:3]}")
+    if profile.sched_perf_pods and nodes == profile.sizes[-1][0]:
+        size["scheduler_perf"] = {}
+        for w, threshold in SCHEDULER_PERF:
+            res = simulate(lambda src: new_extender(config, src, fast=True), snapshot, node_dicts, pod_dicts,
+                           [w.pod(700_000 + i) for i in range(profile.sched_perf_pods)], CEL_ORACLES,
+                           seed=seed, annotation_prefix=config.annotation_prefix)
+            size["scheduler_perf"][w.name] = {
+                "description": w.description, "kube_scheduler_threshold_pods_per_s": threshold,
+                **{k: res[k] for k in ("pods", "bound", "pods_per_s", "mean_ms", "violations", "unschedulable")}}
+            log(f"  scheduler_perf-like {w.name}: {res['pods_per_s']} pods/s "
+                f"(kube-scheduler threshold {threshold:g}), violations {res['violations']}")
     gc.unfreeze()
     mism = cmp["mismatches"] + sum(w.get("mismatches", 0) for w in per.values())
     if mism:

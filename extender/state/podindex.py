@@ -134,7 +134,7 @@ class NamespacePods:
     removed pods are reused, so memory stays flat under churn.
     """
 
-    __slots__ = ("entries", "node_codes", "alive", "by_label", "_nominated", "_memo", "_memo_nodes", "_fresh",
+    __slots__ = ("entries", "node_codes", "alive", "by_label", "_nominated", "_memo", "_memo_nodes", "_code_memo", "_fresh",
                  "_free", "_top")
 
     def __init__(self) -> None:
@@ -145,6 +145,7 @@ class NamespacePods:
         self._nominated: dict[str, Pod] = {}
         self._memo: dict[Any, Mapping[str, int]] = {}
         self._memo_nodes: dict[tuple, weakref.ref] = {}  # domain memo key -> its node layer
+        self._code_memo: dict[Any, np.ndarray] = {}  # selector -> counts by node code
         self._fresh: set[Any] = set()  # containers already copied since `copy`
         self._free: list[int] = []  # ids of removed pods, for reuse
         self._top = 0  # ids ever handed out (high-water mark)
@@ -185,6 +186,7 @@ class NamespacePods:
         # not recounted by the first request after every bind.
         new._memo = dict(self._memo)
         new._memo_nodes = dict(self._memo_nodes)
+        new._code_memo = dict(self._code_memo)
         new._fresh = set()
         new._free = list(self._free)
         new._top = self._top
@@ -273,6 +275,13 @@ class NamespacePods:
         """A counted pod came (+1) or went (-1): patch the carried counts it belongs to
         (O(memo entries) selector checks, one dict copy per entry it changes; published
         dicts are never mutated). A domain entry whose node layer is gone is dropped."""
+        for selector, by_code in list(self._code_memo.items()):
+            if selector.matches(pod.labels):
+                code = node_code(pod.node_name)
+                patched = np.zeros(max(len(by_code), code + 1), dtype=np.int64)
+                patched[: len(by_code)] = by_code
+                patched[code] += delta
+                self._code_memo[selector] = patched
         for key, counts in list(self._memo.items()):
             if type(key) is tuple:  # domain_counts: (selector, topology key, eligible, version)
                 selector, topology_key, eligible, _ = key
@@ -328,6 +337,19 @@ class NamespacePods:
             if not pos:
                 result -= ids
         return result
+
+    def code_counts(self, selector: Any) -> np.ndarray:
+        """Matching counted pods per node code (`node_code`; codes past the end: 0),
+        memoized per selector and patched as pods come and go."""
+        hit = self._code_memo.get(selector)
+        if hit is None:
+            ids = self.matching_ids(selector)
+            codes = self.node_codes[np.fromiter(ids, dtype=np.intp, count=len(ids))]
+            hit = np.bincount(codes, minlength=len(_NODE_NAMES)).astype(np.int64)
+            if len(self._code_memo) >= _MEMO_LIMIT:
+                self._code_memo.clear()
+            self._code_memo[selector] = hit
+        return hit
 
     def node_counts(self, selector: Any) -> Mapping[str, int]:
         """Matching counted pods per node name (memoized per selector)."""
@@ -403,6 +425,19 @@ class SpreadIndex:
             ns._memo_nodes[memo_key] = weakref.ref(self.nodes)
             ns._memo[memo_key] = hit
         return hit
+
+    def own_vector(self, namespace: str, selector: Any, universe: Any) -> np.ndarray:
+        """Matching counted pods on each node of `universe` (a NodeIndex), as an int64
+        vector over it: a gather from the per-selector counts by node code, no loop
+        over names."""
+        codes = universe.memo(("node codes",), lambda: np.fromiter(
+            (node_code(n.name) for n in universe.nodes), dtype=np.intp, count=len(universe.nodes)),
+            taints_only=True)
+        by_code = self.namespace(namespace).code_counts(selector)
+        out = np.zeros(len(codes), dtype=np.int64)
+        known = codes < len(by_code)
+        out[known] = by_code[codes[known]]
+        return out
 
     def nodes_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Names of snapshot nodes carrying every key in `keys` (node-layer memo)."""

@@ -36,9 +36,12 @@ def _pod(rng: random.Random, name: str, nodes: int) -> dict:
 def _counts(store: Store, eligible: frozenset[str]) -> list:
     index = spread_index(store.snapshot())
     out = []
+    universe = index.nodes
     for sel in SELECTORS:
         out.append(dict(index.node_counts("ns", sel)))
         out.append(dict(index.domain_counts("ns", sel, ZONE, eligible)))
+        vector = index.own_vector("ns", sel, universe)
+        out.append({n.name: int(v) for n, v in zip(universe.nodes, vector, strict=True) if v})
     return out
 
 
