@@ -15,6 +15,7 @@ arrays and the wire encoder's templates are paid for once.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -218,10 +219,14 @@ class NodeIndex:
                 added.append(node)
         new.nodes, new.by_name, new._position = nodes, by_name, position
         new._taint_memo = LRUCache(NODE_MEMO_SIZE)
-        if len(removed) == len(added) and all(  # only replacements, every node's taints as they were
-                o.name == n.name and o.taints == n.taints for o, n in zip(removed, added, strict=True)):
-            with self._lock:  # e.g. a relabel: answers that read taints (and positions) still hold
-                new._taint_memo.update(self._taint_memo.items())
+        pairs = list(zip(removed, added, strict=True)) if len(removed) == len(added) else None
+        if pairs is not None and all(o.name == n.name for o, n in pairs):  # same names, same places
+            with self._lock:
+                if all(o.taints == n.taints for o, n in pairs):  # e.g. a relabel
+                    new._taint_memo.update(self._taint_memo.items())
+                for key, cands in self._candidates.items():  # kube-scheduler's lists, still valid
+                    if getattr(cands, "nodes", None) is not None and cands.nodes.universe is self:
+                        new._candidates[key] = dataclasses.replace(cands, nodes=cands.nodes.rebased(new))
         new.names = self.names if by_name.keys() == self.names else frozenset(by_name)
         cordoned = set(self.unschedulable)
         cordoned.difference_update(n.name for n in removed)
@@ -385,6 +390,20 @@ class NodeSet:
         self._position: dict[str, int] | None = None
         self._order_array: np.ndarray | None = None
         self._json_names: np.ndarray | None = None
+
+    def rebased(self, universe: NodeIndex) -> NodeSet:
+        """The same candidates over `universe`, a layer evolved from this set's with
+        every node in its place (only replaced nodes): what depends on names and
+        positions is shared (positions, encoded names, the encoder's templates and
+        remembered answers, which are keyed by the exact result they encode); what reads
+        nodes (`nodes`, taint groups) is rebuilt on demand."""
+        new = NodeSet.__new__(NodeSet)
+        new._nodes = None
+        new.order, new.names, new.universe = self.order, self.names, universe
+        new._taint_groups = None
+        new._uidx, new.templates, new._position = self._uidx, self.templates, self._position
+        new._order_array, new._json_names = self._order_array, self._json_names
+        return new
 
     def json_names(self) -> np.ndarray:
         """The candidates' names as JSON strings (bytes), an object array in request

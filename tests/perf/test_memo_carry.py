@@ -90,3 +90,31 @@ def test_answers_after_relabels_equal_a_fresh_state(objects, pod_name):
         fresh = Extender(Config(), StaticSource(_store(final).snapshot()), remember_answers=False)
         assert engine.filter_bytes(decode_args(body)) == fresh.filter_bytes(decode_args(body)), step
         assert engine.prioritize_bytes(decode_args(body)) == fresh.prioritize_bytes(decode_args(body)), step
+
+
+def test_candidate_sets_follow_a_relabel_but_not_a_new_node(objects):
+    """kube-scheduler's NodeNames list is resolved once per node layer; a relabel keeps
+    every node in its place, so the set (its positions, encoded names and templates) is
+    carried; a new node is not."""
+    s = _store(objects)
+
+    class Live:
+        def snapshot(self):
+            return s.snapshot()
+
+    engine = Extender(Config(), Live(), remember_answers=False)
+    names = [n["metadata"]["name"] for n in _nodes(objects)]
+    args = decode_args(orjson.dumps({"Pod": example_pod("plain"), "NodeNames": names}))
+    engine.filter_bytes(args)
+    before = s.snapshot().nodes.candidates(args.names_key, _never)
+    node = copy.deepcopy(_nodes(objects)[1])
+    node["metadata"]["labels"]["relabelled"] = "yes"
+    s.upsert("Node", node)
+    after = s.snapshot().nodes.candidates(args.names_key, _never)
+    assert after.nodes.universe is s.snapshot().nodes and after.nodes.order == before.nodes.order
+    assert after.nodes.templates is before.nodes.templates
+    assert after.nodes.nodes[1].labels["relabelled"] == "yes"
+    node["metadata"]["name"] = "another-node"
+    s.upsert("Node", node)
+    rebuilt = s.snapshot().nodes.candidates(args.names_key, lambda: "rebuilt")
+    assert rebuilt == "rebuilt"
