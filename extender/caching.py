@@ -85,6 +85,11 @@ class ByteLRU:
         with self._lock:
             return list(self._data)
 
+    def entries(self) -> list[tuple[Hashable, Any, int]]:
+        """(key, value, size) of every entry, oldest first (a copy)."""
+        with self._lock:
+            return [(k, v, size) for k, (v, size) in self._data.items()]
+
     def get(self, key: Hashable, default: Any = None) -> Any:
         with self._lock:
             entry = self._data.get(key)

@@ -130,6 +130,34 @@ def _cel_columns(cel: dict[str, Any]) -> list[str]:
     return columns
 
 
+def render_churn(churn: list[dict[str, Any]]) -> list[str]:
+    """The churn table (perf/churn.py): the bar of issue 13."""
+    if not churn:
+        return []
+    lines = ["**Under churn** (the bar): `extender serve --kubeconfig` fed by the API-server double, "
+             "mixed workload, HTTP `NodeNames`, a bind between every two pods (visible before the "
+             "next filter), a node relabel per 100 pods; latencies in ms, p50 / p99.", "",
+             "| nodes / pods | answer reuse | filter | prioritize | pair | bar (pair) | met "
+             "| initial sync s | worker RSS MB synced → after | 1-min load |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for size in churn:
+        bar = size.get("bar") or {}
+        for label, r in (size.get("runs") or {}).items():
+            target = (f"≤ {_fmt(bar.get('p50_ms'), 1)} / ≤ {_fmt(bar.get('p99_ms'), 0)}"
+                      + (f", RSS ≤ {_fmt(bar.get('rss_mb'), 0)}" if bar.get("rss_mb") else "")
+                      + (f", sync ≤ {_fmt(bar.get('initial_sync_s'), 0)} s" if bar.get("initial_sync_s") else "")
+                      if bar and label == "off" else "-")
+            met = "-" if not bar or label != "off" else ("yes" if bar.get("met") else "**NO**")
+            lines.append(
+                f"| {size['nodes']:,} / {size['pods']:,} | {label} | {_pp(r.get('filter'))} "
+                f"| {_pp(r.get('prioritize'))} | {_pp(r.get('pair'))} | {target} | {met} "
+                f"| {_fmt(r.get('initial_sync_s'), 1)} "
+                f"| {_fmt(_get(r, 'rss_synced', 'worker_mb'), 0)} → {_fmt(_get(r, 'rss_after', 'worker_mb'), 0)} "
+                f"| {_fmt(r.get('loadavg_after'), 1)} |")
+    lines.append("")
+    return lines
+
+
 def render_summary(report: dict[str, Any]) -> str:
     """Markdown tables for the README's performance section."""
     meta = report["meta"]
@@ -138,6 +166,9 @@ def render_summary(report: dict[str, Any]) -> str:
                  f"{meta.get('platform')}, Python {meta.get('python')}; {meta.get('date_utc')}. "
                  "One gunicorn worker (`InlineWorker`, 4 pool threads), loopback HTTP, keep-alive client.")
     lines.append("")
+    lines += render_churn(report.get("churn") or [])
+    if report.get("churn"):
+        lines += ["The frozen-snapshot benchmark (no churn, the previous bar) follows.", ""]
     bar = report.get("bar") or {}
     if bar:
         lines += [f"**The bar** at {bar.get('size')} (mixed workload, HTTP with `NodeNames`):", "",
@@ -231,6 +262,22 @@ def render_summary(report: dict[str, Any]) -> str:
         for key, v in plugins.items():
             lines.append(f"| {key} | {v['calls']} | {v['mean_us']} |")
         lines.append("")
+    sp = _get(largest, "scheduler_perf") or {}
+    if sp:
+        lines += [f"scheduler_perf-like workloads at {largest['nodes']} nodes, simulated in process "
+                  "(filter -> prioritize -> bind -> next pod, a new snapshot per bind; the engine "
+                  "alone, no HTTP and no kube-scheduler), next to kube-scheduler's own thresholds "
+                  "for its scheduler_perf workloads at 5,000 nodes:", "",
+                  "| workload | what | extender pods/s | kube-scheduler threshold pods/s "
+                  "| filter / prioritize / bind mean ms | violations |",
+                  "|---|---|---|---|---|---|"]
+        for name, w in sp.items():
+            m = w.get("mean_ms") or {}
+            lines.append(f"| {name} | {w.get('description')} | {_fmt(w.get('pods_per_s'), 0)} "
+                         f"| {_fmt(w.get('kube_scheduler_threshold_pods_per_s'), 0)} "
+                         f"| {_fmt(m.get('filter'))} / {_fmt(m.get('prioritize'))} / {_fmt(m.get('bind'))} "
+                         f"| {_fmt(w.get('violations'))} |")
+        lines.append("")
     cel = report.get("cel") or {}
     if isinstance(cel.get("expressions"), dict):
         lines += ["CEL costs per expression (from `perf/cel_bench.py`, µs):", "",
@@ -280,6 +327,18 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[Path]:
         ax.set_xlabel("nodes")
         ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
+    churn = report.get("churn") or []
+    for label, style in (("off", "-"), ("on", "-.")):
+        for q, marker in (("p50_ms", "D"), ("p99_ms", "v")):
+            pts = [(c["nodes"], _get(c, "runs", label, "pair", q)) for c in churn]
+            pts = [p for p in pts if p[1]]
+            if pts:
+                axes[2].plot([p[0] for p in pts], [p[1] for p in pts], style + marker,
+                             label=f"churn, reuse {label}, {q[:3]}")
+    for c in churn:
+        bar = c.get("bar") or {}
+        if bar:
+            axes[2].plot([c["nodes"]] * 2, [bar["p50_ms"], bar["p99_ms"]], "k_", ms=14)
     axes[0].set_ylabel("ms (log)")
     axes[-1].legend(fontsize=7)
     fig.tight_layout()

@@ -20,6 +20,7 @@ from typing import Any
 
 from extender.state import ClusterSnapshot, load_objects
 from perf.cel_bench import run_cel_bench
+from perf.churn import run_size as churn_size
 from perf.engine import default_config, new_extender
 from perf.generate import generate_cluster, write_cluster
 from perf.http_driver import (
@@ -32,7 +33,7 @@ from perf.http_driver import (
 )
 from perf.inprocess import codec_costs, collect, compare_reference, run_inprocess, simulate, speedup
 from perf.report import evaluate_bar, machine, write_report
-from perf.workloads import CEL_ORACLES, WORKLOADS, distinct_shapes, mixed_pods
+from perf.workloads import CEL_ORACLES, SCHEDULER_PERF, WORKLOADS, distinct_shapes, mixed_pods
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -50,16 +51,20 @@ class Profile:
     http_nodes: int
     http_noop: int  # requests to the do-nothing server (the HTTP floor)
     sim_pods: dict[int, int]  # nodes -> simulated pods
+    churn: tuple[tuple[int, int, int], ...] = ()  # (nodes, pods, scheduled pods) for perf.churn
+    sched_perf_pods: int = 0  # per scheduler_perf-like workload, simulated at the largest size
 
 
 QUICK = Profile("quick", ((500, 10_000), (1000, 10_000)), mixed=120, ref_mixed=20,
                 per_workload=6, ref_per_workload=2, http_seq=150, http_c4=120, http_nodes=15,
                 http_noop=100,
-                sim_pods={500: 300, 1000: 300})
+                sim_pods={500: 300, 1000: 300}, churn=((1000, 10_000, 60),), sched_perf_pods=30)
 FULL = Profile("full", ((500, 10_000), (1000, 10_000), (5000, 50_000)), mixed=600, ref_mixed=40,
                per_workload=30, ref_per_workload=3, http_seq=1500, http_c4=1000, http_nodes=100,
                http_noop=500,
-               sim_pods={500: 1000, 1000: 1000, 5000: 2000})
+               sim_pods={500: 1000, 1000: 1000, 5000: 2000},
+               churn=((1000, 10_000, 300), (5000, 50_000, 600), (15_000, 150_000, 400)),
+               sched_perf_pods=300)
 
 
 def measure_cold_start(path: Path, log_path: Path) -> float:
@@ -242,6 +247,17 @@ def run_size(nodes: int, pods: int, profile: Profile, seed: int, out_dir: Path,
         if sim["violations"]:
             notes.append(f"{nodes} nodes: simulation found {sim['violations']} hard-constraint "
                          f"violations: {sim['violation_examples'][:3]}")
+    if profile.sched_perf_pods and nodes == profile.sizes[-1][0]:
+        size["scheduler_perf"] = {}
+        for w, threshold in SCHEDULER_PERF:
+            res = simulate(lambda src: new_extender(config, src, fast=True), snapshot, node_dicts, pod_dicts,
+                           [w.pod(700_000 + i) for i in range(profile.sched_perf_pods)], CEL_ORACLES,
+                           seed=seed, annotation_prefix=config.annotation_prefix)
+            size["scheduler_perf"][w.name] = {
+                "description": w.description, "kube_scheduler_threshold_pods_per_s": threshold,
+                **{k: res[k] for k in ("pods", "bound", "pods_per_s", "mean_ms", "violations", "unschedulable")}}
+            log(f"  scheduler_perf-like {w.name}: {res['pods_per_s']} pods/s "
+                f"(kube-scheduler threshold {threshold:g}), violations {res['violations']}")
     gc.unfreeze()
     mism = cmp["mismatches"] + sum(w.get("mismatches", 0) for w in per.values())
     if mism:
@@ -265,11 +281,21 @@ def run(full: bool, seed: int = 1, out_dir: Path = OUT) -> dict[str, Any]:
         notes.append("quick run: small sizes and few requests; the bar is defined at 5,000 nodes "
                      "/ 50,000 pods (`make perf`), so 'met' here is indicative only")
     log(f"{profile.name} run")
+    # The churn benchmark first (the bar): a server fed by the live source, a bind
+    # between every two pods, answers computed with reuse off and on (perf/churn.py).
+    churn = []
+    for nodes, pods, scheduled in profile.churn:
+        try:
+            churn.append(churn_size(nodes, pods, scheduled, [False, True], out_dir, log=log))
+        except Exception as exc:  # report, keep going
+            notes.append(f"churn {nodes} nodes failed: {type(exc).__name__}: {exc}")
+            log(f"churn {nodes} nodes failed: {exc}")
     sizes = []
     for nodes, pods in profile.sizes:
         sizes.append(run_size(nodes, pods, profile, seed, out_dir, notes))
         gc.collect()
     report: dict[str, Any] = {
+        "churn": churn,
         "meta": {**machine(), "seed": seed},
         "mode": profile.name,
         "sizes": sizes,

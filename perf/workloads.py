@@ -282,3 +282,35 @@ def distinct_shapes(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def workload_of(pod: dict[str, Any]) -> str:
     """The workload a generated pod came from (its name minus the index)."""
     return pod["metadata"]["name"].rsplit("-", 1)[0]
+
+
+# scheduler_perf-like workloads (kubernetes/test/integration/scheduler_perf) and
+# kube-scheduler's own pods/s thresholds for them at 5,000 nodes, in the order issue 13
+# lists them. Reported next to the extender's simulated pods/s, never asserted.
+def _sp_spread(when: str, honor: bool = False) -> Callable[[int], dict]:
+    app = f"sp-{when.lower()}{'-honor' if honor else ''}"
+
+    def make(i: int) -> dict:
+        constraint: dict[str, Any] = {"maxSkew": 5, "topologyKey": ZONE_KEY, "whenUnsatisfiable": when,
+                                      "labelSelector": {"matchLabels": {"app": app}}}
+        if honor:
+            constraint.update(nodeTaintsPolicy="Honor", nodeAffinityPolicy="Honor")
+        return {"labels": {"app": app}, "topologySpreadConstraints": [constraint]}
+
+    return make
+
+
+def _sp_affinity(i: int) -> dict:
+    return {"labels": {"app": "sp-affinity"}, "affinity": {"nodeAffinity": _affinity(required=[
+        {"matchExpressions": [_req(ZONE_KEY, "In", "zone-a", "zone-b", "zone-c")]}])}}
+
+
+SCHEDULER_PERF: list[tuple[Workload, float]] = [
+    (Workload("sp-hard-spread", "zone DoNotSchedule, maxSkew 5", _sp_spread("DoNotSchedule")), 460.0),
+    (Workload("sp-soft-spread", "zone ScheduleAnyway, maxSkew 5", _sp_spread("ScheduleAnyway")), 340.0),
+    (Workload("sp-inclusion", "zone DoNotSchedule, taints and affinity Honor (tainted nodes)",
+              _sp_spread("DoNotSchedule", honor=True)), 270.0),
+    (Workload("sp-node-affinity", "required node affinity on zones", _sp_affinity), 220.0),
+    (Workload("sp-default-spread", "no constraints: system default spreading (the pod's Service)",
+              _plain), 160.0),
+]

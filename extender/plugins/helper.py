@@ -37,7 +37,8 @@ def default_normalize_values(max_priority: int, reverse: bool, raw: Sequence[int
 
 
 def universe_values(
-    state, nodes, key, by_name: Callable[[], Mapping[str, int]], reads_pods: bool = False
+    state, nodes, key, by_name: Callable[[], Mapping[str, int]], reads_pods: bool = False,
+    taints_only: bool = False,
 ) -> np.ndarray:
     """A sparse name -> value answer (names outside the universe are dropped) as a
     vector over the universe, memoized per pod shape (`key`) where `universe_memo`
@@ -46,26 +47,28 @@ def universe_values(
     def vector() -> np.ndarray:
         return nodes.universe.vector(by_name())
 
-    values = universe_memo(state, nodes, key, vector, reads_pods)
+    values = universe_memo(state, nodes, key, vector, reads_pods, taints_only)
     return vector() if values is None else values
 
 
-def candidate_values(state, nodes, key, by_name: Callable[[], Mapping[str, int]]) -> np.ndarray:
+def candidate_values(state, nodes, key, by_name: Callable[[], Mapping[str, int]],
+                     taints_only: bool = False) -> np.ndarray:
     """`universe_values` cut down to the candidates, in request order."""
-    return nodes.gather(universe_values(state, nodes, key, by_name))
+    return nodes.gather(universe_values(state, nodes, key, by_name, taints_only=taints_only))
 
 
-def universe_memo(state, nodes, key, compute, reads_pods: bool = False):
+def universe_memo(state, nodes, key, compute, reads_pods: bool = False, taints_only: bool = False):
     """Answer over the snapshot's whole node universe, memoized per pod shape (`key`)
-    on the node layer (it survives pod events and binds), or per snapshot when the
-    answer `reads_pods`; None when memoising does not apply: explain runs (they want
-    details) and `Nodes`-mode requests (their nodes are not the snapshot's)."""
+    on the node layer (it survives pod events and binds; with `taints_only`, also node
+    events that change no taint), or per snapshot when the answer `reads_pods`; None
+    when memoising does not apply: explain runs (they want details) and `Nodes`-mode
+    requests (their nodes are not the snapshot's)."""
     from extender.framework.handle import SNAPSHOT_KEY
 
     snapshot = state.get(SNAPSHOT_KEY)
     if snapshot is None or state.get("explain") or nodes.universe is not snapshot.nodes:
         return None
-    return snapshot.memo(key, compute) if reads_pods else snapshot.node_memo(key, compute)
+    return snapshot.memo(key, compute) if reads_pods else snapshot.node_memo(key, compute, taints_only)
 
 
 def restrict(fails: dict, nodes) -> dict:
@@ -91,4 +94,4 @@ def untolerated_node_names(snapshot, pod, matcher, gates) -> frozenset[str]:
                 bad.extend(n.name for n in group)
         return frozenset(bad)
 
-    return snapshot.node_memo(("untolerated", pod.tolerations, gates), compute)
+    return snapshot.node_memo(("untolerated", pod.tolerations, gates), compute, taints_only=True)

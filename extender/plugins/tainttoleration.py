@@ -89,7 +89,7 @@ class TaintToleration:
             failing = untolerated_node_names(snapshot, pod, matcher, self.handle.gates)
             return nodes.universe.mask_of(failing)
 
-        mask = universe_memo(state, nodes, key, universe_mask)
+        mask = universe_memo(state, nodes, key, universe_mask, taints_only=True)
         return None if mask is None else [(REJECTED, nodes.gather(mask))]
 
     def _fails(self, state: CycleState, pod: Pod, groups) -> dict[str, Status]:
@@ -120,7 +120,8 @@ class TaintToleration:
     def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> np.ndarray:
         matcher = state.read(PRE_SCORE_KEY)
         key = (NAME, "Score", matcher.tolerations, self.handle.gates)
-        return candidate_values(state, nodes, key, lambda: self._counts(matcher, nodes.universe.taint_groups()))
+        return candidate_values(state, nodes, key, lambda: self._counts(matcher, nodes.universe.taint_groups()),
+                                taints_only=True)
 
     def _counts(self, matcher: TolerationMatcher, groups) -> dict[str, int]:
         """Intolerable PreferNoSchedule taints per node (non-zero only), per taint tuple."""

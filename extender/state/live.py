@@ -28,6 +28,7 @@ import orjson
 
 from extender import metrics
 from extender.model.parse import ModelError
+from extender.state.heap import freeze_state
 from extender.state.snapshot import ClusterSnapshot
 from extender.state.store import KINDS, Store, object_key
 
@@ -94,6 +95,8 @@ def _status_of(exc: BaseException) -> int | None:
 
 class Reflector:
     """List then watch one kind into the store (see the module docstring)."""
+
+    freeze_after_sync = False  # freeze the heap after a pod relist (`heap.freeze_state`)
 
     def __init__(
         self, kind: str, lister: Callable[..., Any], store: Store, page_size: int = PAGE_SIZE,
@@ -168,6 +171,8 @@ class Reflector:
         changed, rejected = self.store.replace(self.kind, self._pages(rv_box))
         self.resource_version = rv_box[0] if rv_box else ""
         self.store.publish()
+        if self.freeze_after_sync and self.synced.is_set() and self.kind == "Pod":  # most of the state is new
+            freeze_state("pods relisted")
         self._ok()
         self.backoff.reset()
         if not self.synced.is_set():
@@ -277,15 +282,20 @@ class LiveSource:
     def __init__(
         self, api_client: Any, max_staleness: float = 60.0, store: Store | None = None,
         page_size: int = PAGE_SIZE, backoff: Callable[[], Backoff] = Backoff,
-        watch_seconds: tuple[int, int] = WATCH_SECONDS,
+        watch_seconds: tuple[int, int] = WATCH_SECONDS, freeze_after_sync: bool = False,
     ) -> None:
+        """`freeze_after_sync`: the serving process's choice (`heap.freeze_state` once
+        every kind has listed, and after a pod relist); off for embedders and tests."""
         self.store = store or Store()
+        self.freeze_after_sync = freeze_after_sync
         self.max_staleness = max_staleness
         self.api_client = api_client
         self.reflectors = {
             kind: Reflector(kind, api_lister(api_client, kind), self.store, page_size, backoff(), watch_seconds)
             for kind in KINDS
         }
+        for reflector in self.reflectors.values():
+            reflector.freeze_after_sync = freeze_after_sync
         self._threads: list[threading.Thread] = []
         for kind in KINDS:
             metrics.WATCH_SECONDS_SINCE_SYNC.labels(kind).set_function(
@@ -310,7 +320,17 @@ class LiveSource:
             thread = threading.Thread(target=reflector.run, name=f"watch-{kind}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        if self.freeze_after_sync:
+            threading.Thread(target=self._freeze_when_synced, name="freeze-state", daemon=True).start()
         return self
+
+    def _freeze_when_synced(self) -> None:
+        """Once every kind has listed, take the state out of full GC passes (`heap`)."""
+        while not self.wait_synced(60.0):
+            if all(r._stop.is_set() for r in self.reflectors.values()):
+                return
+        if not any(r._stop.is_set() for r in self.reflectors.values()):
+            freeze_state("initial sync")
 
     def stop(self, timeout: float = 5.0) -> None:
         for reflector in self.reflectors.values():

@@ -15,6 +15,7 @@ arrays and the wire encoder's templates are paid for once.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -165,11 +166,13 @@ class NodeIndex:
     pod events and binds never throw them away."""
 
     __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index", "_with_key",
-                 "_candidates", "_lock", "_position", "_codes", "_code_of", "version", "_memo", "__weakref__")
+                 "_candidates", "_lock", "_position", "_codes", "_code_of", "version", "_memo", "_taint_memo",
+                 "__weakref__")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.version = next(_VERSIONS)
         self._memo: LRUCache = LRUCache(NODE_MEMO_SIZE)
+        self._taint_memo: LRUCache = LRUCache(NODE_MEMO_SIZE)  # answers that read only taints
         self.nodes = list(nodes)
         self.by_name = {n.name: n for n in self.nodes}
         self.names = frozenset(self.by_name)
@@ -231,6 +234,15 @@ class NodeIndex:
                 removed.append(old)
                 added.append(node)
         new.nodes, new.by_name, new._position = nodes, by_name, position
+        new._taint_memo = LRUCache(NODE_MEMO_SIZE)
+        pairs = list(zip(removed, added, strict=True)) if len(removed) == len(added) else None
+        if pairs is not None and all(o.name == n.name for o, n in pairs):  # same names, same places
+            with self._lock:
+                if all(o.taints == n.taints for o, n in pairs):  # e.g. a relabel
+                    new._taint_memo.update(self._taint_memo.items())
+                for key, cands, size in self._candidates.entries():  # kube-scheduler's lists, still valid
+                    if getattr(cands, "nodes", None) is not None and cands.nodes.universe is self:
+                        new._candidates.put(key, dataclasses.replace(cands, nodes=cands.nodes.rebased(new)), size)
         new.names = self.names if by_name.keys() == self.names else frozenset(by_name)
         cordoned = set(self.unschedulable)
         cordoned.difference_update(n.name for n in removed)
@@ -329,11 +341,15 @@ class NodeIndex:
         with self._lock:
             self._candidates.clear()
             self._memo.clear()
+            self._taint_memo.clear()
 
-    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+    def memo(self, key: Any, compute: Callable[[], Any], taints_only: bool = False) -> Any:
         """A memo of pure answers that read only this node layer (and the pod shape in
-        `key`); it lives exactly as long as the layer."""
-        return get_or_build(self._memo, self._lock, key, compute)
+        `key`); it lives exactly as long as the layer. `taints_only`: the answer reads
+        nothing but node names, positions and taints, so it is carried into the next
+        layer when a node event changes none of those (a relabel, a cordon: the common
+        node updates), instead of being recomputed after every one."""
+        return get_or_build(self._taint_memo if taints_only else self._memo, self._lock, key, compute)
 
     def names_with_key(self, key: str) -> frozenset[str]:
         """Names of the nodes that carry label `key` (any value), cached per key."""
@@ -391,6 +407,20 @@ class NodeSet:
         self._position: dict[str, int] | None = None
         self._order_array: np.ndarray | None = None
         self._json_names: np.ndarray | None = None
+
+    def rebased(self, universe: NodeIndex) -> NodeSet:
+        """The same candidates over `universe`, a layer evolved from this set's with
+        every node in its place (only replaced nodes): what depends on names and
+        positions is shared (positions, encoded names, the encoder's templates and
+        remembered answers, which are keyed by the exact result they encode); what reads
+        nodes (`nodes`, taint groups) is rebuilt on demand."""
+        new = NodeSet.__new__(NodeSet)
+        new._nodes = None
+        new.order, new.names, new.universe = self.order, self.names, universe
+        new._taint_groups = None
+        new._uidx, new.templates, new._position = self._uidx, self.templates, self._position
+        new._order_array, new._json_names = self._order_array, self._json_names
+        return new
 
     def json_names(self) -> np.ndarray:
         """The candidates' names as JSON strings (bytes), an object array in request

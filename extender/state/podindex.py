@@ -14,7 +14,9 @@ request budget. The pod layer keeps these indexes up to date event by event
 Selectors are duck-typed (`nothing`, `requirements` of `key`/`op`/`values` with ops
 In/NotIn/Exists/DoesNotExist) so this module does not depend on the plugin package.
 Results per (namespace, selector) are memoized per namespace bucket: a pod event
-replaces the bucket of its namespace only, so other namespaces keep their answers.
+replaces the bucket of its namespace only, so other namespaces keep their answers, and
+the new bucket carries its predecessor's counts patched for the pod that came or went
+(selectors also answer `matches(labels)`), so a bind costs no recount.
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ class NamespacePods:
     removed pods are reused, so memory stays flat under churn.
     """
 
-    __slots__ = ("entries", "node_codes", "alive", "by_label", "_nominated", "_memo", "_fresh",
+    __slots__ = ("entries", "node_codes", "alive", "by_label", "_nominated", "_memo", "_memo_nodes", "_code_memo", "_fresh",
                  "_free", "_top")
 
     def __init__(self) -> None:
@@ -142,6 +144,8 @@ class NamespacePods:
         self.by_label: dict[str, ChunkedMap] = {}  # key -> value -> ids
         self._nominated: dict[str, Pod] = {}
         self._memo: dict[Any, Mapping[str, int]] = {}
+        self._memo_nodes: dict[tuple, weakref.ref] = {}  # domain memo key -> its node layer
+        self._code_memo: dict[Any, np.ndarray] = {}  # selector -> counts by node code
         self._fresh: set[Any] = set()  # containers already copied since `copy`
         self._free: list[int] = []  # ids of removed pods, for reuse
         self._top = 0  # ids ever handed out (high-water mark)
@@ -178,7 +182,11 @@ class NamespacePods:
         new.alive = self.alive.copy()
         new.by_label = dict(self.by_label)
         new._nominated = dict(self._nominated)
-        new._memo = {}
+        # Counts per selector are carried and patched as pods come and go (`_patch_memo`),
+        # not recounted by the first request after every bind.
+        new._memo = dict(self._memo)
+        new._memo_nodes = dict(self._memo_nodes)
+        new._code_memo = dict(self._code_memo)
         new._fresh = set()
         new._free = list(self._free)
         new._top = self._top
@@ -235,6 +243,7 @@ class NamespacePods:
             self.alive[pid] = True
             for key, value in pod.labels.items():
                 self._ids(key, value).add(pid)
+            self._patch_memo(pod, 1)
         elif nominated(pod):
             self._nominated[pod.name] = pod
         self.entries.set(pod.name, (pod, pid))
@@ -248,6 +257,7 @@ class NamespacePods:
         old, pid = entry
         self._nominated.pop(name, None)
         if pid >= 0:
+            self._patch_memo(old, -1)
             self.alive[pid] = False
             self.node_codes[pid] = 0
             self._free.append(pid)
@@ -260,6 +270,42 @@ class NamespacePods:
                     if not len(inner):
                         del self.by_label[key]
         return old
+
+    def _patch_memo(self, pod: Pod, delta: int) -> None:
+        """A counted pod came (+1) or went (-1): patch the carried counts it belongs to
+        (O(memo entries) selector checks, one dict copy per entry it changes; published
+        dicts are never mutated). A domain entry whose node layer is gone is dropped."""
+        for selector, by_code in list(self._code_memo.items()):
+            if selector.matches(pod.labels):
+                code = node_code(pod.node_name)
+                patched = np.zeros(max(len(by_code), code + 1), dtype=np.int64)
+                patched[: len(by_code)] = by_code
+                patched[code] += delta
+                self._code_memo[selector] = patched
+        for key, counts in list(self._memo.items()):
+            if type(key) is tuple:  # domain_counts: (selector, topology key, eligible, version)
+                selector, topology_key, eligible, _ = key
+                if pod.node_name not in eligible or not selector.matches(pod.labels):
+                    continue
+                ref = self._memo_nodes.get(key)
+                layer = ref() if ref is not None else None
+                node = layer.by_name.get(pod.node_name) if layer is not None else None
+                if node is None:
+                    del self._memo[key]
+                    self._memo_nodes.pop(key, None)
+                    continue
+                domain = node.labels.get(topology_key, "")
+            elif key.matches(pod.labels):  # node_counts: selector
+                domain = pod.node_name
+            else:
+                continue
+            patched = dict(counts)
+            n = patched.get(domain, 0) + delta
+            if n > 0:
+                patched[domain] = n
+            else:
+                patched.pop(domain, None)
+            self._memo[key] = patched
 
     def _ids_for(self, req: Any) -> tuple[set[int], bool]:
         """(ids, positive): the ids the requirement selects, or (when not positive) the
@@ -292,6 +338,19 @@ class NamespacePods:
                 result -= ids
         return result
 
+    def code_counts(self, selector: Any) -> np.ndarray:
+        """Matching counted pods per node code (`node_code`; codes past the end: 0),
+        memoized per selector and patched as pods come and go."""
+        hit = self._code_memo.get(selector)
+        if hit is None:
+            ids = self.matching_ids(selector)
+            codes = self.node_codes[np.fromiter(ids, dtype=np.intp, count=len(ids))]
+            hit = np.bincount(codes, minlength=len(_NODE_NAMES)).astype(np.int64)
+            if len(self._code_memo) >= _MEMO_LIMIT:
+                self._code_memo.clear()
+            self._code_memo[selector] = hit
+        return hit
+
     def node_counts(self, selector: Any) -> Mapping[str, int]:
         """Matching counted pods per node name (memoized per selector)."""
         hit = self._memo.get(selector)
@@ -306,6 +365,7 @@ class NamespacePods:
                 hit = dict(zip([names[c] for c in present.tolist()], counts[present].tolist(), strict=True))
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
+                self._memo_nodes.clear()
             self._memo[selector] = hit
         return hit
 
@@ -361,8 +421,23 @@ class SpreadIndex:
             hit = out
             if len(ns._memo) >= _MEMO_LIMIT:
                 ns._memo.clear()
+                ns._memo_nodes.clear()
+            ns._memo_nodes[memo_key] = weakref.ref(self.nodes)
             ns._memo[memo_key] = hit
         return hit
+
+    def own_vector(self, namespace: str, selector: Any, universe: Any) -> np.ndarray:
+        """Matching counted pods on each node of `universe` (a NodeIndex), as an int64
+        vector over it: a gather from the per-selector counts by node code, no loop
+        over names."""
+        codes = universe.memo(("node codes",), lambda: np.fromiter(
+            (node_code(n.name) for n in universe.nodes), dtype=np.intp, count=len(universe.nodes)),
+            taints_only=True)
+        by_code = self.namespace(namespace).code_counts(selector)
+        out = np.zeros(len(codes), dtype=np.int64)
+        known = codes < len(by_code)
+        out[known] = by_code[codes[known]]
+        return out
 
     def nodes_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
         """Names of snapshot nodes carrying every key in `keys` (node-layer memo)."""
@@ -384,7 +459,7 @@ class SpreadIndex:
         nodes = self.nodes
         return nodes.memo(("PTS taint group names",), lambda: {
             taints: frozenset(n.name for n in group) for taints, group in nodes.taint_groups().items()
-        })
+        }, taints_only=True)
 
 
 def spread_index(snapshot: ClusterSnapshot) -> SpreadIndex:

@@ -110,9 +110,10 @@ class ClusterSnapshot:
         `node_memo`, which outlives pod events."""
         return get_or_build(self._memo, self._memo_lock, key, compute)
 
-    def node_memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """Memo of answers that read only the node layer (kept while nodes are unchanged)."""
-        return self.nodes.memo(key, compute)
+    def node_memo(self, key: Hashable, compute: Callable[[], Any], taints_only: bool = False) -> Any:
+        """Memo of answers that read only the node layer (kept while nodes are unchanged;
+        with `taints_only`, while their names and taints are: `NodeIndex.memo`)."""
+        return self.nodes.memo(key, compute, taints_only)
 
     def workloads_in(self, kind: str, namespace: str) -> list[dict[str, Any]]:
         """Workload objects of one kind in one namespace."""

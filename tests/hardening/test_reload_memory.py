@@ -10,7 +10,6 @@ import shutil
 import weakref
 
 import yaml
-
 from conftest import EXAMPLES, example_pod
 
 from extender.api.wire import decode_args

@@ -265,3 +265,24 @@ def test_report_writer_produces_expected_keys_and_files(tmp_path: Path) -> None:
     summary = paths["summary"].read_text()
     assert summary == render_summary(data) and "| nodes | pods |" in summary
     assert "CEL costs per expression" in summary
+
+
+def test_report_leads_with_the_churn_table_and_its_bar(tmp_path: Path) -> None:
+    lat = {"n": 3, "p50_ms": 2.0, "p90_ms": 5.0, "p99_ms": 9.0, "max_ms": 9.5, "mean_ms": 3.0}
+    slow = {**lat, "p50_ms": 8.0, "p99_ms": 30.0}
+    run = {"filter": lat, "prioritize": lat, "pair": lat, "initial_sync_s": 7.0, "loadavg_after": 2.5,
+           "rss_synced": {"worker_mb": 190.0}, "rss_after": {"worker_mb": 200.0}}
+    report = _fake_report()
+    report["churn"] = [
+        {"nodes": 5000, "pods": 50000, "runs": {"off": run, "on": run},
+         "bar": {"p50_ms": 2.5, "p99_ms": 10.0, "rss_mb": None, "initial_sync_s": None, "met": True}},
+        {"nodes": 15000, "pods": 150000, "runs": {"off": {**run, "pair": slow}},
+         "bar": {"p50_ms": 7.5, "p99_ms": 25.0, "rss_mb": 1500.0, "initial_sync_s": 45.0, "met": False}},
+    ]
+    summary = write_report(report, tmp_path)["summary"].read_text()
+    assert summary.index("**Under churn**") < summary.index("| nodes | pods |")
+    rows = [line for line in summary.splitlines() if line.startswith(("| 5,000 / 50,000", "| 15,000 / 150,000"))]
+    assert len(rows) == 3
+    assert "| off |" in rows[0] and "| yes |" in rows[0] and "2.00 / 9.00" in rows[0]
+    assert "| on |" in rows[1] and "| - |" in rows[1]
+    assert "**NO**" in rows[2] and "8.00 / 30.00" in rows[2] and "RSS ≤ 1500" in rows[2]

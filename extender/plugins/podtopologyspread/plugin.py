@@ -17,7 +17,7 @@ from extender.framework.status import SKIP, error
 from extender.framework.verdicts import Masks
 from extender.matching.tolerations import matcher_for
 from extender.model import Node, Pod
-from extender.plugins.helper import universe_values
+from extender.plugins.helper import universe_memo
 from extender.plugins.podtopologyspread import filtering, scoring
 from extender.plugins.podtopologyspread.args import (
     DO_NOT_SCHEDULE,
@@ -195,13 +195,14 @@ class PodTopologySpread:
         index = spread_index(snapshot)
         if st.counts is None:
             st.counts = scoring.indexed_counts(index, pod, st, EligibleSets(st.inclusion, index))
-        own = {
-            i: universe_values(state, nodes, ("PTS own", pod.namespace, c.selector),
-                                       lambda c=c: index.node_counts(pod.namespace, c.selector),
-                                       reads_pods=True)
-            for i, c in enumerate(st.constraints)
-            if c.is_hostname and scoring.counts_pods(c)
-        }
+        own = {}
+        for i, c in enumerate(st.constraints):
+            if c.is_hostname and scoring.counts_pods(c):
+                def vector(c=c) -> np.ndarray:
+                    return index.own_vector(pod.namespace, c.selector, nodes.universe)
+
+                hit = universe_memo(state, nodes, ("PTS own", pod.namespace, c.selector), vector, reads_pods=True)
+                own[i] = vector() if hit is None else hit
         return scoring.raw_vector(st, nodes, st.counts, own)
 
     def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: np.ndarray) -> np.ndarray:
