@@ -20,7 +20,7 @@ HELP = {
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
     "weights": "score plugin weights, e.g. TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
-    "score_mode": "scaled (0..10, default) or in-tree (sum(weight*score)/10, use extender weight 1)",
+    "score_mode": "in-tree (default: sum(weight*score)/10, use extender weight 1) or scaled (0..10, weight 7)",
     "max_body_bytes": "largest request body accepted, bytes (default 64 MiB)",
     "log_level": "debug, info, warning or error (default info)",
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",

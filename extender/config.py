@@ -43,7 +43,7 @@ class Config:
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
     feature_gates: FeatureGates = FeatureGates()
     weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    score_mode: str = "scaled"
+    score_mode: str = "in-tree"
     max_body_bytes: int = 64 * 1024 * 1024
     log_level: str = "info"
     plugin_args: dict[str, dict[str, Any]] = field(default_factory=dict)
