@@ -1,0 +1,690 @@
+"""An in-memory Kubernetes API server speaking the real wire protocol on 127.0.0.1.
+
+There is no kube-apiserver binary on the build machines, so the live state source, the
+`bind` verb and the scheduler simulator are tested against this double. It holds the
+truth (objects by kind/namespace/name) in memory and answers what the real server
+answers, in the shapes of `kubectl get --raw` output:
+
+- list: ``GET /api/v1/pods`` (all namespaces) and ``/api/v1/namespaces/{ns}/pods``,
+  with ``limit``/``continue`` paging over one consistent snapshot and
+  ``metadata.resourceVersion``; items carry no ``kind``/``apiVersion``.
+- watch: ``?watch=true`` with ``resourceVersion``, ``allowWatchBookmarks`` and
+  ``timeoutSeconds`` as a chunked stream of ``{"type":..,"object":..}`` lines
+  (ADDED/MODIFIED/DELETED/BOOKMARK, and ERROR with a 410 ``Expired`` Status when the
+  resourceVersion is older than the retained history).
+- ``POST .../pods/{name}/binding`` (201; 404 missing pod; 409 already bound),
+  ``GET``/``DELETE`` of one object, ``POST`` to create one.
+
+Tests change the truth from Python (`create`/`update`/`delete`/`bind`/`terminate`) and
+inject faults through `server.faults` (cut streams mid-event, expire history, fail or
+slow requests, events for objects never listed). Every change gets the next global
+resourceVersion, as etcd's revision does.
+
+Usage::
+
+    with FakeApiServer() as api:
+        api.create("nodes", {"metadata": {"name": "n1"}})
+        api.write_kubeconfig(tmp_path / "kubeconfig")
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One served resource: where it lives on the wire and what its objects are called."""
+
+    plural: str
+    kind: str
+    group_version: str  # "v1" (core) or "apps/v1"
+    namespaced: bool = True
+
+    @property
+    def prefix(self) -> str:
+        return "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
+
+
+RESOURCES: dict[str, Resource] = {
+    r.plural: r
+    for r in (
+        Resource("nodes", "Node", "v1", namespaced=False),
+        Resource("pods", "Pod", "v1"),
+        Resource("services", "Service", "v1"),
+        Resource("replicationcontrollers", "ReplicationController", "v1"),
+        Resource("replicasets", "ReplicaSet", "apps/v1"),
+        Resource("statefulsets", "StatefulSet", "apps/v1"),
+    )
+}
+
+Key = tuple[str, str]  # (namespace or "", name)
+
+
+def status(code: int, reason: str, message: str) -> dict:
+    """A `metav1.Status` failure body, as the API server sends for errors."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+class ApiError(Exception):
+    """A request the double refuses; carries the HTTP code and a Status body."""
+
+    def __init__(self, code: int, reason: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.body = status(code, reason, message)
+
+
+@dataclass
+class Faults:
+    """Fault-injection knobs; tests set them, handler threads consume them.
+
+    All counters count down as the faults fire, so a test sets ``cut_events = 1`` and
+    the next event written to any watch stream is cut in the middle of its line and
+    the connection dropped.
+    """
+
+    cut_events: int = 0  # next N event writes: send half a line, then drop the connection
+    expire_watches: int = 0  # next N watch requests: ERROR 410 Expired whatever their RV
+    fail_requests: int = 0  # next N matching requests answer `fail_status`
+    fail_status: int = 500
+    fail_match: str = ""  # substring of "METHOD /path?query" the failure applies to
+    delay_seconds: float = 0.0  # sleep before answering every request (slow server)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self, name: str) -> bool:
+        """Consume one unit of the counter `name`; True when the fault fires."""
+        with self.lock:
+            n = getattr(self, name)
+            if n > 0:
+                setattr(self, name, n - 1)
+                return True
+            return False
+
+    def take_failure(self, request_line: str) -> int | None:
+        with self.lock:
+            if self.fail_requests > 0 and self.fail_match in request_line:
+                self.fail_requests -= 1
+                return self.fail_status
+            return None
+
+
+@dataclass
+class _Event:
+    rv: int
+    type: str
+    namespace: str
+    obj: dict  # full object with kind/apiVersion, never mutated after creation
+
+
+class _Snapshot:
+    """A list's consistent view, kept so that later pages come from the same moment."""
+
+    def __init__(self, rv: int, items: list[tuple[Key, dict]]):
+        self.rv = rv
+        self.items = items
+
+
+class FakeApiServer:
+    """The truth plus an HTTP front end; see the module docstring."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        history: int = 100_000,
+        bookmark_interval: float = 1.0,
+        default_watch_timeout: float = 1800.0,
+    ):
+        self.faults = Faults()
+        self.history = history
+        self.bookmark_interval = bookmark_interval
+        self.default_watch_timeout = default_watch_timeout
+        self.requests: deque[str] = deque(maxlen=10_000)  # "METHOD /path?query" seen
+        self._cond = threading.Condition()
+        self._rv = 1000
+        self._objects: dict[str, dict[Key, dict]] = {p: {} for p in RESOURCES}
+        self._log: dict[str, deque[_Event]] = {p: deque() for p in RESOURCES}
+        self._oldest: dict[str, int] = {p: self._rv for p in RESOURCES}  # compacted below
+        self._snapshots: dict[str, _Snapshot] = {}
+        self._snap_ids = itertools.count(1)
+        self._closing = False
+        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> FakeApiServer:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="fake-apiserver", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        """Write a kubeconfig pointing at this server (no auth) and return its path."""
+        path = Path(path)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "double", "cluster": {"server": self.url}}],
+            "users": [{"name": "double", "user": {}}],
+            "contexts": [{"name": "double", "context": {"cluster": "double", "user": "double"}}],
+            "current-context": "double",
+        }
+        path.write_text(json.dumps(config))
+        return path
+
+    # ---- the truth, from Python --------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        with self._cond:
+            return self._rv
+
+    def create(self, resource: str, obj: dict) -> dict:
+        """Add an object (ADDED event); 409 ApiError if it exists. Returns the stored copy."""
+        return self._write(resource, obj, create=True)
+
+    def update(self, resource: str, obj: dict) -> dict:
+        """Replace an object (MODIFIED event); 404 ApiError if missing."""
+        return self._write(resource, obj, create=False)
+
+    def apply(self, resource: str, obj: dict) -> dict:
+        """Create or replace, whichever applies."""
+        with self._cond:
+            exists = self._key(resource, obj) in self._objects[resource]
+            return self._write(resource, obj, create=not exists)
+
+    def delete(self, resource: str, name: str, namespace: str = "") -> dict:
+        """Remove an object (DELETED event); 404 ApiError if missing."""
+        with self._cond:
+            key = (namespace if RESOURCES[resource].namespaced else "", name)
+            old = self._objects[resource].pop(key, None)
+            if old is None:
+                raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
+            self._rv += 1
+            gone = copy.deepcopy(old)
+            gone["metadata"]["resourceVersion"] = str(self._rv)
+            self._emit(resource, "DELETED", gone)
+            return gone
+
+    def get(self, resource: str, name: str, namespace: str = "") -> dict | None:
+        with self._cond:
+            key = (namespace if RESOURCES[resource].namespaced else "", name)
+            obj = self._objects[resource].get(key)
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def objects(self, resource: str) -> list[dict]:
+        """Deep copies of every object of a kind, with kind/apiVersion set."""
+        with self._cond:
+            return [copy.deepcopy(o) for _, o in sorted(self._objects[resource].items())]
+
+    def all_objects(self) -> list[dict]:
+        """Every object of every kind (the same documents a cluster file holds)."""
+        return [o for r in RESOURCES for o in self.objects(r)]
+
+    def bind(self, namespace: str, name: str, node: str) -> dict:
+        """What `POST pods/{name}/binding` does: set spec.nodeName once (404/409 ApiError)."""
+        with self._cond:
+            pod = self._objects["pods"].get((namespace, name))
+            if pod is None:
+                raise ApiError(404, "NotFound", f'pods "{name}" not found')
+            bound = pod.get("spec", {}).get("nodeName")
+            if bound:
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": '
+                    f'pod {name} is already assigned to node "{bound}"',
+                )
+            new = copy.deepcopy(pod)
+            new.setdefault("spec", {})["nodeName"] = node
+            return self._write("pods", new, create=False)
+
+    def terminate(self, namespace: str, name: str) -> dict:
+        """Mark a pod terminating (deletionTimestamp set), as a graceful delete does."""
+        with self._cond:
+            pod = self.get("pods", name, namespace)
+            if pod is None:
+                raise ApiError(404, "NotFound", f'pods "{name}" not found')
+            pod["metadata"]["deletionTimestamp"] = _now()
+            pod["metadata"]["deletionGracePeriodSeconds"] = 30
+            return self._write("pods", pod, create=False)
+
+    def load(self, objects: Iterable[dict]) -> int:
+        """Create many objects (kind-tagged documents, e.g. a cluster file); returns count."""
+        n = 0
+        for obj in objects:
+            self.apply(plural_of(obj), obj)
+            n += 1
+        return n
+
+    # ---- faults --------------------------------------------------------------------------
+
+    def compact(self) -> int:
+        """Forget all history (etcd compaction): watches from any older RV get 410."""
+        with self._cond:
+            for r in RESOURCES:
+                self._log[r].clear()
+                self._oldest[r] = self._rv
+            self._snapshots.clear()
+            return self._rv
+
+    def inject_event(self, resource: str, type_: str, obj: dict) -> int:
+        """Send an event to watchers WITHOUT changing the truth (e.g. a MODIFIED or
+        DELETED for an object no list ever returned). Returns its resourceVersion."""
+        with self._cond:
+            self._rv += 1
+            obj = self._stamp(resource, copy.deepcopy(obj))
+            obj["metadata"]["resourceVersion"] = str(self._rv)
+            self._emit(resource, type_, obj)
+            return self._rv
+
+    def close_watches(self) -> None:
+        """End every open watch stream cleanly (as an API server restart would)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        time.sleep(0.05)
+        with self._cond:
+            self._closing = False
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _key(self, resource: str, obj: dict) -> Key:
+        md = obj.get("metadata") or {}
+        ns = md.get("namespace") or "default" if RESOURCES[resource].namespaced else ""
+        return (ns, md.get("name", ""))
+
+    def _stamp(self, resource: str, obj: dict) -> dict:
+        res = RESOURCES[resource]
+        obj["kind"] = res.kind
+        obj["apiVersion"] = res.group_version
+        md = obj.setdefault("metadata", {})
+        if res.namespaced:
+            md["namespace"] = md.get("namespace") or "default"
+        else:
+            md.pop("namespace", None)
+        return obj
+
+    def _write(self, resource: str, obj: dict, create: bool) -> dict:
+        if resource not in RESOURCES:
+            raise ApiError(404, "NotFound", f"the server could not find resource {resource!r}")
+        obj = self._stamp(resource, copy.deepcopy(obj))
+        md = obj["metadata"]
+        if not md.get("name"):
+            raise ApiError(422, "Invalid", "metadata.name: Required value")
+        with self._cond:
+            key = self._key(resource, obj)
+            old = self._objects[resource].get(key)
+            if create and old is not None:
+                raise ApiError(409, "AlreadyExists", f'{resource} "{key[1]}" already exists')
+            if not create and old is None:
+                raise ApiError(404, "NotFound", f'{resource} "{key[1]}" not found')
+            self._rv += 1
+            md["resourceVersion"] = str(self._rv)
+            if old is None:
+                md.setdefault("uid", f"uid-{resource}-{key[0]}-{key[1]}-{self._rv}")
+                md.setdefault("creationTimestamp", _now())
+            else:
+                md["uid"] = old["metadata"].get("uid")
+                md["creationTimestamp"] = old["metadata"].get("creationTimestamp")
+            self._objects[resource][key] = obj
+            self._emit(resource, "ADDED" if old is None else "MODIFIED", obj)
+            return copy.deepcopy(obj)
+
+    def _emit(self, resource: str, type_: str, obj: dict) -> None:
+        """Append to the history (caller holds the lock) and wake the watchers."""
+        log = self._log[resource]
+        log.append(_Event(self._rv, type_, obj["metadata"].get("namespace", ""), obj))
+        while len(log) > self.history:
+            self._oldest[resource] = log.popleft().rv
+        self._cond.notify_all()
+
+    def _list(self, resource: str, namespace: str, query: dict[str, str]) -> dict:
+        res = RESOURCES[resource]
+        limit = int(query.get("limit") or 0)
+        if limit < 0:
+            raise ApiError(400, "BadRequest", "limit must be non-negative")
+        token = query.get("continue")
+        with self._cond:
+            if token:
+                snap_id, start = _decode_continue(token)
+                snap = self._snapshots.get(snap_id)
+                if snap is None:
+                    raise ApiError(
+                        410,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent "
+                        "list result. You can start a new list without the continue parameter.",
+                    )
+            else:
+                items = sorted(self._objects[resource].items())
+                snap = _Snapshot(self._rv, items)
+                snap_id, start = f"s{next(self._snap_ids)}", 0
+                if limit:
+                    self._snapshots[snap_id] = snap
+                    while len(self._snapshots) > 64:
+                        self._snapshots.pop(next(iter(self._snapshots)))
+        items = [o for k, o in snap.items if not namespace or k[0] == namespace]
+        end = len(items) if not limit else start + limit
+        page = items[start:end]
+        metadata: dict[str, Any] = {"resourceVersion": str(snap.rv)}
+        if end < len(items):
+            metadata["continue"] = _encode_continue(snap_id, end)
+            metadata["remainingItemCount"] = len(items) - end
+        else:
+            with self._cond:
+                self._snapshots.pop(snap_id, None)
+        return {
+            "kind": f"{res.kind}List",
+            "apiVersion": res.group_version,
+            "metadata": metadata,
+            "items": [_without_type(o) for o in page],
+        }
+
+    def _initial_events(self, resource: str, namespace: str) -> tuple[int, list[_Event]]:
+        """A watch without a resourceVersion starts with ADDED for everything that exists."""
+        with self._cond:
+            events = [
+                _Event(int(o["metadata"]["resourceVersion"]), "ADDED", k[0], o)
+                for k, o in sorted(self._objects[resource].items())
+                if not namespace or k[0] == namespace
+            ]
+            return self._rv, events
+
+
+def plural_of(obj: dict) -> str:
+    """The resource name for a kind-tagged object ("Pod" -> "pods")."""
+    kind = obj.get("kind")
+    for r in RESOURCES.values():
+        if r.kind == kind:
+            return r.plural
+    raise ValueError(f"the API-server double does not serve kind {kind!r}")
+
+
+def _without_type(obj: dict) -> dict:
+    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _encode_continue(snap_id: str, start: int) -> str:
+    raw = json.dumps({"s": snap_id, "start": start}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, int]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(data["s"]), int(data["start"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ApiError(400, "BadRequest", f"invalid continue token: {e}") from None
+
+
+def _parse_path(path: str) -> tuple[str, str, str, str]:
+    """Split an API path into (resource, namespace, name, subresource); 404 otherwise."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        rest, gv = parts[2:], "v1"
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        rest, gv = parts[3:], f"{parts[1]}/{parts[2]}"
+    else:
+        raise ApiError(404, "NotFound", f"the server could not find the requested resource {path}")
+    namespace = ""
+    if len(rest) >= 2 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if not rest or rest[0] not in RESOURCES or RESOURCES[rest[0]].group_version != gv:
+        raise ApiError(404, "NotFound", f"the server could not find the requested resource {path}")
+    resource = rest[0]
+    if namespace and not RESOURCES[resource].namespaced:
+        raise ApiError(404, "NotFound", f"{resource} is not namespaced")
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    if len(rest) > 3:
+        raise ApiError(404, "NotFound", f"the server could not find the requested resource {path}")
+    return resource, namespace, name, sub
+
+
+def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "fake-apiserver"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        # -- plumbing
+
+        def _send_json(self, code: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _body(self) -> dict:
+            n = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(n) if n else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError as e:
+                raise ApiError(400, "BadRequest", f"request body is not JSON: {e}") from None
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "request body must be a JSON object")
+            return body
+
+        def _dispatch(self, method: str) -> None:
+            line = f"{method} {self.path}"
+            api.requests.append(line)
+            if api.faults.delay_seconds:
+                time.sleep(api.faults.delay_seconds)
+            try:
+                code = api.faults.take_failure(line)
+                if code is not None:
+                    raise ApiError(code, "InternalError", f"injected failure {code}")
+                url = urlsplit(self.path)
+                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                for sel in ("labelSelector", "fieldSelector"):
+                    if query.get(sel):
+                        raise ApiError(400, "BadRequest", f"the double does not support {sel}")
+                resource, ns, name, sub = _parse_path(url.path)
+                getattr(self, f"_{method.lower()}")(resource, ns, name, sub, query)
+            except ApiError as e:
+                self._send_json(e.code, e.body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def do_GET(self) -> None:
+            self._dispatch("GET")
+
+        def do_POST(self) -> None:
+            self._dispatch("POST")
+
+        def do_PUT(self) -> None:
+            self._dispatch("PUT")
+
+        def do_DELETE(self) -> None:
+            self._dispatch("DELETE")
+
+        # -- verbs
+
+        def _get(self, resource: str, ns: str, name: str, sub: str, query: dict) -> None:
+            if sub:
+                raise ApiError(405, "MethodNotAllowed", f"GET {sub} is not supported")
+            if name:
+                obj = api.get(resource, name, ns)
+                if obj is None:
+                    raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
+                return self._send_json(200, obj)
+            if query.get("watch") in ("true", "1"):
+                return self._watch(resource, ns, query)
+            self._send_json(200, api._list(resource, ns, query))
+
+        def _post(self, resource: str, ns: str, name: str, sub: str, query: dict) -> None:
+            body = self._body()
+            if resource == "pods" and name and sub == "binding":
+                target = (body.get("target") or {}).get("name")
+                if not target:
+                    raise ApiError(422, "Invalid", "target.name: Required value")
+                api.bind(ns or "default", name, target)
+                return self._send_json(
+                    201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+                )
+            if name or sub:
+                raise ApiError(405, "MethodNotAllowed", "POST is only for collections and pods/binding")
+            if ns:
+                body.setdefault("metadata", {})["namespace"] = ns
+            self._send_json(201, api.create(resource, body))
+
+        def _put(self, resource: str, ns: str, name: str, sub: str, query: dict) -> None:
+            body = self._body()
+            if not name or sub:
+                raise ApiError(405, "MethodNotAllowed", "PUT needs an object path")
+            body.setdefault("metadata", {})["name"] = name
+            if ns:
+                body["metadata"]["namespace"] = ns
+            self._send_json(200, api.update(resource, body))
+
+        def _delete(self, resource: str, ns: str, name: str, sub: str, query: dict) -> None:
+            if not name or sub:
+                raise ApiError(405, "MethodNotAllowed", "DELETE needs an object path")
+            self._send_json(200, api.delete(resource, name, ns))
+
+        # -- watch
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        def _watch(self, resource: str, ns: str, query: dict) -> None:
+            res = RESOURCES[resource]
+            bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+            timeout = float(query.get("timeoutSeconds") or api.default_watch_timeout)
+            rv_arg = query.get("resourceVersion") or ""
+            try:
+                since = int(rv_arg) if rv_arg else 0
+            except ValueError:
+                raise ApiError(400, "BadRequest", f"invalid resourceVersion {rv_arg!r}") from None
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if api.faults.take("expire_watches") or (since and since < api._oldest[resource]):
+                with api._cond:
+                    current = api._rv
+                err = status(410, "Expired", f"too old resource version: {since} ({current})")
+                self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
+                return self._chunk(b"")
+            pending: list[_Event] = []
+            if since == 0:
+                since, pending = api._initial_events(resource, ns)
+            deadline = time.monotonic() + timeout
+            next_bookmark = time.monotonic() + api.bookmark_interval
+            while True:
+                for ev in pending:
+                    if not self._send_event(ev.type, ev.obj):
+                        return
+                pending = []
+                now = time.monotonic()
+                if now >= deadline:
+                    return self._chunk(b"")
+                if bookmarks and now >= next_bookmark:
+                    next_bookmark = now + api.bookmark_interval
+                    mark = {
+                        "kind": res.kind,
+                        "apiVersion": res.group_version,
+                        "metadata": {"resourceVersion": str(since)},
+                    }
+                    if not self._send_event("BOOKMARK", mark):
+                        return
+                with api._cond:
+                    if api._closing:
+                        return self._chunk(b"")
+                    log = api._log[resource]
+                    if since < api._oldest[resource]:
+                        err = status(410, "Expired", f"too old resource version: {since}")
+                        self._send_event("ERROR", err)
+                        return self._chunk(b"")
+                    if not log or log[-1].rv <= since:
+                        # Nothing new for this resource up to the global RV: progress
+                        # (what a BOOKMARK reports) moves on, as the watch cache's does.
+                        since = max(since, api._rv)
+                        wait = min(deadline, next_bookmark if bookmarks else deadline) - now
+                        api._cond.wait(timeout=max(0.0, min(wait, 0.5)))
+                        continue
+                    pending = _events_after(log, since, ns)
+                    since = log[-1].rv
+
+        def _send_event(self, type_: str, obj: dict) -> bool:
+            line = json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+            if type_ != "BOOKMARK" and api.faults.take("cut_events"):
+                half = line[: max(1, len(line) // 2)]
+                self.wfile.write(b"%x\r\n%s" % (len(line), half))
+                self.wfile.flush()
+                self.close_connection = True
+                return False
+            try:
+                self._chunk(line)
+            except (BrokenPipeError, ConnectionResetError):
+                return False
+            return True
+
+    return Handler
+
+
+def _events_after(log: deque[_Event], since: int, namespace: str) -> list[_Event]:
+    """The retained events newer than `since` (binary search over the RV-ordered log)."""
+    lo, hi = 0, len(log)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if log[mid].rv <= since:
+            lo = mid + 1
+        else:
+            hi = mid
+    return [e for e in itertools.islice(log, lo, None) if not namespace or e.namespace == namespace]

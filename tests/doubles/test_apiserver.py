@@ -1,0 +1,220 @@
+"""The API-server double speaks the wire protocol the live source relies on."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.doubles.apiserver import ApiError, FakeApiServer
+
+
+@pytest.fixture
+def api():
+    with FakeApiServer(bookmark_interval=0.2) as server:
+        yield server
+
+
+def request(api: FakeApiServer, method: str, path: str, body: dict | None = None):
+    """One HTTP request; returns (status, decoded JSON body)."""
+    u = urlsplit(api.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    data = json.dumps(body).encode() if body is not None else None
+    conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    out = resp.status, json.loads(resp.read() or b"null")
+    conn.close()
+    return out
+
+
+def watch_lines(api: FakeApiServer, path: str, until: int, timeout: float = 5.0) -> list[dict]:
+    """Read `until` events from a watch stream (http.client de-chunks for us)."""
+    u = urlsplit(api.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    conn.request("GET", path)
+    resp = conn.getresponse()
+    assert resp.status == 200
+    assert resp.getheader("Transfer-Encoding") == "chunked"
+    events = []
+    while len(events) < until:
+        line = resp.readline()
+        if not line:
+            break
+        events.append(json.loads(line))
+    conn.close()
+    return events
+
+
+def node(name: str, **labels: str) -> dict:
+    return {"metadata": {"name": name, "labels": labels}, "spec": {}}
+
+
+def pod(name: str, ns: str = "default", node_name: str = "") -> dict:
+    spec = {"containers": [{"name": "c"}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def test_list_shape_and_paging_over_one_snapshot(api):
+    for i in range(5):
+        api.create("nodes", node(f"n{i}"))
+    status, page1 = request(api, "GET", "/api/v1/nodes?limit=2")
+    assert status == 200
+    assert page1["kind"] == "NodeList" and page1["apiVersion"] == "v1"
+    assert [n["metadata"]["name"] for n in page1["items"]] == ["n0", "n1"]
+    assert "kind" not in page1["items"][0]
+    assert page1["metadata"]["remainingItemCount"] == 3
+    rv = page1["metadata"]["resourceVersion"]
+    api.create("nodes", node("n9"))  # after the first page: not part of this list
+    names = [n["metadata"]["name"] for n in page1["items"]]
+    token = page1["metadata"]["continue"]
+    while token:
+        status, page = request(api, "GET", f"/api/v1/nodes?limit=2&continue={token}")
+        assert status == 200 and page["metadata"]["resourceVersion"] == rv
+        names += [n["metadata"]["name"] for n in page["items"]]
+        token = page["metadata"].get("continue")
+    assert names == ["n0", "n1", "n2", "n3", "n4"]
+
+
+def test_namespaced_and_apps_paths(api):
+    api.create("pods", pod("a", "ns1"))
+    api.create("pods", pod("b", "ns2"))
+    api.create("replicasets", {"metadata": {"name": "rs", "namespace": "ns1"}, "spec": {}})
+    _, all_pods = request(api, "GET", "/api/v1/pods")
+    assert {p["metadata"]["name"] for p in all_pods["items"]} == {"a", "b"}
+    _, ns1 = request(api, "GET", "/api/v1/namespaces/ns1/pods")
+    assert [p["metadata"]["name"] for p in ns1["items"]] == ["a"]
+    status, rs = request(api, "GET", "/apis/apps/v1/replicasets")
+    assert status == 200 and rs["kind"] == "ReplicaSetList" and rs["apiVersion"] == "apps/v1"
+    assert request(api, "GET", "/api/v1/replicasets")[0] == 404  # wrong group
+    assert request(api, "GET", "/api/v1/namespaces/x/nodes")[0] == 404
+
+
+def test_watch_streams_changes_from_a_resource_version(api):
+    api.create("nodes", node("n1"))
+    rv = api.resource_version
+    api.update("nodes", node("n1", zone="a"))
+    api.create("nodes", node("n2"))
+    api.delete("nodes", "n1")
+    events = watch_lines(api, f"/api/v1/nodes?watch=true&resourceVersion={rv}", until=3)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("MODIFIED", "n1"),
+        ("ADDED", "n2"),
+        ("DELETED", "n1"),
+    ]
+    assert events[0]["object"]["kind"] == "Node"
+    assert events[0]["object"]["metadata"]["labels"] == {"zone": "a"}
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(rvs) and rvs[0] > rv
+
+
+def test_watch_without_rv_starts_with_added_for_everything(api):
+    api.create("pods", pod("a"))
+    events = watch_lines(api, "/api/v1/pods?watch=true", until=1)
+    assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "a"
+
+
+def test_bookmarks_report_progress(api):
+    api.create("nodes", node("n1"))
+    api.create("pods", pod("p"))  # moves the global RV past the node's
+    rv = api.resource_version
+    events = watch_lines(
+        api, "/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion=1001", until=1
+    )
+    assert events[0]["type"] == "BOOKMARK"
+    assert events[0]["object"]["kind"] == "Node"
+    assert int(events[0]["object"]["metadata"]["resourceVersion"]) == rv
+
+
+def test_watch_from_compacted_rv_gets_410_expired(api):
+    api.create("nodes", node("n1"))
+    old = api.resource_version
+    api.create("nodes", node("n2"))
+    api.compact()
+    (event,) = watch_lines(api, f"/api/v1/nodes?watch=true&resourceVersion={old}", until=1)
+    assert event["type"] == "ERROR"
+    assert event["object"]["code"] == 410 and event["object"]["reason"] == "Expired"
+
+
+def test_watch_timeout_ends_the_stream(api):
+    start = time.monotonic()
+    events = watch_lines(api, "/api/v1/nodes?watch=true&timeoutSeconds=1", until=10)
+    assert events == [] and time.monotonic() - start < 5
+
+
+def test_binding(api):
+    api.create("pods", pod("p", "ns"))
+    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+    status, out = request(api, "POST", "/api/v1/namespaces/ns/pods/p/binding", body)
+    assert status == 201 and out["status"] == "Success"
+    assert api.get("pods", "p", "ns")["spec"]["nodeName"] == "n1"
+    status, out = request(api, "POST", "/api/v1/namespaces/ns/pods/p/binding", body)
+    assert status == 409 and out["reason"] == "Conflict" and "already assigned" in out["message"]
+    status, out = request(api, "POST", "/api/v1/namespaces/ns/pods/missing/binding", body)
+    assert status == 404 and out["reason"] == "NotFound"
+
+
+def test_delete_and_python_errors(api):
+    api.create("pods", pod("p"))
+    status, gone = request(api, "DELETE", "/api/v1/namespaces/default/pods/p")
+    assert status == 200 and gone["metadata"]["name"] == "p"
+    assert api.get("pods", "p", "default") is None
+    assert request(api, "DELETE", "/api/v1/namespaces/default/pods/p")[0] == 404
+    with pytest.raises(ApiError) as e:
+        api.update("pods", pod("nope"))
+    assert e.value.code == 404
+    api.create("pods", pod("q"))
+    with pytest.raises(ApiError) as e:
+        api.create("pods", pod("q"))
+    assert e.value.code == 409
+    assert api.terminate("default", "q")["metadata"]["deletionTimestamp"]
+
+
+def test_injected_failures_and_delay(api):
+    api.faults.fail_requests, api.faults.fail_match = 2, "/api/v1/nodes"
+    assert request(api, "GET", "/api/v1/nodes")[0] == 500
+    assert request(api, "GET", "/api/v1/pods")[0] == 200  # does not match
+    assert request(api, "GET", "/api/v1/nodes")[0] == 500
+    assert request(api, "GET", "/api/v1/nodes")[0] == 200
+    api.faults.delay_seconds = 0.3
+    start = time.monotonic()
+    request(api, "GET", "/api/v1/nodes")
+    assert time.monotonic() - start >= 0.3
+
+
+def test_cut_event_leaves_half_a_line(api):
+    api.create("nodes", node("n1"))
+    rv = api.resource_version - 1
+    api.faults.cut_events = 1
+    u = urlsplit(api.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+    conn.request("GET", f"/api/v1/nodes?watch=true&resourceVersion={rv}")
+    resp = conn.getresponse()
+    with pytest.raises(http.client.IncompleteRead):
+        resp.read()
+    conn.close()
+
+
+def test_injected_event_does_not_change_the_truth(api):
+    rv = api.resource_version
+    api.inject_event("pods", "DELETED", pod("ghost"))
+    (event,) = watch_lines(api, f"/api/v1/pods?watch=true&resourceVersion={rv}", until=1)
+    assert event["type"] == "DELETED" and event["object"]["metadata"]["name"] == "ghost"
+    assert api.objects("pods") == []
+
+
+def test_kubeconfig_works_with_the_kubernetes_client(api, tmp_path):
+    from kubernetes import client, config
+
+    api.create("nodes", node("n1", zone="z"))
+    cfg = client.Configuration()
+    config.load_kube_config(str(api.write_kubeconfig(tmp_path / "kc")), client_configuration=cfg)
+    core = client.CoreV1Api(client.ApiClient(cfg))
+    nodes = core.list_node()
+    assert [n.metadata.name for n in nodes.items] == ["n1"]
+    assert nodes.items[0].metadata.labels == {"zone": "z"}
