@@ -28,10 +28,14 @@ HELP = {
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
     "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
+    "inflight_wait": "seconds a filter/prioritize/preempt waits at most for pods of its namespace "
+    "answered earlier and not yet bound (the next pod then counts them); 0 disables (default 1)",
+    "assume_ttl": "seconds a pod bound through the bind verb is counted on its node before the "
+    "cluster state shows it (default 30)",
 }
 
 SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
-              "remember_answers")
+              "remember_answers", "inflight_wait", "assume_ttl")
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
@@ -49,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         "affinity, taint-aware topology spread. Flags beat EXTENDER_* env vars beat --config.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve /filter, /prioritize, /healthz, /readyz, /metrics")
+    serve = sub.add_parser("serve", help="serve /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics")
     _add_settings(serve, serve=True)
     exp = sub.add_parser("explain", help="explain offline why pods fit or do not fit each node")
     _add_settings(exp, serve=False)

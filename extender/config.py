@@ -51,6 +51,8 @@ class Config:
     cel_result_cache_size: int = 100_000
     reload_interval: float = 2.0
     remember_answers: bool = True
+    inflight_wait: float = 1.0
+    assume_ttl: float = 30.0
 
 
 # setting -> (yaml key, env var, parser)
@@ -168,6 +170,8 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "cel_result_cache_size": ("celResultCacheSize", _int_at_least(0)),
     "reload_interval": ("reloadInterval", _float_at_least(0)),
     "remember_answers": ("rememberAnswers", _bool),
+    "inflight_wait": ("inflightWait", _float_at_least(0)),
+    "assume_ttl": ("assumeTTL", _float_at_least(0)),
 }
 
 

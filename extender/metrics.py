@@ -122,6 +122,41 @@ CEL_RESULT_MEMO_TOTAL = Counter(
 )
 
 
+# --- inside kube-scheduler: bind, preempt, pods in flight ---------------------------
+
+INFLIGHT_PODS = Gauge(
+    "extender_inflight_pods",
+    "Pods answered by filter and awaiting bind (pending), or bound here and not yet "
+    "seen bound in the cluster state (assumed).",
+    ["state"],
+    multiprocess_mode="liveall",
+)
+
+INFLIGHT_WAIT_SECONDS = Histogram(
+    "extender_inflight_wait_seconds",
+    "Time a verb waited for pods of its namespace that were answered but not yet bound.",
+    buckets=exponential_buckets(0.0001, 2, 16),
+)
+
+INFLIGHT_EXPIRED_TOTAL = Counter(
+    "extender_inflight_expired_total",
+    "Pending pods never bound within --inflight-wait, and assumed pods never confirmed "
+    "within --assume-ttl, by state.",
+    ["state"],
+)
+
+BINDINGS_TOTAL = Counter(
+    "extender_bindings_total",
+    "Bindings created through the bind verb, by result (success or error).",
+    ["result"],
+)
+
+PREEMPTION_NODES_TOTAL = Counter(
+    "extender_preemption_nodes_total",
+    "Preemption candidate nodes the preempt verb kept or dropped.",
+    ["result"],
+)
+
 _CHILDREN: dict[tuple, object] = {}
 
 

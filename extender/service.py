@@ -26,21 +26,26 @@ from extender.api.wire import (
     ExtenderArgs,
     encode,
     error_filter_result,
+    feasible_in,
     filter_result,
     host_priority_list,
 )
+from extender.binding import BindingArgs, PostBinding, binder_from_config
+from extender.binding import bind as bind_pod
 from extender.config import Config
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.runner import evaluation_counters
 from extender.framework.shape import pod_shape
 from extender.framework.status import Code, unschedulable
+from extender.inflight import InFlight, InFlightSource
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, node_from_dict, pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
+from extender.preemption import PreemptionArgs, meta_victims_json, surviving_nodes
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 from extender.state.nodeset import new_templates
@@ -80,14 +85,19 @@ class Candidates:
 class Extender:
     def __init__(
         self, config: Config, source: ClusterSource, cel: Any = None, fast: bool = True,
-        remember_answers: bool | None = None,
+        remember_answers: bool | None = None, binder: PostBinding | None | bool = True,
     ) -> None:
+        """`binder`: how `bind` posts bindings (True: from the config's API access;
+        None: no API access, `bind` answers an Error)."""
         if cel is None:
             from extender.cel import CelCache
 
             cel = CelCache(config.cel_program_cache_size, config.cel_result_cache_size)
         self.config = config
-        self.source = source
+        # pods answered here and not yet bound / seen bound (extender.inflight)
+        self.inflight = InFlight(config.inflight_wait, config.assume_ttl)
+        self.source = InFlightSource(source, self.inflight)
+        self.binder = binder_from_config(config) if binder is True else binder
         self.cel = cel
         self.handle = Handle(config.feature_gates, cel, config.plugin_args)
         self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
@@ -167,9 +177,11 @@ class Extender:
     # --- the two verbs ---------------------------------------------------------------
 
     def _inputs(self, args: ExtenderArgs) -> tuple[ClusterSnapshot, Pod, Candidates]:
-        """The snapshot, the pod and the candidates; ModelError for invalid arguments."""
-        snapshot = self.source.snapshot()
+        """The snapshot, the pod and the candidates; ModelError for invalid arguments.
+        The snapshot is taken once the pods answered before this one are accounted for."""
         pod = self.parse_pod(args.pod, args.pod_key)
+        self.inflight.settle(pod, self.source.base.snapshot)
+        snapshot = self.source.snapshot()
         return snapshot, pod, self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
 
     def _filtered(self, args: ExtenderArgs) -> tuple[Candidates, FilterOutcome] | dict[str, Any]:
@@ -194,7 +206,12 @@ class Extender:
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
         """The ExtenderFilterResult as Python objects (explain, tests, embedding)."""
         answer = self._filtered(args)
-        return answer if isinstance(answer, dict) else self._filter_result(*answer)
+        if isinstance(answer, dict):
+            return answer
+        result = self._filter_result(*answer)
+        if answer[1].feasible_names:
+            self.inflight.answered(self.parse_pod(args.pod, args.pod_key))
+        return result
 
     def prioritize_vector(self, args: ExtenderArgs) -> tuple[NodeSet, np.ndarray]:
         """The scored candidates (request order, unknown names left out) and their
@@ -225,7 +242,10 @@ class Extender:
             snapshot, pod, cands = self._inputs(args)
         except ModelError as exc:
             return encode(error_filter_result(str(exc)))
-        return self.remembered_answer("Filter", snapshot, pod, cands, self._filter_bytes)
+        answer = self.remembered_answer("Filter", snapshot, pod, cands, self._filter_bytes)
+        if feasible_in(answer):
+            self.inflight.answered(pod)  # it comes back through bind: the next pod waits
+        return answer
 
     def _filter_bytes(self, state: CycleState, pod: Pod, cands: Candidates) -> tuple[bytes, bool]:
         outcome = self.run_filter(state, pod, cands)
@@ -248,6 +268,31 @@ class Extender:
         if outcome.error:
             raise ScoringError(outcome.error)
         return host_priority_json(cands.nodes, scores), True
+
+    # --- inside kube-scheduler: bind and preempt ----------------------------------------
+
+    def bind(self, args: BindingArgs) -> dict[str, str]:
+        """`ExtenderBindingResult` for one binding (see extender.binding)."""
+        known = self.inflight.pending_pod(args.pod_namespace, args.pod_name)
+        if known is None:
+            known = self._pod_in_state(args.pod_namespace, args.pod_name)
+        return bind_pod(self.inflight, self.binder, args, known)
+
+    def _pod_in_state(self, namespace: str, name: str) -> Pod | None:
+        for pod in self.source.base.snapshot().pods_by_namespace.get(namespace, ()):
+            if pod.name == name:
+                return pod
+        return None
+
+    def preempt(self, args: PreemptionArgs) -> dict[str, Any]:
+        """`ExtenderPreemptionResult`: the candidates where the preemptor then passes our
+        filters, with their victims (see extender.preemption). ModelError for a bad pod."""
+        pod = self.parse_pod(args.pod)
+        self.inflight.settle(pod, self.source.base.snapshot)
+        kept = surviving_nodes(self, self.source.snapshot(), pod, args)
+        metrics.PREEMPTION_NODES_TOTAL.labels("kept").inc(len(kept))
+        metrics.PREEMPTION_NODES_TOTAL.labels("dropped").inc(len(args.victims) - len(kept))
+        return meta_victims_json(kept)
 
     def remembered_answer(
         self, point: str, snapshot: ClusterSnapshot, pod: Pod, cands: Candidates,

@@ -16,7 +16,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api.wire import encode
 from extender.config import Config
-from extender.server.verbs import VerbRoutes, answer, observe, too_large
+from extender.server.verbs import VERBS, VerbRoutes, answer, may_wait, observe, too_large
 from extender.service import Extender
 from extender.state import ClusterSource, FileSource
 
@@ -60,15 +60,12 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
             code, payload = answer(engine, name, body)
         return Response(payload, status=code, mimetype=JSON)
 
-    def filter_view(prefix: str = "") -> Response:
-        return verb("filter")
+    for name in VERBS:
+        def view(prefix: str = "", name: str = name) -> Response:
+            return verb(name)
 
-    def prioritize_view(prefix: str = "") -> Response:
-        return verb("prioritize")
-
-    for prefix in ("", "/<path:prefix>"):
-        app.add_url_rule(f"{prefix}/filter", f"filter{prefix}", filter_view, methods=["POST"])
-        app.add_url_rule(f"{prefix}/prioritize", f"prioritize{prefix}", prioritize_view, methods=["POST"])
+        for prefix in ("", "/<path:prefix>"):
+            app.add_url_rule(f"{prefix}/{name}", f"{name}{prefix}", view, methods=["POST"])
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -96,4 +93,5 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
     routes = VerbRoutes(app.wsgi_app, engine, config.max_body_bytes)
     app.wsgi_app = routes
     app.answer_verb = routes.respond  # InlineWorker's way to the verbs without WSGI
+    app.may_wait = lambda name: may_wait(engine, name)  # such verbs go to a pool thread
     return app

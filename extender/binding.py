@@ -1,0 +1,151 @@
+"""The `bind` verb: create the `pods/binding` subresource for kube-scheduler.
+
+With `bindVerb` configured, kube-scheduler's binding cycle calls us instead of its
+DefaultBinder (`schedule_one.go` `extendersBinding`, `extender.go` `Bind`), with
+`ExtenderBindingArgs{PodName, PodNamespace, PodUID, Node}`, and treats a non-empty
+`ExtenderBindingResult.Error` (or a non-200 answer) as a failed binding: it forgets
+the assumed pod and re-queues it. We assume the pod on the node in our own state
+*before* the API call (so the next pod's answer already counts it), forget it if the
+call fails, and let the watch confirm it (`extender.inflight`).
+
+API access comes from `--kubeconfig` (or $KUBECONFIG, ~/.kube/config) or
+`--in-cluster`, through the kubernetes client, created on the first bind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from extender import metrics
+from extender.api.wire import WireError, go_fields
+from extender.inflight import InFlight
+
+log = logging.getLogger("extender.bind")
+
+ERR_NO_API = "the bind verb needs API access: run with --kubeconfig or --in-cluster"
+
+
+class BindError(RuntimeError):
+    """The API server refused or could not be reached; the message goes to the scheduler."""
+
+
+# (namespace, name, uid, node) -> None, or raises BindError
+PostBinding = Callable[[str, str, str, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class BindingArgs:
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    node: str
+
+
+def decode_binding_args(data: Any) -> BindingArgs:
+    """`ExtenderBindingArgs` (Go field names, matched as encoding/json does)."""
+    if not isinstance(data, dict):
+        raise WireError("ExtenderBindingArgs must be a JSON object")
+    fields = go_fields(data, ("PodName", "PodNamespace", "PodUID", "Node"))
+    values = {}
+    for name in ("PodName", "PodNamespace", "PodUID", "Node"):
+        value = fields.get(name) or ""
+        if not isinstance(value, str):
+            raise WireError(f"ExtenderBindingArgs.{name} must be a string")
+        values[name] = value
+    if not values["PodName"] or not values["Node"]:
+        raise WireError("ExtenderBindingArgs.PodName and .Node are required")
+    return BindingArgs(values["PodName"], values["PodNamespace"] or "default", values["PodUID"], values["Node"])
+
+
+def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
+    """The `v1.Binding` kube-scheduler's DefaultBinder posts (UID set: a recreated pod
+    of the same name is never bound by mistake)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if uid:
+        meta["uid"] = uid
+    return {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+
+
+def kubeconfig_path(explicit: str = "") -> str | None:
+    """--kubeconfig, else $KUBECONFIG (first entry), else ~/.kube/config if it exists."""
+    if explicit:
+        return explicit
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        return env.split(os.pathsep)[0]
+    default = Path.home() / ".kube" / "config"
+    return str(default) if default.is_file() else None
+
+
+class ApiBinder:
+    """Posts bindings with the kubernetes client (one client, created on first use)."""
+
+    def __init__(self, kubeconfig: str | None = None, in_cluster: bool = False) -> None:
+        self.kubeconfig = kubeconfig
+        self.in_cluster = in_cluster
+        self._api = None
+        self._lock = threading.Lock()
+
+    def _client(self):
+        with self._lock:
+            if self._api is None:
+                from kubernetes import client, config
+
+                if self.in_cluster:
+                    configuration = client.Configuration()
+                    config.load_incluster_config(client_configuration=configuration)
+                    api_client = client.ApiClient(configuration)
+                else:
+                    api_client = config.new_client_from_config(config_file=self.kubeconfig)
+                self._api = client.CoreV1Api(api_client)
+            return self._api
+
+    def __call__(self, namespace: str, name: str, uid: str, node: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            api = self._client()
+            # _preload_content=False: the client's model rejects the API's answer (a Status)
+            api.create_namespaced_pod_binding(name, namespace, binding_body(namespace, name, uid, node),
+                                              _preload_content=False, _request_timeout=10)
+        except ApiException as exc:
+            raise BindError(f"binding pod {namespace}/{name} to node {node}: {exc.status} {exc.reason}: "
+                            f"{(exc.body or b'')[:300]!r}") from None
+        except Exception as exc:  # unreachable server, bad kubeconfig, ...
+            raise BindError(f"binding pod {namespace}/{name} to node {node}: {exc}") from None
+
+
+def binder_from_config(config) -> PostBinding | None:
+    """The API binder the config asks for (None: no API access configured)."""
+    if getattr(config, "in_cluster", False):
+        return ApiBinder(in_cluster=True)
+    path = kubeconfig_path(getattr(config, "kubeconfig", "") or "")
+    return ApiBinder(kubeconfig=path) if path else None
+
+
+def bind(inflight: InFlight, post: PostBinding | None, args: BindingArgs, known_pod=None) -> dict[str, str]:
+    """`ExtenderBindingResult`: assume, call the API, forget on failure."""
+    ns, name = args.pod_namespace, args.pod_name
+    if post is None:
+        inflight.forget(ns, name)
+        metrics.BINDINGS_TOTAL.labels("error").inc()
+        return {"Error": ERR_NO_API}
+    assumed = inflight.assume(ns, name, args.pod_uid, args.node, known_pod)
+    try:
+        post(ns, name, args.pod_uid, args.node)
+    except BindError as exc:
+        inflight.forget(ns, name)
+        metrics.BINDINGS_TOTAL.labels("error").inc()
+        log.warning("binding failed", extra={"pod": f"{ns}/{name}", "node": args.node, "error": str(exc)})
+        return {"Error": str(exc)}
+    metrics.BINDINGS_TOTAL.labels("success").inc()
+    if not assumed:
+        log.info("bound a pod this process never filtered", extra={"pod": f"{ns}/{name}", "node": args.node})
+    return {"Error": ""}
