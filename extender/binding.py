@@ -107,14 +107,24 @@ class ApiBinder:
                 self._api = client.CoreV1Api(api_client)
             return self._api
 
+    def close(self) -> None:
+        """Close the client's connections (tests; the server keeps one for its life)."""
+        with self._lock:
+            if self._api is not None:
+                self._api.api_client.close()
+                self._api = None
+
     def __call__(self, namespace: str, name: str, uid: str, node: str) -> None:
         from kubernetes.client.exceptions import ApiException
 
         try:
             api = self._client()
             # _preload_content=False: the client's model rejects the API's answer (a Status)
-            api.create_namespaced_pod_binding(name, namespace, binding_body(namespace, name, uid, node),
-                                              _preload_content=False, _request_timeout=10)
+            response = api.create_namespaced_pod_binding(
+                name, namespace, binding_body(namespace, name, uid, node),
+                _preload_content=False, _request_timeout=10)
+            response.read()  # drained, the connection goes back to the pool
+            response.release_conn()
         except ApiException as exc:
             raise BindError(f"binding pod {namespace}/{name} to node {node}: {exc.status} {exc.reason}: "
                             f"{(exc.body or b'')[:300]!r}") from None
