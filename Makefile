@@ -19,8 +19,11 @@ $(PERFSTAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,perf]'
 	touch $(PERFSTAMP)
 
+# `make run` is a demo: without a state flag in ARGS it names the bundled example
+# explicitly (serve refuses the implicit default in a container).
+STATE_FLAGS := --cluster% --kubeconfig% --in-cluster% --config%
 run: $(STAMP)
-	$(BIN)/extender serve $(ARGS)
+	$(BIN)/extender serve $(if $(filter $(STATE_FLAGS),$(ARGS))$(EXTENDER_CLUSTER)$(EXTENDER_KUBECONFIG)$(EXTENDER_IN_CLUSTER)$(EXTENDER_CONFIG),,--cluster extender/data/cluster.yaml) $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/ruff check extender tests perf

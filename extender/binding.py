@@ -8,18 +8,15 @@ the assumed pod and re-queues it. We assume the pod on the node in our own state
 *before* the API call (so the next pod's answer already counts it), forget it if the
 call fails, and let the watch confirm it (`extender.inflight`).
 
-API access comes from `--kubeconfig` (or $KUBECONFIG, ~/.kube/config) or
-`--in-cluster`, through the kubernetes client, created on the first bind.
+API access is the live source's (`--kubeconfig` or `--in-cluster`); in file mode the
+verb answers an Error (there is no API to bind through).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from extender import metrics
@@ -28,7 +25,7 @@ from extender.inflight import InFlight
 
 log = logging.getLogger("extender.bind")
 
-ERR_NO_API = "the bind verb needs API access: run with --kubeconfig or --in-cluster"
+ERR_NO_API = "the bind verb needs API access: run in live mode (--kubeconfig or --in-cluster)"
 
 
 class BindError(RuntimeError):
@@ -73,54 +70,25 @@ def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, An
             "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
 
 
-def kubeconfig_path(explicit: str = "") -> str | None:
-    """--kubeconfig, else $KUBECONFIG (first entry), else ~/.kube/config if it exists."""
-    if explicit:
-        return explicit
-    env = os.environ.get("KUBECONFIG", "")
-    if env:
-        return env.split(os.pathsep)[0]
-    default = Path.home() / ".kube" / "config"
-    return str(default) if default.is_file() else None
-
-
 class ApiBinder:
-    """Posts bindings with the kubernetes client (one client, created on first use)."""
+    """Posts bindings with the kubernetes client of the live source (the same API
+    access and identity as the watches: --kubeconfig or --in-cluster)."""
 
-    def __init__(self, kubeconfig: str | None = None, in_cluster: bool = False) -> None:
-        self.kubeconfig = kubeconfig
-        self.in_cluster = in_cluster
-        self._api = None
-        self._lock = threading.Lock()
+    def __init__(self, api_client) -> None:
+        from kubernetes import client
 
-    def _client(self):
-        with self._lock:
-            if self._api is None:
-                from kubernetes import client, config
-
-                if self.in_cluster:
-                    configuration = client.Configuration()
-                    config.load_incluster_config(client_configuration=configuration)
-                    api_client = client.ApiClient(configuration)
-                else:
-                    api_client = config.new_client_from_config(config_file=self.kubeconfig)
-                self._api = client.CoreV1Api(api_client)
-            return self._api
+        self.api = client.CoreV1Api(api_client)
 
     def close(self) -> None:
-        """Close the client's connections (tests; the server keeps one for its life)."""
-        with self._lock:
-            if self._api is not None:
-                self._api.api_client.close()
-                self._api = None
+        """Close the client's connections (tests; the server keeps them for its life)."""
+        self.api.api_client.close()
 
     def __call__(self, namespace: str, name: str, uid: str, node: str) -> None:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            api = self._client()
             # _preload_content=False: the client's model rejects the API's answer (a Status)
-            response = api.create_namespaced_pod_binding(
+            response = self.api.create_namespaced_pod_binding(
                 name, namespace, binding_body(namespace, name, uid, node),
                 _preload_content=False, _request_timeout=10)
             response.read()  # drained, the connection goes back to the pool
@@ -128,26 +96,24 @@ class ApiBinder:
         except ApiException as exc:
             raise BindError(f"binding pod {namespace}/{name} to node {node}: {exc.status} {exc.reason}: "
                             f"{(exc.body or b'')[:300]!r}") from None
-        except Exception as exc:  # unreachable server, bad kubeconfig, ...
+        except Exception as exc:  # unreachable server, ...
             raise BindError(f"binding pod {namespace}/{name} to node {node}: {exc}") from None
 
 
-def binder_from_config(config) -> PostBinding | None:
-    """The API binder the config asks for (None: no API access configured)."""
-    if getattr(config, "in_cluster", False):
-        return ApiBinder(in_cluster=True)
-    path = kubeconfig_path(getattr(config, "kubeconfig", "") or "")
-    return ApiBinder(kubeconfig=path) if path else None
+def binder_for(source) -> PostBinding | None:
+    """The API binder for a live source; None in file mode (no API access)."""
+    api_client = getattr(source, "api_client", None)
+    return ApiBinder(api_client) if api_client is not None else None
 
 
-def bind(inflight: InFlight, post: PostBinding | None, args: BindingArgs, known_pod=None) -> dict[str, str]:
+def bind(inflight: InFlight, post: PostBinding | None, args: BindingArgs) -> dict[str, str]:
     """`ExtenderBindingResult`: assume, call the API, forget on failure."""
     ns, name = args.pod_namespace, args.pod_name
     if post is None:
         inflight.forget(ns, name)
         metrics.BINDINGS_TOTAL.labels("error").inc()
         return {"Error": ERR_NO_API}
-    assumed = inflight.assume(ns, name, args.pod_uid, args.node, known_pod)
+    assumed = inflight.assume(ns, name, args.pod_uid, args.node)
     try:
         post(ns, name, args.pod_uid, args.node)
     except BindError as exc:
@@ -157,5 +123,6 @@ def bind(inflight: InFlight, post: PostBinding | None, args: BindingArgs, known_
         return {"Error": str(exc)}
     metrics.BINDINGS_TOTAL.labels("success").inc()
     if not assumed:
-        log.info("bound a pod this process never filtered", extra={"pod": f"{ns}/{name}", "node": args.node})
+        log.info("bound a pod without assuming it (no store, or a pod unknown here)",
+                 extra={"pod": f"{ns}/{name}", "node": args.node})
     return {"Error": ""}

@@ -16,7 +16,13 @@ HELP = {
     "threads": "threads per worker for requests not answered on its event loop (default 4)",
     "worker_class": "inline (gthread answering complete small requests on its event loop; "
     "default) or gthread (gunicorn's own)",
-    "cluster": "cluster dump: kind: List / multi-document YAML / JSON (default: bundled example)",
+    "cluster": "file mode: cluster dump, kind: List / multi-document YAML / JSON (default: the "
+    "bundled example, except in a container or a cluster, where no state is served)",
+    "kubeconfig": "live mode: watch the API server with this kubeconfig; with no FILE, "
+    "$KUBECONFIG or ~/.kube/config",
+    "in_cluster": "live mode: watch the API server with the pod's service account",
+    "max_staleness": "live mode: /readyz fails once a watch has been failing this many seconds "
+    "(default 60)",
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
     "weights": "score plugin weights, e.g. TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
@@ -35,7 +41,10 @@ HELP = {
 }
 
 SERVE_ONLY = ("listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
-              "remember_answers", "inflight_wait", "assume_ttl")
+              "remember_answers", "kubeconfig", "in_cluster", "max_staleness", "inflight_wait",
+              "assume_ttl")
+# flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
+BARE = {"in_cluster": "true", "kubeconfig": "default"}
 
 
 def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
@@ -43,7 +52,9 @@ def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
     for attr in SETTINGS:
         if attr in SERVE_ONLY and not serve:
             continue
-        parser.add_argument(flag_name(attr), dest=attr, default=None, help=f"{HELP[attr]} [env {env_name(attr)}]")
+        extra = {"nargs": "?", "const": BARE[attr]} if attr in BARE else {}
+        parser.add_argument(flag_name(attr), dest=attr, default=None,
+                            help=f"{HELP[attr]} [env {env_name(attr)}]", **extra)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,7 +105,7 @@ def cmd_explain(ns: argparse.Namespace) -> int:
 
     config = build_config(_settings(ns), config_file=ns.config)
     setup_logging("warning" if config.log_level == "info" else config.log_level)
-    snapshot = ClusterSnapshot.from_objects(load_objects(config.cluster))
+    snapshot = ClusterSnapshot.from_objects(load_objects(config.cluster_file))
     candidates = [c.strip() for c in ns.candidates.split(",") if c.strip()] if ns.candidates else None
     report = explain(static_extender(config, snapshot), _load_pods(ns.pod), candidates)
     if ns.output == "table":
@@ -114,10 +125,10 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         prepare_multiprocess_metrics()  # before any metric exists
     from extender.logs import setup_logging
     from extender.server.launcher import ExtenderServer
-    from extender.state import FileSource
+    from extender.state.select import open_source
 
     setup_logging(config.log_level)
-    source = FileSource(config.cluster, poll_seconds=config.reload_interval)  # fails fast
+    source = open_source(config)  # a bad cluster file fails fast
     ExtenderServer(config, source).run()
     return 0
 

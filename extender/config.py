@@ -39,7 +39,10 @@ class Config:
     workers: int = 1
     threads: int = 4
     worker_class: str = "inline"
-    cluster: str = field(default_factory=bundled_cluster)
+    cluster: str = ""  # "": not given (the bundled example, outside containers)
+    kubeconfig: str = ""  # live mode: a kubeconfig path, or "default" ($KUBECONFIG, ~/.kube/config)
+    in_cluster: bool = False  # live mode with the pod's service account
+    max_staleness: float = 60.0
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
     feature_gates: FeatureGates = FeatureGates()
     weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
@@ -53,6 +56,16 @@ class Config:
     remember_answers: bool = True
     inflight_wait: float = 1.0
     assume_ttl: float = 30.0
+
+    @property
+    def cluster_file(self) -> str:
+        """The cluster file file mode reads: `cluster`, or the bundled example."""
+        return self.cluster or bundled_cluster()
+
+    @property
+    def live(self) -> bool:
+        """State from the API server (`--kubeconfig` / `--in-cluster`), not a file."""
+        return bool(self.kubeconfig) or self.in_cluster
 
 
 # setting -> (yaml key, env var, parser)
@@ -160,6 +173,9 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "threads": ("threads", _int_at_least(1)),
     "worker_class": ("workerClass", _choice(WORKER_CLASSES)),
     "cluster": ("cluster", _str),
+    "kubeconfig": ("kubeconfig", _str),
+    "in_cluster": ("inCluster", _bool),
+    "max_staleness": ("maxStaleness", _float_at_least(1)),
     "annotation_prefix": ("annotationPrefix", _prefix),
     "feature_gates": ("featureGates", _gates),
     "weights": ("weights", _weights),
@@ -278,5 +294,11 @@ def build_config(
         if attr not in SETTINGS:
             raise ConfigError(f"unknown setting {attr!r}")
         changes[attr] = SETTINGS[attr][1](value, flag_name(attr))
-    return replace(Config(), **changes)
+    config = replace(Config(), **changes)
+    if config.kubeconfig and config.in_cluster:
+        raise ConfigError("--kubeconfig and --in-cluster exclude each other: choose one")
+    if config.live and config.cluster:
+        raise ConfigError("--cluster (file mode) and --kubeconfig/--in-cluster (live mode) "
+                          "exclude each other: choose one")
+    return config
 

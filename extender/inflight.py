@@ -16,11 +16,11 @@ The design (README "Inside kube-scheduler"):
   comes back (another extender or a Reserve plugin rejected it, it was deleted, the
   scheduler restarted) therefore costs the next pod of its namespace at most `wait`.
 * **assumed**: `bind` turns A into an assumed pod on its node *before* calling the API
-  (as kube-scheduler's `assume`); every snapshot we serve is the source's plus the
-  assumed pods it does not show yet. An assumption ends when the source shows the pod
-  on a node (the watch confirmed it), when the API call fails (`forget`), or `ttl`
-  seconds after the bind (a watch that lags longer than that undercounts; the default
-  is far above the watch's normal latency).
+  (as kube-scheduler's `assume`), in the cluster state's `Store` (its assumed-pods
+  overlay on the pod layer). An assumption ends when the watch shows the pod bound,
+  when the API call fails (`forget`), or `ttl` seconds after the bind (a watch that
+  lags longer than that undercounts; the default is far above its normal latency).
+  A source without a store (a static snapshot: explain, unit tests) records none.
 
 Waiting never happens on a thread that must not block (the gunicorn worker's event
 loop, which also has to answer A's `bind`): `may_block()` says whether the current
@@ -36,8 +36,6 @@ from dataclasses import dataclass, replace
 
 from extender import metrics
 from extender.model import Pod
-from extender.preemption import derived_snapshot
-from extender.state import ClusterSnapshot
 
 log = logging.getLogger("extender.inflight")
 
@@ -50,29 +48,22 @@ class _Pending:
     since: float
 
 
-@dataclass(slots=True)
-class _Assumed:
-    pod: Pod  # node_name set
-    since: float
-
-
 def may_block() -> bool:
     """Only pool threads wait: the main thread of a gunicorn worker runs its event loop."""
     return threading.current_thread() is not threading.main_thread()
 
 
 class InFlight:
-    """Pending and assumed pods of one process (see the module docstring)."""
+    """Pending pods of one process, and assumptions through the source's store."""
 
-    def __init__(self, wait: float = 1.0, ttl: float = 30.0, clock=time.monotonic) -> None:
+    def __init__(self, source, wait: float = 1.0, ttl: float = 30.0, clock=time.monotonic) -> None:
+        self.source = source
+        self.store = getattr(source, "store", None)  # FileSource and LiveSource have one
         self.wait = wait
         self.ttl = ttl
         self.clock = clock
         self._cond = threading.Condition()
         self._pending: dict[Key, _Pending] = {}
-        self._assumed: dict[Key, _Assumed] = {}
-        self._version = 0
-        self._overlay: tuple[int, int, ClusterSnapshot, ClusterSnapshot] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -86,16 +77,15 @@ class InFlight:
             return
         with self._cond:
             self._pending[(pod.namespace, pod.name)] = _Pending(pod, self.clock())
-            metrics.INFLIGHT_PODS.labels("pending").set(len(self._pending))
+            self._gauge()
 
     def has_pending(self) -> bool:
         return bool(self._pending)
 
-    def settle(self, pod: Pod, snapshot_of=None) -> None:
+    def settle(self, pod: Pod) -> None:
         """Block until no other pod of `pod`'s namespace is pending (each waited for at
-        most `wait` seconds after it was answered). `snapshot_of()` is consulted while
-        waiting: a pending pod the source already shows on a node is done (no bindVerb,
-        or a bind answered by another process)."""
+        most `wait` seconds after it was answered). A pending pod the state already
+        shows on a node is done (bound by us, or, without bindVerb, seen by the watch)."""
         if not self.enabled or not self._pending or not may_block():
             return
         key = (pod.namespace, pod.name)
@@ -104,125 +94,73 @@ class InFlight:
             while True:
                 now = self.clock()
                 self._expire(now)
-                blocking = [p for k, p in self._pending.items() if k[0] == pod.namespace and k != key]
-                if blocking and snapshot_of is not None:
-                    blocking = self._unconfirmed(blocking, snapshot_of())
+                blocking = [k for k in self._pending if k[0] == pod.namespace and k != key]
+                if blocking:
+                    blocking = self._unconfirmed(blocking)
                 if not blocking:
                     break
-                deadline = min(p.since for p in blocking) + self.wait
+                deadline = min(self._pending[k].since for k in blocking) + self.wait
                 self._cond.wait(timeout=min(max(deadline - now, 0.0), 0.005))
         metrics.INFLIGHT_WAIT_SECONDS.observe(self.clock() - started)
 
-    def _unconfirmed(self, blocking: list[_Pending], snapshot: ClusterSnapshot) -> list[_Pending]:
-        bound = bound_keys(snapshot)
-        done = [p for p in blocking if (p.pod.namespace, p.pod.name) in bound]
-        for p in done:
-            self._pending.pop((p.pod.namespace, p.pod.name), None)
-        return [p for p in blocking if p not in done]
+    def _unconfirmed(self, blocking: list[Key]) -> list[Key]:
+        """Under the lock: drop the pending pods the state shows on a node."""
+        layer = self.source.snapshot().pod_layer
+        left = []
+        for k in blocking:
+            seen = layer.get(*k)
+            if seen is not None and seen.node_name:
+                del self._pending[k]
+            else:
+                left.append(k)
+        if len(left) != len(blocking):
+            self._gauge()
+        return left
 
     def _expire(self, now: float) -> None:
-        """Under the lock: drop pendings older than `wait` and assumptions older than `ttl`."""
+        """Under the lock: stop waiting for pods answered more than `wait` ago."""
         late = [k for k, p in self._pending.items() if now - p.since >= self.wait]
         for k in late:
             log.warning("pod answered but never bound; no longer waiting for it",
                         extra={"pod": f"{k[0]}/{k[1]}", "waited": self.wait})
             del self._pending[k]
-            metrics.INFLIGHT_EXPIRED_TOTAL.labels("pending").inc()
-        old = [k for k, a in self._assumed.items() if now - a.since >= self.ttl]
-        for k in old:
-            log.warning("assumed pod never confirmed by the cluster state; forgetting it",
-                        extra={"pod": f"{k[0]}/{k[1]}", "ttl": self.ttl})
-            del self._assumed[k]
-            metrics.INFLIGHT_EXPIRED_TOTAL.labels("assumed").inc()
-        if late or old:
-            self._changed()
+            metrics.INFLIGHT_EXPIRED_TOTAL.inc()
+        if late:
+            self._gauge()
+
+    def _gauge(self) -> None:
+        metrics.INFLIGHT_PODS.set(len(self._pending))
+        self._cond.notify_all()
 
     # --- bind: assumed --------------------------------------------------------------
 
-    def assume(self, namespace: str, name: str, uid: str, node: str, known: Pod | None = None) -> bool:
-        """A's bind: assume it on `node` (before the API call). False when we know
-        nothing of the pod (never filtered here, not in the cluster state)."""
+    def assume(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        """A's bind: count it on `node` from now on (before the API call). False when
+        there is nothing to assume: no store, or a pod we know nothing of (never
+        filtered here, not in the cluster state)."""
         key = (namespace, name)
         with self._cond:
             pending = self._pending.pop(key, None)
-            pod = pending.pod if pending is not None else known
+            self._gauge()
+        pod = pending.pod if pending is not None else None
+        if self.store is None:
+            return False
+        if pod is None:
+            pod = self.source.snapshot().pod_layer.get(namespace, name)
             if pod is None:
-                self._cond.notify_all()
                 return False
-            self._assumed[key] = _Assumed(replace(pod, node_name=node, uid=uid or pod.uid, raw=None), self.clock())
-            self._changed()
+        self.store.assume(replace(pod, uid=uid or pod.uid), node, self.ttl)
         return True
 
     def forget(self, namespace: str, name: str) -> None:
         """The binding failed: the pod is neither pending nor assumed any more."""
         with self._cond:
             self._pending.pop((namespace, name), None)
-            if self._assumed.pop((namespace, name), None) is not None:
-                self._changed()
-            self._cond.notify_all()
-
-    def pending_pod(self, namespace: str, name: str) -> Pod | None:
-        with self._cond:
-            p = self._pending.get((namespace, name))
-            return p.pod if p is not None else None
-
-    def _changed(self) -> None:
-        self._version += 1
-        metrics.INFLIGHT_PODS.labels("pending").set(len(self._pending))
-        metrics.INFLIGHT_PODS.labels("assumed").set(len(self._assumed))
-        self._cond.notify_all()
-
-    # --- the snapshot we serve -----------------------------------------------------------
-
-    def overlay(self, base: ClusterSnapshot) -> ClusterSnapshot:
-        """`base` plus the assumed pods it does not show on a node yet (memoized per base
-        snapshot and change). Assumptions the base confirms are dropped here."""
-        if not self._assumed:
-            return base
-        with self._cond:
-            self._expire(self.clock())
-            cached = self._overlay
-            if cached is not None and cached[0] == id(base) and cached[1] == self._version and cached[2] is base:
-                return cached[3]
-            bound = bound_keys(base)
-            confirmed = [k for k in self._assumed if k in bound]
-            for k in confirmed:
-                del self._assumed[k]
-            if confirmed:
-                self._changed()
-            if not self._assumed:
-                self._overlay = None
-                return base
-            assumed = {k: a.pod for k, a in self._assumed.items()}
-            pods = [p for p in base.pods if (p.namespace, p.name) not in assumed]
-            pods.extend(assumed.values())
-            snapshot = derived_snapshot(base, pods)
-            self._overlay = (id(base), self._version, base, snapshot)
-            return snapshot
+            self._gauge()
+        if self.store is not None:
+            self.store.forget(namespace, name)
 
     def counts(self) -> dict[str, int]:
+        assumed = len(self.store.assumed()) if self.store is not None else 0
         with self._cond:
-            return {"pending": len(self._pending), "assumed": len(self._assumed)}
-
-
-def bound_keys(snapshot: ClusterSnapshot) -> frozenset[Key]:
-    """(namespace, name) of the snapshot's pods that are on a node (once per snapshot)."""
-    return snapshot.derived("bound-pod-keys", lambda s: frozenset(
-        (p.namespace, p.name) for p in s.pods if p.node_name))
-
-
-class InFlightSource:
-    """A `ClusterSource` serving the wrapped source's snapshot plus the assumed pods."""
-
-    def __init__(self, base, inflight: InFlight) -> None:
-        self.base = base
-        self.inflight = inflight
-
-    def snapshot(self) -> ClusterSnapshot:
-        return self.inflight.overlay(self.base.snapshot())
-
-    def ready(self) -> bool:
-        return self.base.ready()
-
-    def __getattr__(self, name: str):  # reload(), stop(), ... of the wrapped source
-        return getattr(self.base, name)
+            return {"pending": len(self._pending), "assumed": assumed}

@@ -83,6 +83,62 @@ CLUSTER_STATE_RELOADS_TOTAL = Counter(
     ["result"],
 )
 
+CLUSTER_STATE_AGE = Gauge(
+    "extender_cluster_state_age_seconds",
+    "Seconds since the cluster state was last known to match its source (file mode: "
+    "since the file stopped matching what is served; live mode: the oldest kind).",
+    multiprocess_mode="liveall",
+)
+
+UNKNOWN_NODES_TOTAL = Counter(
+    "extender_unknown_nodes_total",
+    "Candidate nodes answered Unschedulable because the extender has not seen them yet "
+    "(NodeNames mode) or could not parse them (Nodes mode).",
+)
+
+# --- live state: the API-server watch ------------------------------------------------
+
+WATCH_EVENTS_TOTAL = Counter(
+    "extender_watch_events_total",
+    "Watch events received, by kind and type (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR).",
+    ["kind", "type"],
+)
+
+WATCH_EVENTS_DROPPED_TOTAL = Counter(
+    "extender_watch_events_ignored_total",
+    "Watch events that changed nothing the plugins read (heartbeats, status, "
+    "resourceVersion churn), dropped before touching any index, by kind.",
+    ["kind"],
+)
+
+WATCH_RELISTS_TOTAL = Counter(
+    "extender_watch_relists_total",
+    "Full lists of a kind (the initial one, and after 410 Gone/Expired or an error), by kind.",
+    ["kind"],
+)
+
+WATCH_ERRORS_TOTAL = Counter(
+    "extender_watch_errors_total",
+    "Failed lists/watches and dropped streams, by kind and reason.",
+    ["kind", "reason"],
+)
+
+WATCH_EVENT_LAG = Histogram(
+    "extender_watch_event_lag_seconds",
+    "Now minus the event's object timestamp (creation for ADDED, deletion for "
+    "DELETED), where the object has one; seconds resolution upstream.",
+    ["kind"],
+    buckets=(0.5, 1, 2, 5, 10, 30, 60, 300),
+)
+
+WATCH_SECONDS_SINCE_SYNC = Gauge(
+    "extender_watch_seconds_since_sync",
+    "Seconds since the kind's list or watch last succeeded (an event, a bookmark, a "
+    "healthy stream).",
+    ["kind"],
+    multiprocess_mode="liveall",
+)
+
 # --- CEL (KEP-5500) -----------------------------------------------------------------
 
 CEL_CACHE_REQUESTS_TOTAL = Counter(
@@ -125,10 +181,8 @@ CEL_RESULT_MEMO_TOTAL = Counter(
 # --- inside kube-scheduler: bind, preempt, pods in flight ---------------------------
 
 INFLIGHT_PODS = Gauge(
-    "extender_inflight_pods",
-    "Pods answered by filter and awaiting bind (pending), or bound here and not yet "
-    "seen bound in the cluster state (assumed).",
-    ["state"],
+    "extender_inflight_pending_pods",
+    "Pods answered by filter (with a feasible node) whose bind has not arrived yet.",
     multiprocess_mode="liveall",
 )
 
@@ -140,9 +194,7 @@ INFLIGHT_WAIT_SECONDS = Histogram(
 
 INFLIGHT_EXPIRED_TOTAL = Counter(
     "extender_inflight_expired_total",
-    "Pending pods never bound within --inflight-wait, and assumed pods never confirmed "
-    "within --assume-ttl, by state.",
-    ["state"],
+    "Pods answered by filter whose bind did not arrive within --inflight-wait.",
 )
 
 BINDINGS_TOTAL = Counter(

@@ -25,6 +25,7 @@ from extender.api.wire import WireError, go_fields
 from extender.framework.status import Code
 from extender.model import Pod
 from extender.state import ClusterSnapshot
+from extender.state.layers import PodLayerWriter
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,19 +116,18 @@ def meta_victims_json(victims: dict[str, Victims]) -> dict[str, Any]:
 
 def without(snapshot: ClusterSnapshot, victims: Victims) -> ClusterSnapshot:
     """The snapshot minus the victims (matched by UID, or namespace/name when the pod
-    carried no UID), sharing the node index."""
+    carried no UID): a new pod layer sharing every untouched namespace, the same node
+    and workload layers."""
     uids = {u for u in victims.uids if u}
     keys = set(victims.keys)
-    pods = [p for p in snapshot.pods if not (p.uid in uids or (p.namespace, p.name) in keys)]
-    return derived_snapshot(snapshot, pods)
-
-
-def derived_snapshot(snapshot: ClusterSnapshot, pods: list[Pod]) -> ClusterSnapshot:
-    """A snapshot with the same nodes and workloads and other pods. The node index (and
-    the candidate sets cached on it) is shared: it does not depend on the pods."""
-    derived = ClusterSnapshot((), pods, snapshot.workloads, snapshot.generation)
-    derived.nodes = snapshot.nodes
-    return derived
+    gone = [p for p in snapshot.pods if p.uid in uids or (p.namespace, p.name) in keys]
+    if not gone:
+        return snapshot
+    writer = PodLayerWriter(snapshot.pod_layer)
+    for p in gone:
+        writer.remove(p.namespace, p.name)
+    return ClusterSnapshot.from_layers(snapshot.nodes, writer.publish(), snapshot.workload_layer,
+                                       snapshot.generation)
 
 
 def has_hard_spread(pod: Pod) -> bool:

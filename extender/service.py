@@ -30,7 +30,7 @@ from extender.api.wire import (
     filter_result,
     host_priority_list,
 )
-from extender.binding import BindingArgs, PostBinding, binder_from_config
+from extender.binding import BindingArgs, PostBinding, binder_for
 from extender.binding import bind as bind_pod
 from extender.config import Config
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
@@ -38,7 +38,7 @@ from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.runner import evaluation_counters
 from extender.framework.shape import pod_shape
 from extender.framework.status import Code, unschedulable
-from extender.inflight import InFlight, InFlightSource
+from extender.inflight import InFlight
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, node_from_dict, pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
@@ -63,8 +63,12 @@ _SHAPE_LOCK = threading.Lock()
 # kube-scheduler sends the same Pod bytes to filter and then prioritize: parsed once.
 PARSED_PODS = 256
 MAX_PARSED_POD_KEY = 64 << 10  # larger bodies are parsed every time, never held
-ERR_UNKNOWN_NODE = "node not found in the extender's cluster state"
-UNKNOWN_NODE = unschedulable(ERR_UNKNOWN_NODE)
+# A node the state has not seen yet (new node, watch lag) is retryable: Unschedulable,
+# not UnschedulableAndUnresolvable, which would exclude it from preemption and delay the
+# pod's requeueing.
+ERR_UNKNOWN_NODE = "node not seen yet by the extender's cluster state (new node or watch lag)"
+UNKNOWN_NODE = unschedulable(ERR_UNKNOWN_NODE, unresolvable=False)
+ERR_UNPARSEABLE_NODE = "node object could not be read by the extender"
 
 
 def build_plugins(handle: Handle) -> list:
@@ -79,6 +83,7 @@ class Candidates:
 
     nodes: NodeSet
     unknown: list[str] = field(default_factory=list)
+    unparseable: list[tuple[str, str]] = field(default_factory=list)  # Nodes mode: (name, why)
     raw_by_name: dict[str, dict[str, Any]] | None = None  # Nodes mode: echo the objects
 
 
@@ -87,17 +92,17 @@ class Extender:
         self, config: Config, source: ClusterSource, cel: Any = None, fast: bool = True,
         remember_answers: bool | None = None, binder: PostBinding | None | bool = True,
     ) -> None:
-        """`binder`: how `bind` posts bindings (True: from the config's API access;
-        None: no API access, `bind` answers an Error)."""
+        """`binder`: how `bind` posts bindings (True: through the live source's API
+        client; None: no API access, `bind` answers an Error)."""
         if cel is None:
             from extender.cel import CelCache
 
             cel = CelCache(config.cel_program_cache_size, config.cel_result_cache_size)
         self.config = config
         # pods answered here and not yet bound / seen bound (extender.inflight)
-        self.inflight = InFlight(config.inflight_wait, config.assume_ttl)
-        self.source = InFlightSource(source, self.inflight)
-        self.binder = binder_from_config(config) if binder is True else binder
+        self.source = source
+        self.inflight = InFlight(source, config.inflight_wait, config.assume_ttl)
+        self.binder = binder_for(source) if binder is True else binder
         self.cel = cel
         self.handle = Handle(config.feature_gates, cel, config.plugin_args)
         self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
@@ -133,14 +138,19 @@ class Extender:
         if nodes is not None:
             parsed: list[Node] = []
             raw_by_name: dict[str, dict[str, Any]] = {}
+            unparseable: list[tuple[str, str]] = []
             for i, raw in enumerate(nodes):
                 try:
                     node = node_from_dict(raw)
                 except ModelError as exc:
-                    raise ModelError(f"Nodes.items[{i}]: {exc}") from exc
+                    name = _node_name(raw)
+                    if not name:  # nothing to answer for: the request itself is invalid
+                        raise ModelError(f"Nodes.items[{i}]: {exc}") from exc
+                    unparseable.append((name, f"{ERR_UNPARSEABLE_NODE}: {exc}"))
+                    continue
                 parsed.append(node)
                 raw_by_name[node.name] = raw
-            return Candidates(NodeSet(parsed), raw_by_name=raw_by_name)
+            return Candidates(NodeSet(parsed), raw_by_name=raw_by_name, unparseable=unparseable)
         universe = snapshot.nodes
         names = names or []
         nodes = NodeSet(None, universe, names)
@@ -164,7 +174,12 @@ class Extender:
 
     def run_filter(self, state: CycleState, pod: Pod, cands: Candidates, run_all: bool = False) -> FilterOutcome:
         outcome = self.framework.run_filter(state, pod, cands.nodes, run_all=run_all)
-        outcome.add_failures(UNKNOWN_NODE, cands.unknown)
+        if cands.unknown:
+            outcome.add_failures(UNKNOWN_NODE, cands.unknown)
+            metrics.UNKNOWN_NODES_TOTAL.inc(len(cands.unknown))
+        for name, why in cands.unparseable:
+            outcome.add_failures(unschedulable(why, unresolvable=False), [name])
+            metrics.UNKNOWN_NODES_TOTAL.inc()
         return outcome
 
     def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> tuple[ScoreOutcome, np.ndarray]:
@@ -180,7 +195,7 @@ class Extender:
         """The snapshot, the pod and the candidates; ModelError for invalid arguments.
         The snapshot is taken once the pods answered before this one are accounted for."""
         pod = self.parse_pod(args.pod, args.pod_key)
-        self.inflight.settle(pod, self.source.base.snapshot)
+        self.inflight.settle(pod)
         snapshot = self.source.snapshot()
         return snapshot, pod, self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
 
@@ -273,22 +288,13 @@ class Extender:
 
     def bind(self, args: BindingArgs) -> dict[str, str]:
         """`ExtenderBindingResult` for one binding (see extender.binding)."""
-        known = self.inflight.pending_pod(args.pod_namespace, args.pod_name)
-        if known is None:
-            known = self._pod_in_state(args.pod_namespace, args.pod_name)
-        return bind_pod(self.inflight, self.binder, args, known)
-
-    def _pod_in_state(self, namespace: str, name: str) -> Pod | None:
-        for pod in self.source.base.snapshot().pods_by_namespace.get(namespace, ()):
-            if pod.name == name:
-                return pod
-        return None
+        return bind_pod(self.inflight, self.binder, args)
 
     def preempt(self, args: PreemptionArgs) -> dict[str, Any]:
         """`ExtenderPreemptionResult`: the candidates where the preemptor then passes our
         filters, with their victims (see extender.preemption). ModelError for a bad pod."""
         pod = self.parse_pod(args.pod)
-        self.inflight.settle(pod, self.source.base.snapshot)
+        self.inflight.settle(pod)
         kept = surviving_nodes(self, self.source.snapshot(), pod, args)
         metrics.PREEMPTION_NODES_TOTAL.labels("kept").inc(len(kept))
         metrics.PREEMPTION_NODES_TOTAL.labels("dropped").inc(len(args.victims) - len(kept))
@@ -325,6 +331,13 @@ class Extender:
             with _SHAPE_LOCK:
                 answers[key] = (answer, evaluation_counters(state.evaluations), charge)
         return answer
+
+
+def _node_name(raw: Any) -> str:
+    """The name of a node object that failed to parse, if it has a usable one."""
+    meta = raw.get("metadata") if isinstance(raw, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 def _shape_answers() -> LRUCache:

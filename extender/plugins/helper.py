@@ -36,15 +36,17 @@ def default_normalize_values(max_priority: int, reverse: bool, raw: Sequence[int
     return max_priority - scaled if reverse else scaled
 
 
-def universe_values(state, nodes, key, by_name: Callable[[], Mapping[str, int]]) -> np.ndarray:
+def universe_values(
+    state, nodes, key, by_name: Callable[[], Mapping[str, int]], reads_pods: bool = False
+) -> np.ndarray:
     """A sparse name -> value answer (names outside the universe are dropped) as a
-    vector over the universe, memoized per snapshot and pod shape (`key`) where
-    `universe_memo` applies."""
+    vector over the universe, memoized per pod shape (`key`) where `universe_memo`
+    applies: on the node layer, or per snapshot when the answer `reads_pods`."""
 
     def vector() -> np.ndarray:
         return nodes.universe.vector(by_name())
 
-    values = universe_memo(state, nodes, key, vector)
+    values = universe_memo(state, nodes, key, vector, reads_pods)
     return vector() if values is None else values
 
 
@@ -53,16 +55,17 @@ def candidate_values(state, nodes, key, by_name: Callable[[], Mapping[str, int]]
     return nodes.gather(universe_values(state, nodes, key, by_name))
 
 
-def universe_memo(state, nodes, key, compute):
-    """Answer over the snapshot's whole node universe, memoized per snapshot and pod
-    shape (`key`), or None when that does not apply: explain runs (they want details)
-    and `Nodes`-mode requests (their nodes are not the snapshot's)."""
+def universe_memo(state, nodes, key, compute, reads_pods: bool = False):
+    """Answer over the snapshot's whole node universe, memoized per pod shape (`key`)
+    on the node layer (it survives pod events and binds), or per snapshot when the
+    answer `reads_pods`; None when memoising does not apply: explain runs (they want
+    details) and `Nodes`-mode requests (their nodes are not the snapshot's)."""
     from extender.framework.handle import SNAPSHOT_KEY
 
     snapshot = state.get(SNAPSHOT_KEY)
     if snapshot is None or state.get("explain") or nodes.universe is not snapshot.nodes:
         return None
-    return snapshot.memo(key, compute)
+    return snapshot.memo(key, compute) if reads_pods else snapshot.node_memo(key, compute)
 
 
 def restrict(fails: dict, nodes) -> dict:
@@ -76,7 +79,7 @@ def restrict(fails: dict, nodes) -> dict:
 def untolerated_node_names(snapshot, pod, matcher, gates) -> frozenset[str]:
     """Snapshot nodes with a NoSchedule/NoExecute taint the pod does not tolerate.
 
-    One answer per snapshot and toleration set, shared by TaintToleration's Filter and
+    One answer per node layer and toleration set, shared by TaintToleration's Filter and
     PodTopologySpread's `nodeTaintsPolicy: Honor`; computed once per distinct taint
     tuple."""
     from extender.matching.tolerations import do_not_schedule
@@ -88,4 +91,4 @@ def untolerated_node_names(snapshot, pod, matcher, gates) -> frozenset[str]:
                 bad.extend(n.name for n in group)
         return frozenset(bad)
 
-    return snapshot.memo(("untolerated", pod.tolerations, gates), compute)
+    return snapshot.node_memo(("untolerated", pod.tolerations, gates), compute)

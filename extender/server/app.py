@@ -18,7 +18,7 @@ from extender.api.wire import encode
 from extender.config import Config
 from extender.server.verbs import VERBS, VerbRoutes, answer, may_wait, observe, too_large
 from extender.service import Extender
-from extender.state import ClusterSource, FileSource
+from extender.state import ClusterSource, readiness
 
 JSON = "application/json"
 
@@ -41,9 +41,10 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
     """`source` defaults to the config's cluster file, watched for changes. Pass one in
     (the gunicorn launcher does, loading it once in the master before forking)."""
     if source is None:
-        file_source = FileSource(config.cluster, poll_seconds=config.reload_interval)
-        file_source.start(install_sighup=False)  # under gunicorn the master handles HUP
-        source = file_source
+        from extender.state.select import open_source, start_in_worker
+
+        source = open_source(config)
+        start_in_worker(source)  # under gunicorn the master handles HUP
     engine = extender or Extender(config, source)
     app = Flask("extender")
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
@@ -73,9 +74,8 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
 
     @app.get("/readyz")
     def readyz() -> Response:
-        if engine.source.ready():
-            return Response(b"ok", mimetype="text/plain")
-        return Response(b"cluster state not loaded", status=503, mimetype="text/plain")
+        ok, why = readiness(engine.source)
+        return Response(why.encode(), status=200 if ok else 503, mimetype="text/plain")
 
     @app.get("/metrics")
     def metrics_view() -> Response:

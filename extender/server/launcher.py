@@ -21,16 +21,18 @@ from extender.logs import gunicorn_logconfig
 WORKER_CLASSES = {"inline": "extender.server.worker.InlineWorker", "gthread": "gthread"}
 
 if TYPE_CHECKING:
-    from extender.state.source import FileSource
+    from extender.state.source import ClusterSource
 
 
 class ExtenderServer(BaseApplication):
-    """gunicorn with the app preloaded: the cluster file is parsed once, in the master,
-    frozen out of the GC's sight and shared copy-on-write by the forked workers. Each
-    worker then watches the file itself (threads do not survive a fork) and re-checks
-    it right after forking, so a SIGHUP-restarted worker never serves a stale file."""
+    """gunicorn with the app preloaded. File mode: the cluster file is parsed once, in
+    the master, and shared copy-on-write by the forked workers; each worker then watches
+    the file itself (threads do not survive a fork) and catches up right after forking
+    (falling back to the last good file a previous worker loaded), so a restarted
+    worker never serves a stale file. Live mode: each worker starts its own watch after
+    the fork (one worker, the default, is one watch)."""
 
-    def __init__(self, config: Config, source: FileSource | None = None) -> None:
+    def __init__(self, config: Config, source: ClusterSource | None = None) -> None:
         self.config = config
         self.source = source
         super().__init__()
@@ -65,18 +67,19 @@ class ExtenderServer(BaseApplication):
 
         setup_logging(self.config.log_level)
         if self.source is None:
-            from extender.state.source import FileSource
+            from extender.state.select import open_source
 
-            self.source = FileSource(self.config.cluster, poll_seconds=self.config.reload_interval)
+            self.source = open_source(self.config)
         return create_app(self.config, source=self.source)
 
     def _post_fork(self, server, worker) -> None:  # noqa: ARG002 - gunicorn hook signature
         from extender.logs import setup_logging
 
         setup_logging(server.cfg.loglevel)
+        from extender.state.select import start_in_worker
+
         if self.source is not None:
-            self.source.reload_if_changed("worker start")
-            self.source.start(install_sighup=False)
+            start_in_worker(self.source)
 
 
 class QuietAccessLogger(Logger):

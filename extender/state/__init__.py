@@ -1,13 +1,18 @@
-"""Cluster state: immutable snapshots behind a small source interface.
-
-`ClusterSource.snapshot()` is all plugins and the server ever call. The file source
-(this package) and the later live API-server watch both produce `ClusterSnapshot`s.
-"""
+"""Cluster state: feeds (API-server watch, cluster file) write into one `Store` of
+immutable, versioned layers; requests read consistent `ClusterSnapshot`s through the
+small `ClusterSource` interface (`snapshot()`, `ready()`)."""
 
 from extender.state.loader import load_objects
 from extender.state.nodeset import NodeIndex, NodeSet
 from extender.state.snapshot import ClusterSnapshot
-from extender.state.source import ClusterSource, FileSource, StaticSource
+from extender.state.source import (
+    ClusterSource,
+    FileSource,
+    StaticSource,
+    UnconfiguredSource,
+    readiness,
+)
+from extender.state.store import Store
 
 __all__ = [
     "ClusterSnapshot",
@@ -16,5 +21,8 @@ __all__ = [
     "NodeIndex",
     "NodeSet",
     "StaticSource",
+    "Store",
+    "UnconfiguredSource",
     "load_objects",
+    "readiness",
 ]

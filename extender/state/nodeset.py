@@ -15,6 +15,7 @@ arrays and the wire encoder's templates are paid for once.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -25,6 +26,8 @@ from cachetools import LRUCache
 
 from extender.model import Node, Taint
 
+_VERSIONS = itertools.count(1)  # every NodeIndex is one node-layer version
+NODE_MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k
 CANDIDATE_SETS = 32  # distinct NodeNames lists remembered per snapshot (~0.5 MB each at 5k)
 TEMPLATE_BYTES = 4 << 20  # encoder templates and remembered answers per candidate set
 
@@ -80,12 +83,19 @@ def _object_array(items: list) -> np.ndarray:
 
 
 class NodeIndex:
-    """Indexes over a fixed collection of nodes (a snapshot's, or one request's)."""
+    """Indexes over a fixed collection of nodes (a snapshot's, or one request's).
+
+    In cluster state it is the *node layer*: immutable, with a `version` of its own,
+    shared by every snapshot until a node changes. Answers that read nodes only (which
+    nodes a toleration set rejects, affinity masks, ...) are memoised here (`memo`), so
+    pod events and binds never throw them away."""
 
     __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index", "_with_key",
-                 "_candidates", "_lock", "_position", "_codes", "_code_of")
+                 "_candidates", "_lock", "_position", "_codes", "_code_of", "version", "_memo")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
+        self.version = next(_VERSIONS)
+        self._memo: LRUCache = LRUCache(NODE_MEMO_SIZE)
         self.nodes = list(nodes)
         self.by_name = {n.name: n for n in self.nodes}
         self.names = frozenset(self.by_name)
@@ -148,6 +158,11 @@ class NodeIndex:
         built once per distinct text (kube-scheduler sends the same list for pod after
         pod) and kept with this index, so it dies with its snapshot."""
         return get_or_build(self._candidates, self._lock, key, build)
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """A memo of pure answers that read only this node layer (and the pod shape in
+        `key`); it lives exactly as long as the layer."""
+        return get_or_build(self._memo, self._lock, key, compute)
 
     def names_with_key(self, key: str) -> frozenset[str]:
         """Names of the nodes that carry label `key` (any value), cached per key."""

@@ -1,8 +1,8 @@
-"""Per-snapshot indexes for PodTopologySpread, so counting costs O(matching pods + nodes).
+"""Pod-side indexes for PodTopologySpread, so counting costs O(matching pods + nodes).
 
 Upstream walks every node's pod list for every request; at 100k pods that is the whole
-request budget. A snapshot is immutable, so we index once (lazily, via
-`ClusterSnapshot.derived`) and answer selectors with set algebra:
+request budget. The pod layer keeps these indexes up to date event by event
+(`extender.state.layers`) and answers selectors with set algebra:
 
 * per namespace, label key -> value -> ids of the *counted* pods (assigned to a node,
   phase not Succeeded/Failed, no deletionTimestamp: what the scheduler cache holds and
@@ -13,11 +13,13 @@ request budget. A snapshot is immutable, so we index once (lazily, via
 
 Selectors are duck-typed (`nothing`, `requirements` of `key`/`op`/`values` with ops
 In/NotIn/Exists/DoesNotExist) so this module does not depend on the plugin package.
-Results per (namespace, selector) are memoized for the life of the snapshot.
+Results per (namespace, selector) are memoized per namespace bucket: a pod event
+replaces the bucket of its namespace only, so other namespaces keep their answers.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -43,23 +45,114 @@ def nominated(pod: Pod) -> bool:
 
 
 class NamespacePods:
-    """Counted pods of one namespace with an inverted label index."""
+    """The pods of one namespace: counted pods with an inverted label index, nominated
+    pods, and every pod by name.
 
-    __slots__ = ("node_of", "all_ids", "by_label", "nominated", "_memo")
+    Maintained incrementally (`put`/`remove`, O(the pod's labels)) on a private copy
+    (`copy`, C-level container copies) that is then published and never mutated again:
+    readers of a published bucket need no lock. Ids of removed pods are reused, so
+    memory stays flat under churn.
+    """
+
+    __slots__ = ("pods", "node_of", "pid_of", "all_ids", "by_label", "_nominated", "_memo", "_fresh",
+                 "_free")
 
     def __init__(self) -> None:
+        self.pods: dict[str, Pod] = {}
         self.node_of: list[str] = []
+        self.pid_of: dict[str, int] = {}
         self.all_ids: set[int] = set()
         self.by_label: dict[str, dict[str, set[int]]] = {}
-        self.nominated: list[Pod] = []
+        self._nominated: dict[str, Pod] = {}
         self._memo: dict[Any, Mapping[str, int]] = {}
+        self._fresh: set[Any] = set()  # containers already copied since `copy`
+        self._free: list[int] = []  # ids of removed pods, for reuse
+
+    @property
+    def nominated(self) -> list[Pod]:
+        return list(self._nominated.values())
+
+    def copy(self) -> NamespacePods:
+        """A private, mutable copy sharing the inner label sets until they are touched."""
+        new = NamespacePods.__new__(NamespacePods)
+        new.pods = dict(self.pods)
+        new.node_of = list(self.node_of)
+        new.pid_of = dict(self.pid_of)
+        new.all_ids = set(self.all_ids)
+        new.by_label = dict(self.by_label)
+        new._nominated = dict(self._nominated)
+        new._memo = {}
+        new._fresh = set()
+        new._free = list(self._free)
+        return new
+
+    def seal(self) -> NamespacePods:
+        """Done mutating: forget which containers were copied (they are shared next)."""
+        self._fresh = set()
+        return self
+
+    def _values(self, key: str) -> dict[str, set[int]]:
+        inner = self.by_label.get(key)
+        if inner is None:
+            inner = self.by_label[key] = {}
+            self._fresh.add(key)
+        elif key not in self._fresh:
+            inner = self.by_label[key] = dict(inner)
+            self._fresh.add(key)
+        return inner
+
+    def _ids(self, key: str, value: str) -> set[int]:
+        inner = self._values(key)
+        ids = inner.get(value)
+        if ids is None:
+            ids = inner[value] = set()
+            self._fresh.add((key, value))
+        elif (key, value) not in self._fresh:
+            ids = inner[value] = set(ids)
+            self._fresh.add((key, value))
+        return ids
 
     def add(self, pod: Pod) -> None:
-        pid = len(self.node_of)
-        self.node_of.append(pod.node_name)
+        """Index a counted pod (bulk build; `put` is the general entry point)."""
+        if self._free:
+            pid = self._free.pop()
+            self.node_of[pid] = pod.node_name
+        else:
+            pid = len(self.node_of)
+            self.node_of.append(pod.node_name)
+        self.pid_of[pod.name] = pid
         self.all_ids.add(pid)
         for key, value in pod.labels.items():
-            self.by_label.setdefault(key, {}).setdefault(value, set()).add(pid)
+            self._ids(key, value).add(pid)
+
+    def put(self, pod: Pod) -> None:
+        """Add or replace a pod of this namespace."""
+        self.remove(pod.name)
+        self.pods[pod.name] = pod
+        if counted(pod):
+            self.add(pod)
+        elif nominated(pod):
+            self._nominated[pod.name] = pod
+
+    def remove(self, name: str) -> Pod | None:
+        old = self.pods.pop(name, None)
+        if old is None:
+            return None
+        self._nominated.pop(name, None)
+        pid = self.pid_of.pop(name, None)
+        if pid is not None:
+            self.all_ids.discard(pid)
+            self.node_of[pid] = ""
+            self._free.append(pid)
+            for key, value in old.labels.items():
+                ids = self._ids(key, value)
+                ids.discard(pid)
+                if not ids:
+                    inner = self._values(key)
+                    del inner[value]
+                    if not inner:
+                        del self.by_label[key]
+        return old
 
     def _ids_for(self, req: Any) -> tuple[set[int], bool]:
         """(ids, positive): the ids the requirement selects, or (when not positive) the
@@ -106,26 +199,27 @@ _EMPTY = NamespacePods()
 
 
 class SpreadIndex:
-    """Everything PodTopologySpread needs from a snapshot that does not depend on the pod."""
+    """Everything PodTopologySpread needs from a snapshot that does not depend on the pod.
 
-    __slots__ = ("snapshot", "namespaces", "_with_keys", "_taint_names")
+    A view, built in O(1): the pod layer's per-namespace buckets (shared by every
+    snapshot until their namespace changes) and the node layer. Node-only answers are
+    memoised on the node layer, so they survive pod events. The snapshot is held
+    weakly: a strong reference would make a cycle (snapshot -> derived -> index ->
+    snapshot) that only a full collection frees."""
+
+    __slots__ = ("_snapshot", "namespaces", "nodes")
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
-        self.snapshot = snapshot
-        self.namespaces: dict[str, NamespacePods] = {}
-        for pod in snapshot.pods:
-            if counted(pod):
-                self._ns(pod.namespace).add(pod)
-            elif nominated(pod):
-                self._ns(pod.namespace).nominated.append(pod)
-        self._with_keys: dict[tuple[str, ...], frozenset[str]] = {}
-        self._taint_names: dict[tuple[Taint, ...], frozenset[str]] | None = None
+        self._snapshot = weakref.ref(snapshot)
+        self.namespaces: Mapping[str, NamespacePods] = snapshot.pod_layer.namespaces
+        self.nodes = snapshot.nodes
 
-    def _ns(self, namespace: str) -> NamespacePods:
-        ns = self.namespaces.get(namespace)
-        if ns is None:
-            ns = self.namespaces[namespace] = NamespacePods()
-        return ns
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        snapshot = self._snapshot()
+        if snapshot is None:  # pragma: no cover - readers hold their snapshot
+            raise RuntimeError("SpreadIndex used after its snapshot was released")
+        return snapshot
 
     def namespace(self, namespace: str) -> NamespacePods:
         return self.namespaces.get(namespace, _EMPTY)
@@ -137,12 +231,13 @@ class SpreadIndex:
         self, namespace: str, selector: Any, key: str, eligible: frozenset[str]
     ) -> Mapping[str, int]:
         """Matching counted pods per value of `key` (absent label -> ""), counting only
-        pods on `eligible` nodes; memoized per (namespace, selector, key, eligible)."""
+        pods on `eligible` nodes; memoized per (namespace, selector, key, eligible) and
+        node layer version (the bucket outlives node changes, the labels read do not)."""
         ns = self.namespace(namespace)
-        memo_key = (selector, key, eligible)
+        memo_key = (selector, key, eligible, self.nodes.version)
         hit = ns._memo.get(memo_key)
         if hit is None:
-            by_name = self.snapshot.nodes.by_name
+            by_name = self.nodes.by_name
             out: dict[str, int] = {}
             for name, n in ns.node_counts(selector).items():
                 if name in eligible:
@@ -155,26 +250,26 @@ class SpreadIndex:
         return hit
 
     def nodes_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
-        """Names of snapshot nodes carrying every key in `keys`."""
-        hit = self._with_keys.get(keys)
-        if hit is None:
-            index = self.snapshot.nodes.label_index()
-            result: frozenset[str] | set[str] = self.snapshot.nodes.names
+        """Names of snapshot nodes carrying every key in `keys` (node-layer memo)."""
+        nodes = self.nodes
+
+        def compute() -> frozenset[str]:
+            index = nodes.label_index()
+            result: frozenset[str] | set[str] = nodes.names
             for key in keys:
                 present: set[str] = set()
                 for names in index.get(key, {}).values():
                     present |= names
                 result = result & present
-            hit = self._with_keys[keys] = frozenset(result)
-        return hit
+            return frozenset(result)
+
+        return nodes.memo(("PTS with keys", keys), compute)
 
     def taint_group_names(self) -> dict[tuple[Taint, ...], frozenset[str]]:
-        if self._taint_names is None:
-            self._taint_names = {
-                taints: frozenset(n.name for n in group)
-                for taints, group in self.snapshot.nodes.taint_groups().items()
-            }
-        return self._taint_names
+        nodes = self.nodes
+        return nodes.memo(("PTS taint group names",), lambda: {
+            taints: frozenset(n.name for n in group) for taints, group in nodes.taint_groups().items()
+        })
 
 
 def spread_index(snapshot: ClusterSnapshot) -> SpreadIndex:

@@ -1,9 +1,11 @@
-"""An immutable view of the cluster, built once per state change.
+"""One consistent view of the cluster: a node layer, a pod layer and a workload layer.
 
-Everything a request needs that does not depend on the pod is precomputed here:
-the node index (taint groups, inverted label index) and pods grouped by namespace.
-Plugins with heavier needs (PodTopologySpread's per-namespace label index) hang their
-own derived indexes off `derived`, built lazily once per snapshot.
+A request reads one `ClusterSnapshot` from start to end. Layers are immutable and
+shared: a pod event produces a new snapshot with a new pod layer (sharing every
+untouched namespace) and the *same* node layer, so everything memoised on the node
+layer (`node_memo`: taint groups, label index, toleration and affinity answers,
+candidate sets) survives binds. `memo` holds answers that read pods too; it lives as
+long as this snapshot.
 """
 
 from __future__ import annotations
@@ -16,23 +18,24 @@ from cachetools import LRUCache
 
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, existing_pod_from_dict, node_from_dict
+from extender.state.layers import (
+    WORKLOAD_KINDS,
+    PodLayer,
+    PodLayerWriter,
+    WorkloadLayer,
+    WorkloadLayerWriter,
+)
 from extender.state.loader import ClusterFileError
 from extender.state.nodeset import NodeIndex, get_or_build
 
-WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
-MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k nodes
-
-
-def _workloads_by_namespace(snapshot: ClusterSnapshot) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    index: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for kind, objects in snapshot.workloads.items():
-        for w in objects:
-            namespace = (w.get("metadata") or {}).get("namespace") or "default"
-            index.setdefault((kind, namespace), []).append(w)
-    return index
+__all__ = ["WORKLOAD_KINDS", "ClusterSnapshot"]
+MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k
 
 
 class ClusterSnapshot:
+    """`ClusterSnapshot(nodes, pods, workloads)` builds all three layers (files, tests);
+    `from_layers` combines published layers (the store)."""
+
     def __init__(
         self,
         nodes: Iterable[Node],
@@ -40,17 +43,52 @@ class ClusterSnapshot:
         workloads: dict[str, list[dict[str, Any]]] | None = None,
         generation: int = 0,
     ) -> None:
-        self.nodes = NodeIndex(list(nodes))
-        self.pods: list[Pod] = list(pods)
-        self.pods_by_namespace: dict[str, list[Pod]] = {}
-        for pod in self.pods:
-            self.pods_by_namespace.setdefault(pod.namespace, []).append(pod)
-        self.workloads = workloads or {k: [] for k in WORKLOAD_KINDS}
+        pod_writer = PodLayerWriter()
+        for pod in pods:
+            pod_writer.put(pod)
+        work_writer = WorkloadLayerWriter()
+        for kind, objects in (workloads or {}).items():
+            for obj in objects:
+                work_writer.put(kind, obj)
+        self._setup(NodeIndex(list(nodes)), pod_writer.publish(), work_writer.publish(), generation)
+
+    @classmethod
+    def from_layers(
+        cls, nodes: NodeIndex, pods: PodLayer, workloads: WorkloadLayer, generation: int = 0
+    ) -> ClusterSnapshot:
+        snap = cls.__new__(cls)
+        snap._setup(nodes, pods, workloads, generation)
+        return snap
+
+    def _setup(self, nodes: NodeIndex, pods: PodLayer, workloads: WorkloadLayer, generation: int) -> None:
+        self.nodes = nodes
+        self.pod_layer = pods
+        self.workload_layer = workloads
         self.generation = generation
         self._derived: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._memo: LRUCache = LRUCache(MEMO_SIZE)
         self._memo_lock = threading.Lock()
+
+    @property
+    def versions(self) -> tuple[int, int, int]:
+        """(node layer, pod layer, workload layer) versions: equal tuples, equal state."""
+        return (self.nodes.version, self.pod_layer.version, self.workload_layer.version)
+
+    @property
+    def pods(self) -> list[Pod]:
+        """Every pod (built on first use: reference paths and explain, not the fast path)."""
+        return self.derived("pods", lambda s: list(s.pod_layer))
+
+    @property
+    def pods_by_namespace(self) -> dict[str, list[Pod]]:
+        return self.derived("pods-by-namespace", lambda s: {
+            ns: list(bucket.pods.values()) for ns, bucket in s.pod_layer.namespaces.items()
+        })
+
+    @property
+    def workloads(self) -> dict[str, list[dict[str, Any]]]:
+        return self.workload_layer.by_kind
 
     def derived(self, key: str, build: Callable[[ClusterSnapshot], Any]) -> Any:
         """Get or build (once, thread-safely) an index derived from this snapshot."""
@@ -64,21 +102,24 @@ class ClusterSnapshot:
         return value
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """Per-snapshot memo of pure, pod-shape-keyed answers.
+        """Per-snapshot memo of pure, pod-shape-keyed answers that read pods.
 
-        Pods of one workload share their constraints, so e.g. "which nodes fail these
-        tolerations" is answered once per snapshot, not once per pod. The snapshot is
-        immutable, so entries never go stale; a new snapshot starts empty. `compute`
-        runs outside the lock (a racing duplicate is harmless: answers are pure).
-        """
+        Pods of one workload share their constraints, so an answer is computed once per
+        snapshot, not once per pod. `compute` runs outside the lock (a racing duplicate
+        is harmless: answers are pure). Answers that read nodes only belong in
+        `node_memo`, which outlives pod events."""
         return get_or_build(self._memo, self._memo_lock, key, compute)
 
+    def node_memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """Memo of answers that read only the node layer (kept while nodes are unchanged)."""
+        return self.nodes.memo(key, compute)
+
     def workloads_in(self, kind: str, namespace: str) -> list[dict[str, Any]]:
-        """Workload objects of one kind in one namespace (indexed once per snapshot)."""
-        return self.derived("workloads-by-namespace", _workloads_by_namespace).get((kind, namespace), [])
+        """Workload objects of one kind in one namespace."""
+        return self.workload_layer.in_namespace(kind, namespace)
 
     def counts(self) -> dict[str, int]:
-        out = {"nodes": len(self.nodes.nodes), "pods": len(self.pods)}
+        out = {"nodes": len(self.nodes.nodes), "pods": self.pod_layer.count}
         for kind in WORKLOAD_KINDS:
             out[kind.lower() + "s"] = len(self.workloads.get(kind, ()))
         return out

@@ -1,26 +1,38 @@
-"""Where snapshots come from.
+"""Where cluster state comes from, and the one interface the rest of the code sees.
 
-`ClusterSource` is the one interface the rest of the code sees. `FileSource` reads a
-cluster dump and reloads it on SIGHUP and when the file's mtime/size changes (a
-polling thread; inotify would add a dependency for little gain). A failed reload keeps
-the previous snapshot and is logged and counted, never fatal. The live API-server
-watch (a later issue) implements the same two methods.
+`ClusterSource.snapshot()` returns a consistent `ClusterSnapshot` for a request;
+`ready()` says whether it may be served. Three sources:
+
+- `LiveSource` (`extender.state.live`): the API server's list/watch, the normal
+  deployment;
+- `FileSource`: a cluster dump, for `extender explain`, tests and demos. It is one more
+  feed into the same `Store`: a reload applies only what changed (unchanged nodes keep
+  the node layer and its memos), and a replaced state is freed like any other object
+  (no `gc.freeze`, no reference cycle). Reloads happen on SIGHUP and when the file's
+  mtime/size changes (a polling thread). A failed reload keeps the previous state; a
+  good one is also copied to a last-good file that a restarted gunicorn worker falls
+  back to, so a worker restart never rolls the state back to the start-up file;
+- `UnconfiguredSource`: a server in a container or a cluster with neither a file nor
+  an API server configured serves nothing and is never ready.
 """
 
 from __future__ import annotations
 
-import gc
+import atexit
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Protocol
 
 from extender import metrics
-from extender.state.loader import ClusterFileError, load_objects
-from extender.state.podindex import spread_index
+from extender.state.loader import ClusterFileError, parse_documents
 from extender.state.snapshot import ClusterSnapshot
+from extender.state.store import Store
 
 log = logging.getLogger("extender.state")
 
@@ -31,30 +43,13 @@ class ClusterSource(Protocol):
     def ready(self) -> bool: ...
 
 
-def settle_heap() -> None:
-    """Move the (long-lived) snapshot out of the garbage collector's sight.
-
-    A 50k-pod snapshot is millions of objects; every full collection would walk them
-    all and stall a request for tens of milliseconds. `gc.freeze()` parks everything
-    alive now in the permanent generation. A replaced snapshot is then never freed
-    (acceptable: reloads are rare and the process is restarted on upgrades)."""
-    gc.collect()
-    gc.freeze()
-
-
-# the topology keys of upstream's default (system) spreading, which most pods get
-DEFAULT_TOPOLOGY_KEYS = ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
-
-
-def prepare(snapshot: ClusterSnapshot) -> None:
-    """Build the indexes every request needs before the snapshot is served: the first
-    request after a (re)load would otherwise pay for them (~0.4 s at 5,000 nodes and
-    50,000 pods), and built here, in gunicorn's master, they are frozen and shared by
-    the workers."""
-    spread_index(snapshot)
-    snapshot.nodes.taint_groups()
-    for key in DEFAULT_TOPOLOGY_KEYS:
-        snapshot.nodes.codes(key)  # also builds the label index
+def readiness(source: ClusterSource) -> tuple[bool, str]:
+    """(ready, why) of any source (sources without `readiness` say only ready/not)."""
+    explain = getattr(source, "readiness", None)
+    if explain is not None:
+        return explain()
+    ok = source.ready()
+    return ok, "ok" if ok else "cluster state not loaded"
 
 
 class StaticSource:
@@ -73,22 +68,56 @@ class StaticSource:
         self._snapshot = snapshot
 
 
-def _record(snapshot: ClusterSnapshot) -> None:
-    for kind, n in snapshot.counts().items():
-        metrics.CLUSTER_STATE_OBJECTS.labels(kind).set(n)
+class UnconfiguredSource:
+    """No cluster state configured: an empty state that is never ready."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self._snapshot = ClusterSnapshot([])
+
+    def snapshot(self) -> ClusterSnapshot:
+        return self._snapshot
+
+    def ready(self) -> bool:
+        return False
+
+    def readiness(self) -> tuple[bool, str]:
+        return False, self.reason
+
+
+def _last_good_dir() -> Path | None:
+    """A private directory for last-good copies, removed when its creator exits."""
+    try:
+        path = Path(tempfile.mkdtemp(prefix="extender-state-"))
+    except OSError as exc:
+        log.warning("no last-good copy of the cluster file (no writable temp dir)",
+                    extra={"error": str(exc)})
+        return None
+    creator = os.getpid()
+    atexit.register(lambda: os.getpid() == creator and shutil.rmtree(path, ignore_errors=True))
+    return path
 
 
 class FileSource:
-    def __init__(self, path: str | os.PathLike, poll_seconds: float = 2.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike, poll_seconds: float = 2.0, last_good: bool = True,
+        store: Store | None = None,
+    ) -> None:
         self.path = Path(path)
         self.poll_seconds = poll_seconds
+        self.store = store or Store()
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
-        self._generation = 0
-        self._snapshot = self._load()  # start-up errors propagate: a bad file is fatal
-        log.info("cluster state loaded", extra={"path": str(self.path), **self._snapshot.counts()})
+        self._broken_since: float | None = None  # the file stopped matching what we serve
+        self._dir = _last_good_dir() if last_good else None
+        self._load(self.path)  # start-up errors propagate: a bad file is fatal
+        log.info("cluster state loaded", extra={"path": str(self.path), **self.snapshot().counts()})
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def last_good(self) -> Path | None:
+        return self._dir / "last-good" if self._dir is not None else None
 
     def _file_stamp(self) -> tuple[int, int] | None:
         try:
@@ -97,42 +126,56 @@ class FileSource:
             return None
         return (st.st_mtime_ns, st.st_size)
 
-    def _load(self) -> ClusterSnapshot:
+    def _load(self, path: Path) -> None:
         stamp = self._file_stamp()
-        gc.disable()  # loading allocates millions of long-lived objects: no GC passes
         try:
-            objects = load_objects(self.path)
-            self._generation += 1
-            snap = ClusterSnapshot.from_objects(objects, self._generation)
-            del objects
-            prepare(snap)
-        finally:
-            gc.enable()
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ClusterFileError(f"cannot read cluster file {str(path)!r}: {exc.strerror}") from exc
+        self.store.load(parse_documents(data, str(path)))
+        self.store.publish()
         self._stamp = stamp
-        _record(snap)
-        settle_heap()
-        return snap
+        self._broken_since = None
+        if self.last_good is not None and path != self.last_good:
+            try:
+                tmp = self.last_good.with_suffix(".tmp")
+                tmp.write_bytes(data)
+                tmp.replace(self.last_good)
+            except OSError as exc:
+                log.warning("cannot keep a last-good copy of the cluster file", extra={"error": str(exc)})
 
     def snapshot(self) -> ClusterSnapshot:
-        return self._snapshot
+        return self.store.snapshot()
 
     def ready(self) -> bool:
-        return self._snapshot is not None
+        return True
+
+    def age(self) -> float:
+        """Seconds since the file stopped matching what is served (0: it matches)."""
+        return 0.0 if self._broken_since is None else time.monotonic() - self._broken_since
+
+    def readiness(self) -> tuple[bool, str]:
+        age = self.age()
+        metrics.CLUSTER_STATE_AGE.set(age)
+        if age:
+            return True, f"ok; serving the last good cluster file, the current one is broken since {age:.0f}s"
+        return True, "ok"
 
     def reload(self, reason: str = "manual") -> bool:
-        """Reload now; keep the old snapshot if the new file is broken."""
+        """Reload now; keep the current state if the new file is broken."""
         with self._lock:
             try:
-                snap = self._load()
+                self._load(self.path)
             except (ClusterFileError, OSError) as exc:
                 metrics.CLUSTER_STATE_RELOADS_TOTAL.labels("error").inc()
                 log.error("cluster state reload failed; keeping the previous state",
                           extra={"reason": reason, "error": str(exc), "path": str(self.path)})
                 self._stamp = self._file_stamp()  # do not retry the same broken file forever
+                if self._broken_since is None:
+                    self._broken_since = time.monotonic()
                 return False
-            self._snapshot = snap
             metrics.CLUSTER_STATE_RELOADS_TOTAL.labels("success").inc()
-            log.info("cluster state reloaded", extra={"reason": reason, **snap.counts()})
+            log.info("cluster state reloaded", extra={"reason": reason, **self.snapshot().counts()})
             return True
 
     def reload_if_changed(self, reason: str = "file changed") -> bool:
@@ -140,6 +183,27 @@ class FileSource:
         if stamp is not None and stamp != self._stamp:
             return self.reload(reason)
         return False
+
+    def worker_start(self) -> None:
+        """In a freshly forked worker: catch up with the file; if it is broken now, serve
+        the last good copy a previous worker loaded rather than the start-up state."""
+        stamp = self._file_stamp()
+        if stamp is None or stamp == self._stamp:
+            return
+        if self.reload("worker start"):
+            return
+        last_good = self.last_good
+        if last_good is not None and last_good.exists():
+            try:
+                with self._lock:
+                    broken_since = self._broken_since
+                    self._load(last_good)
+                    self._stamp = stamp
+                    self._broken_since = broken_since
+                log.warning("serving the last good cluster file a previous worker loaded",
+                            extra={"path": str(self.path)})
+            except (ClusterFileError, OSError) as exc:
+                log.error("last-good cluster file unreadable", extra={"error": str(exc)})
 
     def start(self, install_sighup: bool = True) -> None:
         """Start the change-polling thread and (in the main thread) the SIGHUP handler."""

@@ -23,7 +23,7 @@ def test_defaults():
     assert config.weights == {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
     assert config.feature_gates == FeatureGates()
     assert config.max_body_bytes == 64 * 1024 * 1024
-    assert config.cluster.endswith("cluster.yaml")
+    assert config.cluster_file.endswith("cluster.yaml")
     assert config.worker_class == "inline"
     assert config.remember_answers is True
 
@@ -117,4 +117,39 @@ def test_the_deployment_manifests_config_is_valid(tmp_path):
     docs = list(yaml.safe_load_all((root / "manifests" / "extender.yaml").read_text()))
     (config_map,) = [d for d in docs if d and d.get("kind") == "ConfigMap"]
     config = build_config({}, env={}, config_file=write(tmp_path, config_map["data"]["config.yaml"]))
-    assert (config.workers, config.worker_class, config.remember_answers) == (2, "inline", True)
+    assert (config.workers, config.worker_class, config.remember_answers) == (1, "inline", True)
+    assert config.live and config.in_cluster and not config.cluster
+
+
+def test_state_flags(tmp_path):
+    from extender.cli import build_parser
+
+    parser = build_parser()
+    ns = parser.parse_args(["serve", "--in-cluster", "--max-staleness", "30"])
+    config = build_config({k: v for k, v in vars(ns).items() if k not in ("command", "config")}, env={})
+    assert config.in_cluster and config.live and config.max_staleness == 30
+    ns = parser.parse_args(["serve", "--kubeconfig"])
+    assert ns.kubeconfig == "default"  # the client's own lookup: $KUBECONFIG, ~/.kube/config
+    assert build_config({}, env={"EXTENDER_KUBECONFIG": "/k"}).kubeconfig == "/k"
+    assert build_config({}, env={}, config_file=write(tmp_path, "inCluster: true\n")).in_cluster
+    with pytest.raises(ConfigError, match="exclude each other"):
+        build_config({"cluster": "c.yaml", "kubeconfig": "/k"}, env={})
+    with pytest.raises(ConfigError, match="exclude each other"):
+        build_config({"in_cluster": "true", "kubeconfig": "/k"}, env={})
+    with pytest.raises(ConfigError, match="--max-staleness"):
+        build_config({"max_staleness": "0"}, env={})
+    assert Config().cluster == "" and not Config().live
+
+
+def test_no_bundled_example_in_a_container(monkeypatch):
+    from extender.state import FileSource, UnconfiguredSource, select
+
+    monkeypatch.setattr(select, "in_container", lambda: True)
+    source = select.open_source(Config())
+    assert isinstance(source, UnconfiguredSource) and not source.ready()
+    assert "no cluster state configured" in source.readiness()[1]
+    monkeypatch.setattr(select, "in_container", lambda: False)
+    assert isinstance(select.open_source(Config(reload_interval=0)), FileSource)
+    monkeypatch.setattr(select, "in_container", lambda: True)
+    explicit = select.open_source(Config(cluster=Config().cluster_file, reload_interval=0))
+    assert isinstance(explicit, FileSource)

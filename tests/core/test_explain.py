@@ -91,7 +91,7 @@ def test_candidates_and_table_output():
     assert set(rows) == {"spot-a1", "spot-c1", "ghost"}
     assert "Feasible" in rows["spot-a1"]
     assert "node(s) had untolerated taint(s)" in rows["spot-c1"]
-    assert "not found" in rows["ghost"]
+    assert "not seen yet" in rows["ghost"]
 
 
 def test_pod_in_cluster_with_same_name_is_ignored(tmp_path):

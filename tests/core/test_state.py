@@ -104,14 +104,16 @@ def test_reload_on_sighup(tmp_path):
         signal.signal(signal.SIGHUP, previous)
 
 
-def test_loaded_snapshots_come_with_their_spread_index_built(tmp_path):
-    """Built at load (in gunicorn's master, before forking), not by the first request."""
-    from extender.state.podindex import INDEX_KEY
-
+def test_loaded_snapshots_come_with_their_indexes_built(tmp_path):
+    """Built at load (in gunicorn's master, before forking), not by the first request:
+    the node layer's taint groups and label index; the pod layer is indexed as it is fed."""
     path = tmp_path / "cluster.json"
     _write(path, ["a", "b"])
     source = FileSource(path, poll_seconds=0)
-    assert INDEX_KEY in source.snapshot()._derived
+    nodes = source.snapshot().nodes
+    assert nodes._taint_groups is not None and nodes._label_index is not None
     _write(path, ["a", "b", "c"])
     assert source.reload("test")
-    assert INDEX_KEY in source.snapshot()._derived
+    nodes = source.snapshot().nodes
+    assert nodes._taint_groups is not None and nodes._label_index is not None
+    assert nodes.names == {"a", "b", "c"}

@@ -35,7 +35,7 @@ import itertools
 import json
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -110,6 +110,7 @@ class Faults:
     fail_status: int = 500
     fail_match: str = ""  # substring of "METHOD /path?query" the failure applies to
     delay_seconds: float = 0.0  # sleep before answering every request (slow server)
+    fired: Counter = field(default_factory=Counter)  # faults that fired, by counter name
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take(self, name: str) -> bool:
@@ -118,6 +119,7 @@ class Faults:
             n = getattr(self, name)
             if n > 0:
                 setattr(self, name, n - 1)
+                self.fired[name] += 1
                 return True
             return False
 
@@ -125,6 +127,7 @@ class Faults:
         with self.lock:
             if self.fail_requests > 0 and self.fail_match in request_line:
                 self.fail_requests -= 1
+                self.fired["fail_requests"] += 1
                 return self.fail_status
             return None
 
@@ -293,10 +296,14 @@ class FakeApiServer:
             pod["metadata"]["deletionGracePeriodSeconds"] = 30
             return self._write("pods", pod, create=False)
 
-    def load(self, objects: Iterable[dict]) -> int:
-        """Create many objects (kind-tagged documents, e.g. a cluster file); returns count."""
+    def load(self, objects: Iterable[dict], skip_unknown: bool = False) -> int:
+        """Create many objects (kind-tagged documents, e.g. a cluster file); returns count.
+        Kinds the double does not serve raise ValueError, or are skipped if asked."""
+        served = {r.kind for r in RESOURCES.values()}
         n = 0
         for obj in objects:
+            if skip_unknown and obj.get("kind") not in served:
+                continue
             self.apply(plural_of(obj), obj)
             n += 1
         return n

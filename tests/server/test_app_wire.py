@@ -54,11 +54,12 @@ def test_lower_case_keys_are_accepted(client):
     assert result["NodeNames"] == ["od-a1"]
 
 
-def test_unknown_node_is_unresolvable_not_a_crash(client):
+def test_unknown_node_is_unschedulable_and_retryable_not_a_crash(client):
     code, result = post(client, "filter", {"Pod": example_pod("plain"), "NodeNames": ["od-a1", "ghost"]})
     assert code == 200
     assert result["NodeNames"] == ["od-a1"]
-    assert result["FailedAndUnresolvableNodes"] == {"ghost": ERR_UNKNOWN_NODE}
+    assert result["FailedNodes"] == {"ghost": ERR_UNKNOWN_NODE}
+    assert "ghost" not in result["FailedAndUnresolvableNodes"]
 
 
 def test_prioritize_returns_host_priority_list(client):

@@ -267,7 +267,7 @@ class EligibleSets:
         return self._excluded
 
     def eligible(self, c: Constraint, base: frozenset[str]) -> frozenset[str]:
-        """`base` cut down by the inclusion policies, memoized per snapshot: pods of one
+        """`base` cut down by the inclusion policies, memoized per node layer: pods of one
         workload get the same object back, so later memo keys holding it hash and
         compare in O(1)."""
         inclusion = self.inclusion
@@ -285,7 +285,7 @@ class EligibleSets:
                     result = result - excluded
             return result if isinstance(result, frozenset) else frozenset(result)
 
-        return self.index.snapshot.memo(key, compute)
+        return self.index.snapshot.node_memo(key, compute)
 
 
 def has_keys(node: Node, keys: Iterable[str]) -> bool:

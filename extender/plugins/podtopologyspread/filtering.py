@@ -81,7 +81,7 @@ def indexed_counts(
     busy: list[Mapping[str, int]] = []
     for c in constraints:
         eligible = sets.eligible(c, with_keys)
-        counts = dict(index.snapshot.memo(
+        counts = dict(index.snapshot.node_memo(
             ("PTS empty domains", c.topology_key, eligible),
             lambda key=c.topology_key, eligible=eligible: {
                 value: 0 for value, names in label_index.get(key, {}).items() if not names.isdisjoint(eligible)

@@ -197,7 +197,8 @@ class PodTopologySpread:
             st.counts = scoring.indexed_counts(index, pod, st, EligibleSets(st.inclusion, index))
         own = {
             i: universe_values(state, nodes, ("PTS own", pod.namespace, c.selector),
-                                       lambda c=c: index.node_counts(pod.namespace, c.selector))
+                                       lambda c=c: index.node_counts(pod.namespace, c.selector),
+                                       reads_pods=True)
             for i, c in enumerate(st.constraints)
             if c.is_hostname and scoring.counts_pods(c)
         }

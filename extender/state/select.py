@@ -1,0 +1,53 @@
+"""Choosing and starting the cluster-state source from the configuration."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from extender.config import Config
+from extender.state.source import ClusterSource, FileSource, UnconfiguredSource
+
+log = logging.getLogger("extender.state")
+
+NOT_CONFIGURED = (
+    "no cluster state configured: running in a container or a cluster without --cluster, "
+    "--kubeconfig or --in-cluster; refusing to serve the bundled example cluster "
+    "(use --in-cluster in a cluster)"
+)
+
+
+def in_container() -> bool:
+    """In a Kubernetes pod or a container (Docker, Podman), where the bundled example
+    cluster would be a misconfiguration, not a demo."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    return Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
+
+
+def open_source(config: Config) -> ClusterSource:
+    """The source the configuration selects, not started (`start_in_worker`).
+
+    Live mode builds the API client now (a bad kubeconfig fails start-up) but opens no
+    connection: watches start in the serving process."""
+    if config.live:
+        from extender.state.live import LiveSource
+
+        kubeconfig = None if config.kubeconfig in ("", "default") else config.kubeconfig
+        return LiveSource.connect(kubeconfig, config.in_cluster, max_staleness=config.max_staleness)
+    if not config.cluster and in_container():
+        log.error(NOT_CONFIGURED)
+        return UnconfiguredSource(NOT_CONFIGURED)
+    return FileSource(config.cluster_file, poll_seconds=config.reload_interval)
+
+
+def start_in_worker(source: ClusterSource) -> None:
+    """Start the source's threads in the process that serves (after gunicorn's fork)."""
+    if isinstance(source, FileSource):
+        source.worker_start()
+        source.start(install_sighup=False)
+        return
+    start = getattr(source, "start", None)
+    if start is not None:
+        start()

@@ -1,0 +1,295 @@
+"""The cluster state every feed writes into and every request reads from.
+
+Feeds (the API-server watch in `extender.state.live`, the cluster file in
+`extender.state.source`) hand the store raw objects; the store parses them into the
+slim models, drops updates that change nothing a plugin reads (node heartbeats and
+conditions, pod status other than phase and nominatedNodeName, resourceVersion churn)
+before they touch anything, and applies the rest to the layer they belong to in
+O(the object). `snapshot()` returns one immutable, consistent `ClusterSnapshot` for a
+whole request; a changed layer is published (sealed and combined with the unchanged
+ones) at most once per read, so bursts of events cost one publish.
+
+Assumed pods (kube-scheduler's cache; the `bind` verb) are an overlay on the pod layer:
+`assume` puts the pod, bound to its node, into the pod layer before the API call; the
+watch event that shows it bound confirms it; `forget` (the bind failed) or the expiry
+of its deadline restores what the watch last said.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from extender import metrics
+from extender.model import Node, Pod
+from extender.model.parse import ModelError, existing_pod_from_dict, node_from_dict
+from extender.state.layers import WORKLOAD_KINDS, PodLayerWriter, WorkloadLayerWriter
+from extender.state.loader import ClusterFileError
+from extender.state.nodeset import NodeIndex
+from extender.state.snapshot import ClusterSnapshot
+
+log = logging.getLogger("extender.state")
+
+KINDS = ("Node", "Pod", *WORKLOAD_KINDS)
+# the topology keys of upstream's default (system) spreading, which most pods get
+DEFAULT_TOPOLOGY_KEYS = ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
+DEFAULT_ASSUME_SECONDS = 30.0
+PodKey = tuple[str, str]
+
+
+def prepare_nodes(nodes: NodeIndex) -> None:
+    """Build the node-side indexes every request needs before the layer is served (the
+    first request after a change would otherwise pay for them)."""
+    nodes.taint_groups()
+    for key in DEFAULT_TOPOLOGY_KEYS:
+        nodes.codes(key)  # also builds the label index
+
+
+def node_fingerprint(node: Node) -> tuple:
+    return (node.labels, node.taints, node.unschedulable)
+
+
+def pod_fingerprint(pod: Pod) -> tuple:
+    return (pod.uid, pod.labels, pod.node_name, pod.phase, pod.terminating,
+            pod.nominated_node_name, pod.priority)
+
+
+def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a raw object; namespace "default" when absent."""
+    md = obj.get("metadata") or {}
+    return (md.get("namespace") or "default", md.get("name") or "")
+
+
+def parse_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Node], list[Pod], dict[str, list]]:
+    """Validate and parse a whole cluster dump (ClusterFileError names the bad object)."""
+    nodes: list[Node] = []
+    pods: list[Pod] = []
+    workloads: dict[str, list] = {k: [] for k in WORKLOAD_KINDS}
+    seen: set[str] = set()
+    for i, obj in enumerate(objects):
+        kind = obj.get("kind")
+        try:
+            if kind == "Node":
+                node = node_from_dict(obj)
+                if not node.name:
+                    raise ModelError("node without metadata.name")
+                if node.name in seen:
+                    raise ModelError(f"duplicate node {node.name!r}")
+                seen.add(node.name)
+                nodes.append(node)
+            elif kind == "Pod":
+                pods.append(existing_pod_from_dict(obj))
+            elif kind in workloads:
+                workloads[kind].append(obj)
+        except ModelError as exc:
+            raise ClusterFileError(f"object #{i} ({kind}): {exc}") from exc
+    return nodes, pods, workloads
+
+
+class Store:
+    """Nodes, pods and workloads, written by feeds, read as snapshots."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._nodes: dict[str, Node] = {}
+        self._node_layer = NodeIndex([])
+        self._nodes_dirty = False
+        self._pods = PodLayerWriter()
+        self._workloads = WorkloadLayerWriter()
+        self._assumed: dict[PodKey, tuple[Pod, float]] = {}
+        self._shadow: dict[PodKey, Pod | None] = {}  # what the watch says under an assumption
+        self._generation = 0
+        self._snapshot = self._combine()
+        self._dirty = False
+
+    # --- reading -------------------------------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        """The current consistent state (publishes pending changes first)."""
+        if self._dirty or self._assumed:
+            return self.publish()
+        return self._snapshot
+
+    def publish(self) -> ClusterSnapshot:
+        with self._lock:
+            self._expire_assumed()
+            if not self._dirty:
+                return self._snapshot
+            if self._nodes_dirty:
+                layer = NodeIndex(list(self._nodes.values()))
+                prepare_nodes(layer)
+                self._node_layer = layer
+                self._nodes_dirty = False
+            self._generation += 1
+            self._snapshot = self._combine()
+            self._dirty = False
+            for kind, n in self._snapshot.counts().items():
+                metrics.CLUSTER_STATE_OBJECTS.labels(kind).set(n)
+            return self._snapshot
+
+    def _combine(self) -> ClusterSnapshot:
+        return ClusterSnapshot.from_layers(
+            self._node_layer, self._pods.publish(), self._workloads.publish(), self._generation
+        )
+
+    def keys(self, kind: str) -> set[tuple[str, str]]:
+        """(namespace, name) of every object of `kind` held ("" namespace for nodes)."""
+        with self._lock:
+            if kind == "Node":
+                return {("", n) for n in self._nodes}
+            if kind == "Pod":
+                return self._pods.keys()
+            return set(self._workloads.objects[kind])
+
+    # --- writing -------------------------------------------------------------------
+
+    def upsert(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        """Add or update one raw object; False when nothing a plugin reads changed.
+        Raises ModelError for an object that cannot be parsed."""
+        if kind == "Node":
+            node = node_from_dict(obj)
+            if not node.name:
+                raise ModelError("node without metadata.name")
+            with self._lock:
+                old = self._nodes.get(node.name)
+                if old is not None and node_fingerprint(old) == node_fingerprint(node):
+                    return False
+                self._nodes[node.name] = node
+                self._nodes_dirty = self._dirty = True
+                return True
+        if kind == "Pod":
+            pod = existing_pod_from_dict(obj)
+            if not pod.name:
+                raise ModelError("pod without metadata.name")
+            with self._lock:
+                return self._put_pod(pod)
+        if kind in WORKLOAD_KINDS:
+            with self._lock:
+                changed = self._workloads.put(kind, obj)
+                self._dirty |= changed
+                return changed
+        raise ModelError(f"unknown kind {kind!r}")
+
+    def delete(self, kind: str, namespace: str, name: str) -> bool:
+        """Remove one object; False when it was not there."""
+        with self._lock:
+            if kind == "Node":
+                if self._nodes.pop(name, None) is None:
+                    return False
+                self._nodes_dirty = self._dirty = True
+                return True
+            if kind == "Pod":
+                key = (namespace or "default", name)
+                if key in self._assumed:
+                    self._assumed.pop(key)
+                    self._shadow.pop(key, None)
+                removed = self._pods.remove(*key) is not None
+                self._dirty |= removed
+                return removed
+            changed = self._workloads.remove(kind, namespace, name)
+            self._dirty |= changed
+            return changed
+
+    def replace(self, kind: str, objects: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+        """Make `kind` hold exactly `objects` (a relist, consumed page by page: the lock
+        is taken per object, so readers and other kinds' feeds are never held up by a
+        50,000-pod list). Unchanged objects touch nothing. Returns (changed, rejected);
+        unparseable objects are logged, counted and skipped."""
+        changed = rejected = 0
+        stale = self.keys(kind)
+        for obj in objects:
+            key = ("", (obj.get("metadata") or {}).get("name") or "") if kind == "Node" else object_key(obj)
+            stale.discard(key)
+            try:
+                changed += self.upsert(kind, obj)
+            except ModelError as exc:
+                rejected += 1
+                log.error("object rejected", extra={"kind": kind, "object": "/".join(key), "error": str(exc)})
+        for namespace, name in stale:
+            changed += self.delete(kind, namespace, name)
+        return changed, rejected
+
+    def load(self, objects: Iterable[Mapping[str, Any]]) -> int:
+        """Replace everything with a validated cluster dump (all or nothing); returns
+        how many objects changed. Unchanged nodes keep the node layer (and its memos)."""
+        nodes, pods, workloads = parse_objects(objects)
+        changed = 0
+        with self._lock:
+            by_name = {n.name: n for n in nodes}
+            for name in set(self._nodes) - by_name.keys():
+                changed += self.delete("Node", "", name)
+            for node in nodes:
+                old = self._nodes.get(node.name)
+                if old is None or node_fingerprint(old) != node_fingerprint(node):
+                    self._nodes[node.name] = node
+                    self._nodes_dirty = self._dirty = True
+                    changed += 1
+            keep = {(p.namespace, p.name) for p in pods}
+            for key in self.keys("Pod") - keep:
+                changed += self.delete("Pod", *key)
+            for pod in pods:
+                changed += self._put_pod(pod)
+            for kind in WORKLOAD_KINDS:
+                c, _ = self.replace(kind, workloads[kind])
+                changed += c
+        return changed
+
+    def _put_pod(self, pod: Pod) -> bool:
+        key = (pod.namespace, pod.name)
+        if key in self._assumed:
+            if not pod.node_name:  # not bound yet as far as the watch knows: keep ours
+                self._shadow[key] = pod
+                return False
+            self._assumed.pop(key)  # confirmed (or bound elsewhere: the watch wins)
+            self._shadow.pop(key, None)
+        old = self._pods.get(*key)
+        if old is not None and pod_fingerprint(old) == pod_fingerprint(pod):
+            return False
+        self._pods.put(pod)
+        self._dirty = True
+        return True
+
+    # --- assumed pods (the overlay for the bind verb) -------------------------------
+
+    def assume(self, pod: Pod, node_name: str, ttl: float = DEFAULT_ASSUME_SECONDS) -> None:
+        """Count `pod` on `node_name` from now on, before the binding API call returns."""
+        key = (pod.namespace, pod.name)
+        with self._lock:
+            if key not in self._assumed:
+                self._shadow[key] = self._pods.get(*key)
+            bound = dataclasses.replace(pod, node_name=node_name, raw=None)
+            self._assumed[key] = (bound, time.monotonic() + ttl)
+            self._pods.put(bound)
+            self._dirty = True
+
+    def forget(self, namespace: str, name: str) -> bool:
+        """Drop an assumption (the bind failed): the pod is what the watch last said."""
+        key = (namespace, name)
+        with self._lock:
+            if self._assumed.pop(key, None) is None:
+                return False
+            watched = self._shadow.pop(key, None)
+            if watched is None:
+                self._pods.remove(*key)
+            else:
+                self._pods.put(watched)
+            self._dirty = True
+            return True
+
+    def assumed(self) -> dict[PodKey, str]:
+        """Assumed pods still waiting for the watch: (namespace, name) -> node name."""
+        with self._lock:
+            return {k: pod.node_name for k, (pod, _) in self._assumed.items()}
+
+    def _expire_assumed(self) -> None:
+        if not self._assumed:
+            return
+        now = time.monotonic()
+        for key in [k for k, (_, deadline) in self._assumed.items() if deadline <= now]:
+            log.warning("assumed pod expired before the watch confirmed it",
+                        extra={"pod": "/".join(key)})
+            self.forget(*key)

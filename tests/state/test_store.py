@@ -1,0 +1,202 @@
+"""The store: O(object) events, no-op updates dropped, layers shared, assumed pods."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from extender.config import Config
+from extender.model.parse import ModelError, existing_pod_from_dict
+from extender.service import Extender
+from extender.state import ClusterSnapshot, StaticSource, Store
+from extender.state.podindex import NamespacePods
+
+
+def node(name: str, zone: str = "a", taints=(), unschedulable=False, **extra) -> dict:
+    return {"kind": "Node", "metadata": {"name": name, "labels": {
+        "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}, **extra},
+        "spec": {"taints": list(taints), "unschedulable": unschedulable}}
+
+
+def pod(name: str, node_name: str = "", ns: str = "ns", app: str = "web", **status) -> dict:
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+            "spec": {"nodeName": node_name}, "status": status}
+
+
+@pytest.fixture
+def store() -> Store:
+    s = Store()
+    for i in range(4):
+        s.upsert("Node", node(f"n{i}", zone="ab"[i % 2]))
+    for i in range(6):
+        s.upsert("Pod", pod(f"p{i}", f"n{i % 4}"))
+    s.upsert("Service", {"kind": "Service", "metadata": {"name": "web", "namespace": "ns"},
+                         "spec": {"selector": {"app": "web"}}})
+    return s
+
+
+def test_updates_that_change_nothing_read_are_dropped(store):
+    before = store.snapshot()
+    heartbeat = node("n0", zone="a")
+    heartbeat["status"] = {"conditions": [{"type": "Ready", "lastHeartbeatTime": "now"}]}
+    heartbeat["metadata"]["resourceVersion"] = "999"
+    assert store.upsert("Node", heartbeat) is False
+    noisy = pod("p0", "n0", podIP="10.0.0.1", conditions=[{"type": "Ready"}])
+    assert store.upsert("Pod", noisy) is False
+    scaled = {"kind": "Service", "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "5"},
+              "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}
+    assert store.upsert("Service", scaled) is False
+    assert store.snapshot() is before  # nothing published, every memo kept
+
+
+def test_a_pod_event_keeps_the_node_layer_and_its_memos(store):
+    before = store.snapshot()
+    calls = []
+    before.node_memo("answer", lambda: calls.append(1) or "computed")
+    assert store.upsert("Pod", pod("new", "n1"))
+    after = store.snapshot()
+    assert after is not before and after.nodes is before.nodes
+    assert after.node_memo("answer", lambda: calls.append(1) or "again") == "computed"
+    assert calls == [1]
+    assert after.pod_layer.version != before.pod_layer.version
+    # the old snapshot is untouched: a request holding it sees one consistent state
+    assert before.pod_layer.get("ns", "new") is None and after.pod_layer.get("ns", "new")
+
+
+def test_only_the_touched_namespace_bucket_is_replaced(store):
+    store.upsert("Pod", pod("other", "n0", ns="other"))
+    before = store.snapshot()
+    store.upsert("Pod", pod("p9", "n2"))
+    after = store.snapshot()
+    assert after.pod_layer.namespaces["other"] is before.pod_layer.namespaces["other"]
+    assert after.pod_layer.namespaces["ns"] is not before.pod_layer.namespaces["ns"]
+
+
+def test_a_node_event_replaces_the_node_layer(store):
+    before = store.snapshot()
+    assert store.upsert("Node", node("n0", taints=[{"key": "k", "effect": "NoSchedule"}]))
+    after = store.snapshot()
+    assert after.nodes is not before.nodes and after.nodes.version > before.nodes.version
+    assert after.pod_layer is before.pod_layer
+    assert after.nodes.by_name["n0"].taints[0].key == "k"
+
+
+def test_counts_follow_binds_deletes_and_terminating_pods(store):
+    from extender.plugins.podtopologyspread.selector import from_map
+    from extender.state.podindex import spread_index
+
+    selector = from_map({"app": "web"})
+    counts = lambda: dict(spread_index(store.snapshot()).node_counts("ns", selector))  # noqa: E731
+    assert counts() == {"n0": 2, "n1": 2, "n2": 1, "n3": 1}
+    store.upsert("Pod", pod("pending"))
+    store.upsert("Pod", pod("pending", "n3"))  # bound
+    store.delete("Pod", "ns", "p0")
+    terminating = pod("p1", "n1")
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    store.upsert("Pod", terminating)
+    store.upsert("Pod", pod("p2", "n2", phase="Succeeded"))
+    assert counts() == {"n0": 1, "n1": 1, "n3": 2}
+
+
+def test_answers_match_a_snapshot_built_from_scratch(store):
+    """The incrementally maintained state answers exactly as a fresh build does."""
+    from conftest import example_pod
+
+    for i in range(40):
+        store.upsert("Pod", pod(f"x{i}", f"n{i % 3}", app="web" if i % 2 else "db"))
+        if i % 5 == 0:
+            store.delete("Pod", "ns", f"x{i - 1}")
+    objects = [n for n in _nodes(store)] + [p for p in _pods(store)]
+    fresh = ClusterSnapshot.from_objects(objects + store.snapshot().workloads["Service"])
+    live = Extender(Config(), store)
+    scratch = Extender(Config(), StaticSource(fresh))
+    import orjson
+
+    from extender.api.wire import decode_args
+
+    for name in ("plain", "spread-spot"):
+        raw = example_pod(name)
+        raw["metadata"]["namespace"] = "ns"
+        raw["metadata"].setdefault("labels", {})["app"] = "web"
+        args = decode_args(orjson.dumps({"Pod": raw, "NodeNames": ["n0", "n1", "n2", "n3", "ghost"]}))
+        assert live.filter(args) == scratch.filter(args)
+        assert live.prioritize(args) == scratch.prioritize(args)
+
+
+def _nodes(store: Store) -> list[dict]:
+    return [{"kind": "Node", "metadata": {"name": n.name, "labels": dict(n.labels)},
+             "spec": {"taints": [t._asdict() for t in n.taints], "unschedulable": n.unschedulable}}
+            for n in store.snapshot().nodes.nodes]
+
+
+def _pods(store: Store) -> list[dict]:
+    return [{"kind": "Pod", "metadata": {"name": p.name, "namespace": p.namespace, "labels": dict(p.labels)},
+             "spec": {"nodeName": p.node_name}, "status": {"phase": p.phase}}
+            for p in store.snapshot().pods]
+
+
+def test_replace_is_a_relist(store):
+    changed, rejected = store.replace("Node", [node("n0", zone="a"), node("n9"),
+                                               {"kind": "Node", "metadata": {"name": "bad"},
+                                                "spec": {"taints": "oops"}}])
+    assert rejected == 1
+    assert store.snapshot().nodes.names == {"n0", "n9"}
+    assert changed == 4  # n1, n2, n3 gone; n9 added; n0 unchanged
+    store.replace("Pod", [pod("p0", "n0")])
+    assert [p.name for p in store.snapshot().pods] == ["p0"]
+
+
+def test_bad_objects_raise_model_errors(store):
+    with pytest.raises(ModelError):
+        store.upsert("Node", {"metadata": {"name": "x"}, "spec": {"unschedulable": "yes"}})
+    with pytest.raises(ModelError):
+        store.upsert("Pod", {"metadata": {}})
+    with pytest.raises(ModelError):
+        store.upsert("Secret", {"metadata": {"name": "s"}})
+
+
+def test_namespace_buckets_stay_flat_under_churn():
+    """Freed ids are reused: 10,000 create/delete cycles leave a small bucket."""
+    s = Store()
+    s.upsert("Node", node("n0"))
+    for i in range(10_000):
+        s.upsert("Pod", pod(f"p{i}", "n0"))
+        if i >= 10:
+            s.delete("Pod", "ns", f"p{i - 10}")
+        s.snapshot()
+    bucket: NamespacePods = s.snapshot().pod_layer.namespaces["ns"]
+    assert len(bucket.pods) == 10 and len(bucket.all_ids) == 10
+    assert len(bucket.node_of) <= 11
+    assert set(bucket.by_label["app"]) == {"web"}
+
+
+def test_assumed_pods_overlay():
+    s = Store()
+    s.upsert("Node", node("n0"))
+    s.upsert("Pod", pod("p", ""))  # pending, as the watch shows it
+    p = existing_pod_from_dict(pod("p", ""))
+    s.assume(p, "n0")
+    assert s.snapshot().pod_layer.get("ns", "p").node_name == "n0"
+    assert s.assumed() == {("ns", "p"): "n0"}
+    # an unrelated watch update of the still-pending pod does not undo the assumption
+    assert s.upsert("Pod", pod("p", "", phase="Pending")) is False
+    assert s.snapshot().pod_layer.get("ns", "p").node_name == "n0"
+    # the bind fails: forget restores what the watch last said
+    assert s.forget("ns", "p")
+    assert s.snapshot().pod_layer.get("ns", "p").node_name == ""
+    assert s.assumed() == {}
+    # assume again; the watch confirms the bind
+    s.assume(p, "n0")
+    s.upsert("Pod", pod("p", "n0"))
+    assert s.assumed() == {} and s.snapshot().pod_layer.get("ns", "p").node_name == "n0"
+
+
+def test_assumed_pods_expire_and_unknown_pods_are_forgotten():
+    s = Store()
+    s.upsert("Node", node("n0"))
+    s.assume(existing_pod_from_dict(pod("never-seen", "")), "n0", ttl=0.05)
+    assert s.snapshot().pod_layer.get("ns", "never-seen").node_name == "n0"
+    time.sleep(0.1)
+    assert s.snapshot().pod_layer.get("ns", "never-seen") is None
+    assert s.assumed() == {}
