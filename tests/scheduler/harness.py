@@ -1,25 +1,21 @@
-"""The extender under test, served over HTTP on 127.0.0.1, with its cluster state
-mirrored from the API-server double and `bind` posting to that double.
-
-`MirrorSource` plays the informer: it rebuilds the extender's snapshot from the
-double's truth on a thread, at most every `lag` seconds, so the extender lags the
-truth as a watch does (which is what makes pods in flight matter).
+"""The extender under test: a real `extender serve` (gunicorn, InlineWorker) in live
+mode against the API-server double, driven by the kube-scheduler simulator. The
+extender's state comes from list/watch, so it lags the truth as in a cluster (which is
+what makes pods in flight matter), and its `bind` posts to the double.
 """
 
 from __future__ import annotations
 
-import threading
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from werkzeug.serving import WSGIRequestHandler, make_server
-
-from extender.binding import ApiBinder
-from extender.config import Config
-from extender.server.app import create_app
-from extender.service import Extender
-from extender.state import ClusterSnapshot
 from tests.doubles.apiserver import FakeApiServer
 from tests.doubles.scheduler import Scheduler
 
@@ -27,59 +23,59 @@ ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 
 
-class MirrorSource:
-    def __init__(self, api: FakeApiServer, lag: float = 0.02) -> None:
-        self.api = api
-        self.lag = lag
-        self._rv = -1
-        self._snapshot = self._build()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="mirror", daemon=True)
-        self._thread.start()
-
-    def _build(self) -> ClusterSnapshot:
-        self._rv = self.api.resource_version
-        return ClusterSnapshot.from_objects(self.api.all_objects(), self._rv)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.lag):
-            if self.api.resource_version != self._rv:
-                self._snapshot = self._build()
-
-    def refresh(self) -> None:
-        self._snapshot = self._build()
-
-    def snapshot(self) -> ClusterSnapshot:
-        return self._snapshot
-
-    def ready(self) -> bool:
-        return True
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log_request(self, *args, **kwargs) -> None:  # no access log in test output
-        pass
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Served:
-    """An extender app on a threaded WSGI server (every request on its own thread)."""
+    """A real `extender serve` process in live mode against the API-server double (its
+    state from list/watch, its bindings through the double), on a loopback port."""
 
-    def __init__(self, engine: Extender, config: Config) -> None:
-        self.engine = engine
-        self.server = make_server("127.0.0.1", 0, create_app(config, engine.source.base, engine), threaded=True,
-                                  request_handler=QuietHandler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self._thread = threading.Thread(target=self.server.serve_forever, name="extender-http", daemon=True)
-        self._thread.start()
+    def __init__(self, kubeconfig: Path, log: Path, *flags: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "KUBECONFIG")}
+        cmd = [sys.executable, "-m", "extender", "serve", "--kubeconfig", str(kubeconfig),
+               "--listen", f"127.0.0.1:{self.port}", *flags]
+        self.log = log
+        self._log_file = log.open("wb")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=self._log_file)
+        if not wait_for(self._ready, timeout=30):
+            self.stop()
+            raise AssertionError(f"extender serve did not become ready: {log.read_text()[-2000:]}")
+
+    def _ready(self) -> bool:
+        try:
+            return self.get("/readyz")[0] == 200
+        except OSError:
+            return False
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def metric(self, name: str) -> float:
+        """One unlabelled sample from /metrics."""
+        for line in self.get("/metrics")[1].decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise AssertionError(f"metric {name} not exported")
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log_file.close()
 
 
 def node(name: str, zone: str, cpu: str = "4", memory: str = "16Gi", taints=(), labels=None) -> dict:
@@ -111,23 +107,21 @@ def hard_spread(key: str, labels: dict, max_skew: int = 1) -> dict:
 
 
 @contextmanager
-def cluster(objects: list[dict], tmp: Path, lag: float = 0.02, inflight_wait: float = 1.0, **scheduler_kw):
+def cluster(objects: list[dict], tmp: Path, inflight_wait: float = 1.0, **scheduler_kw):
     """(api, served extender, scheduler) over `objects`; everything stopped afterwards."""
     api = FakeApiServer().start()
     api.load(objects)
-    mirror = MirrorSource(api, lag)
-    config = Config(inflight_wait=inflight_wait)
-    binder = ApiBinder(kubeconfig=str(api.write_kubeconfig(tmp / "kubeconfig")))
-    engine = Extender(config, mirror, binder=binder)
-    served = Served(engine, config)
-    sched = Scheduler(api, served.url, **scheduler_kw)
+    served = sched = None
     try:
+        served = Served(api.write_kubeconfig(tmp / "kubeconfig"), tmp / "extender.log",
+                        "--inflight-wait", str(inflight_wait))
+        sched = Scheduler(api, served.url, **scheduler_kw)
         yield api, served, sched
     finally:
-        sched.close()
-        served.stop()
-        binder.close()
-        mirror.stop()
+        if sched is not None:
+            sched.close()
+        if served is not None:
+            served.stop()
         api.stop()
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import orjson
 from harness import ZONE, cluster, hard_spread, node, pod
 
-from extender.api.wire import ExtenderArgs
-
 WEB = {"app": "web"}
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 
@@ -86,7 +84,7 @@ def test_skew_that_eviction_fixes_is_preempted(tmp_path):
     with cluster(objects, tmp_path) as (api, served, sched):
         the_pod = preemptor(spread=[hard_spread(ZONE, WEB)])
         # with the victim still there, our filter rejects a1 for the skew
-        before = served.engine.filter(ExtenderArgs(the_pod, None, ["a1"]))
+        before = sched.ext.call("filter", {"Pod": the_pod, "NodeNames": ["a1"]})
         assert "a1" in before["FailedNodes"]
         sched.submit([the_pod])
         stats, bound = outcome(api, sched)
