@@ -58,6 +58,7 @@ def test_bursts_keep_max_skew_after_every_bind(tmp_path):
             sched.submit(pods)
             stats = sched.run(timeout=120)
             rates.append(REPLICAS / (time.perf_counter() - started))
+            print(f"burst {b}: {rates[-1]:.0f} pods/s")
         assert not sched.errors, sched.errors[:5]
         assert violations == []
         assert stats.scheduled == BURSTS * REPLICAS and stats.unschedulable == 0
