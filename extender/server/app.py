@@ -16,7 +16,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api.wire import encode
 from extender.config import Config
-from extender.server.verbs import VERBS, VerbRoutes, answer, may_wait, observe, too_large
+from extender.server.verbs import VERBS, VerbRoutes, answer, observe, off_loop, too_large
 from extender.service import Extender
 from extender.state import ClusterSource, readiness
 
@@ -93,5 +93,5 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
     routes = VerbRoutes(app.wsgi_app, engine, config.max_body_bytes)
     app.wsgi_app = routes
     app.answer_verb = routes.respond  # InlineWorker's way to the verbs without WSGI
-    app.may_wait = lambda name: may_wait(engine, name)  # such verbs go to a pool thread
+    app.off_loop = lambda name: off_loop(engine, name)  # InlineWorker: to a pool thread
     return app

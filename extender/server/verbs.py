@@ -73,11 +73,11 @@ def observe(verb: str, code: int, started: float) -> None:
     metrics.child(metrics.HTTP_REQUEST_DURATION, verb).observe(time.perf_counter() - started)
 
 
-def may_wait(engine: Extender, verb: str) -> bool:
-    """Whether answering `verb` now may wait for pods in flight (`extender.inflight`):
-    such a request must not be answered on a worker's event loop, which has to stay free
-    for the `bind` calls it waits for."""
-    return verb != "bind" and engine.inflight.has_pending()
+def off_loop(engine: Extender, verb: str) -> bool:
+    """Whether `verb` must be answered on a pool thread rather than a worker's event
+    loop: `bind` blocks on an API call, and while pods are in flight any other verb may
+    wait for a `bind` (`extender.inflight`), which the loop must stay free to read."""
+    return verb == "bind" or engine.inflight.has_pending()
 
 
 def verb_of(path: str) -> str | None:

@@ -96,7 +96,7 @@ class InlineWorker(gthread.ThreadWorker):
         super().load_wsgi()
         # the app's verb entry point (extender.server.app), if it has one
         self.answer_verb = getattr(self.wsgi, "answer_verb", None)
-        self.may_wait = getattr(self.wsgi, "may_wait", None)  # verb -> bool (pods in flight)
+        self.off_loop = getattr(self.wsgi, "off_loop", None)  # verb -> bool (bind, pods in flight)
 
     def enqueue_req(self, conn) -> None:
         if not self.inline:
@@ -128,7 +128,7 @@ class InlineWorker(gthread.ThreadWorker):
             if size == HEAD_TOO_LARGE:  # gunicorn would hold a pool thread until the end
                 self._refuse(conn, b"431 Request Header Fields Too Large")
                 return
-            if self._may_wait(buf):  # it may wait for a bind this loop has to answer
+            if self._off_loop(buf):  # it blocks (bind) or may wait for a bind this loop reads
                 self._to_pool(conn, buf)
                 return
             request, buf = bytes(buf[:size]), buf[size:]
@@ -163,14 +163,14 @@ class InlineWorker(gthread.ThreadWorker):
             buf += chunk
         return True
 
-    def _may_wait(self, request: bytes | bytearray) -> bool:
-        """A verb that may wait for pods in flight (`extender.inflight`) is answered by a
-        pool thread: the loop must stay free for the `bind` calls it waits for."""
-        if self.may_wait is None or not request.startswith(b"POST /"):
+    def _off_loop(self, request: bytes | bytearray) -> bool:
+        """`bind` (an API call) and, while pods are in flight, any verb that may wait for
+        a `bind` (`extender.inflight`) are answered by a pool thread (the app decides)."""
+        if self.off_loop is None or not request.startswith(b"POST /"):
             return False
         end = request.find(b" ", 5)
         verb = verb_of(bytes(request[5:end]).decode("latin-1").partition("?")[0]) if end > 0 else None
-        return verb is not None and self.may_wait(verb)
+        return verb is not None and self.off_loop(verb)
 
     def _answer(self, conn, request: bytes) -> bool:
         """Parse and answer one complete request; True if the connection stays open."""
