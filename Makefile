@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
 
-.PHONY: run test lint perf perf-quick clean
+.PHONY: run test lint perf perf-quick perf-scheduler clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ perf: $(PERFSTAMP)
 
 perf-quick: $(PERFSTAMP)
 	$(BIN)/python -m perf run --quick
+
+# kube-scheduler simulator bursts (20 x 1,000) with and without in-flight accounting
+perf-scheduler: $(PERFSTAMP)
+	$(BIN)/python -m perf.scheduler_sim
 
 clean:
 	rm -rf $(VENV) build *.egg-info perf/out
