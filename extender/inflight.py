@@ -23,8 +23,9 @@ The design (README "Inside kube-scheduler"):
   A source without a store (a static snapshot: explain, unit tests) records none.
 
 Waiting never happens on a thread that must not block (the gunicorn worker's event
-loop, which also has to answer A's `bind`): `may_block()` says whether the current
-thread may wait; InlineWorker hands requests to its pool while pods are pending.
+loop, which must stay free to read A's `bind`): `may_block()` says whether the current
+thread may wait; InlineWorker hands `bind`, and any verb while pods are pending, to
+its pool (`extender.server.verbs.off_loop`).
 """
 
 from __future__ import annotations
