@@ -85,8 +85,9 @@ CLUSTER_STATE_RELOADS_TOTAL = Counter(
 
 CLUSTER_STATE_AGE = Gauge(
     "extender_cluster_state_age_seconds",
-    "Seconds since the cluster state was last known to match its source (file mode: "
-    "since the file stopped matching what is served; live mode: the oldest kind).",
+    "How stale the cluster state may be, in seconds, as of the last /readyz: file mode, "
+    "since the file stopped matching what is served (0: it matches); live mode, how long "
+    "the longest-failing watch has been failing (0: all healthy).",
     multiprocess_mode="liveall",
 )
 

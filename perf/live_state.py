@@ -35,6 +35,7 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "perf" / "results" / "live_state.json"
+SUMMARY = ROOT / "perf" / "results" / "live_state.md"
 BUDGET = {"initial_sync_s": 15.0, "rss_mb": 600.0, "pod_event_p99_ms": 1.0}
 
 DOUBLE = """
@@ -190,6 +191,35 @@ def event_to_visible(nodes: int, pods: int, events: int) -> dict:
     }
 
 
+def summary(out: dict) -> str:
+    """The headline numbers as a Markdown table (perf/results/live_state.md)."""
+    rows = [
+        ("initial sync: spawn to /readyz 200", "<= 15 s", f"{out['initial_sync_s']} s"),
+        ("RSS, serving worker (whole tree)", "<= 600 MB",
+         f"{out['rss_worker_mb']} MB ({out['rss_total_mb']} MB)"),
+        ("pod event to visible, p50 / p99 / max, wall clock", "p99 <= 1 ms",
+         f"{out['pod_event_p50_ms']} / {out['pod_event_p99_ms']} / {out['pod_event_max_ms']} ms"),
+        ("pod event to visible, p50 / p99 / max, thread CPU", "p99 <= 1 ms",
+         f"{out['pod_event_cpu_p50_ms']} / {out['pod_event_cpu_p99_ms']} / {out['pod_event_cpu_max_ms']} ms"),
+        ("node event (relabel) to visible, p50 / p99 wall", "-",
+         f"{out['node_event_p50_ms']} / {out['node_event_p99_ms']} ms"),
+        ("store load, in process (no HTTP)", "-", f"{out['store_load_s']} s"),
+    ]
+    lines = [
+        f"# Live state at {out['nodes']} nodes / {out['pods']} pods",
+        "",
+        f"`python -m perf.live_state`, {out['when']}, {out['cpus']} CPUs, 1-minute load average "
+        f"{out['load_average_1m']} (the machine is shared: wall-clock tails include preemption;",
+        "the thread-CPU column is the work itself). See the module docstring for the method.",
+        "",
+        "| measure | budget | result |",
+        "| --- | --- | --- |",
+        *[f"| {a} | {b} | {c} |" for a, b, c in rows],
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
@@ -213,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(out, indent=2))
     if ns.nodes == 5000 and ns.pods == 50000 and not ns.skip_serve:
         RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+        SUMMARY.write_text(summary(out))
     return 0
 
 

@@ -35,11 +35,11 @@ class PodLayer:
 
     def __iter__(self) -> Iterator[Pod]:
         for bucket in self.namespaces.values():
-            yield from bucket.pods.values()
+            yield from bucket
 
     def get(self, namespace: str, name: str) -> Pod | None:
         bucket = self.namespaces.get(namespace)
-        return bucket.pods.get(name) if bucket is not None else None
+        return bucket.get(name) if bucket is not None else None
 
 
 EMPTY_PODS = PodLayer({}, 0)
@@ -56,7 +56,7 @@ class PodLayerWriter:
     def get(self, namespace: str, name: str) -> Pod | None:
         bucket = self._dirty.get(namespace)
         if bucket is not None:
-            return bucket.pods.get(name)
+            return bucket.get(name)
         return self.layer.get(namespace, name)
 
     def _bucket(self, namespace: str) -> NamespacePods:
@@ -69,7 +69,7 @@ class PodLayerWriter:
 
     def put(self, pod: Pod) -> None:
         bucket = self._bucket(pod.namespace)
-        if pod.name not in bucket.pods:
+        if pod.name not in bucket.entries:
             self._count += 1
         bucket.put(pod)
 
@@ -88,9 +88,9 @@ class PodLayerWriter:
         out: set[tuple[str, str]] = set()
         for ns, bucket in self.layer.namespaces.items():
             if ns not in self._dirty:
-                out.update((ns, name) for name in bucket.pods)
+                out.update((ns, name) for name in bucket.entries.keys())
         for ns, bucket in self._dirty.items():
-            out.update((ns, name) for name in bucket.pods)
+            out.update((ns, name) for name in bucket.entries.keys())
         return out
 
     def publish(self) -> PodLayer:
@@ -99,7 +99,7 @@ class PodLayerWriter:
             return self.layer
         namespaces = dict(self.layer.namespaces)
         for name, bucket in self._dirty.items():
-            if bucket.pods:
+            if len(bucket):
                 namespaces[name] = bucket.seal()
             else:
                 namespaces.pop(name, None)

@@ -139,6 +139,7 @@ class Reflector:
                 metrics.WATCH_ERRORS_TOTAL.labels(self.kind, "expired").inc()
                 log.info("resourceVersion expired; relisting", extra={"kind": self.kind, "error": str(exc)})
                 self.resource_version = ""
+                self._stop.wait(self.backoff.next())  # a server expiring every watch is not hammered
             except Exception as exc:  # noqa: BLE001 - any failure: back off and retry
                 if self._stop.is_set():
                     break
@@ -326,6 +327,7 @@ class LiveSource:
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why): every kind listed once, none failing longer than max staleness."""
+        metrics.CLUSTER_STATE_AGE.set(max(r.failing_for() for r in self.reflectors.values()))
         waiting = [k for k, r in self.reflectors.items() if not r.synced.is_set()]
         if waiting:
             return False, "initial list not synced yet: " + ", ".join(waiting)

@@ -63,6 +63,64 @@ def build_label_index(nodes: Iterable[Node]) -> LabelIndex:
     return index
 
 
+def _patched_groups(groups: TaintGroups, removed: list[Node], added: list[Node]) -> TaintGroups:
+    """Taint groups with `removed` taken out and `added` put in (touched lists copied)."""
+    out = dict(groups)
+    fresh: set[tuple[Taint, ...]] = set()
+
+    def own(taints: tuple[Taint, ...]) -> list[Node]:
+        if taints not in fresh:
+            out[taints] = list(out.get(taints, ()))
+            fresh.add(taints)
+        return out[taints]
+
+    for node in removed:
+        members = own(node.taints)
+        for i, member in enumerate(members):
+            if member is node:
+                del members[i]
+                break
+        if not members:
+            del out[node.taints]
+            fresh.discard(node.taints)
+    for node in added:
+        own(node.taints).append(node)
+    return out
+
+
+def _patched_label_index(
+    index: LabelIndex, gone: list[tuple[str, str, str]], came: list[tuple[str, str, str]]
+) -> LabelIndex:
+    """The inverted label index without the (node, key, value) pairs `gone` and with
+    those that `came` (only the touched entries are copied)."""
+    out = dict(index)
+    fresh_keys: set[str] = set()
+    fresh_sets: set[tuple[str, str]] = set()
+
+    def names(key: str, value: str) -> set[str]:
+        if key not in fresh_keys:
+            out[key] = dict(out.get(key, {}))
+            fresh_keys.add(key)
+        by_value = out[key]
+        if (key, value) not in fresh_sets:
+            by_value[value] = set(by_value.get(value, ()))
+            fresh_sets.add((key, value))
+        return by_value[value]
+
+    for name, key, value in gone:
+        members = names(key, value)
+        members.discard(name)
+        if not members:
+            del out[key][value]
+            fresh_sets.discard((key, value))
+            if not out[key]:
+                del out[key]
+                fresh_keys.discard(key)
+    for name, key, value in came:
+        names(key, value).add(name)
+    return out
+
+
 def get_or_build(cache: LRUCache, lock: threading.Lock, key: Any, build: Callable[[], Any]) -> Any:
     """A thread-safe LRU lookup; `build` runs outside the lock (answers are pure, so a
     racing duplicate is harmless) and None is never cached."""
@@ -91,7 +149,7 @@ class NodeIndex:
     pod events and binds never throw them away."""
 
     __slots__ = ("nodes", "by_name", "names", "unschedulable", "_taint_groups", "_label_index", "_with_key",
-                 "_candidates", "_lock", "_position", "_codes", "_code_of", "version", "_memo")
+                 "_candidates", "_lock", "_position", "_codes", "_code_of", "version", "_memo", "__weakref__")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.version = next(_VERSIONS)
@@ -108,6 +166,93 @@ class NodeIndex:
         self._position: dict[str, int] | None = None
         self._codes: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._code_of: dict[str, dict[str, int]] = {}
+
+    def evolve(self, changes: Mapping[str, Node | None]) -> NodeIndex:
+        """A new layer = this one with `changes` applied (name -> new Node, or None for a
+        deletion), in O(changed nodes + their taint groups and label index entries) plus
+        C-level copies of the name tables; this layer is not modified.
+
+        Positions stay put (an added node is appended; a deleted node's slot is taken by
+        the last node), so the per-key label codes are patched, not rebuilt. A value
+        that lost its last node keeps its code (no node maps to it: harmless)."""
+        new = NodeIndex.__new__(NodeIndex)
+        new.version = next(_VERSIONS)
+        new._memo = LRUCache(NODE_MEMO_SIZE)
+        new._candidates = LRUCache(CANDIDATE_SETS)
+        new._lock = threading.Lock()
+        new._with_key = {}
+        nodes = list(self.nodes)
+        by_name = dict(self.by_name)
+        position = dict(self._position) if self._position is not None else {
+            n.name: i for i, n in enumerate(nodes)}
+        moved: set[int] = set()  # positions whose node changed
+        removed: list[Node] = []
+        added: list[Node] = []
+        for name, node in changes.items():
+            old = by_name.get(name)
+            if node is None:
+                if old is None:
+                    continue
+                i = position.pop(name)
+                last = nodes.pop()
+                if i < len(nodes):
+                    nodes[i] = last
+                    position[last.name] = i
+                    moved.add(i)
+                moved.discard(len(nodes))
+                del by_name[name]
+                removed.append(old)
+            elif old is None:
+                position[name] = len(nodes)
+                moved.add(len(nodes))
+                nodes.append(node)
+                by_name[name] = node
+                added.append(node)
+            else:
+                nodes[position[name]] = node
+                moved.add(position[name])
+                by_name[name] = node
+                removed.append(old)
+                added.append(node)
+        new.nodes, new.by_name, new._position = nodes, by_name, position
+        new.names = self.names if by_name.keys() == self.names else frozenset(by_name)
+        cordoned = set(self.unschedulable)
+        cordoned.difference_update(n.name for n in removed)
+        cordoned.update(n.name for n in added if n.unschedulable)
+        new.unschedulable = self.unschedulable if cordoned == self.unschedulable else frozenset(cordoned)
+        new._taint_groups = None
+        if self._taint_groups is not None:
+            new._taint_groups = _patched_groups(self._taint_groups, removed, added)
+        new._label_index = None
+        if self._label_index is not None:
+            gone: list[tuple[str, str, str]] = []  # (node, key, value) pairs that changed
+            came: list[tuple[str, str, str]] = []
+            olds = {n.name: n for n in removed}
+            for node in added:
+                old = olds.pop(node.name, None)
+                before = old.labels.items() if old is not None else {}.items()
+                gone += [(node.name, k, v) for k, v in before - node.labels.items()]
+                came += [(node.name, k, v) for k, v in node.labels.items() - before]
+            gone += [(n.name, k, v) for n in olds.values() for k, v in n.labels.items()]
+            new._label_index = _patched_label_index(self._label_index, gone, came)
+        new._codes, new._code_of = {}, {}
+        for key, (codes, values) in self._codes.items():
+            codes = np.resize(codes, len(nodes)) if len(codes) != len(nodes) else codes.copy()
+            values = list(values)
+            code_of = dict(self._code_of[key]) if key in self._code_of else {v: c for c, v in enumerate(values)}
+            for i in moved:
+                value = nodes[i].labels.get(key)
+                if value is None:
+                    codes[i] = -1
+                    continue
+                code = code_of.get(value)
+                if code is None:
+                    code = code_of[value] = len(values)
+                    values.append(value)
+                codes[i] = code
+            new._codes[key] = (codes, values)
+            new._code_of[key] = code_of
+        return new
 
     def code_of(self, key: str) -> dict[str, int]:
         """Label value -> its code in `codes(key)`."""
@@ -158,6 +303,15 @@ class NodeIndex:
         built once per distinct text (kube-scheduler sends the same list for pod after
         pod) and kept with this index, so it dies with its snapshot."""
         return get_or_build(self._candidates, self._lock, key, build)
+
+    def release(self) -> None:
+        """This layer was replaced: drop its caches. Candidate sets point back at their
+        universe (a reference cycle only a full collection would free); clearing them
+        lets reference counting free the layer as soon as its last reader is done.
+        A reader still holding the layer just recomputes what it asks for."""
+        with self._lock:
+            self._candidates.clear()
+            self._memo.clear()
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """A memo of pure answers that read only this node layer (and the pod shape in

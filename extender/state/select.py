@@ -34,6 +34,10 @@ def open_source(config: Config) -> ClusterSource:
     if config.live:
         from extender.state.live import LiveSource
 
+        if config.workers > 1:
+            log.warning("live mode with several workers: each worker runs its own watch "
+                        "(memory and API-server load times the worker count); prefer --workers 1",
+                        extra={"workers": config.workers})
         kubeconfig = None if config.kubeconfig in ("", "default") else config.kubeconfig
         return LiveSource.connect(kubeconfig, config.in_cluster, max_staleness=config.max_staleness)
     if not config.cluster and in_container():

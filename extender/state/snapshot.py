@@ -83,7 +83,7 @@ class ClusterSnapshot:
     @property
     def pods_by_namespace(self) -> dict[str, list[Pod]]:
         return self.derived("pods-by-namespace", lambda s: {
-            ns: list(bucket.pods.values()) for ns, bucket in s.pod_layer.namespaces.items()
+            ns: list(bucket) for ns, bucket in s.pod_layer.namespaces.items()
         })
 
     @property

@@ -110,7 +110,7 @@ class FileSource:
         self._stamp: tuple[int, int] | None = None
         self._broken_since: float | None = None  # the file stopped matching what we serve
         self._dir = _last_good_dir() if last_good else None
-        self._load(self.path)  # start-up errors propagate: a bad file is fatal
+        self._load(self.path, keep_copy=False)  # start-up errors propagate: a bad file is fatal
         log.info("cluster state loaded", extra={"path": str(self.path), **self.snapshot().counts()})
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -126,7 +126,9 @@ class FileSource:
             return None
         return (st.st_mtime_ns, st.st_size)
 
-    def _load(self, path: Path) -> None:
+    def _load(self, path: Path, keep_copy: bool = True) -> None:
+        """Apply `path` to the store; `keep_copy`: also make it the last-good copy (not
+        needed for the start-up file: a new worker starts from that state anyway)."""
         stamp = self._file_stamp()
         try:
             data = path.read_bytes()
@@ -136,7 +138,7 @@ class FileSource:
         self.store.publish()
         self._stamp = stamp
         self._broken_since = None
-        if self.last_good is not None and path != self.last_good:
+        if keep_copy and self.last_good is not None and path != self.last_good:
             try:
                 tmp = self.last_good.with_suffix(".tmp")
                 tmp.write_bytes(data)
@@ -197,7 +199,7 @@ class FileSource:
             try:
                 with self._lock:
                     broken_since = self._broken_since
-                    self._load(last_good)
+                    self._load(last_good, keep_copy=False)
                     self._stamp = stamp
                     self._broken_since = broken_since
                 log.warning("serving the last good cluster file a previous worker loaded",

@@ -97,7 +97,7 @@ class Store:
         self._lock = threading.RLock()
         self._nodes: dict[str, Node] = {}
         self._node_layer = NodeIndex([])
-        self._nodes_dirty = False
+        self._node_changes: dict[str, Node | None] = {}  # since the last publish
         self._pods = PodLayerWriter()
         self._workloads = WorkloadLayerWriter()
         self._assumed: dict[PodKey, tuple[Pod, float]] = {}
@@ -119,11 +119,16 @@ class Store:
             self._expire_assumed()
             if not self._dirty:
                 return self._snapshot
-            if self._nodes_dirty:
-                layer = NodeIndex(list(self._nodes.values()))
+            if self._node_changes:
+                old = self._node_layer
+                if len(self._node_changes) * 4 < len(old.nodes):
+                    layer = old.evolve(self._node_changes)  # O(changes)
+                else:
+                    layer = NodeIndex(list(self._nodes.values()))
                 prepare_nodes(layer)
+                old.release()
                 self._node_layer = layer
-                self._nodes_dirty = False
+                self._node_changes = {}
             self._generation += 1
             self._snapshot = self._combine()
             self._dirty = False
@@ -159,7 +164,8 @@ class Store:
                 if old is not None and node_fingerprint(old) == node_fingerprint(node):
                     return False
                 self._nodes[node.name] = node
-                self._nodes_dirty = self._dirty = True
+                self._node_changes[node.name] = node
+                self._dirty = True
                 return True
         if kind == "Pod":
             pod = existing_pod_from_dict(obj)
@@ -180,7 +186,8 @@ class Store:
             if kind == "Node":
                 if self._nodes.pop(name, None) is None:
                     return False
-                self._nodes_dirty = self._dirty = True
+                self._node_changes[name] = None
+                self._dirty = True
                 return True
             if kind == "Pod":
                 key = (namespace or "default", name)
@@ -226,7 +233,8 @@ class Store:
                 old = self._nodes.get(node.name)
                 if old is None or node_fingerprint(old) != node_fingerprint(node):
                     self._nodes[node.name] = node
-                    self._nodes_dirty = self._dirty = True
+                    self._node_changes[node.name] = node
+                    self._dirty = True
                     changed += 1
             keep = {(p.namespace, p.name) for p in pods}
             for key in self.keys("Pod") - keep:

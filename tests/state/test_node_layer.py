@@ -1,0 +1,78 @@
+"""The node layer evolves in O(changes) and equals a layer built from scratch."""
+
+from __future__ import annotations
+
+import random
+
+from extender.model import Node, Taint
+from extender.state.nodeset import NodeIndex
+from extender.state.store import DEFAULT_TOPOLOGY_KEYS, prepare_nodes
+
+
+def _node(rng: random.Random, name: str) -> Node:
+    labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": rng.choice("abcd")}
+    if rng.random() < 0.5:
+        labels["pool"] = rng.choice(["spot", "od", "gpu"])
+    taints = tuple(Taint(k, "x", "NoSchedule") for k in rng.sample(["t1", "t2", "t3"], rng.randrange(3)))
+    return Node(name=name, labels=labels, taints=taints, unschedulable=rng.random() < 0.2)
+
+
+def _same(evolved: NodeIndex, fresh: NodeIndex) -> None:
+    assert evolved.names == fresh.names and set(evolved.by_name) == set(fresh.by_name)
+    assert evolved.unschedulable == fresh.unschedulable
+    assert len(evolved.nodes) == len(fresh.nodes)
+    assert {n.name for n in evolved.nodes} == fresh.names
+    assert all(evolved.nodes[evolved._position[n]] is evolved.by_name[n] for n in evolved.names)
+    as_sets = lambda groups: {t: {n.name for n in ns} for t, ns in groups.items()}  # noqa: E731
+    assert as_sets(evolved.taint_groups()) == as_sets(fresh.taint_groups())
+    assert evolved.label_index() == fresh.label_index()
+    for key in (*DEFAULT_TOPOLOGY_KEYS, "pool"):
+        codes, values = evolved.codes(key)
+        for i, node in enumerate(evolved.nodes):
+            want = node.labels.get(key)
+            assert (values[codes[i]] if codes[i] >= 0 else None) == want, (key, node.name)
+        assert evolved.names_with_key(key) == fresh.names_with_key(key)
+
+
+def test_evolve_matches_a_fresh_build_through_random_changes():
+    rng = random.Random(5)
+    current = {f"n{i}": _node(rng, f"n{i}") for i in range(60)}
+    layer = NodeIndex(list(current.values()))
+    prepare_nodes(layer)
+    layer.codes("pool")
+    serial = 60
+    for _ in range(200):
+        changes: dict[str, Node | None] = {}
+        for _ in range(rng.randrange(1, 4)):
+            op = rng.random()
+            if op < 0.3 and current:
+                name = rng.choice(sorted(current))
+                changes[name] = None
+                current.pop(name)
+            elif op < 0.6:
+                serial += 1
+                name = f"n{serial}"
+                current[name] = changes[name] = _node(rng, name)
+            elif current:
+                name = rng.choice(sorted(current))
+                current[name] = changes[name] = _node(rng, name)
+        before = layer
+        layer = before.evolve(changes)
+        assert layer.version > before.version
+        fresh = NodeIndex(list(current.values()))
+        _same(layer, fresh)
+    assert before.names != layer.names or before.nodes is not layer.nodes  # a new object each time
+
+
+def test_evolve_leaves_the_old_layer_untouched():
+    rng = random.Random(1)
+    nodes = [_node(rng, f"n{i}") for i in range(10)]
+    old = NodeIndex(nodes)
+    prepare_nodes(old)
+    snapshot = (list(old.nodes), dict(old.label_index()), {k: set(v) for k, v in old.label_index()["topology.kubernetes.io/zone"].items()},
+                old.codes("topology.kubernetes.io/zone")[0].copy())
+    new = old.evolve({"n0": None, "n3": _node(rng, "n3"), "x": _node(rng, "x")})
+    assert old.nodes == snapshot[0] and old.label_index().keys() == snapshot[1].keys()
+    assert {k: set(v) for k, v in old.label_index()["topology.kubernetes.io/zone"].items()} == snapshot[2]
+    assert (old.codes("topology.kubernetes.io/zone")[0] == snapshot[3]).all()
+    assert "n0" in old.names and "n0" not in new.names and "x" in new.names
