@@ -163,6 +163,11 @@ class Scheduler:
         # the scheduler's cache: every pod we know, with assumed ones placed
         self._pods: dict[tuple[str, str], dict] = {key_of(p): p for p in api.objects("pods")}
         self._assumed: dict[tuple[str, str], str] = {}
+        # requested cpu/memory per node of bound and assumed pods, kept up to date
+        self._requests = {k: requests_of(p) for k, p in self._pods.items()}
+        self._used: dict[str, list[int]] = {name: [0, 0] for name in self._nodes}
+        for k, p in self._pods.items():
+            self._charge(k, p.get("spec", {}).get("nodeName"), 1)
         self._active: deque[tuple[str, str]] = deque()
         self._backoff: list[tuple[float, tuple[str, str]]] = []
         self._attempts: dict[tuple[str, str], int] = {}
@@ -177,6 +182,7 @@ class Scheduler:
             stored = self.api.create("pods", pod)
             with self._lock:
                 self._pods[key_of(stored)] = stored
+                self._requests[key_of(stored)] = requests_of(stored)
                 self._active.append(key_of(stored))
 
     def run(self, timeout: float = 60.0) -> Stats:
@@ -230,16 +236,16 @@ class Scheduler:
 
     # --- one scheduling cycle --------------------------------------------------------------
 
-    def _usage(self, exclude: set[tuple[str, str]] = frozenset()) -> dict[str, list[int]]:
-        """Requested cpu/memory per node from the cache (bound and assumed pods)."""
-        used = {name: [0, 0] for name in self._nodes}
-        for k, pod in self._pods.items():
-            node = self._assumed.get(k) or pod.get("spec", {}).get("nodeName")
-            if node in used and k not in exclude:
-                cpu, mem = requests_of(pod)
-                used[node][0] += cpu
-                used[node][1] += mem
-        return used
+    def _charge(self, key: tuple[str, str], node: str | None, sign: int) -> None:
+        """Add (1) or remove (-1) a pod's requests on `node` (under the lock)."""
+        if node in self._used:
+            cpu, mem = self._requests[key]
+            self._used[node][0] += sign * cpu
+            self._used[node][1] += sign * mem
+
+    def _usage(self) -> dict[str, list[int]]:
+        """Requested cpu/memory per node (bound and assumed pods): a copy to work on."""
+        return {name: list(v) for name, v in self._used.items()}
 
     def _fits(self, pod: dict, node: str, used: dict[str, list[int]]) -> bool:
         """In-tree NodeResourcesFit (cpu and memory)."""
@@ -285,6 +291,7 @@ class Scheduler:
         host = feasible[0] if len(feasible) == 1 else self._select_host(pod, feasible, used)
         with self._lock:
             self._assumed[key] = host
+            self._charge(key, host, 1)
             self._binding += 1
         self._pool.submit(self._binding_cycle, key, pod, host)
 
@@ -323,7 +330,7 @@ class Scheduler:
             if error:
                 self.errors.append(f"bind {key}: {error}")
                 with self._lock:
-                    self._assumed.pop(key, None)
+                    self._forget(key)
                     self.stats.bind_errors += 1
                 self._retry(key)
                 return
@@ -338,11 +345,17 @@ class Scheduler:
         except Exception as exc:
             self.errors.append(f"binding cycle {key}: {exc!r}")
             with self._lock:
-                self._assumed.pop(key, None)
+                self._forget(key)
             self._retry(key)
         finally:
             with self._lock:
                 self._binding -= 1
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        """Drop an assumption (under the lock), as the scheduler cache's ForgetPod."""
+        node = self._assumed.pop(key, None)
+        if node is not None:
+            self._charge(key, node, -1)
 
     # --- PostFilter: DefaultPreemption -----------------------------------------------------
 
@@ -355,12 +368,15 @@ class Scheduler:
             lower = [k for k in on_node if priority_of(self._pods[k]) < prio]
             if not lower:
                 return None
-            used = self._usage(exclude=set(lower))
+            used = {node: list(self._used[node])}
+            for k in lower:
+                used[node][0] -= self._requests[k][0]
+                used[node][1] -= self._requests[k][1]
             if not self._fits(pod, node, used):
                 return None
             victims = []
             for k in sorted(lower, key=lambda k: -priority_of(self._pods[k])):  # reprieve
-                cpu, mem = requests_of(self._pods[k])
+                cpu, mem = self._requests[k]
                 used[node][0] += cpu
                 used[node][1] += mem
                 if not self._fits(pod, node, used):
@@ -397,8 +413,10 @@ class Scheduler:
         for k in candidates[node]:
             self.api.delete("pods", k[1], k[0])
             with self._lock:
-                self._pods.pop(k, None)
-                self._assumed.pop(k, None)
+                self._forget(k)
+                gone = self._pods.pop(k, None)
+                if gone is not None:
+                    self._charge(k, gone.get("spec", {}).get("nodeName"), -1)
             self.stats.evicted.append(f"{k[0]}/{k[1]}@{node}")
         self.stats.preemptions += 1
         stored = self.api.get("pods", key[1], key[0])
