@@ -34,7 +34,7 @@ ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
 def run_mode(inflight_wait: float, bursts: int, replicas: int, zones: int, per_zone: int) -> dict:
     from tests.scheduler.harness import cluster, hard_spread, node, pod
 
-    nodes = [node(f"n-{z}{i}", f"z{z}", cpu="1000") for z in range(zones) for i in range(per_zone)]
+    nodes = [node(f"n-{z}{i}", f"z{z}", cpu="1000", memory="4Ti") for z in range(zones) for i in range(per_zone)]
     domain = {ZONE: {n["metadata"]["name"]: n["metadata"]["labels"][ZONE] for n in nodes},
               HOST: {n["metadata"]["name"]: n["metadata"]["name"] for n in nodes}}
     lock = threading.Lock()

@@ -19,6 +19,7 @@ from pathlib import Path
 from tests.doubles.apiserver import FakeApiServer
 from tests.doubles.scheduler import Scheduler
 
+HISTORY = 5000  # retained watch events; the extender's watches are never that far behind
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 
@@ -109,7 +110,9 @@ def hard_spread(key: str, labels: dict, max_skew: int = 1) -> dict:
 @contextmanager
 def cluster(objects: list[dict], tmp: Path, inflight_wait: float = 1.0, **scheduler_kw):
     """(api, served extender, scheduler) over `objects`; everything stopped afterwards."""
-    api = FakeApiServer().start()
+    # a short watch history: the double finds a watcher's events by walking the retained
+    # log, so 100k events would make every event cost O(all events) at 20,000 pods
+    api = FakeApiServer(history=HISTORY).start()
     api.load(objects)
     served = sched = None
     try:
