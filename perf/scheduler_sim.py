@@ -6,9 +6,10 @@ extender's in-flight accounting (`--inflight-wait`).
 A real `extender serve` in live mode against the API-server double, driven by
 `tests.doubles.scheduler` at full speed (bind delay 0-5 ms). Each burst is one
 Deployment-like set of replicas with hard zone + hostname spread (maxSkew 1) over
-3 zones x 4 nodes. After every bind the truth is read back and the skew of what the
-scheduler has placed so far (bound + binding in flight) is checked; the end state of
-each burst is checked against the truth alone. Reported per mode: pods/s (whole
+3 zones x 4 nodes. Every placement decision updates the counts of what the scheduler
+has placed (bound + binding in flight) and checks their skew; after every bind the
+truth is read back (the pod is where the scheduler put it); the end state of each
+burst is checked against the truth alone. Reported per mode: pods/s (whole
 bursts, wall clock, on a shared machine), violations (bind-time checks and final).
 
 Results go to perf/results/scheduler_sim.json and are printed. Throughput is reported,
@@ -40,28 +41,27 @@ def run_mode(inflight_wait: float, bursts: int, replicas: int, zones: int, per_z
     lock = threading.Lock()
     state = {"app": "", "counts": {}, "violations": 0, "mismatch": 0}
 
+    def assumed(key, node_name):
+        """Every placement decision, in order: the scheduler's view of the counts."""
+        app = key[1].rsplit("-", 1)[0]
+        counts = state["counts"].setdefault(app, {t: Counter({d: 0 for d in set(of.values())})
+                                                   for t, of in domain.items()})
+        for topo, of in domain.items():
+            counts[topo][of[node_name]] += 1
+            if max(counts[topo].values()) - min(counts[topo].values()) > 1:
+                state["violations"] += 1
+
     def check(key, node_name):
+        """After every bind: the truth holds the pod where the scheduler put it."""
         truth = api.get("pods", key[1], key[0])
         with lock:
             if truth["spec"].get("nodeName") != node_name:
                 state["mismatch"] += 1
-            app = truth["metadata"]["labels"]["app"]
-            counts = state["counts"].setdefault(app, {t: Counter() for t in domain})
-            for topo, of in domain.items():
-                counts[topo][of[node_name]] += 1
-            inflight = dict(sched._assumed)
-            for topo, of in domain.items():
-                c = Counter({d: 0 for d in set(of.values())}) + counts[topo]
-                for k, n in inflight.items():
-                    if k[1].startswith(app + "-"):
-                        c[of[n]] += 1
-                values = [c.get(d, 0) for d in set(of.values())]
-                if max(values) - min(values) > 1:
-                    state["violations"] += 1
 
     rates, final = [], 0
     with tempfile.TemporaryDirectory() as tmp, \
-            cluster(nodes, Path(tmp), inflight_wait=inflight_wait, on_bind=check, max_attempts=3) \
+            cluster(nodes, Path(tmp), inflight_wait=inflight_wait, on_bind=check, on_assume=assumed,
+                    max_attempts=3) \
             as (api, served, sched):
         for b in range(bursts):
             labels = {"app": f"burst{b}"}

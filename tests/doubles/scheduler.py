@@ -139,13 +139,14 @@ class Stats:
 
 class Scheduler:
     """See the module docstring. `on_bind(pod_key, node)` runs after every successful
-    bind, in the binding thread (tests check the truth there)."""
+    bind, in the binding thread (tests check the truth there); `on_assume(pod_key,
+    node)` runs for every placement decision, in order, under the cache lock."""
 
     def __init__(
         self, api: FakeApiServer, extender_url: str, weight: int = 1, seed: int = 0,
         bind_delay: tuple[float, float] = (0.0, 0.005), max_attempts: int = 6,
         backoff: float = 0.02, on_bind: Callable[[tuple[str, str], str], None] | None = None,
-        use_bind_verb: bool = True,
+        use_bind_verb: bool = True, on_assume: Callable[[tuple[str, str], str], None] | None = None,
     ) -> None:
         self.api = api
         self.ext = ExtenderClient(extender_url)
@@ -155,6 +156,7 @@ class Scheduler:
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.on_bind = on_bind
+        self.on_assume = on_assume  # (key, node) under the cache lock, in decision order
         self.use_bind_verb = use_bind_verb
         self.stats = Stats()
         self.errors: list[str] = []
@@ -293,6 +295,8 @@ class Scheduler:
             self._assumed[key] = host
             self._charge(key, host, 1)
             self._binding += 1
+            if self.on_assume is not None:
+                self.on_assume(key, host)
         self._pool.submit(self._binding_cycle, key, pod, host)
 
     def _select_host(self, pod: dict, feasible: list[str], used: dict[str, list[int]]) -> str:
