@@ -136,22 +136,25 @@ class InFlight:
     # --- bind: assumed --------------------------------------------------------------
 
     def assume(self, namespace: str, name: str, uid: str, node: str) -> bool:
-        """A's bind: count it on `node` from now on (before the API call). False when
-        there is nothing to assume: no store, or a pod we know nothing of (never
-        filtered here, not in the cluster state)."""
+        """A's bind: count it on `node` from now on (before the API call), and only then
+        release the pods waiting for it (the other order lets one of them read a
+        snapshot without A). False when there is nothing to assume: no store, or a pod
+        we know nothing of (never filtered here, not in the cluster state)."""
         key = (namespace, name)
         with self._cond:
-            pending = self._pending.pop(key, None)
-            self._gauge()
+            pending = self._pending.get(key)
         pod = pending.pod if pending is not None else None
-        if self.store is None:
-            return False
-        if pod is None:
-            pod = self.source.snapshot().pod_layer.get(namespace, name)
+        assumed = False
+        if self.store is not None:
             if pod is None:
-                return False
-        self.store.assume(replace(pod, uid=uid or pod.uid), node, self.ttl)
-        return True
+                pod = self.source.snapshot().pod_layer.get(namespace, name)
+            if pod is not None:
+                self.store.assume(replace(pod, uid=uid or pod.uid), node, self.ttl)
+                assumed = True
+        with self._cond:
+            self._pending.pop(key, None)
+            self._gauge()
+        return assumed
 
     def forget(self, namespace: str, name: str) -> None:
         """The binding failed: the pod is neither pending nor assumed any more."""

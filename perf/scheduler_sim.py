@@ -83,6 +83,7 @@ def run_mode(inflight_wait: float, bursts: int, replicas: int, zones: int, per_z
             "mean_pods_per_second": sum(rates) / len(rates), "bind_time_violations": state["violations"],
             "final_violations": final, "truth_mismatches": state["mismatch"],
             "scheduled": sched.stats.scheduled, "unschedulable": sched.stats.unschedulable,
+            "bind_errors": sched.stats.bind_errors, "errors": sched.errors[:10],
             "expired_pending": expired}
 
 

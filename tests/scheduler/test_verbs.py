@@ -147,6 +147,25 @@ def test_the_next_pod_waits_for_the_pending_bind_and_counts_it():
     assert out["result"] == ["a1", "b1"]
 
 
+def test_waiters_are_released_only_once_the_bound_pod_is_in_the_state():
+    """The store assumption comes first: a pod released earlier could read a snapshot
+    without the bound pod (found by the simulator: 1 placement in 20,000 over maxSkew)."""
+    engine, _ = engine_with(NODES, wait=30.0)
+    names(engine, pod("w1"), ["a1", "b1"])
+    store = engine.source.store
+    seen = []
+    original = store.assume
+
+    def assume(*args, **kwargs):
+        seen.append(engine.inflight.counts()["pending"])  # still holding the waiters?
+        return original(*args, **kwargs)
+
+    store.assume = assume
+    engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))
+    assert seen == [1]
+    assert engine.inflight.counts() == {"pending": 0, "assumed": 1}
+
+
 def test_a_pod_that_never_comes_back_costs_at_most_the_wait():
     engine, _ = engine_with(NODES, wait=0.2)
     names(engine, pod("w1"), ["a1", "b1"])
