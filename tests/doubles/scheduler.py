@@ -392,6 +392,9 @@ class Scheduler:
     def _preempt(self, key: tuple[str, str], pod: dict, statuses: dict[str, str]) -> bool:
         if pod.get("spec", {}).get("preemptionPolicy") == "Never":
             return False
+        with self._lock:  # PodEligibleToPreemptOthers, cheaply: is any pod lower at all?
+            if all(priority_of(p) >= priority_of(pod) for p in self._pods.values()):
+                return False
         candidates: dict[str, list[tuple[str, str]]] = {}
         for name in self._nodes:
             if statuses.get(name) == UNRESOLVABLE:
