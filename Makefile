@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
 
-.PHONY: run test lint perf perf-quick fuzz soak clean image tools
+.PHONY: run test lint perf perf-quick perf-scheduler fuzz soak clean image tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ fuzz: $(STAMP)
 SOAK_MINUTES ?= 30
 soak: $(PERFSTAMP)
 	$(BIN)/python -m perf.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
+
+# kube-scheduler simulator bursts (20 x 1,000) with and without in-flight accounting
+perf-scheduler: $(PERFSTAMP)
+	$(BIN)/python -m perf.scheduler_sim
 
 clean:
 	rm -rf $(VENV) build *.egg-info perf/out

@@ -35,7 +35,7 @@ HELP = {
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
     "weights": "score plugin weights, e.g. TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
-    "score_mode": "scaled (0..10, default) or in-tree (sum(weight*score)/10, use extender weight 1)",
+    "score_mode": "in-tree (default: sum(weight*score)/10, use extender weight 1) or scaled (0..10, weight 7)",
     "max_body_bytes": "largest request body accepted, bytes (default 64 MiB)",
     "log_level": "debug, info, warning or error (default info)",
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
@@ -58,12 +58,16 @@ HELP = {
     "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
     "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
     "`profile` label of the scheduler_* metrics (default default-scheduler)",
+    "inflight_wait": "seconds a filter/prioritize/preempt waits at most for pods of its namespace "
+    "answered earlier and not yet bound (the next pod then counts them); 0 disables (default 1)",
+    "assume_ttl": "seconds a pod bound through the bind verb is counted on its node before the "
+    "cluster state shows it (default 30)",
 }
 
 SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
-              "request_deadline")
+              "request_deadline", "inflight_wait", "assume_ttl")
 # flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
 BARE = {"in_cluster": "true", "kubeconfig": "default"}
 
@@ -85,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         "affinity, taint-aware topology spread. Flags beat EXTENDER_* env vars beat --config.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve /filter, /prioritize, /healthz, /readyz, /metrics")
+    serve = sub.add_parser("serve", help="serve /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics")
     _add_settings(serve, serve=True)
     exp = sub.add_parser("explain", help="explain offline why pods fit or do not fit each node")
     _add_settings(exp, serve=False)

@@ -47,7 +47,7 @@ class Config:
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
     feature_gates: FeatureGates = FeatureGates()
     weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    score_mode: str = "scaled"
+    score_mode: str = "in-tree"
     max_body_bytes: int = 64 * 1024 * 1024
     log_level: str = "info"
     plugin_args: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -63,6 +63,8 @@ class Config:
     client_ca_file: str = ""
     verbs_tls: bool = False  # serve the verbs' --listen over HTTPS with the same files
     scheduler_profile: str = "default-scheduler"
+    inflight_wait: float = 1.0
+    assume_ttl: float = 30.0
 
     @property
     def cluster_file(self) -> str:
@@ -214,6 +216,8 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "client_ca_file": ("clientCaFile", _path_or_empty),
     "verbs_tls": ("verbsTls", _bool),
     "scheduler_profile": ("schedulerProfile", _str),
+    "inflight_wait": ("inflightWait", _float_at_least(0)),
+    "assume_ttl": ("assumeTTL", _float_at_least(0)),
 }
 
 

@@ -229,6 +229,37 @@ CACHE_BYTES = Gauge(
 )
 
 
+# --- inside kube-scheduler: bind, preempt, pods in flight ---------------------------
+
+INFLIGHT_PODS = Gauge(
+    "extender_inflight_pending_pods",
+    "Pods answered by filter (with a feasible node) whose bind has not arrived yet.",
+    multiprocess_mode="liveall",
+)
+
+INFLIGHT_WAIT_SECONDS = Histogram(
+    "extender_inflight_wait_seconds",
+    "Time a verb waited for pods of its namespace that were answered but not yet bound.",
+    buckets=exponential_buckets(0.0001, 2, 16),
+)
+
+INFLIGHT_EXPIRED_TOTAL = Counter(
+    "extender_inflight_expired_total",
+    "Pods answered by filter whose bind did not arrive within --inflight-wait.",
+)
+
+BINDINGS_TOTAL = Counter(
+    "extender_bindings_total",
+    "Bindings created through the bind verb, by result (success or error).",
+    ["result"],
+)
+
+PREEMPTION_NODES_TOTAL = Counter(
+    "extender_preemption_nodes_total",
+    "Preemption candidate nodes the preempt verb kept or dropped.",
+    ["result"],
+)
+
 _CHILDREN: dict[tuple, object] = {}
 
 

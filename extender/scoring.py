@@ -3,15 +3,16 @@
 kube-scheduler multiplies an extender's score by `weight * 10` and does not clamp it
 (semantics §1.7). Two modes:
 
-* `scaled` (default): Σ weight×score over the plugins that did not Skip, divided by
-  the largest possible such sum, mapped onto 0..MaxExtenderPriority (10), rounded half
-  up. Skipping plugins do not dilute the others, and rounding the *sum* once loses
-  less ranking than rounding per plugin. Use extender weight 7 (= 3 + 2 + 2) to give the
-  extender the same maximum as the in-tree plugins it replaces.
-* `in-tree`: Σ weight×score / 10, rounded half up. With extender weight 1 the
-  scheduler's ×10 restores the in-tree magnitude (to within ±5 of Σ weight×score, the
-  unavoidable cost of integer scores), so the extender weighs against the remaining
-  in-tree scorers as the disabled plugins did. Scores then exceed 10 on purpose.
+* `in-tree` (default): Σ weight×score / 10, rounded half up. With extender weight 1
+  the scheduler's ×10 restores the in-tree magnitude (to within ±5 of Σ weight×score,
+  the unavoidable cost of integer scores), so the extender weighs against the
+  remaining in-tree scorers (NodeResourcesFit, ImageLocality...) as the disabled
+  plugins did. Scores then exceed 10 on purpose.
+* `scaled`: Σ weight×score over the plugins that did not Skip, divided by the largest
+  possible such sum, mapped onto 0..MaxExtenderPriority (10), rounded half up. It
+  distorts the magnitude: rounding to 11 steps turns small in-tree differences into
+  whole steps (2 points -> 70 with weight 7) and drops others, and skipping plugins
+  scale the rest up by 700/M, so it can override in-tree scorers it should not.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ SCORE_MODES = ("scaled", "in-tree")
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
 
 
-def combine(outcome: ScoreOutcome, weights: dict[str, int], mode: str = "scaled") -> list[int]:
+def combine(outcome: ScoreOutcome, weights: dict[str, int], mode: str = "in-tree") -> list[int]:
     return combine_vector(outcome, weights, mode).tolist()
 
 
-def combine_vector(outcome: ScoreOutcome, weights: dict[str, int], mode: str = "scaled") -> np.ndarray:
+def combine_vector(outcome: ScoreOutcome, weights: dict[str, int], mode: str = "in-tree") -> np.ndarray:
     """`combine` as an int64 vector (integer arithmetic throughout: exact)."""
     active = [(weights.get(name, 1), values) for name, values in outcome.scores.items() if values is not None]
     n = len(outcome.nodes)

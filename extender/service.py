@@ -24,9 +24,12 @@ from extender.api.wire import (
     ExtenderArgs,
     encode,
     error_filter_result,
+    feasible_in,
     filter_result,
     host_priority_list,
 )
+from extender.binding import BindingArgs, PostBinding, binder_for
+from extender.binding import bind as bind_pod
 from extender.caching import ByteLRU, budget, set_memory_limit
 from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.config import Config
@@ -35,12 +38,14 @@ from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.runner import evaluation_counters
 from extender.framework.shape import pod_shape
 from extender.framework.status import Code, unschedulable
+from extender.inflight import InFlight
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, node_from_dict, pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
+from extender.preemption import PreemptionArgs, meta_victims_json, surviving_nodes
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 from extender.state.nodeset import new_templates, template_budget
@@ -83,15 +88,20 @@ class Candidates:
 class Extender:
     def __init__(
         self, config: Config, source: ClusterSource, cel: Any = None, fast: bool = True,
-        remember_answers: bool | None = None,
+        remember_answers: bool | None = None, binder: PostBinding | None | bool = True,
     ) -> None:
+        """`binder`: how `bind` posts bindings (True: through the live source's API
+        client; None: no API access, `bind` answers an Error)."""
         set_memory_limit(config.memory_limit_bytes)  # before any cache is created
         if cel is None:
             from extender.cel import CelCache
 
             cel = CelCache(config.cel_program_cache_size, config.cel_result_cache_size)
         self.config = config
+        # pods answered here and not yet bound / seen bound (extender.inflight)
         self.source = source
+        self.inflight = InFlight(source, config.inflight_wait, config.assume_ttl)
+        self.binder = binder_for(source) if binder is True else binder
         self.cel = cel
         metrics.set_profile(config.scheduler_profile)  # one profile per process
         self.handle = Handle(config.feature_gates, cel, config.plugin_args)
@@ -182,9 +192,11 @@ class Extender:
     # --- the two verbs ---------------------------------------------------------------
 
     def _inputs(self, args: ExtenderArgs) -> tuple[ClusterSnapshot, Pod, Candidates]:
-        """The snapshot, the pod and the candidates; ModelError for invalid arguments."""
-        snapshot = self.source.snapshot()
+        """The snapshot, the pod and the candidates; ModelError for invalid arguments.
+        The snapshot is taken once the pods answered before this one are accounted for."""
         pod = self.parse_pod(args.pod, args.pod_key)
+        self.inflight.settle(pod)
+        snapshot = self.source.snapshot()
         return snapshot, pod, self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
 
     def _filtered(self, args: ExtenderArgs) -> tuple[Candidates, FilterOutcome] | dict[str, Any]:
@@ -211,9 +223,14 @@ class Extender:
         with request_deadline(self.config.request_deadline):
             try:
                 answer = self._filtered(args)
-                return answer if isinstance(answer, dict) else self._filter_result(*answer)
+                if isinstance(answer, dict):
+                    return answer
+                result = self._filter_result(*answer)
             except DeadlineExceeded as exc:
                 return self._out_of_time(exc)
+        if answer[1].feasible_names:
+            self.inflight.answered(self.parse_pod(args.pod, args.pod_key))
+        return result
 
     @staticmethod
     def _out_of_time(exc: DeadlineExceeded) -> dict[str, Any]:
@@ -256,9 +273,12 @@ class Extender:
             return encode(error_filter_result(str(exc)))
         with request_deadline(self.config.request_deadline):
             try:
-                return self.remembered_answer("Filter", snapshot, pod, cands, self._filter_bytes)
+                answer = self.remembered_answer("Filter", snapshot, pod, cands, self._filter_bytes)
             except DeadlineExceeded as exc:
                 return encode(self._out_of_time(exc))
+        if feasible_in(answer):
+            self.inflight.answered(pod)  # it comes back through bind: the next pod waits
+        return answer
 
     def _filter_bytes(self, state: CycleState, pod: Pod, cands: Candidates) -> tuple[bytes, bool]:
         outcome = self.run_filter(state, pod, cands)
@@ -285,6 +305,26 @@ class Extender:
         if outcome.error:
             raise ScoringError(outcome.error)
         return host_priority_json(cands.nodes, scores), True
+
+    # --- inside kube-scheduler: bind and preempt ----------------------------------------
+
+    def bind(self, args: BindingArgs) -> dict[str, str]:
+        """`ExtenderBindingResult` for one binding (see extender.binding)."""
+        return bind_pod(self.inflight, self.binder, args)
+
+    def preempt(self, args: PreemptionArgs) -> dict[str, Any]:
+        """`ExtenderPreemptionResult`: the candidates where the preemptor then passes our
+        filters, with their victims (see extender.preemption). ModelError for a bad pod."""
+        pod = self.parse_pod(args.pod)
+        self.inflight.settle(pod)
+        with request_deadline(self.config.request_deadline):
+            try:
+                kept = surviving_nodes(self, self.source.snapshot(), pod, args)
+            except DeadlineExceeded as exc:  # no partial answer: the scheduler retries
+                raise ScoringError(str(exc)) from None
+        metrics.PREEMPTION_NODES_TOTAL.labels("kept").inc(len(kept))
+        metrics.PREEMPTION_NODES_TOTAL.labels("dropped").inc(len(args.victims) - len(kept))
+        return meta_victims_json(kept)
 
     def remembered_answer(
         self, point: str, snapshot: ClusterSnapshot, pod: Pod, cands: Candidates,

@@ -127,6 +127,12 @@ def _no_lone_surrogates(value: Any) -> Any:
     return value
 
 
+def decode_json(body: bytes) -> Any:
+    """The first JSON value of a request body, as Go's decoder reads it (WireError,
+    malformed, when there is none): the verbs with small arguments (bind, preempt)."""
+    return _loads(body)
+
+
 def go_fields(obj: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
     """Map JSON keys onto Go field names as encoding/json does: a key selects the field
     it names exactly or case-insensitively; each key is assigned in document order, so
@@ -215,6 +221,19 @@ def split_failures(failures: Failures | Mapping[str, Status]) -> tuple[dict[str,
     for status, names in failures:
         (failed if status.code is Code.UNSCHEDULABLE else unresolvable).update(dict.fromkeys(names, status.msg))
     return failed, unresolvable
+
+
+_FEASIBLE_HEADS = (b'{"Nodes":null,"NodeNames":[', b'{"Nodes":{"metadata":{},"items":[')
+
+
+def feasible_in(answer: bytes) -> bool:
+    """Whether an ExtenderFilterResult we encoded (`filter_result`, `filter_json`) names
+    at least one feasible node; error answers name none. Read from the bytes: a
+    remembered answer has no outcome object left."""
+    for head in _FEASIBLE_HEADS:
+        if answer.startswith(head):
+            return answer[len(head):len(head) + 1] not in (b"]", b"")
+    return False
 
 
 def error_filter_result(message: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from extender.features import FeatureGates
 from extender.matching.numeric import compare_numeric, why_not_numeric
 from extender.matching.semver import compare_semver, why_not_semver
 from extender.model import Taint, Toleration
+from extender.model.objects import NO_EXECUTE
 
 NUMERIC_OPERATORS = ("Gt", "Lt")
 SEMVER_OPERATORS = ("SemverGt", "SemverLt", "SemverEq")
@@ -27,8 +28,34 @@ def invalid_expression_toleration(tol: Toleration) -> bool:
     return bool(tol.expression) and bool(tol.key or tol.operator or tol.value or tol.effect)
 
 
+KUBELET_OPERATORS = ("", "Equal", "Exists")
+
+
+def kubelet_blind_spot(tol: Toleration, gates: FeatureGates) -> str | None:
+    """Why the kubelet (and the taint-eviction controller) would not see `tol` at all,
+    or None when it would.
+
+    Both check NoExecute taints against `spec.tolerations` with the API's operators only
+    (`pkg/kubelet/lifecycle/predicate.go`, `generalFilter`; Gt/Lt while the
+    TaintTolerationComparisonOperators gate is on). A NoExecute taint "tolerated" by
+    anything else would make the pod bind, be rejected by the kubelet, be recreated and
+    land there again, so for NoExecute taints only what the kubelet sees counts."""
+    if tol.source != "spec":
+        return f"it comes from the {tol.source} annotation"
+    if tol.expression:
+        return "it is a CEL expression"
+    if tol.operator in SEMVER_OPERATORS:
+        return f"operator {tol.operator} is not a Kubernetes API operator"
+    if tol.operator in NUMERIC_OPERATORS and not gates.comparison_operators:
+        return f"operator {tol.operator} needs the TaintTolerationComparisonOperators gate"
+    return None
+
+
 def tolerates(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> bool:
-    """One toleration against one taint, in upstream's order of checks."""
+    """One toleration against one taint, in upstream's order of checks; a NoExecute
+    taint only by a toleration the kubelet sees (`kubelet_blind_spot`)."""
+    if taint.effect == NO_EXECUTE and kubelet_blind_spot(tol, gates) is not None:
+        return False
     if tol.expression:
         if not gates.cel or invalid_expression_toleration(tol) or cel is None:
             return False
@@ -52,6 +79,11 @@ def tolerates(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> bool:
 def explain_toleration(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> str:
     """Why `tol` does or does not tolerate `taint`, for `explain` and debug logs."""
     name = tol.describe()
+    if taint.effect == NO_EXECUTE:
+        blind = kubelet_blind_spot(tol, gates)
+        if blind is not None:
+            return (f"{name}: does not count for NoExecute taint {taint}: the kubelet checks "
+                    f"NoExecute taints against spec.tolerations only and {blind}")
     if tol.expression:
         if invalid_expression_toleration(tol):
             return f"{name}: invalid toleration: expression must not be combined with key, operator, value or effect"

@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from extender.api.wire import encode
 from extender.config import Config
 from extender.server.listener import Route
-from extender.server.verbs import VerbRoutes, answer, observe, too_large
+from extender.server.verbs import VERBS, VerbRoutes, answer, observe, off_loop, too_large
 from extender.service import Extender
 from extender.state import ClusterSource, readiness
 
@@ -101,15 +101,12 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
             code, payload = answer(engine, name, body)
         return Response(payload, status=code, mimetype=JSON)
 
-    def filter_view(prefix: str = "") -> Response:
-        return verb("filter")
+    for name in VERBS:
+        def view(prefix: str = "", name: str = name) -> Response:
+            return verb(name)
 
-    def prioritize_view(prefix: str = "") -> Response:
-        return verb("prioritize")
-
-    for prefix in ("", "/<path:prefix>"):
-        app.add_url_rule(f"{prefix}/filter", f"filter{prefix}", filter_view, methods=["POST"])
-        app.add_url_rule(f"{prefix}/prioritize", f"prioritize{prefix}", prioritize_view, methods=["POST"])
+        for prefix in ("", "/<path:prefix>"):
+            app.add_url_rule(f"{prefix}/{name}", f"{name}{prefix}", view, methods=["POST"])
 
     for path, route in health_routes(engine).items():
         app.add_url_rule(path, path.strip("/"), _flask_view(route), methods=["GET"])
@@ -126,4 +123,5 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
     routes = VerbRoutes(app.wsgi_app, engine, config.max_body_bytes)
     app.wsgi_app = routes
     app.answer_verb = routes.respond  # InlineWorker's way to the verbs without WSGI
+    app.off_loop = lambda name: off_loop(engine, name)  # InlineWorker: to a pool thread
     return app

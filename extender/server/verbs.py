@@ -21,13 +21,15 @@ import time
 from collections.abc import Callable, Iterable
 
 from extender import metrics
-from extender.api.wire import WireError, decode_args, encode, error_filter_result
+from extender.api.wire import WireError, decode_args, decode_json, encode, error_filter_result
+from extender.binding import decode_binding_args
 from extender.model.parse import ModelError
+from extender.preemption import decode_preemption_args
 from extender.service import Extender, ScoringError
 
 log = logging.getLogger("extender.http")
 JSON_HEADERS = "application/json"
-VERBS = ("filter", "prioritize")
+VERBS = ("filter", "prioritize", "bind", "preempt")
 REASONS = {200: "200 OK", 400: "400 Bad Request", 413: "413 Request Entity Too Large",
            500: "500 Internal Server Error"}
 
@@ -40,11 +42,14 @@ def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
     """Status code and JSON body for one verb call; records the HTTP metrics."""
     started = time.perf_counter()
     try:
-        args = decode_args(body)
-        if verb == "filter":
-            result = 200, engine.filter_bytes(args)
+        if verb == "bind":
+            result = 200, encode(engine.bind(decode_binding_args(decode_json(body))))
+        elif verb == "preempt":
+            result = 200, encode(engine.preempt(decode_preemption_args(decode_json(body))))
+        elif verb == "filter":
+            result = 200, engine.filter_bytes(decode_args(body))
         else:
-            result = 200, engine.prioritize_bytes(args)
+            result = 200, engine.prioritize_bytes(decode_args(body))
     except WireError as exc:
         log.warning("bad request", extra={"verb": verb, "error": str(exc)})
         if verb == "filter" and not exc.malformed:
@@ -69,8 +74,15 @@ def observe(verb: str, code: int, started: float) -> None:
     metrics.child(metrics.HTTP_REQUEST_DURATION, verb).observe(time.perf_counter() - started)
 
 
+def off_loop(engine: Extender, verb: str) -> bool:
+    """Whether `verb` must be answered on a pool thread rather than a worker's event
+    loop: `bind` blocks on an API call, and while pods are in flight any other verb may
+    wait for a `bind` (`extender.inflight`), which the loop must stay free to read."""
+    return verb == "bind" or engine.inflight.has_pending()
+
+
 def verb_of(path: str) -> str | None:
-    """`filter`/`prioritize` for `/filter` or `/<prefix>/filter` (prefix not starting
+    """A verb's name for `/filter` or `/<prefix>/filter` (prefix not starting
     with a slash, as Flask's `<path:prefix>` rule requires); None otherwise."""
     head, _, last = path.rpartition("/")
     if last not in VERBS:

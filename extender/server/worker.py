@@ -274,6 +274,7 @@ class InlineWorker(DeadlineWorker):
         config = getattr(self.wsgi, "config", None) or {}
         self.max_body = int(config.get("MAX_CONTENT_LENGTH") or INLINE_MAX_BYTES)
         self.max_request = self.max_body + MAX_HEAD_BYTES
+        self.off_loop = getattr(self.wsgi, "off_loop", None)  # verb -> bool (bind, pods in flight)
 
     def enqueue_req(self, conn) -> None:
         if not self.inline:
@@ -315,7 +316,8 @@ class InlineWorker(DeadlineWorker):
             if size == BODY_TOO_LARGE:  # refused before a byte of it is read
                 self._refuse(conn, b"413 Request Entity Too Large", too_large(self.max_body)[1])
                 return
-            if size > INLINE_MAX_BYTES or framing.chunked or not self.answer_on_loop:
+            if (size > INLINE_MAX_BYTES or framing.chunked or not self.answer_on_loop
+                    or self._off_loop(buf)):  # off_loop: it blocks (bind) or may wait for a bind
                 self._to_pool(conn, buf)  # complete: a pool thread answers it, never waits
                 return
             framing.reset()
@@ -368,6 +370,15 @@ class InlineWorker(DeadlineWorker):
                 conn.request_started = time.monotonic()
             buf += chunk
         return True
+
+    def _off_loop(self, request: bytes | bytearray) -> bool:
+        """`bind` (an API call) and, while pods are in flight, any verb that may wait for
+        a `bind` (`extender.inflight`) are answered by a pool thread (the app decides)."""
+        if self.off_loop is None or not request.startswith(b"POST /"):
+            return False
+        end = request.find(b" ", 5)
+        verb = verb_of(bytes(request[5:end]).decode("latin-1").partition("?")[0]) if end > 0 else None
+        return verb is not None and self.off_loop(verb)
 
     def _answer(self, conn, request: bytes) -> bool:
         """Parse and answer one complete request; True if the connection stays open."""

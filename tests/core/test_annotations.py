@@ -66,8 +66,8 @@ def test_annotation_preferred_terms_are_added(example_extender):
     )
     scores = example_extender.prioritize(ExtenderArgs(pod, None, ["od-a1", "od-b1"]))
     by_host = {h["Host"]: h["Score"] for h in scores}
-    # od-a1: TT 100, NA 0 -> (3*100 + 0) / 500 * 10 = 6; od-b1: TT 0, NA 100 -> 4
-    assert by_host == {"od-a1": 6, "od-b1": 4}
+    # in-tree (default): od-a1 TT 3*100 / 10 = 30; od-b1 NA 2*100 / 10 = 20
+    assert by_host == {"od-a1": 30, "od-b1": 20}
 
 
 TOL = "metadata.annotations[scheduling-extender.io/tolerations]"

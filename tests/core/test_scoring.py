@@ -18,13 +18,13 @@ def outcome(**scores) -> ScoreOutcome:
 
 def test_skipped_plugins_do_not_dilute():
     o = outcome(TaintToleration=[100, 50, 0], NodeAffinity=None, PodTopologySpread=None)
-    assert combine(o, W) == [10, 5, 0]
+    assert combine(o, W, "scaled") == [10, 5, 0]
 
 
 def test_scaled_rounds_the_weighted_sum_half_up():
     o = outcome(TaintToleration=[100, 0, 100], NodeAffinity=[0, 100, 25], PodTopologySpread=None)
     # (300, 200, 350) / 500 * 10 = 6, 4, 7
-    assert combine(o, W) == [6, 4, 7]
+    assert combine(o, W, "scaled") == [6, 4, 7]
 
 
 def test_in_tree_mode_reproduces_weighted_sum_over_ten():
@@ -39,7 +39,7 @@ def test_no_active_plugin_scores_zero():
 @given(st.lists(st.tuples(st.integers(0, 100), st.integers(0, 100)), min_size=1, max_size=30))
 def test_scaled_scores_preserve_order_and_range(pairs):
     o = outcome(TaintToleration=[a for a, _ in pairs], NodeAffinity=[b for _, b in pairs])
-    scores = combine(o, W)
+    scores = combine(o, W, "scaled")
     totals = [3 * a + 2 * b for a, b in pairs]
     assert all(0 <= s <= 10 for s in scores)
     for i in range(len(pairs)):

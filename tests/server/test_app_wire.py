@@ -65,8 +65,9 @@ def test_unknown_node_is_unschedulable_and_retryable_not_a_crash(client):
 def test_prioritize_returns_host_priority_list(client):
     code, result = post(client, "prioritize", {"Pod": example_pod("plain"), "NodeNames": ["od-a1", "od-b1"]})
     assert code == 200
-    # od-b1 has one PreferNoSchedule taint the pod does not tolerate: TaintToleration 0 vs 100.
-    assert result == [{"Host": "od-a1", "Score": 10}, {"Host": "od-b1", "Score": 0}]
+    # od-b1 has one PreferNoSchedule taint the pod does not tolerate: TaintToleration 0 vs 100,
+    # weight 3, in-tree score mode (default): 3 * 100 / 10.
+    assert result == [{"Host": "od-a1", "Score": 30}, {"Host": "od-b1", "Score": 0}]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,166 @@
+"""The `preempt` verb: which of kube-scheduler's preemption candidates can really take
+the preemptor once their victims are gone.
+
+kube-scheduler's DefaultPreemption picks victims per node by re-running only its
+in-tree filters (`framework/preemption/preemption.go`), then hands the candidates to
+each extender (`ExtenderPreemptionArgs`) and keeps only the nodes an extender returns
+(`callExtenders`; a node left out is dropped). A node the in-tree NodeResourcesFit
+rejected never reached our `filter`, so without this verb the scheduler would evict
+pods on a node whose taints or affinity still exclude the preemptor.
+
+Per candidate node, with that node's victims removed from the cluster:
+* taints, node affinity and `unschedulable` do not change by eviction, so one filter
+  run over all candidates decides them (UnschedulableAndUnresolvable: drop);
+* PodTopologySpread is recomputed without the victims, node by node (each candidate
+  is judged with only its own victims gone, as upstream evaluates each candidate);
+* the victims of the nodes that remain are returned unchanged (`NodeNameToMetaVictims`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from extender.api.wire import WireError, go_fields
+from extender.framework.status import Code
+from extender.model import Pod
+from extender.state import ClusterSnapshot
+from extender.state.layers import PodLayerWriter
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    """One candidate node's victims: pod identities and the PDB violation count."""
+
+    uids: tuple[str, ...]
+    keys: tuple[tuple[str, str], ...]  # (namespace, name) when the full pods were sent
+    num_pdb_violations: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    pod: dict[str, Any]
+    victims: dict[str, Victims]
+
+
+def _int64(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WireError(f"{where} must be an integer")
+    return value
+
+
+def _meta_victims(raw: Any, where: str) -> Victims:
+    if raw is None:
+        return Victims((), (), 0)
+    if not isinstance(raw, dict):
+        raise WireError(f"{where} must be a MetaVictims object")
+    fields = go_fields(raw, ("Pods", "NumPDBViolations"))
+    uids = []
+    for i, pod in enumerate(fields.get("Pods") or []):
+        if not isinstance(pod, dict):
+            raise WireError(f"{where}.Pods[{i}] must be a MetaPod object")
+        uid = go_fields(pod, ("UID",)).get("UID") or ""
+        if not isinstance(uid, str) or not uid:
+            raise WireError(f"{where}.Pods[{i}].UID must be a non-empty string")
+        uids.append(uid)
+    return Victims(tuple(uids), (), _int64(fields.get("NumPDBViolations"), f"{where}.NumPDBViolations"))
+
+
+def _full_victims(raw: Any, where: str) -> Victims:
+    if raw is None:
+        return Victims((), (), 0)
+    if not isinstance(raw, dict):
+        raise WireError(f"{where} must be a Victims object")
+    fields = go_fields(raw, ("Pods", "NumPDBViolations"))
+    uids, keys = [], []
+    for i, pod in enumerate(fields.get("Pods") or []):
+        meta = pod.get("metadata") if isinstance(pod, dict) else None
+        if not isinstance(meta, dict):
+            raise WireError(f"{where}.Pods[{i}] must be a Pod with metadata")
+        uids.append(str(meta.get("uid") or ""))
+        keys.append((str(meta.get("namespace") or "default"), str(meta.get("name") or "")))
+    return Victims(tuple(uids), tuple(keys), _int64(fields.get("NumPDBViolations"), f"{where}.NumPDBViolations"))
+
+
+def decode_preemption_args(data: Any) -> PreemptionArgs:
+    """`ExtenderPreemptionArgs` (Go field names, matched as encoding/json does):
+    `NodeNameToMetaVictims` when the extender is nodeCacheCapable, else
+    `NodeNameToVictims` with full pods."""
+    if not isinstance(data, dict):
+        raise WireError("ExtenderPreemptionArgs must be a JSON object")
+    fields = go_fields(data, ("Pod", "NodeNameToVictims", "NodeNameToMetaVictims"))
+    pod = fields.get("Pod")
+    if not isinstance(pod, dict):
+        raise WireError("ExtenderPreemptionArgs.Pod is missing or not an object")
+    meta, full = fields.get("NodeNameToMetaVictims"), fields.get("NodeNameToVictims")
+    victims: dict[str, Victims] = {}
+    for field_name, raw, parse in (("NodeNameToVictims", full, _full_victims),
+                                   ("NodeNameToMetaVictims", meta, _meta_victims)):
+        if raw is None:
+            continue
+        if not isinstance(raw, dict):
+            raise WireError(f"ExtenderPreemptionArgs.{field_name} must be an object")
+        for node, value in raw.items():
+            victims[node] = parse(value, f"{field_name}[{node!r}]")
+    return PreemptionArgs(pod, victims)
+
+
+def meta_victims_json(victims: dict[str, Victims]) -> dict[str, Any]:
+    """`ExtenderPreemptionResult`: every kept node's victims as MetaVictims."""
+    return {"NodeNameToMetaVictims": {
+        node: {"Pods": [{"UID": uid} for uid in v.uids], "NumPDBViolations": v.num_pdb_violations}
+        for node, v in victims.items()}}
+
+
+def without(snapshot: ClusterSnapshot, victims: Victims) -> ClusterSnapshot:
+    """The snapshot minus the victims (matched by UID, or namespace/name when the pod
+    carried no UID): a new pod layer sharing every untouched namespace, the same node
+    and workload layers."""
+    uids = {u for u in victims.uids if u}
+    keys = set(victims.keys)
+    gone = [p for p in snapshot.pods if p.uid in uids or (p.namespace, p.name) in keys]
+    if not gone:
+        return snapshot
+    writer = PodLayerWriter(snapshot.pod_layer)
+    for p in gone:
+        writer.remove(p.namespace, p.name)
+    return ClusterSnapshot.from_layers(snapshot.nodes, writer.publish(), snapshot.workload_layer,
+                                       snapshot.generation)
+
+
+def has_hard_spread(pod: Pod) -> bool:
+    return any(c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+               for c in pod.topology_spread_constraints)
+
+
+def surviving_nodes(engine, snapshot: ClusterSnapshot, pod: Pod, args: PreemptionArgs) -> dict[str, Victims]:
+    """The candidates where the preemptor passes our filters once its victims are gone.
+
+    `engine` is the `Extender` (its resolve/new_state/run_filter). Nodes not in our
+    state are dropped: we cannot vouch for them."""
+    names = [n for n in args.victims if n in snapshot.nodes.by_name]
+    if not names:
+        return {}
+    outcome = engine.run_filter(engine.new_state(snapshot), pod, engine.resolve(snapshot, names, None))
+    if outcome.error:
+        raise RuntimeError(outcome.error)
+    statuses = outcome.statuses
+    kept: dict[str, Victims] = {}
+    hard_spread = has_hard_spread(pod)
+    for name in names:
+        status = statuses.get(name)
+        if status is not None and status.code is not Code.UNSCHEDULABLE:
+            continue  # taints, affinity, cordon, a missing topology label: eviction cannot help
+        if status is None and not hard_spread:
+            kept[name] = args.victims[name]
+            continue
+        # only PodTopologySpread answers Unschedulable: judge again without the victims
+        reduced = without(snapshot, args.victims[name])
+        again = engine.run_filter(engine.new_state(reduced), pod, engine.resolve(reduced, [name], None))
+        if again.error:
+            raise RuntimeError(again.error)
+        if again.feasible_names == [name]:
+            kept[name] = args.victims[name]
+    return kept

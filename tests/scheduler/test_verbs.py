@@ -1,0 +1,273 @@
+"""The bind and preempt verbs and the in-flight accounting, in process (the simulator
+tests drive the same code through a real server).
+
+Wire formats follow kube-scheduler's extender/v1 types: ExtenderBindingArgs
+{PodName, PodNamespace, PodUID, Node} -> ExtenderBindingResult {Error};
+ExtenderPreemptionArgs {Pod, NodeNameToVictims | NodeNameToMetaVictims} ->
+ExtenderPreemptionResult {NodeNameToMetaVictims: {node: {Pods: [{UID}], NumPDBViolations}}}.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+import pytest
+
+from extender.api.wire import ExtenderArgs, encode, feasible_in, filter_result
+from extender.binding import ERR_NO_API, BindError, BindingArgs, binding_body
+from extender.config import Config
+from extender.server.app import create_app
+from extender.service import Extender
+from extender.state.store import Store
+
+ZONE = "topology.kubernetes.io/zone"
+WEB = {"app": "web"}
+SPREAD = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+           "labelSelector": {"matchLabels": WEB}}]
+
+
+class StoreSource:
+    """A store-backed source without feeds: what FileSource/LiveSource are to the engine."""
+
+    def __init__(self, objects: list[dict]) -> None:
+        self.store = Store()
+        self.store.load(objects)
+        self.store.publish()
+
+    def snapshot(self):
+        return self.store.snapshot()
+
+    def ready(self) -> bool:
+        return True
+
+
+def node(name: str, zone: str, taints=()) -> dict:
+    return {"kind": "Node", "metadata": {"name": name, "labels": {ZONE: zone}},
+            "spec": {"taints": list(taints)}}
+
+
+def pod(name: str, namespace: str = "default", labels=WEB, node_name: str = "", uid: str = "",
+        spread=SPREAD) -> dict:
+    meta = {"name": name, "namespace": namespace, "labels": dict(labels), "uid": uid or f"uid-{name}"}
+    spec = {"containers": [{"name": "c", "image": "x"}], "topologySpreadConstraints": list(spread)}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running" if node_name else "Pending"}}
+
+
+class Recorder:
+    """A binder that records calls, sees the engine's state during the call, or fails."""
+
+    def __init__(self, engine_box: list, fail: str = "") -> None:
+        self.engine_box = engine_box
+        self.fail = fail
+        self.calls: list[tuple] = []
+        self.seen_during_call: list[str] = []
+
+    def __call__(self, namespace, name, uid, node_name):
+        self.calls.append((namespace, name, uid, node_name))
+        seen = self.engine_box[0].source.snapshot().pod_layer.get(namespace, name)
+        self.seen_during_call.append(seen.node_name if seen is not None else "")
+        if self.fail:
+            raise BindError(self.fail)
+
+
+def engine_with(objects, fail: str = "", wait: float = 5.0) -> tuple[Extender, Recorder]:
+    box: list = []
+    recorder = Recorder(box, fail)
+    engine = Extender(Config(inflight_wait=wait), StoreSource(objects), binder=recorder)
+    box.append(engine)
+    return engine, recorder
+
+
+def names(engine: Extender, the_pod: dict, candidates: list[str]) -> list[str]:
+    return engine.filter(ExtenderArgs(the_pod, None, candidates))["NodeNames"]
+
+
+NODES = [node("a1", "a"), node("b1", "b")]
+
+
+# --- bind -----------------------------------------------------------------------------
+
+
+def test_bind_assumes_the_pod_before_the_api_call_and_counts_it_for_the_next_pod():
+    engine, recorder = engine_with(NODES + [pod("w0", node_name="b1")])
+    assert names(engine, pod("w1"), ["a1", "b1"]) == ["a1"]  # zone a has 0, b has 1
+    assert engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")) == {"Error": ""}
+    assert recorder.calls == [("default", "w1", "uid-w1", "a1")]
+    assert recorder.seen_during_call == ["a1"]  # assumed before the API call
+    # a: 1, b: 1 -> either zone; without the assumption zone b would be rejected
+    assert names(engine, pod("w2"), ["a1", "b1"]) == ["a1", "b1"]
+
+
+def test_bind_api_failure_forgets_the_assumption_and_answers_error():
+    engine, recorder = engine_with(NODES + [pod("w0", node_name="b1")], fail="409 Conflict: already bound")
+    names(engine, pod("w1"), ["a1", "b1"])
+    result = engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))
+    assert result == {"Error": "409 Conflict: already bound"}
+    assert recorder.seen_during_call == ["a1"]
+    assert engine.source.snapshot().pod_layer.get("default", "w1") is None  # never watched: gone
+    assert engine.inflight.counts() == {"pending": 0, "assumed": 0}
+    assert names(engine, pod("w2"), ["a1", "b1"]) == ["a1"]  # w1 no longer counted
+
+
+def test_bind_without_api_access_answers_error():
+    engine = Extender(Config(), StoreSource(NODES), binder=None)
+    names(engine, pod("w1"), ["a1", "b1"])
+    assert engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")) == {"Error": ERR_NO_API}
+    assert engine.inflight.counts()["pending"] == 0
+
+
+def test_binding_body_is_a_v1_binding_with_the_uid():
+    assert binding_body("ns", "p", "u-1", "n1") == {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+
+
+# --- in-flight accounting ----------------------------------------------------------------
+
+
+def filter_in_thread(engine, the_pod, candidates):
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.update(result=names(engine, the_pod, candidates)))
+    thread.start()
+    return thread, out
+
+
+def test_the_next_pod_waits_for_the_pending_bind_and_counts_it():
+    engine, _ = engine_with(NODES + [pod("w0", node_name="b1")], wait=30.0)
+    assert names(engine, pod("w1"), ["a1", "b1"]) == ["a1"]  # w1 pending from here
+    thread, out = filter_in_thread(engine, pod("w2"), ["a1", "b1"])
+    thread.join(timeout=0.3)
+    assert thread.is_alive(), "w2 was answered while w1's bind was still due"
+    engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert out["result"] == ["a1", "b1"]
+
+
+def test_waiters_are_released_only_once_the_bound_pod_is_in_the_state():
+    """The store assumption comes first: a pod released earlier could read a snapshot
+    without the bound pod (found by the simulator: 1 placement in 20,000 over maxSkew)."""
+    engine, _ = engine_with(NODES, wait=30.0)
+    names(engine, pod("w1"), ["a1", "b1"])
+    store = engine.source.store
+    seen = []
+    original = store.assume
+
+    def assume(*args, **kwargs):
+        seen.append(engine.inflight.counts()["pending"])  # still holding the waiters?
+        return original(*args, **kwargs)
+
+    store.assume = assume
+    engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))
+    assert seen == [1]
+    assert engine.inflight.counts() == {"pending": 0, "assumed": 1}
+
+
+def test_a_pod_that_never_comes_back_costs_at_most_the_wait():
+    engine, _ = engine_with(NODES, wait=0.2)
+    names(engine, pod("w1"), ["a1", "b1"])
+    thread, out = filter_in_thread(engine, pod("w2"), ["a1", "b1"])
+    thread.join(timeout=5)  # "doesn't hang": released once w1's 0.2 s are over
+    assert not thread.is_alive()
+    assert out["result"] == ["a1", "b1"]
+    assert engine.inflight.counts()["pending"] == 1  # w2 now pending; w1 expired
+
+
+def test_other_namespaces_and_the_pod_itself_never_wait():
+    engine, _ = engine_with(NODES, wait=30.0)
+    names(engine, pod("w1"), ["a1", "b1"])
+    for the_pod in (pod("w1"), pod("x1", namespace="other")):  # retry of w1; another namespace
+        thread, out = filter_in_thread(engine, the_pod, ["a1", "b1"])
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+        assert out["result"] == ["a1", "b1"]
+
+
+def test_a_pod_no_node_fits_is_not_pending():
+    engine, _ = engine_with([node("a1", "a", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}])])
+    assert names(engine, pod("w1"), ["a1"]) == []
+    assert engine.inflight.counts()["pending"] == 0
+
+
+def test_feasible_in_reads_both_encoders():
+    assert feasible_in(encode(filter_result(["a"], None, {})))
+    assert not feasible_in(encode(filter_result([], None, {})))
+    assert feasible_in(encode(filter_result(None, [{"metadata": {"name": "a"}}], {})))
+    assert not feasible_in(encode(filter_result(None, [], {})))
+    assert not feasible_in(b'{"Nodes":null,"NodeNames":null,"FailedNodes":null,"Error":"x"}')
+
+
+# --- preempt -----------------------------------------------------------------------------
+
+TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+
+
+def preempt_engine():
+    objects = [node("t1", "a", taints=[TAINT]), node("u1", "b"), node("u2", "b"),
+               pod("v1", labels={"app": "filler"}, node_name="t1", uid="uid-v1", spread=()),
+               pod("v2", labels={"app": "filler"}, node_name="u1", uid="uid-v2", spread=()),
+               pod("v3", labels={"app": "filler"}, node_name="u2", uid="uid-v3", spread=())]
+    return Extender(Config(), StoreSource(objects), binder=None)
+
+
+def post(engine, verb: str, body) -> tuple[int, object]:
+    client = create_app(Config(), engine.source, engine).test_client()
+    response = client.post(f"/scheduler/{verb}", data=orjson.dumps(body), content_type="application/json")
+    return response.status_code, orjson.loads(response.data)
+
+
+def test_preempt_meta_victims_drops_the_tainted_node_and_keeps_the_others_victims():
+    engine = preempt_engine()
+    args = {"Pod": pod("p", spread=()), "NodeNameToMetaVictims": {
+        "t1": {"Pods": [{"UID": "uid-v1"}], "NumPDBViolations": 0},
+        "u1": {"Pods": [{"UID": "uid-v2"}], "NumPDBViolations": 1},
+        "ghost": {"Pods": [{"UID": "uid-x"}], "NumPDBViolations": 0}}}
+    code, result = post(engine, "preempt", args)
+    assert code == 200
+    assert result == {"NodeNameToMetaVictims": {"u1": {"Pods": [{"UID": "uid-v2"}], "NumPDBViolations": 1}}}
+
+
+def test_preempt_full_victims_are_answered_as_meta_victims():
+    engine = preempt_engine()
+    victims = lambda name: {"Pods": [pod(name, labels={"app": "filler"}, uid=f"uid-{name}")],  # noqa: E731
+                            "NumPDBViolations": 0}
+    args = {"Pod": pod("p", spread=()), "NodeNameToVictims": {"t1": victims("v1"), "u2": victims("v3")}}
+    code, result = post(engine, "preempt", args)
+    assert code == 200
+    assert result == {"NodeNameToMetaVictims": {"u2": {"Pods": [{"UID": "uid-v3"}], "NumPDBViolations": 0}}}
+
+
+def test_preempt_recomputes_spread_without_each_nodes_own_victims():
+    """Web pods: zone a 2 (both on a1, both victims), zone b 1 (on b2), zone c 0.
+    a1 without its victims: a 0+1 vs min 0 -> kept (with them it would be 2+1-0).
+    b1's victim is a filler: b stays 1, +1 vs min 0 = 2 > maxSkew -> dropped."""
+    objects = [node("a1", "a"), node("b1", "b"), node("b2", "b"), node("c1", "c"),
+               pod("w-a1", node_name="a1", uid="uid-wa1", spread=()),
+               pod("w-a2", node_name="a1", uid="uid-wa2", spread=()),
+               pod("f-b1", labels={"app": "filler"}, node_name="b1", uid="uid-fb1", spread=()),
+               pod("w-b2", node_name="b2", uid="uid-wb2", spread=())]
+    engine = Extender(Config(), StoreSource(objects), binder=None)
+    assert names(engine, pod("p"), ["a1", "b1"]) == []  # with every pod still there
+    args = {"Pod": pod("p"), "NodeNameToMetaVictims": {
+        "a1": {"Pods": [{"UID": "uid-wa1"}, {"UID": "uid-wa2"}], "NumPDBViolations": 0},
+        "b1": {"Pods": [{"UID": "uid-fb1"}], "NumPDBViolations": 0}}}
+    code, result = post(engine, "preempt", args)
+    assert code == 200
+    assert result == {"NodeNameToMetaVictims": {
+        "a1": {"Pods": [{"UID": "uid-wa1"}, {"UID": "uid-wa2"}], "NumPDBViolations": 0}}}
+
+
+@pytest.mark.parametrize("verb, body, message", [
+    ("preempt", {"NodeNameToMetaVictims": {}}, "Pod"),
+    ("preempt", {"Pod": {"metadata": {"name": "p"}}, "NodeNameToMetaVictims": {"n": {"Pods": [{}]}}}, "UID"),
+    ("preempt", [1], "object"),
+    ("bind", {"PodName": "p"}, "Node"),
+    ("bind", {"PodName": 3, "Node": "n"}, "PodName"),
+])
+def test_bad_arguments_are_a_400_naming_the_field(verb, body, message):
+    code, result = post(preempt_engine(), verb, body)
+    assert code == 400
+    assert message in result["error"]
