@@ -1,4 +1,7 @@
-"""A small HTTP/1.1 listener on its own threads, for a few fixed GET routes.
+"""A small HTTP/1.1 listener on its own threads, for a few fixed routes.
+
+Two users: `--metrics-listen` (GET routes) and the admission webhook (`--webhook-listen`,
+a POST route over HTTPS whose certificate is re-read when it rotates).
 
 `/healthz`, `/readyz` and `/metrics` are served here (`--metrics-listen`) as well as on
 the main listener: here they never queue behind verb work, because nothing else runs on
@@ -9,8 +12,10 @@ intervals.
 
 Bounded by design: at most `max_connections` connections are served at once (others are
 closed on accept), each read and write has `timeout` seconds, and only the request head
-is read (routes take no body). With SO_REUSEPORT every gunicorn worker binds the same
-address, so any live worker answers. An `ssl.SSLContext` turns it into HTTPS.
+is read for GET routes; a POST body needs a Content-Length of at most `max_body_bytes`
+(411 / 413 otherwise). With SO_REUSEPORT every gunicorn worker binds the same address,
+so any live worker answers. An `ssl.SSLContext` (or a callable returning the current
+one, for certificate rotation) turns it into HTTPS.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ log = logging.getLogger("extender.http")
 
 # path -> () -> (status, content type, body)
 Route = Callable[[], tuple[int, str, bytes]]
+# path -> (request body) -> (status, content type, body)
+PostRoute = Callable[[bytes], tuple[int, str, bytes]]
+SSLContexts = ssl.SSLContext | Callable[[], ssl.SSLContext] | None
+JSON = "application/json"
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -38,7 +47,8 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], handler: type, max_connections: int,
-                 ssl_context: ssl.SSLContext | None) -> None:
+                 ssl_context: SSLContexts, name: str) -> None:
+        self.name = name
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.slots = threading.BoundedSemaphore(max_connections)
         self.ssl_context = ssl_context
@@ -51,6 +61,8 @@ class _Server(ThreadingHTTPServer):
 
     def process_request(self, request, client_address) -> None:
         if not self.slots.acquire(blocking=False):
+            log.warning("connection refused: too many open connections",
+                        extra={"listener": self.name, "client": str(client_address)})
             self.shutdown_request(request)  # over the connection cap: closed at once
             return
         super().process_request(request, client_address)
@@ -59,7 +71,8 @@ class _Server(ThreadingHTTPServer):
         try:
             if self.ssl_context is not None:
                 request.settimeout(self.RequestHandlerClass.timeout)
-                request = self.ssl_context.wrap_socket(request, server_side=True)
+                context = self.ssl_context() if callable(self.ssl_context) else self.ssl_context
+                request = context.wrap_socket(request, server_side=True)
             super().process_request_thread(request, client_address)
         except (OSError, ssl.SSLError):
             self.shutdown_request(request)
@@ -71,12 +84,15 @@ class _Server(ThreadingHTTPServer):
 
 
 class Listener:
-    """`routes` served on `address` (HOST:PORT) by daemon threads; `start`, `stop`."""
+    """`routes` (GET) and `post_routes` served on `address` (HOST:PORT) by daemon
+    threads; `start`, `stop`."""
 
-    def __init__(self, address: str, routes: dict[str, Route], *, timeout: float = 5.0,
-                 max_connections: int = 64, ssl_context: ssl.SSLContext | None = None,
+    def __init__(self, address: str, routes: dict[str, Route], *,
+                 post_routes: dict[str, PostRoute] | None = None, max_body_bytes: int = 1 << 20,
+                 timeout: float = 5.0, max_connections: int = 64, ssl_context: SSLContexts = None,
                  name: str = "metrics-listener") -> None:
         table = dict(routes)
+        posts = dict(post_routes or {})
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as Prometheus and kubelet use
@@ -98,6 +114,31 @@ class Listener:
             def do_HEAD(self) -> None:  # noqa: N802
                 self.do_GET()
 
+            def do_POST(self) -> None:  # noqa: N802
+                length = self.headers.get("Content-Length")
+                if length is None or not length.isdigit():
+                    self.close_connection = True
+                    self._send(411, JSON, b'{"error":"a Content-Length header is required"}')
+                    return
+                if int(length) > max_body_bytes:
+                    self.close_connection = True  # the body is never read
+                    self._send(413, JSON, b'{"error":"request body exceeds the limit of %d bytes"}'
+                               % max_body_bytes)
+                    return
+                body = self.rfile.read(int(length))
+                path = self.path.partition("?")[0]
+                route = posts.get(path)
+                if route is None:  # 405 for a GET-only path, as the main listener answers
+                    self._send(405 if path in table else 404, JSON,
+                               b'{"error":"method not allowed"}' if path in table else b'{"error":"not found"}')
+                    return
+                try:
+                    code, kind, payload = route(body)
+                except Exception:
+                    log.exception("listener route failed", extra={"path": self.path})
+                    code, kind, payload = 500, JSON, b'{"error":"internal error"}'
+                self._send(code, kind, payload)
+
             def _send(self, code: int, kind: str, body: bytes) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", kind)
@@ -111,7 +152,7 @@ class Listener:
 
         Handler.timeout = timeout
         self.name = name
-        self.server = _Server(split_address(address), Handler, max_connections, ssl_context)
+        self.server = _Server(split_address(address), Handler, max_connections, ssl_context, name)
         self.thread: threading.Thread | None = None
 
     @property

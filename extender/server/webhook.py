@@ -16,15 +16,13 @@ under a timeout in the connection's own thread, never on the accept loop.
 from __future__ import annotations
 
 import logging
-import socket
-import threading
-from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from extender.features import FeatureGates
+from extender.server.listener import JSON, Listener, PostRoute, Route
 from extender.server.tls import ReloadingContext
 from extender.validation.field import aggregate
 from extender.validation.workloads import TEMPLATE_PATHS, check_object, pod_template
@@ -102,137 +100,33 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
 
 # --- transport ----------------------------------------------------------------------
 
-Route = Callable[[bytes], tuple[int, bytes]]
 
-
-class _Handler(BaseHTTPRequestHandler):
-    server: SideListener
-    protocol_version = "HTTP/1.1"
-    timeout = CONNECTION_TIMEOUT
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        log.debug("webhook http", extra={"line": format % args})
-
-    def _send(self, code: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        if self.path in ("/healthz", "/readyz"):
-            self._send(200, b"ok", "text/plain")
-        else:
-            self._send(404, orjson.dumps({"error": f"no route for GET {self.path}"}))
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-        route = self.server.routes.get(self.path.split("?", 1)[0])
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
-            self.close_connection = True
-            self._send(411, orjson.dumps({"error": "a Content-Length header is required"}))
-            return
-        size = int(length)
-        if size > self.server.max_body_bytes:
-            self.close_connection = True
-            self._send(413, orjson.dumps({"error": f"request body exceeds the limit of "
-                                                   f"{self.server.max_body_bytes} bytes"}))
-            return
-        body = self.rfile.read(size)
-        if route is None:
-            self._send(404, orjson.dumps({"error": f"no route for POST {self.path}"}))
-            return
-        code, payload = route(body)
-        self._send(code, payload)
-
-
-class SideListener(ThreadingHTTPServer):
-    """A threaded HTTPS (or, without TLS, HTTP) listener for a few POST routes, run in
-    a daemon thread. Small and self-contained so that it can host other side routes."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], routes: dict[str, Route], tls: ReloadingContext | None,
-                 max_body_bytes: int = 16 << 20, max_connections: int = MAX_CONNECTIONS) -> None:
-        self.routes = routes
-        self.tls = tls
-        self.max_body_bytes = max_body_bytes
-        self._slots = threading.BoundedSemaphore(max_connections)
-        host = address[0]
-        if ":" in host:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        sock, addr = self.socket.accept()
-        sock.settimeout(CONNECTION_TIMEOUT)
-        if self.tls is not None:  # the handshake happens on first read, in the handler thread
-            sock = self.tls.current().wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        return sock, addr
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """One thread per connection, at most `max_connections` at once: beyond that a
-        new connection is closed at once (the API server retries) instead of piling up."""
-        if not self._slots.acquire(blocking=False):
-            log.warning("webhook connection refused: too many open connections",
-                        extra={"client": str(client_address)})
-            self.shutdown_request(request)
-            return
+def validate_route(prefix: str, gates: FeatureGates) -> PostRoute:
+    def route(body: bytes) -> tuple[int, str, bytes]:
         try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("webhook connection failed", exc_info=True, extra={"client": str(client_address)})
-
-    def start(self) -> SideListener:
-        self._thread = threading.Thread(target=self.serve_forever, name="webhook-listener", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-
-def validate_route(prefix: str, gates: FeatureGates) -> Route:
-    def route(body: bytes) -> tuple[int, bytes]:
-        try:
-            return 200, orjson.dumps(review(body, prefix, gates))
+            return 200, JSON, orjson.dumps(review(body, prefix, gates))
         except BadReview as exc:
-            return 400, orjson.dumps({"error": str(exc)})
+            return 400, JSON, orjson.dumps({"error": str(exc)})
 
     return route
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
+def webhook_listener(listen: str, tls: ReloadingContext, prefix: str, gates: FeatureGates,
+                     max_body_bytes: int = 16 << 20, max_connections: int = MAX_CONNECTIONS) -> Listener:
+    """The webhook's HTTPS listener (not started): `POST /validate`, and `GET /healthz`
+    for a probe; the serving certificate is re-read per connection when it changed."""
+    ok: Route = lambda: (200, "text/plain", b"ok")  # noqa: E731 - a one-line route
+    return Listener(listen, {"/healthz": ok, "/readyz": ok},
+                    post_routes={"/validate": validate_route(prefix, gates)},
+                    max_body_bytes=max_body_bytes, timeout=CONNECTION_TIMEOUT,
+                    max_connections=max_connections, ssl_context=tls.current, name="webhook-listener")
 
 
-def start_webhook(config: Any) -> SideListener:
+def start_webhook(config: Any) -> Listener:
     """Start the webhook listener of `extender serve` (`--webhook-listen` and TLS flags)."""
     tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)
-    listener = SideListener(parse_listen(config.webhook_listen),
-                            {"/validate": validate_route(config.annotation_prefix, config.feature_gates)},
-                            tls, max_body_bytes=config.max_body_bytes)
+    listener = webhook_listener(config.webhook_listen, tls, config.annotation_prefix,
+                                config.feature_gates, max_body_bytes=config.max_body_bytes)
     log.info("admission webhook listening", extra={"listen": config.webhook_listen,
                                                     "clientCertificates": bool(config.client_ca_file)})
     return listener.start()

@@ -25,7 +25,8 @@ def test_routes_404_and_head():
         assert request(listener.port, "GET", "/healthz?verbose=1") == (200, b"ok")
         status, body = request(listener.port, "GET", "/nope")
         assert status == 404 and orjson.loads(body) == {"error": "not found"}
-        assert request(listener.port, "POST", "/healthz", b"{}")[0] == 501  # GET only
+        assert request(listener.port, "POST", "/healthz", b"{}")[0] == 405  # GET only
+        assert request(listener.port, "POST", "/nope", b"{}")[0] == 404
     finally:
         listener.stop()
 

@@ -16,8 +16,9 @@ import pytest
 from pki import CA, write_pair
 
 from extender.features import FeatureGates
+from extender.server.listener import Listener
 from extender.server.tls import ReloadingContext
-from extender.server.webhook import BadReview, SideListener, review, validate_route
+from extender.server.webhook import BadReview, review, webhook_listener
 
 P = "scheduling-extender.io"
 GATES = FeatureGates()
@@ -145,10 +146,11 @@ def pki(tmp_path: Path):
     return {"ca": ca, "cert": cert_path, "key": key_path, "ca_path": ca_path, "serial": serial, "dir": tmp_path}
 
 
-def serve(pki, client_ca: str = "", interval: float = 0.05) -> SideListener:
+def serve(pki, client_ca: str = "", interval: float = 0.05) -> Listener:
     tls = ReloadingContext(str(pki["cert"]), str(pki["key"]), client_ca, check_interval=interval)
-    return SideListener(("127.0.0.1", 0), {"/validate": validate_route(P, GATES)}, tls,
-                        max_body_bytes=1 << 20).start()
+    listener = webhook_listener("127.0.0.1:0", tls, P, GATES, max_body_bytes=1 << 20).start()
+    listener.tls = tls  # the tests look at its reloads
+    return listener
 
 
 def client_context(pki, client_cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
@@ -376,8 +378,7 @@ def test_connections_beyond_the_limit_are_closed_not_queued(pki):
     import socket
 
     tls = ReloadingContext(str(pki["cert"]), str(pki["key"]))
-    listener = SideListener(("127.0.0.1", 0), {"/validate": validate_route(P, GATES)}, tls,
-                            max_connections=1).start()
+    listener = webhook_listener("127.0.0.1:0", tls, P, GATES, max_connections=1).start()
     try:
         stalled = socket.create_connection(("127.0.0.1", listener.port))  # holds the only slot
         time.sleep(0.2)

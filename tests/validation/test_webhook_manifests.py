@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from extender.config import env_name
 from extender.validation.workloads import TEMPLATE_PATHS
@@ -19,9 +20,10 @@ PLURALS = {"Pod": "pods", "Deployment": "deployments", "StatefulSet": "statefuls
 
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, dict]:
-    from tests.deploy.test_manifests import render
+    from tests.deploy.deploy_tools import MANIFESTS, kubectl, run
 
-    return {f"{d['kind']}/{d['metadata']['name']}": d for d in render("with-webhook")}
+    out = run([kubectl(), "kustomize", str(MANIFESTS / "overlays" / "with-webhook")])
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in yaml.safe_load_all(out) if d}
 
 
 def test_webhook_configuration(rendered):
