@@ -7,8 +7,8 @@ StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and CronJobs
 denial lists every error in `status.message`; warnings go to `response.warnings`
 (kubectl prints them). A body that is not an AdmissionReview v1 is answered 400.
 
-`SideListener` is the HTTPS transport: a small threaded stdlib server in a background
-thread of the serving process, TLS per connection from a `ReloadingContext` (so a
+The transport is `extender.server.listener.Listener` (the one `--metrics-listen` uses):
+threads of the serving process, TLS per connection from a `ReloadingContext` (so a
 rotated certificate is used from the next connection on), handshake and every read
 under a timeout in the connection's own thread, never on the accept loop.
 """
