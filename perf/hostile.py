@@ -92,7 +92,9 @@ def run(seconds: float, health_urls: list[str], server_args: list[str]) -> dict:
 
     class HostileServer(Server):
         def command(self) -> list[str]:
-            return [*super().command(), *server_args]
+            # its clients never bind (no scheduler here): without this, in-flight
+            # accounting makes each pod of the namespace wait for the one before it
+            return [*super().command(), "--inflight-wait", "0", *server_args]
 
     server = HostileServer(cluster, work / "server.log")
     server.start()

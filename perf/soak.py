@@ -71,7 +71,10 @@ def start_server(cluster: Path, worker_class: str, log: Path) -> tuple[subproces
     port = free_port()
     cmd = [extender_bin(), "serve", "--cluster", str(cluster), "--listen", f"127.0.0.1:{port}",
            "--metrics-listen", f"127.0.0.1:{free_port()}", "--worker-class", worker_class,
-           "--reload-interval", "1", "--log-level", "warning"]
+           "--reload-interval", "1", "--log-level", "warning",
+           # the soak client is not a scheduler: it never binds, so with in-flight
+           # accounting every pod would wait --inflight-wait for the one before it
+           "--inflight-wait", "0"]
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env)
     deadline = time.monotonic() + 120
