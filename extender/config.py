@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from extender.errors import ConfigError
 from extender.features import FeatureGates, parse_bool, parse_feature_gates
 from extender.model.parse import DEFAULT_ANNOTATION_PREFIX
 from extender.scoring import DEFAULT_WEIGHTS, SCORE_MODES
@@ -23,10 +24,6 @@ from extender.scoring import DEFAULT_WEIGHTS, SCORE_MODES
 LOG_LEVELS = ("debug", "info", "warning", "error")
 WORKER_CLASSES = ("inline", "gthread")
 KNOWN_PLUGINS = tuple(DEFAULT_WEIGHTS) + ("NodeUnschedulable",)
-
-
-class ConfigError(ValueError):
-    """A bad setting; the message names the key."""
 
 
 def bundled_cluster() -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from extender.errors import ConfigError
 from extender.framework import CycleState, NodeScore, PreFilterResult, Status
 from extender.framework.handle import Handle
 from extender.framework.status import SKIP, error, unschedulable
@@ -60,7 +61,6 @@ class AddedAffinity:
 
 def parse_args(args: dict[str, Any], key: str, semver_enabled: bool = True) -> AddedAffinity:
     """Validate NodeAffinityArgs; raise ConfigError naming the key."""
-    from extender.config import ConfigError
 
     unknown = set(args) - {"addedAffinity"}
     if unknown:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from extender.errors import ConfigError
 from extender.matching.labels import validate_label_key
 
 SYSTEM = "System"
@@ -117,7 +118,6 @@ def parse_args(args: Mapping[str, Any] | None, where: str = "PodTopologySpread.a
 
 def validate_args(args: Mapping[str, Any], key: str) -> None:
     """The `PLUGIN_ARG_VALIDATORS` entry: raise ConfigError naming the key."""
-    from extender.config import ConfigError
 
     try:
         parse_args(args, key)

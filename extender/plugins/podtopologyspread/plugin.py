@@ -11,6 +11,7 @@ from itertools import repeat
 
 import numpy as np
 
+from extender.errors import ConfigError
 from extender.framework import CycleState, NodeScore, Status, verdicts
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import SKIP, error
@@ -46,7 +47,6 @@ class PodTopologySpread:
         try:
             self.args = parse_args(handle.plugin_args.get(NAME, {}), f"pluginConfig[{NAME}].args")
         except ArgsError as exc:
-            from extender.config import ConfigError
 
             raise ConfigError(str(exc)) from None
 
