@@ -57,6 +57,15 @@ WARMUP = 36  # two rounds of the mixed workload's cycle, untimed
 EVENT_RE = re.compile(rb'extender_watch_events_total\{kind="(\w+)",type="(ADDED|MODIFIED|DELETED)"\} ([0-9.e+]+)')
 
 
+
+def end_process(proc: subprocess.Popen) -> None:
+    """Terminate a server process; kill it if it has not exited within 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
 class Double:
     """The API-server double in a subprocess, driven over its REST API."""
 
@@ -84,11 +93,7 @@ class Double:
         return [n["metadata"]["name"] for n in self.call("GET", "/api/v1/nodes")["items"]]
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        end_process(self.proc)
 
 
 class Extender:
@@ -153,11 +158,7 @@ class Extender:
         return {"worker_mb": round(max(rss), 1), "total_mb": round(sum(rss), 1)}
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        end_process(self.proc)
         self.log.close()
 
 
