@@ -59,7 +59,8 @@ HELP = {
     "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
     "`profile` label of the scheduler_* metrics (default default-scheduler)",
     "inflight_wait": "seconds a filter/prioritize/preempt waits at most for pods of its namespace "
-    "answered earlier and not yet bound (the next pod then counts them); 0 disables (default 1)",
+    "answered earlier and not yet bound (the next pod then counts them); 0 disables; off in file "
+    "mode (default 1)",
     "assume_ttl": "seconds a pod bound through the bind verb is counted on its node before the "
     "cluster state shows it (default 30)",
 }

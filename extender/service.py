@@ -85,6 +85,17 @@ class Candidates:
     raw_by_name: dict[str, dict[str, Any]] | None = None  # Nodes mode: echo the objects
 
 
+def inflight_wait(config: Config, binder: PostBinding | None) -> float:
+    """`--inflight-wait`, or 0 without API access (file mode): nothing can ever show a
+    pending pod bound there (`bind` answers an Error, a file is re-read every few
+    seconds), so every pod would wait the full `--inflight-wait` for the one before."""
+    if binder is None and config.inflight_wait > 0:
+        log.debug("in-flight accounting off: no API access to bind pods or watch binds",
+                 extra={"inflight_wait": config.inflight_wait})
+        return 0.0
+    return config.inflight_wait
+
+
 class Extender:
     def __init__(
         self, config: Config, source: ClusterSource, cel: Any = None, fast: bool = True,
@@ -100,8 +111,8 @@ class Extender:
         self.config = config
         # pods answered here and not yet bound / seen bound (extender.inflight)
         self.source = source
-        self.inflight = InFlight(source, config.inflight_wait, config.assume_ttl)
         self.binder = binder_for(source) if binder is True else binder
+        self.inflight = InFlight(source, inflight_wait(config, self.binder), config.assume_ttl)
         self.cel = cel
         metrics.set_profile(config.scheduler_profile)  # one profile per process
         self.handle = Handle(config.feature_gates, cel, config.plugin_args)

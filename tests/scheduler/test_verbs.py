@@ -271,3 +271,14 @@ def test_bad_arguments_are_a_400_naming_the_field(verb, body, message):
     code, result = post(preempt_engine(), verb, body)
     assert code == 400
     assert message in result["error"]
+
+
+def test_inflight_accounting_is_off_without_api_access():
+    """File mode: nothing ever shows a pending pod bound, so the next pod of the
+    namespace must not wait `--inflight-wait` for it."""
+    engine = Extender(Config(inflight_wait=1.0), StoreSource(NODES), binder=None)
+    assert not engine.inflight.enabled
+    names(engine, pod("w1"), ["a1", "b1"])
+    assert engine.inflight.counts()["pending"] == 0
+    engine, _ = engine_with(NODES)
+    assert engine.inflight.enabled and engine.inflight.wait == 5.0  # engine_with binds
