@@ -179,10 +179,10 @@ def cmd_serve(ns: argparse.Namespace) -> int:
             from extender.server.tls import build_context
 
             build_context(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)
-        if config.webhook_listen:  # a thread of the master: needs no cluster state, survives worker restarts
-            from extender.server.webhook import start_webhook
+        if config.webhook_listen:  # started in each worker (launcher); fail fast here
+            from extender.server.webhook import check_webhook
 
-            start_webhook(config)
+            check_webhook(config)
     except OSError as exc:  # ssl.SSLError too: a missing, unreadable or mismatched file, or a busy port
         raise ConfigError(f"TLS / webhook listener: {exc}") from None
     ExtenderServer(config, source).run()

@@ -260,6 +260,38 @@ PREEMPTION_NODES_TOTAL = Counter(
     ["result"],
 )
 
+# --- admission webhook (`--webhook-listen`) -------------------------------------------
+# The names controller-runtime's webhook server exports, so webhook dashboards and
+# alerts written for Kubernetes operators work unchanged; `webhook` is the path.
+
+WEBHOOK_REQUESTS_TOTAL = Counter(
+    "controller_runtime_webhook_requests_total",
+    "Total number of admission requests by HTTP status code.",
+    ["webhook", "code"],
+)
+
+WEBHOOK_LATENCY = Histogram(
+    "controller_runtime_webhook_latency_seconds",
+    "Histogram of the latency of processing admission requests.",
+    ["webhook"],
+    buckets=exponential_buckets(0.0001, 2, 16),
+)
+
+WEBHOOK_IN_FLIGHT = Gauge(
+    "controller_runtime_webhook_requests_in_flight",
+    "Current number of admission requests being served.",
+    ["webhook"],
+    multiprocess_mode="livesum",
+)
+
+ADMISSION_REVIEWS_TOTAL = Counter(
+    "extender_admission_reviews_total",
+    "Admission reviews the validator checked, by object kind, operation and verdict "
+    "(requests it lets through unchecked, e.g. other kinds or DELETE, are not counted).",
+    ["kind", "operation", "allowed"],
+)
+
+
 _CHILDREN: dict[tuple, object] = {}
 
 

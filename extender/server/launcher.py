@@ -101,6 +101,10 @@ class ExtenderServer(BaseApplication):
         # nothing (the interval only matters while another thread waits).
         sys.setswitchinterval(SWITCH_INTERVAL)
         self._start_metrics_listener(server.app.wsgi())
+        if self.config.webhook_listen:
+            from extender.server.webhook import start_webhook
+
+            start_webhook(self.config)
 
     def _start_metrics_listener(self, app) -> None:
         """`--metrics-listen`: health and metrics on their own threads in every worker

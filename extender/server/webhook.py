@@ -8,7 +8,7 @@ denial lists every error in `status.message`; warnings go to `response.warnings`
 (kubectl prints them). A body that is not an AdmissionReview v1 is answered 400.
 
 The transport is `extender.server.listener.Listener` (the one `--metrics-listen` uses):
-threads of the serving process, TLS per connection from a `ReloadingContext` (so a
+threads of each gunicorn worker (so its reviews are in that worker's `/metrics`), TLS per connection from a `ReloadingContext` (so a
 rotated certificate is used from the next connection on), handshake and every read
 under a timeout in the connection's own thread, never on the accept loop.
 """
@@ -16,11 +16,13 @@ under a timeout in the connection's own thread, never on the accept loop.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from extender import metrics
 from extender.features import FeatureGates
 from extender.server.listener import JSON, Listener, PostRoute, Route
 from extender.server.tls import ReloadingContext
@@ -33,6 +35,7 @@ API_VERSION = "admission.k8s.io/v1"
 CONNECTION_TIMEOUT = 10.0  # seconds for the TLS handshake and each read
 MAX_CONNECTIONS = 64  # open connections served at once (one thread each)
 MAX_WARNING_CHARS = 512
+VALIDATE = "/validate"  # the route, and the `webhook` label of its metrics
 
 
 class BadReview(ValueError):
@@ -91,6 +94,8 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
                                   "message": f'{kind} "{name}" is invalid: {aggregate(result.errors)}'}
         if result.warnings:
             response["warnings"] = [w[:MAX_WARNING_CHARS] for w in result.warnings]
+        metrics.ADMISSION_REVIEWS_TOTAL.labels(kind, str(operation),
+                                              str(response["allowed"]).lower()).inc()
         log.info("admission review", extra={
             "uid": request["uid"], "kind": kind, "operation": operation, "object": result.name,
             "namespace": str(request.get("namespace") or ""), "allowed": response["allowed"],
@@ -102,11 +107,25 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
 
 
 def validate_route(prefix: str, gates: FeatureGates) -> PostRoute:
-    def route(body: bytes) -> tuple[int, str, bytes]:
+    requests, latency, in_flight = (metrics.WEBHOOK_REQUESTS_TOTAL, metrics.WEBHOOK_LATENCY,
+                                    metrics.WEBHOOK_IN_FLIGHT.labels(VALIDATE))
+
+    def answer(body: bytes) -> tuple[int, str, bytes]:
         try:
             return 200, JSON, orjson.dumps(review(body, prefix, gates))
         except BadReview as exc:
             return 400, JSON, orjson.dumps({"error": str(exc)})
+
+    def route(body: bytes) -> tuple[int, str, bytes]:
+        started = time.perf_counter()
+        in_flight.inc()
+        try:
+            status, kind, out = answer(body)
+        finally:
+            in_flight.dec()
+        latency.labels(VALIDATE).observe(time.perf_counter() - started)
+        requests.labels(VALIDATE, str(status)).inc()
+        return status, kind, out
 
     return route
 
@@ -117,16 +136,28 @@ def webhook_listener(listen: str, tls: ReloadingContext, prefix: str, gates: Fea
     for a probe; the serving certificate is re-read per connection when it changed."""
     ok: Route = lambda: (200, "text/plain", b"ok")  # noqa: E731 - a one-line route
     return Listener(listen, {"/healthz": ok, "/readyz": ok},
-                    post_routes={"/validate": validate_route(prefix, gates)},
+                    post_routes={VALIDATE: validate_route(prefix, gates)},
                     max_body_bytes=max_body_bytes, timeout=CONNECTION_TIMEOUT,
                     max_connections=max_connections, ssl_context=tls.current, name="webhook-listener")
 
 
-def start_webhook(config: Any) -> Listener:
-    """Start the webhook listener of `extender serve` (`--webhook-listen` and TLS flags)."""
+def _listener_for(config: Any) -> Listener:
     tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)
-    listener = webhook_listener(config.webhook_listen, tls, config.annotation_prefix,
-                                config.feature_gates, max_body_bytes=config.max_body_bytes)
+    return webhook_listener(config.webhook_listen, tls, config.annotation_prefix,
+                            config.feature_gates, max_body_bytes=config.max_body_bytes)
+
+
+def check_webhook(config: Any) -> None:
+    """Fail at start-up, before gunicorn forks, on unreadable TLS files or a busy port
+    (raises OSError / ssl.SSLError): the listener is built once and closed again."""
+    _listener_for(config).server.server_close()
+
+
+def start_webhook(config: Any) -> Listener:
+    """Start the webhook listener of `extender serve` (`--webhook-listen` and TLS flags)
+    in a gunicorn worker: every worker binds the port (SO_REUSEPORT) and counts its
+    reviews in its own metrics, which that worker's `/metrics` exports."""
+    listener = _listener_for(config)
     log.info("admission webhook listening", extra={"listen": config.webhook_listen,
                                                     "clientCertificates": bool(config.client_ca_file)})
     return listener.start()

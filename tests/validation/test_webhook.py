@@ -295,6 +295,11 @@ def test_extender_serve_runs_the_webhook_next_to_the_verbs(pki, tmp_path):
         status, body, _ = post(hook_port, client_context(pki), admission(pod({f"{P}/tolerations": BAD_TOLS})))
         assert status == 200 and json.loads(body)["response"]["allowed"] is False
         assert request(port, "GET", "/healthz")[0] == 200  # the verbs' listener is unaffected
+        # the worker that answered exports the review in its /metrics
+        metrics = request(port, "GET", "/metrics")[1].decode()
+        assert 'controller_runtime_webhook_requests_total{code="200",webhook="/validate"} 1.0' in metrics
+        assert ('extender_admission_reviews_total{allowed="false",kind="Pod",operation="CREATE"} 1.0'
+                in metrics)
     finally:
         stop(proc)
 
@@ -397,3 +402,26 @@ def test_connections_beyond_the_limit_are_closed_not_queued(pki):
                 time.sleep(0.1)
     finally:
         listener.stop()
+
+
+def test_webhook_requests_are_counted_by_code():
+    from prometheus_client import REGISTRY
+
+    from extender.server.webhook import VALIDATE, validate_route
+
+    def sample(name, **labels):
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    route = validate_route(P, GATES)
+    before = {code: sample("controller_runtime_webhook_requests_total", webhook=VALIDATE, code=code)
+              for code in ("200", "400")}
+    denied = sample("extender_admission_reviews_total", kind="Pod", operation="CREATE", allowed="false")
+    observed = sample("controller_runtime_webhook_latency_seconds_count", webhook=VALIDATE)
+    assert route(b"{not json")[0] == 400
+    assert route(admission(pod({f"{P}/tolerations": BAD_TOLS})))[0] == 200
+    assert sample("controller_runtime_webhook_requests_total", webhook=VALIDATE, code="400") == before["400"] + 1
+    assert sample("controller_runtime_webhook_requests_total", webhook=VALIDATE, code="200") == before["200"] + 1
+    assert sample("extender_admission_reviews_total", kind="Pod", operation="CREATE",
+                  allowed="false") == denied + 1
+    assert sample("controller_runtime_webhook_latency_seconds_count", webhook=VALIDATE) == observed + 2
+    assert sample("controller_runtime_webhook_requests_in_flight", webhook=VALIDATE) == 0
