@@ -38,12 +38,15 @@ import selectors
 import socket
 import time
 from collections import deque
+from concurrent import futures
 from functools import partial
 
 from gunicorn import http, util
 from gunicorn.http2 import negotiation
 from gunicorn.workers import gthread
 
+from extender.cel import deadline, lane
+from extender.cel.limits import EXPENSIVE_SLOTS
 from extender.server.verbs import JSON_HEADERS, REASONS, too_large, verb_of
 
 INLINE_MAX_BYTES = 1 << 20  # head + body; a NodeNames request for 5,000 nodes is ~75 KiB
@@ -265,7 +268,13 @@ class InlineWorker(DeadlineWorker):
         h2c = negotiation.prior_knowledge_allowed(self.cfg, None) or \
             negotiation.upgrade_allowed(self.cfg, None)
         self.inline = not self.cfg.is_ssl and not h2c
-        super().init_process()  # loads the app, then runs the loop
+        # the expensive lane: one thread per slot, so expensive CEL never holds a pool thread
+        self.expensive_pool = futures.ThreadPoolExecutor(
+            max_workers=EXPENSIVE_SLOTS, thread_name_prefix="cel-expensive")
+        try:
+            super().init_process()  # loads the app, then runs the loop
+        finally:
+            self.expensive_pool.shutdown(wait=False, cancel_futures=True)
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
@@ -316,13 +325,22 @@ class InlineWorker(DeadlineWorker):
             if size == BODY_TOO_LARGE:  # refused before a byte of it is read
                 self._refuse(conn, b"413 Request Entity Too Large", too_large(self.max_body)[1])
                 return
-            if (size > INLINE_MAX_BYTES or framing.chunked or not self.answer_on_loop
-                    or self._off_loop(buf)):  # off_loop: it blocks (bind) or may wait for a bind
+            if size > INLINE_MAX_BYTES or framing.chunked:
                 self._to_pool(conn, buf)  # complete: a pool thread answers it, never waits
                 return
             framing.reset()
+            arrived = conn.request_started or time.monotonic()
             request, buf = bytes(buf[:size]), buf[size:]
-            if not self._answer(conn, request):
+            if not self.answer_on_loop or self._off_loop(request):
+                self._dispatch(conn, request, buf, lane.POOL, arrived)  # blocks, or may wait for a bind
+                return
+            try:
+                with lane.running_in(lane.LOOP), deadline.arrived(arrived):
+                    kept = self._answer(conn, request)
+            except lane.Elsewhere as moved:  # CEL work too costly for the loop: nothing sent yet
+                self._dispatch(conn, request, buf, moved.lane, arrived, again=True)
+                return
+            if not kept:
                 self._close(conn, graceful=True)
                 return
             if conn.parser is not None:  # gunicorn's parser read nothing more, unless misjudged
@@ -451,6 +469,58 @@ class InlineWorker(DeadlineWorker):
         except OSError:
             pass
         self._close(conn, graceful=True)
+
+    # --- answers off the loop -------------------------------------------------------
+
+    def _dispatch(self, conn, request: bytes, rest: bytearray, where: int,
+                  arrived: float, again: bool = False) -> None:
+        """Answer `request` on a thread of lane `where`; the connection (with the bytes
+        that came after the request, `rest`) stays off the poller until then. `again`:
+        it was started elsewhere and given up (`lane.Elsewhere`)."""
+        self._hold(conn, rest)
+        if again:
+            self._fresh_parser(conn)
+        self._submit(conn, request, where, arrived)
+
+    @staticmethod
+    def _fresh_parser(conn) -> None:
+        """gunicorn's parser may have consumed a request that was then not answered (a
+        `Connection: close` one would even stop it): the next answer starts a new one."""
+        if conn.parser is None:
+            return
+        conn.held_bytes[:0] = conn.parser.unreader.take_buffered()
+        conn.parser = None
+        conn.initialized = False
+
+    def _submit(self, conn, request: bytes, where: int, arrived: float) -> None:
+        pool = self.tpool if where == lane.POOL else self.expensive_pool
+        try:
+            pool.submit(self._answer_in_lane, conn, request, where, arrived)
+        except RuntimeError:  # the worker is shutting down
+            self.method_queue.defer(self._resume, conn, False)
+
+    def _answer_in_lane(self, conn, request: bytes, where: int, arrived: float) -> None:
+        """On a pool or expensive-lane thread: answer, then give the connection back to
+        the loop; a request that needs a costlier lane moves on, unanswered."""
+        kept = False
+        try:
+            with lane.running_in(where), deadline.arrived(arrived):
+                kept = self._answer(conn, request)
+        except lane.Elsewhere as moved:
+            self._fresh_parser(conn)
+            self._submit(conn, request, moved.lane, arrived)
+            return
+        except Exception:  # a connection must never be lost
+            self.log.exception("Error answering a request off the event loop")
+        self.method_queue.defer(self._resume, conn, kept)
+
+    def _resume(self, conn, kept: bool) -> None:
+        """On the loop: an answered connection reads its next request (or is closed)."""
+        if not kept:
+            self._close(conn, graceful=True)
+            return
+        conn.request_started = time.monotonic() if getattr(conn, "held_bytes", None) else None
+        self.enqueue_req(conn)
 
     # --- where a connection goes next ---------------------------------------------
 
