@@ -83,13 +83,17 @@ def test_cheap_requests_are_answered_while_hostile_ones_are_in_flight(server):
     def hostile(i: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         try:
-            # one of them on gunicorn's parser path (a Connection header), which must be
-            # handed on intact to the thread that finally answers it
+            # two of them on gunicorn's parser path (a Connection header, a chunked body),
+            # which must be handed on intact to the thread that finally answers them
             headers = {"Content-Type": "application/json"}
             if i == 0:
                 headers["Connection"] = "keep-alive"
-            conn.request("POST", "/filter", body=body(f"hostile-{i}", at_cost_limit(i)),
-                         headers=headers)
+            payload = body(f"hostile-{i}", at_cost_limit(i))
+            if i == 1:
+                conn.request("POST", "/filter", body=iter([payload[:100], payload[100:]]),
+                             headers=headers, encode_chunked=True)
+            else:
+                conn.request("POST", "/filter", body=payload, headers=headers)
             sent.wait()
             response = conn.getresponse()
             answers[i] = response.status, orjson.loads(response.read())
