@@ -167,10 +167,10 @@ class CelCache:
 
     def _compute(self, expression: str, taint: Any) -> CelOutcome:
         restricted = lane.restricted()  # a server's lane: may it compile, run this?
-        if restricted:
-            lane.admit(_estimate(self._lookup(expression)))
+        if restricted and self._lookup(expression) is None:
+            lane.admit(None)
         entry = self._get_or_compile(expression)
-        if restricted:  # compiled just now: its cost is known only from here
+        if restricted:  # charged to the lane's budget (or handed on) before it runs
             lane.admit(_estimate(entry))
         if isinstance(entry, _Failed):
             outcome = CelOutcome(False, "compile", entry.message)

@@ -8,10 +8,16 @@ for it. So the server runs each request *in a lane* (a ``ContextVar``, set by th
 worker around one answer) and the CEL cache checks, before it compiles or evaluates
 anything that is not memoised, whether the lane allows it (`admit`):
 
-* ``LOOP``: only programs already compiled and estimated below ``LOOP_COST``;
-* ``POOL``: also compiling, and programs estimated below ``EXPENSIVE_COST``;
+* ``LOOP``: only programs already compiled, estimated below ``LOOP_COST`` together;
+* ``POOL``: also compiling, and programs estimated below ``EXPENSIVE_COST`` together;
 * ``EXPENSIVE``: anything (also the default outside a server: `explain`, tests, the
   webhook).
+
+"Together": a lane's budget is for all of one request's evaluations that are not
+memoised (the sum of their estimates), so neither many cheap evaluations (a new
+expression over hundreds of distinct taints) nor many mid-cost ones keep a thread for
+long; the request moves on when the next one would exceed it. Estimates, not clocks,
+decide, so where a request runs does not depend on load either.
 
 A request that needs more than its lane allows raises `Elsewhere` (a ``BaseException``,
 so no ``except Exception`` on the way turns it into an answer) before any of that work
@@ -33,6 +39,8 @@ LOOP, POOL, EXPENSIVE = 0, 1, 2
 NAMES = {LOOP: "loop", POOL: "pool", EXPENSIVE: "expensive"}
 
 _LANE: ContextVar[int] = ContextVar("extender_cel_lane", default=EXPENSIVE)
+_SPENT: ContextVar[list[int]] = ContextVar("extender_cel_lane_spent")  # [units]
+BUDGET = {LOOP: LOOP_COST, POOL: EXPENSIVE_COST}
 
 
 class Elsewhere(BaseException):  # noqa: N818 - a redirection, not an error
@@ -45,12 +53,13 @@ class Elsewhere(BaseException):  # noqa: N818 - a redirection, not an error
 
 @contextmanager
 def running_in(lane: int) -> Iterator[None]:
-    """Run the block (one request's answer) in `lane`."""
-    token = _LANE.set(lane)
+    """Run the block (one request's answer) in `lane`, with its budget unspent."""
+    token, spent = _LANE.set(lane), _SPENT.set([0])
     try:
         yield
     finally:
         _LANE.reset(token)
+        _SPENT.reset(spent)
 
 
 def restricted() -> bool:
@@ -68,7 +77,18 @@ def needed(estimated_cost: int | None) -> int:
 
 
 def admit(estimated_cost: int | None) -> None:
-    """Raise `Elsewhere` if the current lane may not run such a program."""
+    """Raise `Elsewhere` if the current lane may not compile (None) or run a program
+    estimated at `estimated_cost` now; a program it may run is charged to the lane's
+    budget for this request."""
+    here = _LANE.get()
+    if here == EXPENSIVE:
+        return
     lane = needed(estimated_cost)
-    if lane > _LANE.get():
+    if lane <= here and estimated_cost is not None:
+        spent = _SPENT.get()
+        if spent[0] + estimated_cost >= BUDGET[here]:
+            lane = here + 1
+        else:
+            spent[0] += estimated_cost
+    if lane > here:
         raise Elsewhere(lane)

@@ -14,22 +14,21 @@ other request by the same gunicorn code gthread's threads run.
 Work that may take long never runs on the loop, so one client cannot make the others
 wait (issue #12, hostile pods): each request runs in a *lane* (`extender.cel.lane`)
 and its CEL work is checked before it starts. The loop answers requests whose CEL is
-memoised, or compiled and estimated below `LOOP_COST`; a request that needs more
-raises `lane.Elsewhere` before anything is written, and the whole request is answered
-again by a thread of the lane it needs, from its buffered bytes: a pool thread
-(`--threads`) for compiling and mid-cost programs, and the *expensive lane* (one thread
-per `EXPENSIVE_SLOTS`, its own queue) for programs estimated at `EXPENSIVE_COST` or
-more, which a pool thread in turn hands on. So expensive work waits for its slot in its
-own queue without holding a thread that cheap work needs: a cheap pod waits at most
-for the loop's current request, never behind an expensive one (one whose expression is
-not compiled yet waits for a pool thread: compiles and mid-cost runs, each cut off by
-its request's deadline). Requests that block
-(`bind`) or may wait for a bind, chunked and large bodies go to a pool thread, in the
-pool lane, from the start. Every hop keeps the request's arrival time: its deadline
-(`--request-deadline`) counts from when its first byte came, so a request that waited
-in a queue past it answers an `Error`, never a verdict, and the lane only decides where
-work runs, never its result (the cost limit is the same everywhere). Outcomes computed
-before a hand-on stay memoised; nothing half-done is.
+memoised, or compiled and estimated below `LOOP_COST` in all; a request that needs
+more raises `lane.Elsewhere` before anything is written, and the whole request is
+answered again, from its buffered bytes, by a thread of the lane it needs: a pool
+thread (`--threads`) for compiling and up to `EXPENSIVE_COST` in all, the *expensive
+lane* (one thread per `EXPENSIVE_SLOTS`, its own queue) for the rest, which a pool
+thread in turn hands on. So expensive work waits for its slot in its own queue
+without holding a thread that cheap work needs: a cheap pod waits at most for the
+loop's current request, never behind an expensive one (one whose expression is not
+compiled yet waits for a pool thread: compiles and mid-cost runs, each bounded).
+Requests that block (`bind`) or may wait for a bind, chunked and large bodies go to a
+pool thread, in the pool lane, from the start. Every hop keeps the request's arrival
+time: its deadline (`--request-deadline`) counts from when its first byte came, so a
+request that waited in a queue past it answers an `Error`, never a verdict; the lane
+only decides where work runs, never its result (the cost limit is the same
+everywhere). Outcomes computed before a hand-on stay memoised; nothing half-done is.
 
 No request reaches a thread before it has fully arrived: larger `Content-Length`
 bodies (up to the body limit), chunked bodies (scanned incrementally, `Framing`) and

@@ -81,6 +81,31 @@ def test_a_redirect_memoises_nothing_and_the_verdict_does_not_depend_on_the_lane
     assert cache.stats()["memo_hits"] == 3  # one memoised outcome each, none from a redirect
 
 
+def test_a_lane_budget_is_per_request_and_a_request_moves_on_when_it_is_spent():
+    cache = CelCache()
+    rack = "taint.key.matches('^zone-a[12]-rack-[0-9]+$')"  # ~200 units
+    cost = cache._get_or_compile(rack).estimated_cost
+    fit = -(-LOOP_COST // cost) - 1  # how many fit below the loop's budget
+    taints = [Taint(f"zone-a1-rack-{i}", "", "NoSchedule") for i in range(fit + 1)]
+    with lane.running_in(lane.LOOP):
+        for taint in taints[:fit]:
+            assert cache.evaluate(rack, taint).matched
+        with pytest.raises(lane.Elsewhere) as moved:
+            cache.evaluate(rack, taints[fit])
+    assert moved.value.lane == lane.POOL
+    with lane.running_in(lane.LOOP):  # a retry: memoised answers are free, fresh budget
+        assert all(cache.evaluate(rack, taint).matched for taint in taints)
+    # mid-cost programs: a pool thread spends at most EXPENSIVE_COST units per request
+    middle = cache._get_or_compile(MIDDLE).estimated_cost
+    fit = -(-EXPENSIVE_COST // middle) - 1
+    with lane.running_in(lane.POOL):
+        for i in range(fit):
+            cache.evaluate(MIDDLE, Taint(f"k{i}", "", "NoSchedule"))
+        with pytest.raises(lane.Elsewhere) as moved:
+            cache.evaluate(MIDDLE, Taint(f"k{fit}", "", "NoSchedule"))
+    assert moved.value.lane == lane.EXPENSIVE
+
+
 def test_compile_errors_are_cheap_once_known():
     cache = CelCache()
     assert redirected(cache, "taint.nope", lane.POOL) is None
