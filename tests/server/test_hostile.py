@@ -62,8 +62,10 @@ def server(request, tmp_path):
     path = tmp_path / "cluster.json"
     path.write_bytes(orjson.dumps(cluster()))
     metrics_port = free_port()
+    # a 10 s deadline: room for the compiles and the cheap requests on a slow machine
+    # before the first hostile request may end
     port, proc = start(path, "--worker-class", request.param, "--threads", "2",
-                       "--inflight-wait", "0", "--log-level", "warning",
+                       "--inflight-wait", "0", "--request-deadline", "10", "--log-level", "warning",
                        "--metrics-listen", f"127.0.0.1:{metrics_port}")
     yield port, metrics_port
     stop(proc)
