@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.caching import ByteLRU
-from extender.cel import deadline
+from extender.cel import deadline, lane
 from extender.cel.environment import TOO_LONG_MESSAGE, CompileError, too_long
 from extender.cel.limits import EXPENSIVE_COST, EXPENSIVE_SLOTS, MAX_COST
 from extender.cel.program import Program, compile_program, run_program
@@ -60,6 +60,13 @@ class _Failed:
     """A negative cache entry: the expression does not compile."""
 
     message: str
+
+
+def _estimate(entry: Program | _Failed | None) -> int | None:
+    """A cache entry's estimated cost for `lane.admit` (None: not compiled yet)."""
+    if entry is None:
+        return None
+    return 0 if isinstance(entry, _Failed) else entry.estimated_cost
 
 
 def program_bytes(expression: str) -> int:
@@ -135,8 +142,9 @@ class CelCache:
     def evaluate(self, expression: str, taint: Any) -> CelOutcome:
         """Outcome of ``expression`` for ``taint`` (memoised).
 
-        Raises only ``deadline.DeadlineExceeded`` (the request is out of time); that is
-        never memoised, while every outcome computed before it is.  An expression over
+        Raises only ``deadline.DeadlineExceeded`` (the request is out of time) and
+        ``lane.Elsewhere`` (the work needs another thread, before it starts); neither is
+        ever memoised, while every outcome computed before it is.  An expression over
         the length limit is refused before any cache sees it (it is never a key)."""
         if too_long(expression):
             CEL_EVALUATION_ERRORS_TOTAL.labels(reason="compile").inc()
@@ -158,7 +166,12 @@ class CelCache:
         return outcome
 
     def _compute(self, expression: str, taint: Any) -> CelOutcome:
+        restricted = lane.restricted()  # a server's lane: may it compile, run this?
+        if restricted and self._lookup(expression) is None:
+            lane.admit(None)
         entry = self._get_or_compile(expression)
+        if restricted:  # charged to the lane's budget (or handed on) before it runs
+            lane.admit(_estimate(entry))
         if isinstance(entry, _Failed):
             outcome = CelOutcome(False, "compile", entry.message)
         else:

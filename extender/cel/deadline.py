@@ -39,16 +39,31 @@ class DeadlineExceeded(BaseException):  # noqa: N818 - reads as the Go context e
 
 
 _LIMIT: ContextVar[float] = ContextVar("extender_request_deadline_seconds", default=0.0)
+_ARRIVED: ContextVar[float | None] = ContextVar("extender_request_arrived", default=None)
+
+
+@contextmanager
+def arrived(at: float) -> Iterator[None]:
+    """The current request arrived at monotonic time `at`: its deadline counts from
+    then, not from when a thread got round to it (the server sets this; a request
+    queued for a pool thread or the expensive lane spends its own time waiting, as
+    kube-scheduler's `httpTimeout` does)."""
+    token = _ARRIVED.set(at)
+    try:
+        yield
+    finally:
+        _ARRIVED.reset(token)
 
 
 @contextmanager
 def request_deadline(seconds: float | None) -> Iterator[None]:
-    """Run the block under a deadline ``seconds`` from now (None or <= 0: no deadline).
-    A nested call keeps the earlier (outer) deadline if that one is sooner."""
+    """Run the block under a deadline ``seconds`` after the request arrived (`arrived`;
+    default: now). None or <= 0: no deadline. A nested call keeps the earlier (outer)
+    deadline if that one is sooner."""
     if not seconds or seconds <= 0:
         yield
         return
-    at = time.monotonic() + seconds
+    at = (_ARRIVED.get() or time.monotonic()) + seconds
     outer = _DEADLINE.get()
     token = _DEADLINE.set(at if outer is None else min(outer, at))
     limit_token = _LIMIT.set(seconds)

@@ -35,6 +35,12 @@ MAX_NESTING_DEPTH = 250
 EXPENSIVE_COST = 50_000
 EXPENSIVE_SLOTS = 1
 
+#: Programs estimated below this many units (~10-15 ms of cel-python at worst) may run
+#: on a server worker's event loop; costlier ones, and any expression not compiled yet
+#: (a 10 KiB expression takes most of a second to compile), run on a pool thread, and
+#: those at ``EXPENSIVE_COST`` or more in the expensive lane (``extender.cel.lane``).
+LOOP_COST = 2_000
+
 #: Error messages in CelOutcome / compile_error are truncated to this many characters.
 MAX_MESSAGE_CHARS = 300
 

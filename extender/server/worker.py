@@ -11,6 +11,25 @@ whole request is buffered (an HTTP/1 head and a `Content-Length` body, at most
 `answer_verb` (no parser, environ or response objects: ~0.1-0.2 ms less a call), any
 other request by the same gunicorn code gthread's threads run.
 
+Work that may take long never runs on the loop, so one client cannot make the others
+wait (issue #12, hostile pods): each request runs in a *lane* (`extender.cel.lane`)
+and its CEL work is checked before it starts. The loop answers requests whose CEL is
+memoised, or compiled and estimated below `LOOP_COST` in all; a request that needs
+more raises `lane.Elsewhere` before anything is written, and the whole request is
+answered again, from its buffered bytes, by a thread of the lane it needs: a pool
+thread (`--threads`) for compiling and up to `EXPENSIVE_COST` in all, the *expensive
+lane* (one thread per `EXPENSIVE_SLOTS`, its own queue) for the rest, which a pool
+thread in turn hands on. So expensive work waits for its slot in its own queue
+without holding a thread that cheap work needs: a cheap pod waits at most for the
+loop's current request, never behind an expensive one (one whose expression is not
+compiled yet waits for a pool thread: compiles and mid-cost runs, each bounded).
+Requests that block (`bind`) or may wait for a bind, chunked and large bodies go to a
+pool thread, in the pool lane, from the start. Every hop keeps the request's arrival
+time: its deadline (`--request-deadline`) counts from when its first byte came, so a
+request that waited in a queue past it answers an `Error`, never a verdict; the lane
+only decides where work runs, never its result (the cost limit is the same
+everywhere). Outcomes computed before a hand-on stay memoised; nothing half-done is.
+
 No request reaches a thread before it has fully arrived: larger `Content-Length`
 bodies (up to the body limit), chunked bodies (scanned incrementally, `Framing`) and
 `Expect: 100-continue` requests (the loop sends the `100 Continue`) are buffered on the
@@ -19,14 +38,17 @@ limit is refused (413) and a head over `MAX_HEAD_BYTES` (431) before they are re
 connections wait in the poller for their first byte, and a partial request is closed
 `REQUEST_READ_TIMEOUT` after its first byte. What still goes to the pool unbuffered
 (anything odd in the head, TLS, HTTP/2, requests past `BUFFER_BUDGET`) reads under that
-same deadline (`DeadlineSocket`): a stalled client never holds a thread for long. A
+same deadline (`DeadlineSocket`): a stalled client never holds a thread for long (and,
+answered by gunicorn's own code, runs without a lane: its expensive CEL holds its
+thread while it waits for the slot, as before). A
 client that does not read its answer is cut off after `WRITE_TIMEOUT`. gunicorn's
 `pre_request`/`post_request` hooks and access log do not see verbs answered from their
 bytes (the server configures neither).
 
 `PoolWorker` (`--worker-class gthread`) buffers the same way and answers every request
-on a pool thread: requests in flight interleave, so a cheap one is not queued behind
-an expensive one while a thread is free. Relies on gthread's structure as of gunicorn
+on a pool thread (in the pool lane; expensive CEL moves on to the expensive lane as
+above): requests in flight interleave, so a cheap one is not queued behind an
+expensive one while a thread is free. Relies on gthread's structure as of gunicorn
 27 (`enqueue_req`, `accept`, `TConn`, the keep-alive and pending deques), hence the pin
 in pyproject.toml.
 """
@@ -38,12 +60,15 @@ import selectors
 import socket
 import time
 from collections import deque
+from concurrent import futures
 from functools import partial
 
 from gunicorn import http, util
 from gunicorn.http2 import negotiation
 from gunicorn.workers import gthread
 
+from extender.cel import deadline, lane
+from extender.cel.limits import EXPENSIVE_SLOTS
 from extender.server.verbs import JSON_HEADERS, REASONS, too_large, verb_of
 
 INLINE_MAX_BYTES = 1 << 20  # head + body; a NodeNames request for 5,000 nodes is ~75 KiB
@@ -265,7 +290,13 @@ class InlineWorker(DeadlineWorker):
         h2c = negotiation.prior_knowledge_allowed(self.cfg, None) or \
             negotiation.upgrade_allowed(self.cfg, None)
         self.inline = not self.cfg.is_ssl and not h2c
-        super().init_process()  # loads the app, then runs the loop
+        # the expensive lane: one thread per slot, so expensive CEL never holds a pool thread
+        self.expensive_pool = futures.ThreadPoolExecutor(
+            max_workers=EXPENSIVE_SLOTS, thread_name_prefix="cel-expensive")
+        try:
+            super().init_process()  # loads the app, then runs the loop
+        finally:
+            self.expensive_pool.shutdown(wait=False, cancel_futures=True)
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
@@ -316,13 +347,23 @@ class InlineWorker(DeadlineWorker):
             if size == BODY_TOO_LARGE:  # refused before a byte of it is read
                 self._refuse(conn, b"413 Request Entity Too Large", too_large(self.max_body)[1])
                 return
-            if (size > INLINE_MAX_BYTES or framing.chunked or not self.answer_on_loop
-                    or self._off_loop(buf)):  # off_loop: it blocks (bind) or may wait for a bind
-                self._to_pool(conn, buf)  # complete: a pool thread answers it, never waits
-                return
+            chunked = framing.chunked
             framing.reset()
+            arrived = conn.request_started or time.monotonic()
             request, buf = bytes(buf[:size]), buf[size:]
-            if not self._answer(conn, request):
+            # complete: a pool thread answers it, never waits for the client; off_loop:
+            # it blocks (bind) or may wait for a bind
+            if (size > INLINE_MAX_BYTES or chunked or not self.answer_on_loop
+                    or self._off_loop(request)):
+                self._dispatch(conn, request, buf, lane.POOL, arrived)
+                return
+            try:
+                with lane.running_in(lane.LOOP), deadline.arrived(arrived):
+                    kept = self._answer(conn, request)
+            except lane.Elsewhere as moved:  # CEL work too costly for the loop: nothing sent yet
+                self._dispatch(conn, request, buf, moved.lane, arrived, again=True)
+                return
+            if not kept:
                 self._close(conn, graceful=True)
                 return
             if conn.parser is not None:  # gunicorn's parser read nothing more, unless misjudged
@@ -409,14 +450,17 @@ class InlineWorker(DeadlineWorker):
         """A kept-alive `POST /filter` or `/prioritize` answered straight from its bytes:
         no gunicorn parser, WSGI environ or response object (a third of a reused
         answer's time), one write. None: not such a request (gunicorn answers it), e.g.
-        any `Connection` header, HTTP/1.0, a query or percent-encoding in the target."""
+        any `Connection` header, HTTP/1.0, a query or percent-encoding in the target, a
+        chunked body."""
         if self.answer_verb is None or not request.startswith(b"POST /"):
             return None
         line_end = request.find(b"\r\n")
         head_end = request.find(b"\r\n\r\n")
         target, _, version = request[5:line_end].partition(b" ")
-        if version != b"HTTP/1.1" or b"?" in target or b"%" in target \
-                or b"\r\nconnection:" in request[line_end:head_end + 2].lower():
+        if version != b"HTTP/1.1" or b"?" in target or b"%" in target:
+            return None
+        head = request[line_end:head_end + 2].lower()
+        if b"\r\nconnection:" in head or b"\r\ntransfer-encoding:" in head:
             return None
         verb = verb_of(target.decode("latin-1"))
         if verb is None:
@@ -451,6 +495,58 @@ class InlineWorker(DeadlineWorker):
         except OSError:
             pass
         self._close(conn, graceful=True)
+
+    # --- answers off the loop -------------------------------------------------------
+
+    def _dispatch(self, conn, request: bytes, rest: bytearray, where: int,
+                  arrived: float, again: bool = False) -> None:
+        """Answer `request` on a thread of lane `where`; the connection (with the bytes
+        that came after the request, `rest`) stays off the poller until then. `again`:
+        it was started elsewhere and given up (`lane.Elsewhere`)."""
+        self._hold(conn, rest)
+        if again:
+            self._fresh_parser(conn)
+        self._submit(conn, request, where, arrived)
+
+    @staticmethod
+    def _fresh_parser(conn) -> None:
+        """gunicorn's parser may have consumed a request that was then not answered (a
+        `Connection: close` one would even stop it): the next answer starts a new one."""
+        if conn.parser is None:
+            return
+        conn.held_bytes[:0] = conn.parser.unreader.take_buffered()
+        conn.parser = None
+        conn.initialized = False
+
+    def _submit(self, conn, request: bytes, where: int, arrived: float) -> None:
+        pool = self.tpool if where == lane.POOL else self.expensive_pool
+        try:
+            pool.submit(self._answer_in_lane, conn, request, where, arrived)
+        except RuntimeError:  # the worker is shutting down
+            self.method_queue.defer(self._resume, conn, False)
+
+    def _answer_in_lane(self, conn, request: bytes, where: int, arrived: float) -> None:
+        """On a pool or expensive-lane thread: answer, then give the connection back to
+        the loop; a request that needs a costlier lane moves on, unanswered."""
+        kept = False
+        try:
+            with lane.running_in(where), deadline.arrived(arrived):
+                kept = self._answer(conn, request)
+        except lane.Elsewhere as moved:
+            self._fresh_parser(conn)
+            self._submit(conn, request, moved.lane, arrived)
+            return
+        except Exception:  # a connection must never be lost
+            self.log.exception("Error answering a request off the event loop")
+        self.method_queue.defer(self._resume, conn, kept)
+
+    def _resume(self, conn, kept: bool) -> None:
+        """On the loop: an answered connection reads its next request (or is closed)."""
+        if not kept:
+            self._close(conn, graceful=True)
+            return
+        conn.request_started = time.monotonic() if getattr(conn, "held_bytes", None) else None
+        self.enqueue_req(conn)
 
     # --- where a connection goes next ---------------------------------------------
 
@@ -526,6 +622,7 @@ class PoolWorker(InlineWorker):
     """`--worker-class gthread`: requests are buffered on the event loop like
     `InlineWorker`'s and answered on pool threads, as gthread does. Requests in flight
     interleave (the GIL switches threads every 5 ms), so a cheap request is not queued
-    behind an expensive one while a thread is free; `--threads` sets how many."""
+    behind an expensive one while a thread is free; `--threads` sets how many, and
+    expensive CEL never holds one (the expensive lane, see the module docstring)."""
 
     answer_on_loop = False
