@@ -170,8 +170,9 @@ def render_scheduler_e2e(e2e: dict[str, Any] | None) -> list[str]:
              "workload; `extender serve --kubeconfig` as shipped against the API-server double, the "
              "simulator configured like manifests/: filter, prioritize, bind and preempt verbs, "
              "nodeCacheCapable, weight 1). Per pod: extender = filter + prioritize round trips "
-             "(of which in-flight wait = filter waiting for the previous pod's bind, which the "
-             "simulator sends after 0-5 ms of simulated PreBind work), simulator = its own "
+             f"(of which in-flight wait = filter waiting for the previous pod's bind; simulated PreBind "
+             f"work before each bind: {'-'.join(dict.fromkeys(f'{x:g}' for x in e2e.get('bind_delay_ms') or [0]))} ms), "
+             "simulator = its own "
              "in-tree work in the cycle; binds overlap the next cycles.", "",
              "| workload | pods/s | kube-scheduler threshold | extender ms/pod (in-flight wait) "
              "| simulator ms/pod | bind round trip ms | violations | unschedulable (wrongly) | 1-min load |",

@@ -42,6 +42,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -303,7 +304,11 @@ class Scheduler:
             result = self.ext.call("filter", {"Pod": pod, "Nodes": None, "NodeNames": feasible})
             if result.get("Error"):
                 raise RuntimeError(f"extender filter: {result['Error']}")
-            feasible = [n for n in result.get("NodeNames") or [] if n in self._index]
+            feasible = result.get("NodeNames") or []
+            rows = list(map(self._index.get, feasible))
+            if None in rows:  # only names of nodes the scheduler knows count (as upstream)
+                feasible = [n for n, i in zip(feasible, rows, strict=True) if i is not None]
+                rows = [i for i in rows if i is not None]
         if not feasible:
             statuses = dict.fromkeys(self._names_array[~fits].tolist(), UNSCHEDULABLE)
             statuses.update(dict.fromkeys(result.get("FailedNodes") or {}, UNSCHEDULABLE))
@@ -311,7 +316,7 @@ class Scheduler:
             if not self._preempt(key, pod, statuses):
                 self._retry(key)
             return
-        host = feasible[0] if len(feasible) == 1 else self._select_host(pod, request, feasible, free)
+        host = feasible[0] if len(feasible) == 1 else self._select_host(pod, request, feasible, rows, free)
         with self._lock:
             self._assumed[key] = host
             self._charge(key, host, 1)
@@ -320,15 +325,20 @@ class Scheduler:
                 self.on_assume(key, host)
         self._pool.submit(self._binding_cycle, key, pod, host)
 
-    def _select_host(self, pod: dict, request: tuple[int, int], feasible: list[str], free: np.ndarray) -> str:
-        position = {name: i for i, name in enumerate(feasible)}
-        rows = np.fromiter((self._index[n] for n in feasible), dtype=np.int64, count=len(feasible))
-        totals = self._least_allocated(rows, request, free)
-        extender = np.zeros(len(feasible), dtype=np.int64)
-        for entry in self.ext.call("prioritize", {"Pod": pod, "Nodes": None, "NodeNames": feasible}) or []:
-            i = position.get(entry["Host"])
-            if i is not None:
-                extender[i] += entry["Score"]
+    def _select_host(self, pod: dict, request: tuple[int, int], feasible: list[str], rows: list[int],
+                     free: np.ndarray) -> str:
+        """`rows`: the feasible nodes' rows in the arrays, in `feasible`'s order."""
+        totals = self._least_allocated(np.array(rows, dtype=np.int64), request, free)
+        entries = self.ext.call("prioritize", {"Pod": pod, "Nodes": None, "NodeNames": feasible}) or []
+        if list(map(itemgetter("Host"), entries)) == feasible:  # the usual answer: same order
+            extender = np.fromiter(map(itemgetter("Score"), entries), dtype=np.int64, count=len(entries))
+        else:
+            position = {name: i for i, name in enumerate(feasible)}
+            extender = np.zeros(len(feasible), dtype=np.int64)
+            for entry in entries:
+                i = position.get(entry["Host"])
+                if i is not None:
+                    extender[i] += entry["Score"]
         totals += extender * (self.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY))
         # selectHost: uniformly at random among the top scores (upstream samples a reservoir)
         top = np.flatnonzero(totals == totals.max())
