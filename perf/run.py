@@ -273,6 +273,7 @@ def _get_p(run: dict[str, Any], key: str) -> Any:
 
 def run(full: bool, seed: int = 1, out_dir: Path = OUT) -> dict[str, Any]:
     profile = FULL if full else QUICK
+    out_dir.mkdir(parents=True, exist_ok=True)  # the churn servers' logs go there first
     # SIGTERM -> SystemExit, so `finally: server.stop()` reaps the servers we started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.perf_counter()
