@@ -9,8 +9,8 @@ Written from kube-scheduler v1.35's `schedule_one.go`, `extender.go` and
   NodeNames), FailedNodes -> Unschedulable, FailedAndUnresolvableNodes ->
   UnschedulableAndUnresolvable;
 * one feasible node: taken without scoring; several: in-tree NodeResourcesFit
-  (LeastAllocated, weight 1) + extender score x weight x 10, `selectHost` (reservoir
-  sampling among the top scores);
+  (LeastAllocated, weight 1) + extender score x weight x 10, `selectHost` (uniformly at
+  random among the top scores, as upstream's reservoir sampling);
 * assume in the scheduler's cache, then the binding cycle in another thread: a random
   0-5 ms delay (PreBind work), then the extender's `bind`; a failure forgets the pod
   and re-queues it;
