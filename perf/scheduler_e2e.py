@@ -39,6 +39,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -142,7 +143,11 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
     from tests.doubles.scheduler import Scheduler, key_of, requests_of
     from tests.scheduler.harness import Served
 
+    unknown = sorted(set(workloads or ()) - {w.name for w, _ in SCHEDULER_PERF})
+    if unknown:
+        raise ValueError(f"unknown workloads {unknown}; known: {[w.name for w, _ in SCHEDULER_PERF]}")
     chosen = [(w, t) for w, t in SCHEDULER_PERF if workloads is None or w.name in workloads]
+    own_dir = workdir is None
     workdir = workdir or Path(tempfile.mkdtemp(prefix="extender-sched-e2e-"))
     out: dict[str, Any] = {"nodes": nodes, "cluster_pods": cluster_pods, "pods_per_workload": pods,
                            "bind_delay_ms": list(bind_delay_ms),
@@ -171,7 +176,7 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
             sched.submit(batch)
             time.sleep(0.5)  # the pending pods' watch events reach the extender untimed
             before_stats = (sched.stats.scheduled, sched.stats.unschedulable, sched.stats.cycles,
-                            sched.stats.cycle_seconds, sched.stats.bind_errors)
+                            sched.stats.cycle_seconds, sched.stats.bind_errors, sched.stats.cycle_cpu_seconds)
             before_calls = {v: list(t) for v, t in sched.ext.timings.items()}
             before_handler = handler_totals(served.port)
             before_wait = _inflight_wait(served)
@@ -214,6 +219,9 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
                 # of which filter waited for the previous pod's bind (--inflight-wait)
                 "inflight_wait_ms_per_pod": _ms(wait_s, pods),
                 "simulator_ms_per_pod": _ms(cycle_s - on_path, pods),
+                # CPU time of the scheduling thread in its cycles (socket calls included):
+                # below simulator_ms_per_pod when the machine or the GIL is busy
+                "simulator_thread_cpu_ms_per_pod": _ms(sched.stats.cycle_cpu_seconds - before_stats[5], pods),
                 "outside_cycles_ms_per_pod": _ms(wall - cycle_s, pods),
                 "round_trip_mean_ms": {v: _ms(s, n) for v, (n, s) in calls.items() if n},
                 "server_handler_mean_ms": handler,
@@ -235,6 +243,8 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
         if served is not None:
             served.stop()
         double.stop()
+    if own_dir:
+        shutil.rmtree(workdir, ignore_errors=True)
     out["elapsed_s"] = round(time.monotonic() - started, 1)
     return out
 
@@ -288,10 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "perf" / "out" / "scheduler_e2e.json")
     ns = parser.parse_args(argv)
     names = tuple(w for w in ns.workloads.split(",") if w) or None
-    low, _, high = ns.bind_delay_ms.partition(",")
-    result = run_workloads(ns.nodes, ns.cluster_pods, ns.pods, names,
-                           log=lambda m: print(m, file=sys.stderr, flush=True),
-                           bind_delay_ms=(float(low), float(high or low)))
+    try:
+        low, _, high = ns.bind_delay_ms.partition(",")
+        delay = (float(low), float(high or low))
+        result = run_workloads(ns.nodes, ns.cluster_pods, ns.pods, names,
+                               log=lambda m: print(m, file=sys.stderr, flush=True), bind_delay_ms=delay)
+    except ValueError as exc:  # a bad --workloads or --bind-delay-ms
+        parser.error(str(exc))
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(result, indent=2)
     ns.out.write_text(text + "\n")

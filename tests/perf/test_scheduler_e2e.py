@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from perf.report import render_scheduler_e2e
 from perf.scheduler_e2e import run_workloads
@@ -52,3 +53,8 @@ def test_vectorised_least_allocated_matches_the_upstream_formula() -> None:
     for req in ((100, 64 * 2**20), (1500, 2**30), (0, 0)):
         got = sched._least_allocated(np.arange(len(alloc)), req, free).tolist()
         assert got == [_upstream_least_allocated(a, u, req) for a, u in zip(alloc, used, strict=True)]
+
+
+def test_an_unknown_workload_is_a_clear_error_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown workloads \\['sp-nope'\\]"):
+        run_workloads(50, 500, 1, ("sp-nope",), log=lambda _m: None, workdir=tmp_path)
