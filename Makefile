@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
 
-.PHONY: run test lint perf perf-quick perf-scheduler fuzz soak clean image tools
+.PHONY: run test lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ soak: $(PERFSTAMP)
 # kube-scheduler simulator bursts (20 x 1,000) with and without in-flight accounting
 perf-scheduler: $(PERFSTAMP)
 	$(BIN)/python -m perf.scheduler_sim
+
+# The five scheduler_perf-like workloads end to end at 5,000 nodes (also part of `make perf`).
+perf-scheduler-e2e: $(PERFSTAMP)
+	$(BIN)/python -m perf.scheduler_e2e
 
 clean:
 	rm -rf $(VENV) build *.egg-info perf/out

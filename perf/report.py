@@ -158,6 +158,36 @@ def render_churn(churn: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def render_scheduler_e2e(e2e: dict[str, Any] | None) -> list[str]:
+    """The end-to-end table (perf/scheduler_e2e.py): pods/s through the kube-scheduler
+    simulator next to kube-scheduler's own thresholds, and what bounds the rate."""
+    if not e2e:
+        return []
+    if e2e.get("error"):
+        return [f"End to end through the kube-scheduler simulator: failed ({e2e['error'][:300]}).", ""]
+    lines = [f"**End to end through the kube-scheduler simulator, {e2e['nodes']:,} nodes** "
+             f"({e2e['cluster_pods']:,} pods running, {e2e['pods_per_workload']:,} pods scheduled per "
+             "workload; `extender serve --kubeconfig` as shipped against the API-server double, the "
+             "simulator configured like manifests/: filter, prioritize, bind and preempt verbs, "
+             "nodeCacheCapable, weight 1). Per pod: extender = filter + prioritize round trips "
+             f"(of which in-flight wait = filter waiting for the previous pod's bind; simulated PreBind "
+             f"work before each bind: {'-'.join(dict.fromkeys(f'{x:g}' for x in e2e.get('bind_delay_ms') or [0]))} ms), "
+             "simulator = its own "
+             "in-tree work in the cycle; binds overlap the next cycles.", "",
+             "| workload | pods/s | kube-scheduler threshold | extender ms/pod (in-flight wait) "
+             "| simulator ms/pod | bind round trip ms | violations | unschedulable (wrongly) | 1-min load |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, w in (e2e.get("workloads") or {}).items():
+        lines.append(
+            f"| {name} | {_fmt(w.get('pods_per_s'), 0)} | {_fmt(w.get('kube_scheduler_threshold_pods_per_s'), 0)} "
+            f"| {_fmt(w.get('extender_ms_per_pod'))} ({_fmt(w.get('inflight_wait_ms_per_pod'))}) "
+            f"| {_fmt(w.get('simulator_ms_per_pod'))} | {_fmt(_get(w, 'round_trip_mean_ms', 'bind'))} "
+            f"| {_fmt(w.get('violations'))} | {_fmt(w.get('unschedulable'))} ({_fmt(w.get('wrongly_unschedulable'))}) "
+            f"| {_fmt(w.get('loadavg'), 1)} |")
+    lines.append("")
+    return lines
+
+
 def render_summary(report: dict[str, Any]) -> str:
     """Markdown tables for the README's performance section."""
     meta = report["meta"]
@@ -167,6 +197,7 @@ def render_summary(report: dict[str, Any]) -> str:
                  "One gunicorn worker (`InlineWorker`, 4 pool threads), loopback HTTP, keep-alive client.")
     lines.append("")
     lines += render_churn(report.get("churn") or [])
+    lines += render_scheduler_e2e(report.get("scheduler_e2e"))
     if report.get("churn"):
         lines += ["The frozen-snapshot benchmark (no churn, the previous bar) follows.", ""]
     bar = report.get("bar") or {}

@@ -33,6 +33,7 @@ from perf.http_driver import (
 )
 from perf.inprocess import codec_costs, collect, compare_reference, run_inprocess, simulate, speedup
 from perf.report import evaluate_bar, machine, write_report
+from perf.scheduler_e2e import for_report as scheduler_e2e
 from perf.workloads import CEL_ORACLES, SCHEDULER_PERF, WORKLOADS, distinct_shapes, mixed_pods
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -272,6 +273,7 @@ def _get_p(run: dict[str, Any], key: str) -> Any:
 
 def run(full: bool, seed: int = 1, out_dir: Path = OUT) -> dict[str, Any]:
     profile = FULL if full else QUICK
+    out_dir.mkdir(parents=True, exist_ok=True)  # the churn servers' logs go there first
     # SIGTERM -> SystemExit, so `finally: server.stop()` reaps the servers we started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.perf_counter()
@@ -294,8 +296,11 @@ def run(full: bool, seed: int = 1, out_dir: Path = OUT) -> dict[str, Any]:
     for nodes, pods in profile.sizes:
         sizes.append(run_size(nodes, pods, profile, seed, out_dir, notes))
         gc.collect()
+    # end to end through the kube-scheduler simulator (quick: 500 nodes, two workloads)
+    e2e = scheduler_e2e(full, notes, log=log)
     report: dict[str, Any] = {
         "churn": churn,
+        "scheduler_e2e": e2e,
         "meta": {**machine(), "seed": seed},
         "mode": profile.name,
         "sizes": sizes,

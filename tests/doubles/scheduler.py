@@ -9,8 +9,8 @@ Written from kube-scheduler v1.35's `schedule_one.go`, `extender.go` and
   NodeNames), FailedNodes -> Unschedulable, FailedAndUnresolvableNodes ->
   UnschedulableAndUnresolvable;
 * one feasible node: taken without scoring; several: in-tree NodeResourcesFit
-  (LeastAllocated, weight 1) + extender score x weight x 10, `selectHost` (reservoir
-  sampling among the top scores);
+  (LeastAllocated, weight 1) + extender score x weight x 10, `selectHost` (uniformly at
+  random among the top scores, as upstream's reservoir sampling);
 * assume in the scheduler's cache, then the binding cycle in another thread: a random
   0-5 ms delay (PreBind work), then the extender's `bind`; a failure forgets the pod
   and re-queues it;
@@ -22,6 +22,12 @@ Written from kube-scheduler v1.35's `schedule_one.go`, `extender.go` and
   set the preemptor's nominatedNodeName and re-queue it;
 * failed pods are retried with an exponential backoff, a bounded number of times.
 
+`percentageOfNodesToScore` is 100 (as in manifests/): every node is checked and every
+feasible one goes to the extender. The in-tree work is vectorised with numpy (requested
+and allocatable cpu/memory as one array per cluster), so at 5,000 nodes the simulator's
+own cost per pod stays small next to the extender's; `Stats` and `ExtenderClient.timings`
+split a cycle's wall clock into the extender's round trips and the simulator's own work.
+
 The cluster truth lives in the API-server double (`tests.doubles.apiserver`); the
 simulator's cache is its own (truth plus assumed pods), as kube-scheduler's is.
 """
@@ -29,7 +35,6 @@ simulator's cache is its own (truth plus assumed pods), as kube-scheduler's is.
 from __future__ import annotations
 
 import http.client
-import json
 import random
 import threading
 import time
@@ -37,8 +42,12 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 from urllib.parse import urlsplit
+
+import numpy as np
+import orjson
 
 from tests.doubles.apiserver import FakeApiServer
 
@@ -91,7 +100,10 @@ def priority_of(pod: dict) -> int:
 
 
 class ExtenderClient:
-    """HTTP/1.1 keep-alive calls to the extender's verbs, one connection per thread."""
+    """HTTP/1.1 keep-alive calls to the extender's verbs, one connection per thread.
+
+    `timings[verb]` = [calls, seconds] of the round trips alone (request written to
+    response read); encoding and decoding the JSON is the caller's (the scheduler's) work."""
 
     def __init__(self, url: str, timeout: float = 5.0) -> None:
         parts = urlsplit(url)
@@ -99,27 +111,35 @@ class ExtenderClient:
         self.timeout = timeout
         self._local = threading.local()
         self._all: list[http.client.HTTPConnection] = []
+        self.timings: dict[str, list[float]] = {}
+        self._timing_lock = threading.Lock()
 
     def call(self, verb: str, args: dict) -> Any:
-        body = json.dumps(args, separators=(",", ":")).encode()  # as Go writes it
+        body = orjson.dumps(args)  # compact, as Go writes it
         for attempt in (1, 2):  # a kept-alive connection the server closed: reconnect once
             conn = getattr(self._local, "conn", None)
             if conn is None:
                 conn = self._local.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
                 self._all.append(conn)
             try:
+                started = time.perf_counter()
                 conn.request("POST", f"{self.prefix}/{verb}", body, {"Content-Type": "application/json"})
                 resp = conn.getresponse()
                 data = resp.read()
+                elapsed = time.perf_counter() - started
             except (ConnectionError, http.client.HTTPException):
                 conn.close()
                 self._local.conn = None
                 if attempt == 2:
                     raise
                 continue
+            with self._timing_lock:
+                slot = self.timings.setdefault(verb, [0, 0.0])
+                slot[0] += 1
+                slot[1] += elapsed
             if resp.status != 200:  # extender.go: any other code is an error
                 raise RuntimeError(f"{verb}: HTTP {resp.status}: {data[:300]!r}")
-            return json.loads(data)
+            return orjson.loads(data)
         raise AssertionError("unreachable")
 
     def close(self) -> None:
@@ -135,6 +155,8 @@ class Stats:
     preemptions: int = 0
     evicted: list[str] = field(default_factory=list)
     cycles: int = 0
+    cycle_seconds: float = 0.0  # wall clock inside schedule_one, extender calls included
+    cycle_cpu_seconds: float = 0.0  # the scheduling thread's CPU time in there (the rest is waiting)
 
 
 class Scheduler:
@@ -165,9 +187,15 @@ class Scheduler:
         # the scheduler's cache: every pod we know, with assumed ones placed
         self._pods: dict[tuple[str, str], dict] = {key_of(p): p for p in api.objects("pods")}
         self._assumed: dict[tuple[str, str], str] = {}
+        # nodes are fixed for the simulator's life: row i of the arrays is _names[i]
+        self._names = list(self._nodes)
+        self._names_array = np.array(self._names, dtype=object)
+        self._index = {name: i for i, name in enumerate(self._names)}
+        self._alloc = np.array([allocatable_of(self._nodes[n]) for n in self._names], dtype=np.int64
+                               ).reshape(-1, 2)
         # requested cpu/memory per node of bound and assumed pods, kept up to date
         self._requests = {k: requests_of(p) for k, p in self._pods.items()}
-        self._used: dict[str, list[int]] = {name: [0, 0] for name in self._nodes}
+        self._used = np.zeros_like(self._alloc)
         for k, p in self._pods.items():
             self._charge(k, p.get("spec", {}).get("nodeName"), 1)
         self._active: deque[tuple[str, str]] = deque()
@@ -199,11 +227,14 @@ class Scheduler:
                     return self.stats
                 time.sleep(0.001)
                 continue
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
                 self.schedule_one(key)
             except Exception as exc:  # an extender error fails the cycle: retried
                 self.errors.append(f"{key}: {exc}")
                 self._retry(key)
+            self.stats.cycle_seconds += time.perf_counter() - started
+            self.stats.cycle_cpu_seconds += time.thread_time() - cpu
         raise AssertionError(f"scheduler did not settle within {timeout}s: {self.stats}")
 
     def close(self) -> None:
@@ -240,57 +271,54 @@ class Scheduler:
 
     def _charge(self, key: tuple[str, str], node: str | None, sign: int) -> None:
         """Add (1) or remove (-1) a pod's requests on `node` (under the lock)."""
-        if node in self._used:
+        i = self._index.get(node) if node else None
+        if i is not None:
             cpu, mem = self._requests[key]
-            self._used[node][0] += sign * cpu
-            self._used[node][1] += sign * mem
+            self._used[i, 0] += sign * cpu
+            self._used[i, 1] += sign * mem
 
-    def _usage(self) -> dict[str, list[int]]:
-        """Requested cpu/memory per node (bound and assumed pods): a copy to work on."""
-        return {name: list(v) for name, v in self._used.items()}
+    def _fits(self, request: tuple[int, int], node: str, used: tuple[int, int]) -> bool:
+        """In-tree NodeResourcesFit (cpu and memory) of `request` on `node` already using `used`."""
+        acpu, amem = self._alloc[self._index[node]]
+        return used[0] + request[0] <= acpu and used[1] + request[1] <= amem
 
-    def _fits(self, pod: dict, node: str, used: dict[str, list[int]]) -> bool:
-        """In-tree NodeResourcesFit (cpu and memory)."""
-        cpu, mem = requests_of(pod)
-        acpu, amem = allocatable_of(self._nodes[node])
-        return used[node][0] + cpu <= acpu and used[node][1] + mem <= amem
-
-    def _least_allocated(self, pod: dict, node: str, used: dict[str, list[int]]) -> int:
-        """In-tree NodeResourcesFit score, LeastAllocated strategy, cpu and memory weight 1."""
-        cpu, mem = requests_of(pod)
-        acpu, amem = allocatable_of(self._nodes[node])
-        parts = [((a - u - r) * MAX_NODE_SCORE // a) if a else 0
-                 for a, u, r in ((acpu, used[node][0], cpu), (amem, used[node][1], mem))]
-        return sum(max(p, 0) for p in parts) // 2
+    def _least_allocated(self, rows: np.ndarray, request: tuple[int, int], free: np.ndarray) -> np.ndarray:
+        """In-tree NodeResourcesFit score, LeastAllocated strategy, cpu and memory weight 1,
+        for the nodes at `rows`: per resource (capacity - requested) * 100 // capacity, 0
+        when the capacity is 0 or exceeded; the node's score is their mean (integer)."""
+        alloc = self._alloc[rows]
+        left = free[rows] - np.array(request, dtype=np.int64)
+        parts = np.where((alloc > 0) & (left >= 0), left * MAX_NODE_SCORE // np.maximum(alloc, 1), 0)
+        return parts.sum(axis=1) // 2
 
     def schedule_one(self, key: tuple[str, str]) -> None:
         with self._lock:
             pod = self._pods.get(key)
             if pod is None or pod.get("spec", {}).get("nodeName") or key in self._assumed:
                 return
-            used = self._usage()
+            request = self._requests[key]
+            free = self._alloc - self._used  # a copy to work on, as the cycle's snapshot
         self.stats.cycles += 1
-        statuses: dict[str, str] = {}
-        feasible = []
-        for name in self._nodes:
-            if self._fits(pod, name, used):
-                feasible.append(name)
-            else:
-                statuses[name] = UNSCHEDULABLE
+        fits = (free[:, 0] >= request[0]) & (free[:, 1] >= request[1])
+        feasible = self._names_array[fits].tolist()
+        result: dict = {}
         if feasible:
             result = self.ext.call("filter", {"Pod": pod, "Nodes": None, "NodeNames": feasible})
             if result.get("Error"):
                 raise RuntimeError(f"extender filter: {result['Error']}")
-            for name in result.get("FailedNodes") or {}:
-                statuses[name] = UNSCHEDULABLE
-            for name in result.get("FailedAndUnresolvableNodes") or {}:
-                statuses[name] = UNRESOLVABLE
-            feasible = [n for n in result.get("NodeNames") or [] if n in self._nodes]
+            feasible = result.get("NodeNames") or []
+            rows = list(map(self._index.get, feasible))
+            if None in rows:  # only names of nodes the scheduler knows count (as upstream)
+                feasible = [n for n, i in zip(feasible, rows, strict=True) if i is not None]
+                rows = [i for i in rows if i is not None]
         if not feasible:
+            statuses = dict.fromkeys(self._names_array[~fits].tolist(), UNSCHEDULABLE)
+            statuses.update(dict.fromkeys(result.get("FailedNodes") or {}, UNSCHEDULABLE))
+            statuses.update(dict.fromkeys(result.get("FailedAndUnresolvableNodes") or {}, UNRESOLVABLE))
             if not self._preempt(key, pod, statuses):
                 self._retry(key)
             return
-        host = feasible[0] if len(feasible) == 1 else self._select_host(pod, feasible, used)
+        host = feasible[0] if len(feasible) == 1 else self._select_host(pod, request, feasible, rows, free)
         with self._lock:
             self._assumed[key] = host
             self._charge(key, host, 1)
@@ -299,21 +327,24 @@ class Scheduler:
                 self.on_assume(key, host)
         self._pool.submit(self._binding_cycle, key, pod, host)
 
-    def _select_host(self, pod: dict, feasible: list[str], used: dict[str, list[int]]) -> str:
-        totals = {n: self._least_allocated(pod, n, used) for n in feasible}
-        for entry in self.ext.call("prioritize", {"Pod": pod, "Nodes": None, "NodeNames": feasible}) or []:
-            if entry["Host"] in totals:
-                totals[entry["Host"]] += entry["Score"] * self.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
-        best, seen, chosen = None, 0, feasible[0]
-        for name in feasible:  # selectHost: reservoir sampling among the top scores
-            score = totals[name]
-            if best is None or score > best:
-                best, seen, chosen = score, 1, name
-            elif score == best:
-                seen += 1
-                if self.rand.randrange(seen) == 0:
-                    chosen = name
-        return chosen
+    def _select_host(self, pod: dict, request: tuple[int, int], feasible: list[str], rows: list[int],
+                     free: np.ndarray) -> str:
+        """`rows`: the feasible nodes' rows in the arrays, in `feasible`'s order."""
+        totals = self._least_allocated(np.array(rows, dtype=np.int64), request, free)
+        entries = self.ext.call("prioritize", {"Pod": pod, "Nodes": None, "NodeNames": feasible}) or []
+        if list(map(itemgetter("Host"), entries)) == feasible:  # the usual answer: same order
+            extender = np.fromiter(map(itemgetter("Score"), entries), dtype=np.int64, count=len(entries))
+        else:
+            position = {name: i for i, name in enumerate(feasible)}
+            extender = np.zeros(len(feasible), dtype=np.int64)
+            for entry in entries:
+                i = position.get(entry["Host"])
+                if i is not None:
+                    extender[i] += entry["Score"]
+        totals += extender * (self.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY))
+        # selectHost: uniformly at random among the top scores (upstream samples a reservoir)
+        top = np.flatnonzero(totals == totals.max())
+        return feasible[int(top[self.rand.randrange(len(top))])]
 
     # --- the binding cycle ----------------------------------------------------------------
 
@@ -363,29 +394,29 @@ class Scheduler:
 
     # --- PostFilter: DefaultPreemption -----------------------------------------------------
 
-    def _victims_on(self, pod: dict, node: str) -> list[tuple[str, str]] | None:
-        """SelectVictimsOnNode with the in-tree filters: None when no eviction helps."""
+    def _victims_on(self, pod: dict, node: str, on_node: list[tuple[str, str]]) -> list[tuple[str, str]] | None:
+        """SelectVictimsOnNode with the in-tree filters: None when no eviction helps.
+        `on_node`: the pods placed on `node` (bound or assumed)."""
         prio = priority_of(pod)
+        request = self._requests[key_of(pod)]
         with self._lock:
-            on_node = [k for k, p in self._pods.items()
-                       if (self._assumed.get(k) or p.get("spec", {}).get("nodeName")) == node]
-            lower = [k for k in on_node if priority_of(self._pods[k]) < prio]
+            lower = [k for k in on_node if k in self._pods and priority_of(self._pods[k]) < prio]
             if not lower:
                 return None
-            used = {node: list(self._used[node])}
+            used = [int(x) for x in self._used[self._index[node]]]
             for k in lower:
-                used[node][0] -= self._requests[k][0]
-                used[node][1] -= self._requests[k][1]
-            if not self._fits(pod, node, used):
+                used[0] -= self._requests[k][0]
+                used[1] -= self._requests[k][1]
+            if not self._fits(request, node, (used[0], used[1])):
                 return None
             victims = []
             for k in sorted(lower, key=lambda k: -priority_of(self._pods[k])):  # reprieve
                 cpu, mem = self._requests[k]
-                used[node][0] += cpu
-                used[node][1] += mem
-                if not self._fits(pod, node, used):
-                    used[node][0] -= cpu
-                    used[node][1] -= mem
+                used[0] += cpu
+                used[1] += mem
+                if not self._fits(request, node, (used[0], used[1])):
+                    used[0] -= cpu
+                    used[1] -= mem
                     victims.append(k)
             return victims or None
 
@@ -395,11 +426,17 @@ class Scheduler:
         with self._lock:  # PodEligibleToPreemptOthers, cheaply: is any pod lower at all?
             if all(priority_of(p) >= priority_of(pod) for p in self._pods.values()):
                 return False
+        with self._lock:  # the pods on each node, once for all candidates
+            by_node: dict[str, list[tuple[str, str]]] = {}
+            for k, p in self._pods.items():
+                where = self._assumed.get(k) or p.get("spec", {}).get("nodeName")
+                if where:
+                    by_node.setdefault(where, []).append(k)
         candidates: dict[str, list[tuple[str, str]]] = {}
         for name in self._nodes:
             if statuses.get(name) == UNRESOLVABLE:
                 continue
-            victims = self._victims_on(pod, name)
+            victims = self._victims_on(pod, name, by_node.get(name, []))
             if victims:
                 candidates[name] = victims
         if not candidates:
