@@ -26,13 +26,21 @@ MAX_REMEMBERED_ANSWER = 512 << 10  # bytes; larger answers are written, not reme
 
 def remembered(nodes: NodeSet, key: tuple, write: Callable[[], bytes]) -> bytes:
     """An answer remembered with its candidate set by the exact result it encodes
-    (pods of one workload get the same verdict or scores while the snapshot stands),
-    so only the encoding is skipped, never a computation."""
+    (pods of one workload get the same verdict or scores while the node layer stands),
+    so only the encoding is skipped, never a computation.
+
+    An answer is kept the second time its result is seen (a small marker remembers the
+    first): under churn most scores and spread verdicts are new with every bind, and
+    keeping each of them pushed the verdicts that do repeat out of the LRU."""
+    seen = ("seen", hash(key))
     with _LOCK:
         hit = nodes.templates.get(key)
+        first = hit is None and nodes.templates.get(seen) is None
+        if first:
+            nodes.templates[seen] = b""
     if hit is None:
         hit = write()
-        if len(hit) <= MAX_REMEMBERED_ANSWER:
+        if not first and len(hit) <= MAX_REMEMBERED_ANSWER:
             with _LOCK:
                 nodes.templates[key] = hit
     return hit
@@ -43,7 +51,10 @@ def filter_json(verdict: Verdict, extra: Failures = ()) -> bytes:
     pre-encoded names: per status group, `"a":M,"b":M` is one C-level join."""
     if extra:
         return _filter_json(verdict, extra)
-    key = ("filter", verdict.status_of.tobytes(), tuple((s.code, s.msg) for s in verdict.table))
+    status_of = verdict.status_of
+    if len(verdict.table) < 128:  # a quarter of the key to hash and hold, same meaning
+        status_of = status_of.astype(np.int8)
+    key = ("filter", status_of.tobytes(), tuple((s.code, s.msg) for s in verdict.table))
     return remembered(verdict.nodes, key, lambda: _filter_json(verdict, extra))
 
 

@@ -32,6 +32,9 @@ _VERSIONS = itertools.count(1)  # every NodeIndex is one node-layer version
 NODE_MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k
 CANDIDATE_SETS = 32  # distinct NodeNames lists remembered per snapshot (~0.5 MB each at 5k)
 TEMPLATE_BYTES = 4 << 20  # encoder templates and remembered answers per candidate set
+# The list of every node (each filter's NodeNames) keeps the filter answers of every
+# workload that repeats (~35 B a node each): room for ~25 at 5,000 nodes, ~12 at 15,000.
+FULL_TEMPLATE_BYTES = 6 << 20
 
 
 def template_size(value: object) -> int:
@@ -47,9 +50,15 @@ def new_templates(limit: int = TEMPLATE_BYTES) -> LRUCache:
     return LRUCache(limit, getsizeof=template_size)
 
 
-def template_budget(nodes: int) -> int:
+def template_budget(nodes: int, full: bool = False) -> int:
     """Template bytes allowed for a candidate set of `nodes` names: enough for its
-    encoded names and a few answers, charged up front to the candidate-set cache."""
+    encoded names and a few answers, charged up front to the candidate-set cache.
+    `full` (the set is every node: what kube-scheduler sends to every filter) gets
+    room for the filter answers of every workload in the queue: answers are kept by the
+    exact verdict they encode, and under churn the verdicts of pods that do not spread
+    repeat pod after pod while a smaller budget evicted them in a cycle."""
+    if full:
+        return min(FULL_TEMPLATE_BYTES, 65536 + 1000 * nodes)
     return min(TEMPLATE_BYTES, 65536 + 400 * nodes)
 
 

@@ -68,3 +68,23 @@ def test_remembered_answers_follow_the_result_not_the_candidate_set():
     other = [Status(s.code, ("other " + s.msg,)) for s in STATUSES]
     verdict = Verdict(nodes, np.array([0, 0, 0], dtype=np.int32), other)
     assert orjson.loads(filter_json(verdict))["FailedNodes"] == dict.fromkeys("abc", "other " + STATUSES[0].msg)
+
+
+def test_an_answer_is_kept_from_its_second_sighting_so_one_offs_do_not_evict_repeats():
+    """Under churn most results are seen once (new scores after every bind): they leave
+    a marker, not an answer, so the answers that repeat stay in the LRU."""
+    names = [f"node-{i:03d}" for i in range(100)]
+    nodes = NodeSet(None, names=names, universe=NodeSet([]).universe)
+    nodes.templates = new_templates(40_000)  # room for ~15 answers of ~2.4 KB
+    repeat = Verdict(nodes, np.zeros(100, dtype=np.int32), list(STATUSES))
+    first = filter_json(repeat)
+    assert all(k[0] == "seen" for k in nodes.templates)  # seen once: a marker only
+    assert filter_json(repeat) is not first  # written again, now kept
+    kept = filter_json(repeat)
+    assert filter_json(repeat) is kept
+    rng = np.random.default_rng(7)
+    for i in range(200):  # one-off verdicts, 20 between repeats: more than the cache holds
+        once = Verdict(nodes, rng.integers(-1, len(STATUSES), 100).astype(np.int32), list(STATUSES))
+        assert orjson.loads(filter_json(once)) == filter_result(once.feasible_names(), None, once.failures())
+        if i % 20 == 19:
+            assert filter_json(repeat) is kept  # the repeating answer survives
