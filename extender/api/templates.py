@@ -99,6 +99,9 @@ def _fill(nodes: NodeSet, scores: np.ndarray) -> bytes:
             nodes.templates[("width", width)] = template
     text, offsets = template
     out = text.copy()
+    if width <= LOOKUP_WIDTH:  # every score plugins normally give: one gather, one write
+        out[offsets[:, None] + np.arange(width)] = _digit_rows(width)[scores]
+        return out.tobytes()
     for i in range(width):
         place = 10 ** (width - 1 - i)
         digits = (scores // place) % 10 + ord("0")
@@ -106,6 +109,20 @@ def _fill(nodes: NodeSet, scores: np.ndarray) -> bytes:
             digits = np.where(scores >= place, digits, ord(" "))
         out[offsets + i] = digits
     return out.tobytes()
+
+
+LOOKUP_WIDTH = 4  # scores below 10**4 are written from a table of their digits
+_DIGIT_ROWS: dict[int, np.ndarray] = {}
+
+
+def _digit_rows(width: int) -> np.ndarray:
+    """Row s: score s as `width` characters, right-aligned with spaces (what the
+    digit loop in `_fill` writes), built once per width."""
+    rows = _DIGIT_ROWS.get(width)
+    if rows is None:
+        text = b"".join(str(s).rjust(width).encode() for s in range(10 ** width))
+        rows = _DIGIT_ROWS[width] = np.frombuffer(text, dtype=np.uint8).reshape(-1, width)
+    return rows
 
 
 def _template(order: list[str], width: int) -> tuple[np.ndarray, np.ndarray]:

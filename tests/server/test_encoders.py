@@ -55,6 +55,17 @@ def test_host_priority_json_equals_the_dict_encoding(names, data):
         assert got == host_priority_list(names, scores)
 
 
+@settings(max_examples=200, deadline=None)
+@given(names=names_st, data=st.data())
+def test_host_priority_json_small_scores_from_the_digit_table(names, data):
+    """Scores below 10**4 (every plugin's) are written from a lookup table of digits."""
+    nodes = shared_set(names)
+    top = data.draw(st.sampled_from([9, 99, 100, 999, 9999]))
+    scores = data.draw(st.lists(st.integers(0, top), min_size=len(names), max_size=len(names)))
+    got = orjson.loads(host_priority_json(nodes, np.array(scores, dtype=np.int64)))
+    assert got == host_priority_list(names, scores)
+
+
 def test_remembered_answers_follow_the_result_not_the_candidate_set():
     nodes = shared_set(["a", "b", "c"])
     for scores in ([1, 2, 3], [3, 2, 1], [1, 2, 3], [0, 0, 10]):

@@ -76,7 +76,7 @@ def new_state(
             seeded.append(None)
             continue
         codes, values = universe.codes(c.topology_key)
-        present = np.unique(codes[uidx][live]).tolist()
+        present = (np.flatnonzero(np.bincount(codes[uidx][live] + 1)) - 1).tolist()  # codes in use, -1 too
         seeded.append({values[code] if code >= 0 else "" for code in present})
     weights = []
     for domains in seeded:
