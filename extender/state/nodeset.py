@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -387,7 +387,8 @@ class NodeSet:
     with `names`, which is cheap in C.
     """
 
-    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates", "_position", "_order_array", "_json_names")
+    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates", "_position",
+                 "_order_array", "_json_names", "_memo")
 
     def __init__(
         self,
@@ -416,6 +417,7 @@ class NodeSet:
         self._position: dict[str, int] | None = None
         self._order_array: np.ndarray | None = None
         self._json_names: np.ndarray | None = None
+        self._memo: dict[Hashable, Any] | None = None
 
     def rebased(self, universe: NodeIndex) -> NodeSet:
         """The same candidates over `universe`, a layer evolved from this set's with
@@ -429,7 +431,23 @@ class NodeSet:
         new._taint_groups = None
         new._uidx, new.templates, new._position = self._uidx, self.templates, self._position
         new._order_array, new._json_names = self._order_array, self._json_names
+        new._memo = None  # its answers read node labels
         return new
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """Pure answers about these candidates over this node layer (e.g. the spread
+        domains they seed), computed once per candidate set: kube-scheduler sends the
+        same list pod after pod, and the set dies with its layer. Answers are shared:
+        callers never mutate them."""
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+        hit = memo.get(key)
+        if hit is None:
+            if len(memo) >= NODE_MEMO_SIZE:
+                memo.clear()
+            hit = memo[key] = compute()
+        return hit
 
     def json_names(self) -> np.ndarray:
         """The candidates' names as JSON strings (bytes), an object array in request
