@@ -451,9 +451,14 @@ class NodeSet:
 
     def json_names(self) -> np.ndarray:
         """The candidates' names as JSON strings (bytes), an object array in request
-        order, encoded once per candidate set."""
+        order: gathered from the universe's, which are encoded once per node layer and
+        kept while names and places stand (`taints_only`), so a new candidate list (the
+        feasible nodes of a pod that spreads) costs a gather, not an encoding per name."""
         if self._json_names is None:
-            self._json_names = _object_array(list(map(orjson.dumps, self.order)))
+            universe = self.universe
+            encoded = universe.memo(("json names",), lambda: _object_array(
+                [orjson.dumps(n.name) for n in universe.nodes]), taints_only=True)
+            self._json_names = encoded[self.uidx]
         return self._json_names
 
     def names_where(self, mask: np.ndarray) -> list[str]:

@@ -12,6 +12,7 @@ from extender.api.templates import filter_json, host_priority_json
 from extender.api.wire import filter_result, host_priority_list
 from extender.framework import Code, Status
 from extender.framework.verdicts import Verdict
+from extender.model import Node
 from extender.state.nodeset import NodeSet, new_templates
 
 STATUSES = [
@@ -24,7 +25,10 @@ names_st = st.lists(st.text(min_size=1, max_size=12), min_size=0, max_size=40, u
 
 
 def shared_set(names: list[str]) -> NodeSet:
-    nodes = NodeSet(None, names=names, universe=NodeSet([]).universe)
+    """The candidates over a universe that holds them in another order (as NodeNames
+    over a snapshot), with templates (a candidate set many requests share)."""
+    universe = NodeSet([Node(n) for n in reversed(names)]).universe
+    nodes = NodeSet(None, names=names, universe=universe)
     nodes.templates = new_templates()
     return nodes
 
@@ -85,7 +89,7 @@ def test_an_answer_is_kept_from_its_second_sighting_so_one_offs_do_not_evict_rep
     """Under churn most results are seen once (new scores after every bind): they leave
     a marker, not an answer, so the answers that repeat stay in the LRU."""
     names = [f"node-{i:03d}" for i in range(100)]
-    nodes = NodeSet(None, names=names, universe=NodeSet([]).universe)
+    nodes = shared_set(names)
     nodes.templates = new_templates(40_000)  # room for ~15 answers of ~2.4 KB
     repeat = Verdict(nodes, np.zeros(100, dtype=np.int32), list(STATUSES))
     first = filter_json(repeat)
