@@ -57,8 +57,8 @@ def template_budget(nodes: int, full: bool = False) -> int:
     room for the filter answers of every workload in the queue: answers are kept by the
     exact verdict they encode, and under churn the verdicts of pods that do not spread
     repeat pod after pod while a smaller budget evicted them in a cycle."""
-    if full:
-        return min(FULL_TEMPLATE_BYTES, 65536 + 1000 * nodes)
+    if full:  # an eighth of the candidate-set cache at most: the set must still fit in it
+        return min(FULL_TEMPLATE_BYTES, 65536 + 1000 * nodes, budget("candidate-sets") // 8)
     return min(TEMPLATE_BYTES, 65536 + 400 * nodes)
 
 

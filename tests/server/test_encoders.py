@@ -103,3 +103,16 @@ def test_an_answer_is_kept_from_its_second_sighting_so_one_offs_do_not_evict_rep
         assert orjson.loads(filter_json(once)) == filter_result(once.feasible_names(), None, once.failures())
         if i % 20 == 19:
             assert filter_json(repeat) is kept  # the repeating answer survives
+
+
+def test_the_every_node_set_gets_a_larger_template_budget_within_the_cache():
+    from extender.caching import budget, set_memory_limit
+    from extender.state.nodeset import FULL_TEMPLATE_BYTES, template_budget
+
+    assert template_budget(5000, full=True) > template_budget(5000)
+    assert template_budget(15000, full=True) <= FULL_TEMPLATE_BYTES
+    try:
+        set_memory_limit(64 << 20)  # a small --memory-limit-bytes: the set must still be cached
+        assert template_budget(15000, full=True) <= budget("candidate-sets") // 8
+    finally:
+        set_memory_limit(256 << 20)
