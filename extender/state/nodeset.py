@@ -33,8 +33,8 @@ NODE_MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.2
 CANDIDATE_SETS = 32  # distinct NodeNames lists remembered per snapshot (~0.5 MB each at 5k)
 TEMPLATE_BYTES = 4 << 20  # encoder templates and remembered answers per candidate set
 # The list of every node (each filter's NodeNames) keeps the filter answers of every
-# workload that repeats (~35 B a node each): room for ~25 at 5,000 nodes, ~12 at 15,000.
-FULL_TEMPLATE_BYTES = 6 << 20
+# workload that repeats (~35 B a node each): room for ~25 at 5,000 nodes, ~16 at 15,000.
+FULL_TEMPLATE_BYTES = 8 << 20
 
 
 def template_size(value: object) -> int:
