@@ -59,7 +59,11 @@ def template_budget(nodes: int, full: bool = False) -> int:
     repeat pod after pod while a smaller budget evicted them in a cycle."""
     if full:  # an eighth of the candidate-set cache at most: the set must still fit in it
         return min(FULL_TEMPLATE_BYTES, 65536 + 1000 * nodes, budget("candidate-sets") // 8)
-    return min(TEMPLATE_BYTES, 65536 + 400 * nodes)
+    # Other lists (prioritize's: each workload's feasible nodes) hold a score template
+    # or two (~45 B a node each) and an answer: charged 400 B a node, up to 4 MB, a
+    # dozen of them filled the cache at 15,000 nodes, and the workloads' lists evicted
+    # each other in a cycle (each prioritize then resolved its list again).
+    return min(TEMPLATE_BYTES, 65536 + 150 * nodes)
 
 
 def new_candidate_sets() -> ByteLRU:
