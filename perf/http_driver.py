@@ -73,6 +73,8 @@ class Server:
         return [extender_bin(), "serve", "--cluster", str(self.cluster),
                 "--listen", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
                 "--threads", str(self.threads), "--log-level", "warning", "--reload-interval", "0",
+                # this driver never binds: without this every pod waited 1 s for the one before
+                "--inflight-wait", "0",
                 "--metrics-listen", f"127.0.0.1:{free_port()}"]  # loopback only, never 8889
 
     def start(self, timeout: float = 120.0) -> float:
