@@ -30,8 +30,8 @@ SHARES = {
     "node-selectors": 0.05,
     "parsed-pods": 0.10,
     "node-names": 0.20,
-    "candidate-sets": 0.15,
-    "answers": 0.20,
+    "candidate-sets": 0.25,  # the every-node set keeps each workload's filter answer
+    "answers": 0.10,  # --remember-answers, off by default
 }
 _limit = DEFAULT_MEMORY_LIMIT
 _totals: dict[str, int] = {}

@@ -54,8 +54,9 @@ HELP = {
     "client certificates signed by it",
     "verbs_tls": "true: serve --listen (verbs, health, metrics) over HTTPS with --tls-cert-file/"
     "--tls-private-key-file (default false)",
-    "remember_answers": "true (default): an answer is computed once per pod scheduling shape, "
-    "cluster snapshot and NodeNames list, and reused; false: every answer is computed",
+    "remember_answers": "true: an answer is computed once per pod scheduling shape, cluster "
+    "snapshot and NodeNames list, and reused (pays only while the cluster stands still, e.g. "
+    "with --cluster); false (default): every answer is computed",
     "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
     "`profile` label of the scheduler_* metrics (default default-scheduler)",
     "inflight_wait": "seconds a filter/prioritize/preempt waits at most for pods of its namespace "

@@ -52,7 +52,7 @@ class Config:
     cel_result_cache_size: int = 100_000
     reload_interval: float = 2.0
     memory_limit_bytes: int = 256 << 20  # all caches together (extender.caching)
-    remember_answers: bool = True
+    remember_answers: bool = False  # reuse ends at the next bind (perf/PROFILE.md)
     request_deadline: float = 4.0
     webhook_listen: str = ""  # off unless set: the admission webhook's HTTPS listener
     tls_cert_file: str = ""

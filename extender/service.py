@@ -173,7 +173,7 @@ class Extender:
     def _shared(self, snapshot: ClusterSnapshot, names: list[str] | None) -> Candidates:
         cands = self.resolve(snapshot, names, None)
         # reused by many requests: worth templates, within what the cache is charged
-        cands.nodes.templates = new_templates(template_budget(len(cands.nodes)))
+        cands.nodes.templates = new_templates(template_budget(len(cands.nodes), cands.nodes.is_full))
         return cands
 
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:

@@ -73,8 +73,7 @@ class Server:
         return [extender_bin(), "serve", "--cluster", str(self.cluster),
                 "--listen", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
                 "--threads", str(self.threads), "--log-level", "warning", "--reload-interval", "0",
-                # this driver never binds: with in-flight accounting every filter would wait
-                # --inflight-wait (1 s) for the pod before it (as perf/soak.py, perf/hostile.py)
+                # never binds: no in-flight waits (file mode switches them off too)
                 "--inflight-wait", "0",
                 "--metrics-listen", f"127.0.0.1:{free_port()}"]  # loopback only, never 8889
 

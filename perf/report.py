@@ -407,6 +407,48 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[Path]:
     return paths
 
 
+def plot_churn(churn: list[dict[str, Any]], out_dir: Path) -> Path | None:
+    """churn-latency-vs-nodes.png: the bar's own plot (perf/churn.py): filter+prioritize
+    p50 and p99 under churn vs nodes, per reuse setting, with the bar at each size."""
+    runs = [(c["nodes"], label, c["runs"][label]) for c in churn for label in ("off", "on")
+            if label in (c.get("runs") or {})]
+    if not runs:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, style in (("off", "-"), ("on", "--")):
+        for q, marker in (("p50_ms", "o"), ("p99_ms", "v")):
+            pts = sorted((nodes, _get(run, "pair", q)) for nodes, lab, run in runs if lab == label)
+            pts = [p for p in pts if p[1]]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style + marker,
+                        label=f"reuse {label}, pair {q[:3]}")
+    for c in churn:
+        bar = c.get("bar") or {}
+        if bar:
+            ax.plot([c["nodes"]] * 2, [bar["p50_ms"], bar["p99_ms"]], "k_", ms=16)
+            ax.annotate(f"bar {bar['p50_ms']:g} / {bar['p99_ms']:g} ms", (c["nodes"], bar["p99_ms"]),
+                        textcoords="offset points", xytext=(6, 4), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel("nodes (log)")
+    ax.set_ylabel("filter + prioritize, ms (log)")
+    ax.set_title("Under churn: a bind between every two pods (perf/churn.py)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out_dir / "churn-latency-vs-nodes.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_report(report: dict[str, Any], out_dir: Path, plots: bool = True) -> dict[str, Path]:
     """Write report.json, summary.md and (optionally) the plots, plus `-<mode>` copies of
     each (report-full.json, summary-quick.md, ...); returns the paths."""
@@ -415,6 +457,9 @@ def write_report(report: dict[str, Any], out_dir: Path, plots: bool = True) -> d
     if plots and report.get("sizes"):
         for p in plot(report, out_dir):
             paths[p.stem] = p
+    churn_plot = plot_churn(report.get("churn") or [], out_dir) if plots else None
+    if churn_plot is not None:
+        paths[churn_plot.stem] = churn_plot
     clean = strip_samples(report)
     clean["files"] = {k: str(v) for k, v in paths.items()}
     summary = render_summary(clean)

@@ -26,13 +26,21 @@ MAX_REMEMBERED_ANSWER = 512 << 10  # bytes; larger answers are written, not reme
 
 def remembered(nodes: NodeSet, key: tuple, write: Callable[[], bytes]) -> bytes:
     """An answer remembered with its candidate set by the exact result it encodes
-    (pods of one workload get the same verdict or scores while the snapshot stands),
-    so only the encoding is skipped, never a computation."""
+    (pods of one workload get the same verdict or scores while the node layer stands),
+    so only the encoding is skipped, never a computation.
+
+    An answer is kept the second time its result is seen (a small marker remembers the
+    first): under churn most scores and spread verdicts are new with every bind, and
+    keeping each of them pushed the verdicts that do repeat out of the LRU."""
+    seen = ("seen", hash(key))
     with _LOCK:
         hit = nodes.templates.get(key)
+        first = hit is None and nodes.templates.get(seen) is None
+        if first:
+            nodes.templates[seen] = b""
     if hit is None:
         hit = write()
-        if len(hit) <= MAX_REMEMBERED_ANSWER:
+        if not first and len(hit) <= MAX_REMEMBERED_ANSWER:
             with _LOCK:
                 nodes.templates[key] = hit
     return hit
@@ -43,7 +51,10 @@ def filter_json(verdict: Verdict, extra: Failures = ()) -> bytes:
     pre-encoded names: per status group, `"a":M,"b":M` is one C-level join."""
     if extra:
         return _filter_json(verdict, extra)
-    key = ("filter", verdict.status_of.tobytes(), tuple((s.code, s.msg) for s in verdict.table))
+    status_of = verdict.status_of
+    if len(verdict.table) < 128:  # a quarter of the key to hash and hold, same meaning
+        status_of = status_of.astype(np.int8)
+    key = ("filter", status_of.tobytes(), tuple((s.code, s.msg) for s in verdict.table))
     return remembered(verdict.nodes, key, lambda: _filter_json(verdict, extra))
 
 
@@ -83,11 +94,14 @@ def _fill(nodes: NodeSet, scores: np.ndarray) -> bytes:
     with _LOCK:
         template = nodes.templates.get(("width", width))
     if template is None:
-        template = _template(nodes.order, width)
+        template = _template(nodes, width)
         with _LOCK:
             nodes.templates[("width", width)] = template
     text, offsets = template
     out = text.copy()
+    if width <= LOOKUP_WIDTH:  # every score plugins normally give: one gather, one write
+        out[offsets[:, None] + np.arange(width)] = _digit_rows(width)[scores]
+        return out.tobytes()
     for i in range(width):
         place = 10 ** (width - 1 - i)
         digits = (scores // place) % 10 + ord("0")
@@ -97,11 +111,27 @@ def _fill(nodes: NodeSet, scores: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-def _template(order: list[str], width: int) -> tuple[np.ndarray, np.ndarray]:
-    heads = [b'{"Host":' + orjson.dumps(name) + b',"Score":' for name in order]
-    entry = np.fromiter(map(len, heads), dtype=np.intp, count=len(heads)) + width + 2  # digits, "}", ","
-    starts = np.concatenate(([1], 1 + np.cumsum(entry)[:-1])).astype(np.intp) if heads else entry
-    tail = _SCORE_SLOT[:width] + b"}"
-    text = b"[" + b",".join(h + tail for h in heads) + b"]"
-    offsets = starts + entry - width - 2
+LOOKUP_WIDTH = 4  # scores below 10**4 are written from a table of their digits
+_DIGIT_ROWS: dict[int, np.ndarray] = {}
+
+
+def _digit_rows(width: int) -> np.ndarray:
+    """Row s: score s as `width` characters, right-aligned with spaces (what the
+    digit loop in `_fill` writes), built once per width."""
+    rows = _DIGIT_ROWS.get(width)
+    if rows is None:
+        text = b"".join(str(s).rjust(width).encode() for s in range(10 ** width))
+        rows = _DIGIT_ROWS[width] = np.frombuffer(text, dtype=np.uint8).reshape(-1, width)
+    return rows
+
+
+def _template(nodes: NodeSet, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """`[{"Host":<name>,"Score":<width digits>},...]` in one C-level join of the
+    pre-encoded names, and the offset of each entry's digits."""
+    names = nodes.json_names().tolist()
+    head, tail = b'{"Host":', b',"Score":' + _SCORE_SLOT[:width] + b"}"
+    text = b"[" + head + (tail + b"," + head).join(names) + tail + b"]" if names else b"[]"
+    sizes = np.fromiter(map(len, names), dtype=np.intp, count=len(names))
+    starts = 1 + np.concatenate(([0], np.cumsum(sizes + len(head) + len(tail) + 1)[:-1])).astype(np.intp)
+    offsets = starts + len(head) + sizes + len(b',"Score":')
     return np.frombuffer(text, dtype=np.uint8).copy(), offsets

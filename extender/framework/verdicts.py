@@ -51,7 +51,9 @@ class Verdict:
     def groups(self) -> list[tuple[Status, np.ndarray]]:
         """(status, mask of the candidates that end with it) for every status in use."""
         if self._used is None:
-            self._used = np.unique(self.status_of[self.status_of >= 0]).tolist()
+            # bincount, not np.unique: no sort, same ascending order (-1 = feasible)
+            used = np.bincount(self.status_of + 1, minlength=len(self.table) + 1)[1:]
+            self._used = np.flatnonzero(used).tolist()
         return [(self.table[i], self.status_of == i) for i in self._used]
 
     def feasible(self) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from extender.framework import CycleState, Status
 from extender.framework.handle import Handle
 from extender.framework.status import unschedulable
+from extender.framework.verdicts import Masks
 from extender.matching.tolerations import matcher_for
 from extender.model import Node, Pod, Taint
 from extender.state.nodeset import NodeSet
@@ -33,6 +34,15 @@ class NodeUnschedulable:
         if not node.unschedulable or self._tolerated(state, pod):
             return Status()
         return REJECTED
+
+    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
+        """The batch path: the cordoned nodes as a mask, gathered from one mask per node
+        layer (no name lookups per request)."""
+        universe = nodes.universe
+        if not universe.unschedulable or self._tolerated(state, pod):
+            return []
+        cordoned = nodes.gather(universe.memo(("cordoned",), lambda: universe.mask_of(universe.unschedulable)))
+        return [(REJECTED, cordoned)] if cordoned.any() else []
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
         cordoned = nodes.universe.unschedulable & nodes.names

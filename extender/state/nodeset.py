@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,9 @@ _VERSIONS = itertools.count(1)  # every NodeIndex is one node-layer version
 NODE_MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k
 CANDIDATE_SETS = 32  # distinct NodeNames lists remembered per snapshot (~0.5 MB each at 5k)
 TEMPLATE_BYTES = 4 << 20  # encoder templates and remembered answers per candidate set
+# The list of every node (each filter's NodeNames) keeps the filter answers of every
+# workload that repeats (~35 B a node each): room for ~25 at 5,000 nodes, ~16 at 15,000.
+FULL_TEMPLATE_BYTES = 8 << 20
 
 
 def template_size(value: object) -> int:
@@ -47,10 +50,20 @@ def new_templates(limit: int = TEMPLATE_BYTES) -> LRUCache:
     return LRUCache(limit, getsizeof=template_size)
 
 
-def template_budget(nodes: int) -> int:
+def template_budget(nodes: int, full: bool = False) -> int:
     """Template bytes allowed for a candidate set of `nodes` names: enough for its
-    encoded names and a few answers, charged up front to the candidate-set cache."""
-    return min(TEMPLATE_BYTES, 65536 + 400 * nodes)
+    encoded names and a few answers, charged up front to the candidate-set cache.
+    `full` (the set is every node: what kube-scheduler sends to every filter) gets
+    room for the filter answers of every workload in the queue: answers are kept by the
+    exact verdict they encode, and under churn the verdicts of pods that do not spread
+    repeat pod after pod while a smaller budget evicted them in a cycle."""
+    if full:  # an eighth of the candidate-set cache at most: the set must still fit in it
+        return min(FULL_TEMPLATE_BYTES, 65536 + 1000 * nodes, budget("candidate-sets") // 8)
+    # Other lists (prioritize's: each workload's feasible nodes) hold a score template
+    # or two (~45 B a node each) and an answer: charged 400 B a node, up to 4 MB, a
+    # dozen of them filled the cache at 15,000 nodes, and the workloads' lists evicted
+    # each other in a cycle (each prioritize then resolved its list again).
+    return min(TEMPLATE_BYTES, 65536 + 150 * nodes)
 
 
 def new_candidate_sets() -> ByteLRU:
@@ -378,7 +391,8 @@ class NodeSet:
     with `names`, which is cheap in C.
     """
 
-    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates", "_position", "_order_array", "_json_names")
+    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates", "_position",
+                 "_order_array", "_json_names", "_memo")
 
     def __init__(
         self,
@@ -407,6 +421,7 @@ class NodeSet:
         self._position: dict[str, int] | None = None
         self._order_array: np.ndarray | None = None
         self._json_names: np.ndarray | None = None
+        self._memo: dict[Hashable, Any] | None = None
 
     def rebased(self, universe: NodeIndex) -> NodeSet:
         """The same candidates over `universe`, a layer evolved from this set's with
@@ -420,13 +435,34 @@ class NodeSet:
         new._taint_groups = None
         new._uidx, new.templates, new._position = self._uidx, self.templates, self._position
         new._order_array, new._json_names = self._order_array, self._json_names
+        new._memo = None  # its answers read node labels
         return new
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """Pure answers about these candidates over this node layer (e.g. the spread
+        domains they seed), computed once per candidate set: kube-scheduler sends the
+        same list pod after pod, and the set dies with its layer. Answers are shared:
+        callers never mutate them."""
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+        hit = memo.get(key)
+        if hit is None:
+            if len(memo) >= NODE_MEMO_SIZE:
+                memo.clear()
+            hit = memo[key] = compute()
+        return hit
 
     def json_names(self) -> np.ndarray:
         """The candidates' names as JSON strings (bytes), an object array in request
-        order, encoded once per candidate set."""
+        order: gathered from the universe's, which are encoded once per node layer and
+        kept while names and places stand (`taints_only`), so a new candidate list (the
+        feasible nodes of a pod that spreads) costs a gather, not an encoding per name."""
         if self._json_names is None:
-            self._json_names = _object_array(list(map(orjson.dumps, self.order)))
+            universe = self.universe
+            encoded = universe.memo(("json names",), lambda: _object_array(
+                [orjson.dumps(n.name) for n in universe.nodes]), taints_only=True)
+            self._json_names = encoded[self.uidx]
         return self._json_names
 
     def names_where(self, mask: np.ndarray) -> list[str]:

@@ -23,7 +23,7 @@ def test_defaults():
     assert config.max_body_bytes == 64 * 1024 * 1024
     assert config.cluster_file.endswith("cluster.yaml")
     assert config.worker_class == "inline"
-    assert config.remember_answers is True
+    assert config.remember_answers is False  # reuse never pays under churn (perf/PROFILE.md)
 
 
 def test_layers_flag_beats_env_beats_file(tmp_path):

@@ -83,7 +83,7 @@ def _replica(name: str, i: int) -> dict:
 
 
 def test_remembered_answers_are_byte_identical_to_computed_ones(example_objects):
-    remembering = make_extender(example_objects)
+    remembering = make_extender(example_objects, remember_answers=True)
     computing = make_extender(example_objects, remember_answers=False)
     for i in range(3):  # the first round fills, the others reuse
         for name in PODS:
@@ -107,7 +107,7 @@ def _delta(before: dict, after: dict) -> dict:
 
 
 def test_reused_answers_count_their_evaluations(example_objects):
-    remembering = make_extender(example_objects)
+    remembering = make_extender(example_objects, remember_answers=True)
     computing = make_extender(example_objects, remember_answers=False)
     deltas = []
     for ext in (computing, remembering):
@@ -148,7 +148,7 @@ def test_a_nominated_pod_is_not_answered_as_its_replica():
     shapes = {pod_shape(pod_from_dict(p, "scheduling-extender.io"), snapshot) for p in (itself, replica)}
     assert len(shapes) == 2  # the namespace has a nominated pod: identity is in the shape
 
-    remembering = make_extender(objects)
+    remembering = make_extender(objects, remember_answers=True)
     computing = make_extender(objects, remember_answers=False)
     seen = {}
     for pod in (replica, itself, replica, itself):
@@ -166,7 +166,7 @@ def test_answers_are_not_reused_across_snapshots():
     bound = {**_spread_pod("b", "uid-b"), "spec": {**_spread_pod("b", "uid-b")["spec"], "nodeName": "n1"},
              "status": {"phase": "Running"}}
     source = StaticSource(ClusterSnapshot.from_objects(empty))
-    remembering = Extender(Config(), source)
+    remembering = Extender(Config(), source, remember_answers=True)
     first = orjson.loads(_wire(remembering, _spread_pod("q", "uid-q"), ["n1", "n2"])[0])
     source.set(ClusterSnapshot.from_objects([*empty, bound]))
     second = orjson.loads(_wire(remembering, _spread_pod("r", "uid-r"), ["n1", "n2"])[0])
@@ -181,21 +181,21 @@ def test_a_pod_whose_shape_cannot_be_written_is_answered_without_reuse(example_o
         deep = {"x": deep}
     pod["spec"]["topologySpreadConstraints"][0]["unknownField"] = deep
     body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": NAMES}, separators=(",", ":")).encode()
-    remembering = make_extender(example_objects)
+    remembering = make_extender(example_objects, remember_answers=True)
     computing = make_extender(example_objects, remember_answers=False)
     answers = {remembering.filter_bytes(decode_args(body)), computing.filter_bytes(decode_args(body))}
     assert len(answers) == 1
     assert orjson.loads(answers.pop())["NodeNames"]  # answered, not an error
 
 
-def test_answer_reuse_can_be_switched_off(example_objects):
+def test_answer_reuse_is_off_by_default_and_can_be_switched_on(example_objects):
     from extender.service import SHAPE_ANSWERS
 
     snapshot = ClusterSnapshot.from_objects(example_objects)
-    ext = Extender(Config(remember_answers=False), StaticSource(snapshot))
+    ext = Extender(Config(), StaticSource(snapshot))
     assert not ext.remember_answers
     _wire(ext, _replica("sla-gt", 0), NAMES)
     assert SHAPE_ANSWERS not in snapshot._memo  # nothing kept
-    on = Extender(Config(), StaticSource(snapshot))
+    on = Extender(Config(remember_answers=True), StaticSource(snapshot))
     _wire(on, _replica("sla-gt", 0), NAMES)
     assert SHAPE_ANSWERS in snapshot._memo

@@ -109,7 +109,7 @@ def test_node_names_arrays():
 
 
 def test_candidate_sets_and_answers(example_objects):
-    engine = make_extender(example_objects, Config(memory_limit_bytes=LIMIT))
+    engine = make_extender(example_objects, Config(memory_limit_bytes=LIMIT, remember_answers=True))
     snapshot = engine.source.snapshot()
     names = sorted(snapshot.nodes.by_name)
     pod = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None})[:-1]

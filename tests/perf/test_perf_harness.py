@@ -262,6 +262,7 @@ def test_report_writer_produces_expected_keys_and_files(tmp_path: Path) -> None:
     assert data["bar"]["pair_p50_ms"]["ok"] is True and data["bar"]["speedup"]["ok"] is True
     assert (tmp_path / "latency-vs-nodes.png").stat().st_size > 0
     assert (tmp_path / "latency-cdf.png").stat().st_size > 0
+    assert not (tmp_path / "churn-latency-vs-nodes.png").exists()  # no churn run, no plot
     summary = paths["summary"].read_text()
     assert summary == render_summary(data) and "| nodes | pods |" in summary
     assert "CEL costs per expression" in summary
@@ -286,3 +287,4 @@ def test_report_leads_with_the_churn_table_and_its_bar(tmp_path: Path) -> None:
     assert "| off |" in rows[0] and "| yes |" in rows[0] and "2.00 / 9.00" in rows[0]
     assert "| on |" in rows[1] and "| - |" in rows[1]
     assert "**NO**" in rows[2] and "8.00 / 30.00" in rows[2] and "RSS ≤ 1500" in rows[2]
+    assert (tmp_path / "churn-latency-vs-nodes.png").stat().st_size > 0  # latency vs nodes under churn

@@ -113,3 +113,21 @@ def test_batch_on_a_subset_of_a_larger_universe():
     candidates = NodeSet([by_name["b"], by_name["c"]], snapshot.nodes)
     fails = plugin().filter_nodes(CycleState(), pod(), candidates)
     assert set(fails) == {"b"}
+
+
+def test_masks_equal_the_batch_map_over_a_subset_in_request_order():
+    """The batch path's masks (one cordoned mask per node layer, gathered per request)
+    say what `filter_nodes` says, for candidates in any order over a larger universe,
+    and follow a cordon (a new node layer)."""
+    from extender.state import ClusterSnapshot
+
+    snapshot = ClusterSnapshot([node("a", True), node("b", True), node("c", False), node("d", None)])
+    candidates = NodeSet(None, snapshot.nodes, ["d", "b", "c"])
+    masks = plugin().filter_masks(CycleState(), pod(), candidates)
+    assert [(verdict(s), m.tolist()) for s, m in masks] == [(REJECT, [False, True, False])]
+    assert set(plugin().filter_nodes(CycleState(), pod(), candidates)) == {"b"}
+    assert plugin().filter_masks(CycleState(), pod({"key": KEY, "operator": "Exists"}), candidates) == []
+    assert plugin().filter_masks(CycleState(), pod(), NodeSet(None, snapshot.nodes, ["c", "d"])) == []
+    cordoned = snapshot.nodes.evolve({"c": node("c", True)})
+    masks = plugin().filter_masks(CycleState(), pod(), NodeSet(None, cordoned, ["d", "b", "c"]))
+    assert [m.tolist() for _, m in masks] == [[False, True, True]]

@@ -248,3 +248,28 @@ def test_state_is_per_cycle() -> None:
     with pytest.raises(KeyError):
         w.plugin.pre_filter(state, w.pod, w.nodeset())
     assert filtering.PRE_FILTER_KEY not in state._data
+
+
+def test_seeded_domains_are_shared_per_candidate_set_and_follow_a_relabel():
+    """PreScore's domains, ignored nodes and weights depend only on the candidates and
+    the constraints' topology keys: one answer per candidate set for every pod, and a
+    relabel (the set carried into the new node layer) computes them again."""
+    from extender.model.parse import node_from_dict
+    from extender.plugins.podtopologyspread.common import Constraint
+    from extender.plugins.podtopologyspread.scoring import new_state
+    from extender.plugins.podtopologyspread.selector import from_map
+    from extender.state import NodeSet
+
+    zone = "topology.kubernetes.io/zone"
+    snapshot = ClusterSnapshot.from_objects([node_obj("a", {zone: "z1"}), node_obj("b", {zone: "z2"}),
+                                             node_obj("c", {})])
+    nodes = NodeSet(None, snapshot.nodes, ["a", "b", "c"])
+    zone_c = Constraint(1, zone, from_map({"app": "x"}))
+    other = Constraint(3, zone, from_map({"app": "y"}))  # another pod, same topology key
+    first, second = new_state([zone_c], True, nodes, None), new_state([other], True, nodes, None)
+    assert first.seeded == [{"z1", "z2"}] and first.ignored == {"c"} and first.live.tolist() == [True, True, False]
+    assert second.seeded is first.seeded and second.live is first.live and second.constraints == [other]
+    assert new_state([zone_c], False, nodes, None).seeded == [{"z1", "z2", ""}]  # c seeds ""
+    relabelled = snapshot.nodes.evolve({"c": node_from_dict(node_obj("c", {zone: "z3"}))})
+    after = new_state([zone_c], True, nodes.rebased(relabelled), None)
+    assert after.seeded == [{"z1", "z2", "z3"}] and after.ignored == frozenset()

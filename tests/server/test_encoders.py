@@ -12,6 +12,7 @@ from extender.api.templates import filter_json, host_priority_json
 from extender.api.wire import filter_result, host_priority_list
 from extender.framework import Code, Status
 from extender.framework.verdicts import Verdict
+from extender.model import Node
 from extender.state.nodeset import NodeSet, new_templates
 
 STATUSES = [
@@ -24,7 +25,10 @@ names_st = st.lists(st.text(min_size=1, max_size=12), min_size=0, max_size=40, u
 
 
 def shared_set(names: list[str]) -> NodeSet:
-    nodes = NodeSet(None, names=names, universe=NodeSet([]).universe)
+    """The candidates over a universe that holds them in another order (as NodeNames
+    over a snapshot), with templates (a candidate set many requests share)."""
+    universe = NodeSet([Node(n) for n in reversed(names)]).universe
+    nodes = NodeSet(None, names=names, universe=universe)
     nodes.templates = new_templates()
     return nodes
 
@@ -55,6 +59,17 @@ def test_host_priority_json_equals_the_dict_encoding(names, data):
         assert got == host_priority_list(names, scores)
 
 
+@settings(max_examples=200, deadline=None)
+@given(names=names_st, data=st.data())
+def test_host_priority_json_small_scores_from_the_digit_table(names, data):
+    """Scores below 10**4 (every plugin's) are written from a lookup table of digits."""
+    nodes = shared_set(names)
+    top = data.draw(st.sampled_from([9, 99, 100, 999, 9999]))
+    scores = data.draw(st.lists(st.integers(0, top), min_size=len(names), max_size=len(names)))
+    got = orjson.loads(host_priority_json(nodes, np.array(scores, dtype=np.int64)))
+    assert got == host_priority_list(names, scores)
+
+
 def test_remembered_answers_follow_the_result_not_the_candidate_set():
     nodes = shared_set(["a", "b", "c"])
     for scores in ([1, 2, 3], [3, 2, 1], [1, 2, 3], [0, 0, 10]):
@@ -68,3 +83,36 @@ def test_remembered_answers_follow_the_result_not_the_candidate_set():
     other = [Status(s.code, ("other " + s.msg,)) for s in STATUSES]
     verdict = Verdict(nodes, np.array([0, 0, 0], dtype=np.int32), other)
     assert orjson.loads(filter_json(verdict))["FailedNodes"] == dict.fromkeys("abc", "other " + STATUSES[0].msg)
+
+
+def test_an_answer_is_kept_from_its_second_sighting_so_one_offs_do_not_evict_repeats():
+    """Under churn most results are seen once (new scores after every bind): they leave
+    a marker, not an answer, so the answers that repeat stay in the LRU."""
+    names = [f"node-{i:03d}" for i in range(100)]
+    nodes = shared_set(names)
+    nodes.templates = new_templates(40_000)  # room for ~15 answers of ~2.4 KB
+    repeat = Verdict(nodes, np.zeros(100, dtype=np.int32), list(STATUSES))
+    first = filter_json(repeat)
+    assert all(k[0] == "seen" for k in nodes.templates)  # seen once: a marker only
+    assert filter_json(repeat) is not first  # written again, now kept
+    kept = filter_json(repeat)
+    assert filter_json(repeat) is kept
+    rng = np.random.default_rng(7)
+    for i in range(200):  # one-off verdicts, 20 between repeats: more than the cache holds
+        once = Verdict(nodes, rng.integers(-1, len(STATUSES), 100).astype(np.int32), list(STATUSES))
+        assert orjson.loads(filter_json(once)) == filter_result(once.feasible_names(), None, once.failures())
+        if i % 20 == 19:
+            assert filter_json(repeat) is kept  # the repeating answer survives
+
+
+def test_the_every_node_set_gets_a_larger_template_budget_within_the_cache():
+    from extender.caching import budget, set_memory_limit
+    from extender.state.nodeset import FULL_TEMPLATE_BYTES, template_budget
+
+    assert template_budget(5000, full=True) > template_budget(5000)
+    assert template_budget(15000, full=True) <= FULL_TEMPLATE_BYTES
+    try:
+        set_memory_limit(64 << 20)  # a small --memory-limit-bytes: the set must still be cached
+        assert template_budget(15000, full=True) <= budget("candidate-sets") // 8
+    finally:
+        set_memory_limit(256 << 20)

@@ -46,9 +46,9 @@ class PreScoreState:
     constraints: list[Constraint]
     keys: tuple[str, ...]
     require_all: bool
-    ignored: set[str]
+    ignored: frozenset[str]  # this and the next three: shared per candidate set (`seed`)
     live: np.ndarray  # per candidate (request order): not ignored
-    seeded: list[set[str] | None]  # None for hostname constraints
+    seeded: list[frozenset[str] | None]  # None for hostname constraints
     weights: list[float]
     inclusion: Inclusion
     counts: list[dict[str, int] | None] | None = None  # fast path, lazily
@@ -58,31 +58,43 @@ class PreScoreState:
 def new_state(
     constraints: list[Constraint], require_all: bool, nodes: NodeSet, inclusion: Inclusion
 ) -> PreScoreState:
+    """The pod's PreScore state; what it holds about the candidates depends only on the
+    constraints' topology keys (`seed`), so it is computed once per candidate set."""
+    keys = topology_keys(constraints)
+    layout = tuple((c.topology_key, c.is_hostname) for c in constraints)
+    ignored, live, seeded, weights = nodes.memo(
+        ("PTS seeded", layout, require_all), lambda: seed(constraints, keys, require_all, nodes))
+    return PreScoreState(constraints, keys, require_all, ignored, live, seeded, weights, inclusion)
+
+
+def seed(constraints: list[Constraint], keys: tuple[str, ...], require_all: bool, nodes: NodeSet
+         ) -> tuple[frozenset[str], np.ndarray, list[frozenset[str] | None], list[float]]:
     """Seed domains from the candidates with vectors over the universe's label codes (no
     per-node loop): nodes lacking a key are ignored when all keys are required, and
-    otherwise seed the empty domain, as `labels[key]` reads "" in Go."""
-    keys = topology_keys(constraints)
+    otherwise seed the empty domain, as `labels[key]` reads "" in Go. Reads only each
+    constraint's topology key and whether it is the hostname: shared, never mutated."""
     universe = nodes.universe
     uidx = nodes.uidx
     live = np.ones(len(uidx), dtype=bool)
-    ignored: set[str] = set()
+    ignored: frozenset[str] = frozenset()
     if require_all and keys:
         live = np.logical_and.reduce([universe.codes(k)[0][uidx] >= 0 for k in keys])
         if not live.all():
-            ignored = set(compress(nodes.order, ~live))
-    seeded: list[set[str] | None] = []
+            ignored = frozenset(compress(nodes.order, ~live))
+    seeded: list[frozenset[str] | None] = []
     for c in constraints:
         if c.is_hostname:
             seeded.append(None)
             continue
         codes, values = universe.codes(c.topology_key)
-        present = np.unique(codes[uidx][live]).tolist()
-        seeded.append({values[code] if code >= 0 else "" for code in present})
+        present = (np.flatnonzero(np.bincount(codes[uidx][live] + 1)) - 1).tolist()  # codes in use, -1 too
+        seeded.append(frozenset(values[code] if code >= 0 else "" for code in present))
     weights = []
     for domains in seeded:
         size = len(nodes.names) - len(ignored) if domains is None else len(domains)
         weights.append(math.log(size + 2))
-    return PreScoreState(constraints, keys, require_all, ignored, live, seeded, weights, inclusion)
+    live.flags.writeable = False
+    return ignored, live, seeded, weights
 
 
 def indexed_counts(index: SpreadIndex, pod: Pod, st: PreScoreState, sets: EligibleSets) -> list[dict[str, int] | None]:
