@@ -224,9 +224,8 @@ def render_summary(report: dict[str, Any]) -> str:
         lines.append("")
     lines += [
         "Latencies in ms, p50 / p99. In-process = the engine computing every answer; HTTP = "
-        "client round trip to the server as shipped (answers reused for pods of one shape); "
-        "distinct shapes = the same pods, each with a unique label, so every answer is "
-        "computed; no-op floor = the same gunicorn (InlineWorker) + orjson stack answering "
+        "client round trip to the server as shipped (`--remember-answers` off: every answer "
+        "computed); distinct shapes = the same pods, each with a unique label; no-op floor = the same gunicorn (InlineWorker) + orjson stack answering "
         "all-feasible (no engine).",
         "",
         "| nodes | pods | in-proc filter | in-proc prioritize | HTTP filter | HTTP prioritize "
@@ -258,7 +257,7 @@ def render_summary(report: dict[str, Any]) -> str:
     lines += ["Where HTTP time goes (sequential NodeNames, ms): client p50 vs the server's own "
               "handler time (mean of `extender_http_request_duration_seconds`: decode, engine, "
               "encode) vs in-process p50 (computing every answer, and reusing answers per pod "
-              "shape as the server does) and the no-op stack's p50.", "",
+              "shape as `--remember-answers true` does) and the no-op stack's p50.", "",
               "| nodes | verb | HTTP p50 | handler mean | in-process p50 | in-process p50, reused "
               "| no-op floor p50 |",
               "|---|---|---|---|---|---|---|"]
