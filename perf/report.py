@@ -396,14 +396,20 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.set_xlabel("filter + prioritize latency, ms (log)")
     ax.set_ylabel("fraction of pods")
     ax.set_title("Latency CDF (filter + prioritize pair)")
+    paths.append(_save(fig, ax, out_dir / "latency-cdf.png"))
+    return paths
+
+
+def _save(fig, ax, path: Path) -> Path:
+    """Grid and legend on `ax`, then the figure written to `path` and closed."""
+    import matplotlib.pyplot as plt
+
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    p = out_dir / "latency-cdf.png"
-    fig.savefig(p, dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    paths.append(p)
-    return paths
+    return path
 
 
 def plot_churn(churn: list[dict[str, Any]], out_dir: Path) -> Path | None:
@@ -439,13 +445,7 @@ def plot_churn(churn: list[dict[str, Any]], out_dir: Path) -> Path | None:
     ax.set_xlabel("nodes (log)")
     ax.set_ylabel("filter + prioritize, ms (log)")
     ax.set_title("Under churn: a bind between every two pods (perf/churn.py)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out_dir / "churn-latency-vs-nodes.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, out_dir / "churn-latency-vs-nodes.png")
 
 
 def write_report(report: dict[str, Any], out_dir: Path, plots: bool = True) -> dict[str, Path]:
