@@ -47,6 +47,7 @@ from perf.http_driver import Connection, extender_bin, free_port, handler_means,
 from perf.live_state import DOUBLE, ROOT
 from perf.stats import summarize
 from perf.workloads import mixed_pods
+from tests.server.live import request
 
 BARS = {  # issue 13: nodes -> (p50 ms, p99 ms, RSS MB, initial sync s)
     5000: (2.5, 10.0, None, None),
@@ -123,13 +124,7 @@ class Extender:
         raise RuntimeError(f"extender not ready after {timeout} s")
 
     def get(self, path: str) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        finally:
-            conn.close()
+        return request(self.port, "GET", path)
 
     def events_seen(self) -> dict[str, int]:
         """kind -> ADDED+MODIFIED+DELETED watch events the server has counted."""

@@ -6,10 +6,8 @@ what makes pods in flight matter), and its `bind` posts to the double.
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,16 +16,11 @@ from pathlib import Path
 
 from tests.doubles.apiserver import FakeApiServer
 from tests.doubles.scheduler import Scheduler
+from tests.server.live import free_port, request
 
 HISTORY = 5000  # retained watch events; the extender's watches are never that far behind
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:
@@ -54,13 +47,7 @@ class Served:
             return False
 
     def get(self, path: str) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("GET", path)
-            response = conn.getresponse()
-            return response.status, response.read()
-        finally:
-            conn.close()
+        return request(self.port, "GET", path)
 
     def metric(self, name: str) -> float:
         """One unlabelled sample from /metrics."""
