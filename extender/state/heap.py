@@ -15,20 +15,9 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import time
 
 log = logging.getLogger("extender.state")
-
-
-# Benchmarks only (the gc.freeze A/B in perf/PROFILE.md): "0" leaves the heap unfrozen.
-FREEZE_ENV = "EXTENDER_BENCH_GC_FREEZE"
-
-
-def freeze_wanted() -> bool:
-    """Whether the live source should freeze the heap after a sync (always, unless a
-    benchmark switched it off through the hidden `EXTENDER_BENCH_GC_FREEZE=0`)."""
-    return os.environ.get(FREEZE_ENV, "1") != "0"
 
 
 def freeze_state(reason: str) -> float:

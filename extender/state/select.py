@@ -32,7 +32,6 @@ def open_source(config: Config) -> ClusterSource:
     Live mode builds the API client now (a bad kubeconfig fails start-up) but opens no
     connection: watches start in the serving process."""
     if config.live:
-        from extender.state.heap import freeze_wanted
         from extender.state.live import LiveSource
 
         if config.workers > 1:
@@ -42,7 +41,7 @@ def open_source(config: Config) -> ClusterSource:
         kubeconfig = None if config.kubeconfig in ("", "default") else config.kubeconfig
         try:
             return LiveSource.connect(kubeconfig, config.in_cluster, max_staleness=config.max_staleness,
-                                      freeze_after_sync=freeze_wanted())
+                                      freeze_after_sync=True)
         except Exception as exc:  # kubernetes' ConfigException and file errors: say which flag
             flag = "--in-cluster" if config.in_cluster else "--kubeconfig"
             raise ConfigError(f"{flag}: cannot configure the API client: {exc}") from None
