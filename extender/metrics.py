@@ -212,6 +212,13 @@ CEL_EVALUATION_ERRORS_TOTAL = Counter(
 for _reason in ("compile", "runtime", "cost", "non-bool"):
     CEL_EVALUATION_ERRORS_TOTAL.labels(_reason)  # rates and alerts see 0, not no data
 
+CEL_LANE_MOVES_TOTAL = Counter(
+    "extender_cel_lane_moves_total",
+    "Requests moved to a costlier lane before their CEL work started (extender.cel.lane): "
+    "from the event loop to a pool thread, or on to the expensive lane.",
+    ["from_lane", "to_lane"],
+)
+
 CEL_RESULT_MEMO_TOTAL = Counter(
     "extender_cel_result_memo_requests_total",
     "Lookups in the (expression, taint) result memo, by result (hit or miss).",

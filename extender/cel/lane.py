@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from extender import metrics
 from extender.cel.limits import EXPENSIVE_COST, LOOP_COST
 
 LOOP, POOL, EXPENSIVE = 0, 1, 2
@@ -91,4 +92,5 @@ def admit(estimated_cost: int | None) -> None:
         else:
             spent[0] += estimated_cost
     if lane > here:
+        metrics.child(metrics.CEL_LANE_MOVES_TOTAL, NAMES[here], NAMES[lane]).inc()
         raise Elsewhere(lane)

@@ -128,3 +128,21 @@ def test_the_deadline_counts_from_the_arrival():
         assert deadline.current() == pytest.approx(arrived + 4)
     with deadline.request_deadline(4):  # no arrival known: from now
         assert deadline.remaining() > 3
+
+
+def test_moves_are_counted_by_lane():
+    from prometheus_client import REGISTRY
+
+    def moves(src: str, dst: str) -> float:
+        return REGISTRY.get_sample_value("extender_cel_lane_moves_total",
+                                         {"from_lane": src, "to_lane": dst}) or 0.0
+
+    before = {pair: moves(*pair) for pair in (("loop", "pool"), ("pool", "expensive"), ("loop", "expensive"))}
+    cache = CelCache()
+    assert redirected(cache, EXPENSIVE, lane.LOOP) == lane.POOL  # not compiled yet
+    assert redirected(cache, EXPENSIVE, lane.POOL) == lane.EXPENSIVE
+    assert redirected(cache, EXPENSIVE, lane.LOOP) == lane.EXPENSIVE  # compiled now
+    assert redirected(cache, EXPENSIVE, lane.EXPENSIVE) is None
+    assert moves("loop", "pool") == before[("loop", "pool")] + 1
+    assert moves("pool", "expensive") == before[("pool", "expensive")] + 1
+    assert moves("loop", "expensive") == before[("loop", "expensive")] + 1
