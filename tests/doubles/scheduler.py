@@ -162,13 +162,16 @@ class Stats:
 class Scheduler:
     """See the module docstring. `on_bind(pod_key, node)` runs after every successful
     bind, in the binding thread (tests check the truth there); `on_assume(pod_key,
-    node)` runs for every placement decision, in order, under the cache lock."""
+    node)` runs for every placement decision, in order, under the cache lock;
+    `on_unschedulable(pod_key)` runs when a pod is given up on (its last attempt
+    failed), under the cache lock, before anything else is scheduled or assumed."""
 
     def __init__(
         self, api: FakeApiServer, extender_url: str, weight: int = 1, seed: int = 0,
         bind_delay: tuple[float, float] = (0.0, 0.005), max_attempts: int = 6,
         backoff: float = 0.02, on_bind: Callable[[tuple[str, str], str], None] | None = None,
         use_bind_verb: bool = True, on_assume: Callable[[tuple[str, str], str], None] | None = None,
+        on_unschedulable: Callable[[tuple[str, str]], None] | None = None,
     ) -> None:
         self.api = api
         self.ext = ExtenderClient(extender_url)
@@ -179,6 +182,7 @@ class Scheduler:
         self.backoff = backoff
         self.on_bind = on_bind
         self.on_assume = on_assume  # (key, node) under the cache lock, in decision order
+        self.on_unschedulable = on_unschedulable  # (key) under the cache lock, when given up
         self.use_bind_verb = use_bind_verb
         self.stats = Stats()
         self.errors: list[str] = []
@@ -264,6 +268,8 @@ class Scheduler:
             n = self._attempts[key] = self._attempts.get(key, 0) + 1
             if n >= self.max_attempts or key not in self._pods:
                 self.stats.unschedulable += key in self._pods
+                if key in self._pods and self.on_unschedulable is not None:
+                    self.on_unschedulable(key)
                 return
             self._backoff.append((time.monotonic() + self.backoff * 2 ** (n - 1), key))
 
