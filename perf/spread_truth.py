@@ -104,6 +104,9 @@ class TruthCheck:
                       if app_of(k) == app and p["spec"].get("nodeName"))
         final_fits = bool(fitting_nodes(end, self.domain))
         for m in (m for m in self.moments.values() if m.app == app):
+            totals["distinct_states"] += 1
+            if not m.fits and "deadlock_example" not in totals:
+                totals["deadlock_example"] = {"pod": "/".join(m.pod), "placed": m.placed}
             totals["unschedulable_checked"] += m.pods
             totals["truth_admits_no_node"] += m.pods * (not m.fits)
             if m.in_flight:
@@ -141,6 +144,6 @@ class TruthCheck:
 
 
 def new_totals() -> dict:
-    return {"unschedulable_checked": 0, "truth_admits_no_node": 0, "wrongly_unschedulable": 0,
+    return {"distinct_states": 0, "unschedulable_checked": 0, "truth_admits_no_node": 0, "wrongly_unschedulable": 0,
             "given_up_with_binds_in_flight": 0, "of_which_truth_admitted_a_node": 0,
             "final_truth_admits_a_node": 0, "reference_disagrees": 0, "examples": []}
