@@ -71,6 +71,7 @@ def run_mode(inflight_wait: float, bursts: int, replicas: int, zones: int, per_z
             labels = {"app": f"burst{b}"}
             spread = [hard_spread(ZONE, labels), hard_spread(HOST, labels)]
             pods = [pod(f"burst{b}-{i}", labels, cpu="10m", spread=spread) for i in range(replicas)]
+            truth_check.burst(f"burst{b}", [("default", p["metadata"]["name"]) for p in pods])
             started = time.perf_counter()
             sched.submit(pods)
             sched.run(timeout=3600)

@@ -7,8 +7,9 @@ and none ever will (upstream PodTopologySpread semantics). `TruthCheck` tells th
 from a wrong (e.g. stale cached) "no node" answer of the extender:
 
 * `record(key)`, called by the simulator when it gives a pod up (under its cache lock,
-  so nothing is assumed meanwhile), reads where every pod is bound in the API-server
-  double at that moment and counts the burst's pods per zone and per node;
+  so nothing is assumed meanwhile), reads where the burst's pods (announced with
+  `burst`) are bound in the API-server double at that moment and counts them per zone
+  and per node;
 * from those counts alone it computes the nodes that pass both constraints
   (`fitting_nodes`, written from the PodTopologySpread filter: a node passes a
   constraint when its domain's matching count + 1 - the minimum over the domains
@@ -78,12 +79,17 @@ class TruthCheck:
     api: object  # tests.doubles.apiserver.FakeApiServer
     domain: dict[str, dict[str, str]]
     binding: object = None  # () -> bindings in flight (the simulator's count)
+    keys: dict[str, list[Key]] = field(default_factory=dict)  # app -> its pods
     moments: dict[tuple, Moment] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def burst(self, app: str, keys: list[Key]) -> None:
+        """Announce a burst's pods (before submitting them): `record` reads only theirs."""
+        self.keys[app] = keys
+
     def record(self, key: Key) -> None:
         app = app_of(key)
-        bound = {k: n for k, n in self.api.pod_nodes().items() if app_of(k) == app}
+        bound = self.api.pod_nodes(self.keys[app])
         placed = Counter(bound.values())
         in_flight = self.binding() if self.binding else 0
         state = (app, tuple(sorted(placed.items())), in_flight > 0)

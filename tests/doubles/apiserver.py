@@ -264,12 +264,13 @@ class FakeApiServer:
         with self._cond:
             return [copy.deepcopy(o) for _, o in sorted(self._objects[resource].items())]
 
-    def pod_nodes(self) -> dict[Key, str]:
-        """(namespace, name) -> spec.nodeName of every bound pod, without copying the
-        pods: cheap enough to read the truth at every scheduling decision."""
+    def pod_nodes(self, keys: Iterable[Key]) -> dict[Key, str]:
+        """(namespace, name) -> spec.nodeName of those of `keys` that are bound, without
+        copying the pods: cheap enough to read the truth at every scheduling decision."""
         with self._cond:
-            return {k: p["spec"]["nodeName"] for k, p in self._objects["pods"].items()
-                    if p.get("spec", {}).get("nodeName")}
+            pods = self._objects["pods"]
+            return {k: p["spec"]["nodeName"] for k in keys
+                    if (p := pods.get(k)) is not None and p.get("spec", {}).get("nodeName")}
 
     def all_objects(self) -> list[dict]:
         """Every object of every kind (the same documents a cluster file holds)."""

@@ -78,6 +78,7 @@ def test_a_wrong_no_node_answer_is_counted_as_wrongly_unschedulable():
         api.create("nodes", n)
     p = api.create("pods", pod("burst0-0", LABELS, spread=SPREAD))  # nothing bound: every node fits
     check = TruthCheck(api, DOMAIN, binding=lambda: 0)
+    check.burst("burst0", [("default", "burst0-0")])
     check.record(("default", "burst0-0"))
     totals = new_totals()
     check.verify("burst0", api.objects("nodes"), api.objects("pods"), totals)
@@ -94,7 +95,9 @@ def test_bursts_without_inflight_accounting_leave_only_truly_unschedulable_pods(
         for b in range(2):
             labels = {"app": f"burst{b}"}
             spread = [hard_spread(ZONE, labels), hard_spread(HOST, labels)]
-            sched.submit([pod(f"burst{b}-{i}", labels, spread=spread) for i in range(200)])
+            pods = [pod(f"burst{b}-{i}", labels, spread=spread) for i in range(200)]
+            check.burst(f"burst{b}", [("default", p["metadata"]["name"]) for p in pods])
+            sched.submit(pods)
             sched.run(timeout=120)
             check.verify(f"burst{b}", api.objects("nodes"), api.objects("pods"), totals)
         stats = sched.stats
