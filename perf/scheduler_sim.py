@@ -15,7 +15,9 @@ every pod given up as unschedulable checked against the truth of that moment, by
 counting and by the reference engine (`perf.spread_truth`): "wrongly" must be 0.
 
 Results go to perf/results/scheduler_sim.json and are printed. Throughput is reported,
-never asserted; `make test` runs the 3 x 200 version as a pass/fail test (0 violations).
+never asserted; `make test` runs the 3 x 200 version as a pass/fail test (0 violations,
+tests/scheduler/test_bursts.py) and 2 x 200 with `--inflight-wait 0` (every pod given up
+is unschedulable in the truth, tests/scheduler/test_unschedulable_truth.py).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ import http.client
 import random
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -190,6 +190,9 @@ class Scheduler:
         self._nodes = {n["metadata"]["name"]: n for n in api.objects("nodes")}
         # the scheduler's cache: every pod we know, with assumed ones placed
         self._pods: dict[tuple[str, str], dict] = {key_of(p): p for p in api.objects("pods")}
+        # how many known pods have each priority: "is any pod lower?" without a scan of
+        # every pod per failed cycle (that made late bursts of failing pods O(pods) each)
+        self._priorities = Counter(map(priority_of, self._pods.values()))
         self._assumed: dict[tuple[str, str], str] = {}
         # nodes are fixed for the simulator's life: row i of the arrays is _names[i]
         self._names = list(self._nodes)
@@ -216,6 +219,7 @@ class Scheduler:
             stored = self.api.create("pods", pod)
             with self._lock:
                 self._pods[key_of(stored)] = stored
+                self._priorities[priority_of(stored)] += 1
                 self._requests[key_of(stored)] = requests_of(stored)
                 self._active.append(key_of(stored))
 
@@ -430,7 +434,7 @@ class Scheduler:
         if pod.get("spec", {}).get("preemptionPolicy") == "Never":
             return False
         with self._lock:  # PodEligibleToPreemptOthers, cheaply: is any pod lower at all?
-            if all(priority_of(p) >= priority_of(pod) for p in self._pods.values()):
+            if not any(n and prio < priority_of(pod) for prio, n in self._priorities.items()):
                 return False
         with self._lock:  # the pods on each node, once for all candidates
             by_node: dict[str, list[tuple[str, str]]] = {}
@@ -466,6 +470,7 @@ class Scheduler:
                 self._forget(k)
                 gone = self._pods.pop(k, None)
                 if gone is not None:
+                    self._priorities[priority_of(gone)] -= 1
                     self._charge(k, gone.get("spec", {}).get("nodeName"), -1)
             self.stats.evicted.append(f"{k[0]}/{k[1]}@{node}")
         self.stats.preemptions += 1
