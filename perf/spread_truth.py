@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -67,7 +69,7 @@ class Moment:
 
     app: str
     placed: dict[str, int]
-    bound: dict[Key, str]  # where every pod was bound (to rebuild the snapshot)
+    bound: dict[Key, str]  # where each of the burst's pods was bound (to rebuild the truth)
     pod: Key  # the first pod given up in this state
     fits: set[str]
     in_flight: int
@@ -76,9 +78,12 @@ class Moment:
 
 @dataclass
 class TruthCheck:
-    api: object  # tests.doubles.apiserver.FakeApiServer
+    """The moments pods were given up at, one per distinct truth (most pods of a
+    deadlocked burst share one), and their verdicts (see the module docstring)."""
+
+    api: Any  # tests.doubles.apiserver.FakeApiServer (perf must not import tests at load)
     domain: dict[str, dict[str, str]]
-    binding: object = None  # () -> bindings in flight (the simulator's count)
+    binding: Callable[[], int] | None = None  # bindings in flight (the simulator's count)
     keys: dict[str, list[Key]] = field(default_factory=dict)  # app -> its pods
     moments: dict[tuple, Moment] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
