@@ -10,10 +10,14 @@ Deployment-like set of replicas with hard zone + hostname spread (maxSkew 1) ove
 has placed (bound + binding in flight) and checks their skew; after every bind the
 truth is read back (the pod is where the scheduler put it); the end state of each
 burst is checked against the truth alone. Reported per mode: pods/s (whole
-bursts, wall clock, on a shared machine), violations (bind-time checks and final).
+bursts, wall clock, on a shared machine), violations (bind-time checks and final), and
+every pod given up as unschedulable checked against the truth of that moment, by
+counting and by the reference engine (`perf.spread_truth`): "wrongly" must be 0.
 
 Results go to perf/results/scheduler_sim.json and are printed. Throughput is reported,
-never asserted; `make test` runs the 3 x 200 version as a pass/fail test (0 violations).
+never asserted; `make test` runs the 3 x 200 version as a pass/fail test (0 violations,
+tests/scheduler/test_bursts.py) and 2 x 200 with `--inflight-wait 0` (every pod given up
+is unschedulable in the truth, tests/scheduler/test_unschedulable_truth.py).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
 
 
 def run_mode(inflight_wait: float, bursts: int, replicas: int, zones: int, per_zone: int) -> dict:
+    from perf.spread_truth import TruthCheck, new_totals
     from tests.scheduler.harness import cluster, hard_spread, node, pod
 
     nodes = [node(f"n-{z}{i}", f"z{z}", cpu="1000", memory="4Ti") for z in range(zones) for i in range(per_zone)]
@@ -58,33 +63,38 @@ def run_mode(inflight_wait: float, bursts: int, replicas: int, zones: int, per_z
             if truth["spec"].get("nodeName") != node_name:
                 state["mismatch"] += 1
 
-    rates, final = [], 0
+    rates, final, totals = [], 0, new_totals()
     with tempfile.TemporaryDirectory() as tmp, \
             cluster(nodes, Path(tmp), inflight_wait=inflight_wait, on_bind=check, on_assume=assumed,
-                    max_attempts=3) \
+                    max_attempts=3, on_unschedulable=lambda key: truth_check.record(key)) \
             as (api, served, sched):
+        truth_check = TruthCheck(api, domain, binding=lambda: sched._binding)
         for b in range(bursts):
             labels = {"app": f"burst{b}"}
             spread = [hard_spread(ZONE, labels), hard_spread(HOST, labels)]
             pods = [pod(f"burst{b}-{i}", labels, cpu="10m", spread=spread) for i in range(replicas)]
+            truth_check.burst(f"burst{b}", [("default", p["metadata"]["name"]) for p in pods])
             started = time.perf_counter()
             sched.submit(pods)
             sched.run(timeout=3600)
             rates.append(replicas / (time.perf_counter() - started))
-            truth = [p for p in api.objects("pods") if p["metadata"]["labels"].get("app") == f"burst{b}"]
+            everything = api.objects("pods")
+            truth_check.verify(f"burst{b}", api.objects("nodes"), everything, totals)
+            truth = [p for p in everything if p["metadata"]["labels"].get("app") == f"burst{b}"]
             for of in domain.values():
                 c = Counter({d: 0 for d in set(of.values())})
                 c.update(of[p["spec"]["nodeName"]] for p in truth if p["spec"].get("nodeName"))
                 final += max(c.values()) - min(c.values()) > 1
             print(f"  inflight-wait {inflight_wait:g}: burst {b + 1}/{bursts}: {rates[-1]:.1f} pods/s, "
-                  f"violations so far {state['violations']}", flush=True)
+                  f"violations so far {state['violations']}, unschedulable so far "
+                  f"{totals['unschedulable_checked']} (wrongly {totals['wrongly_unschedulable']})", flush=True)
         expired = served.metric("extender_inflight_expired_total")
     return {"inflight_wait": inflight_wait, "pods_per_second": rates,
             "mean_pods_per_second": sum(rates) / len(rates), "bind_time_violations": state["violations"],
             "final_violations": final, "truth_mismatches": state["mismatch"],
             "scheduled": sched.stats.scheduled, "unschedulable": sched.stats.unschedulable,
             "bind_errors": sched.stats.bind_errors, "errors": sched.errors[:10],
-            "expired_pending": expired}
+            "expired_pending": expired, "unschedulable_vs_truth": totals}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     for mode in report["modes"]:
         print(f"inflight-wait {mode['inflight_wait']:g}: {mode['mean_pods_per_second']:.1f} pods/s, "
               f"violations at bind {mode['bind_time_violations']}, final {mode['final_violations']}")
+        t = mode["unschedulable_vs_truth"]
+        print(f"  unschedulable {mode['unschedulable']}, checked against the truth: {t['unschedulable_checked']}, "
+              f"no node fits {t['truth_admits_no_node']}, wrongly: {t['wrongly_unschedulable']} "
+              f"(given up with binds in flight {t['given_up_with_binds_in_flight']}, a node fitting then "
+              f"{t['of_which_truth_admitted_a_node']}; a node fits the final truth {t['final_truth_admits_a_node']}); "
+              f"reference engine disagrees: {t['reference_disagrees']}")
     return 0
 
 

@@ -264,6 +264,14 @@ class FakeApiServer:
         with self._cond:
             return [copy.deepcopy(o) for _, o in sorted(self._objects[resource].items())]
 
+    def pod_nodes(self, keys: Iterable[Key]) -> dict[Key, str]:
+        """(namespace, name) -> spec.nodeName of those of `keys` that are bound, without
+        copying the pods: cheap enough to read the truth at every scheduling decision."""
+        with self._cond:
+            pods = self._objects["pods"]
+            return {k: p["spec"]["nodeName"] for k in keys
+                    if (p := pods.get(k)) is not None and p.get("spec", {}).get("nodeName")}
+
     def all_objects(self) -> list[dict]:
         """Every object of every kind (the same documents a cluster file holds)."""
         return [o for r in RESOURCES for o in self.objects(r)]

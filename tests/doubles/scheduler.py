@@ -38,7 +38,7 @@ import http.client
 import random
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -162,13 +162,16 @@ class Stats:
 class Scheduler:
     """See the module docstring. `on_bind(pod_key, node)` runs after every successful
     bind, in the binding thread (tests check the truth there); `on_assume(pod_key,
-    node)` runs for every placement decision, in order, under the cache lock."""
+    node)` runs for every placement decision, in order, under the cache lock;
+    `on_unschedulable(pod_key)` runs when a pod is given up on (its last attempt
+    failed), under the cache lock, before anything else is scheduled or assumed."""
 
     def __init__(
         self, api: FakeApiServer, extender_url: str, weight: int = 1, seed: int = 0,
         bind_delay: tuple[float, float] = (0.0, 0.005), max_attempts: int = 6,
         backoff: float = 0.02, on_bind: Callable[[tuple[str, str], str], None] | None = None,
         use_bind_verb: bool = True, on_assume: Callable[[tuple[str, str], str], None] | None = None,
+        on_unschedulable: Callable[[tuple[str, str]], None] | None = None,
     ) -> None:
         self.api = api
         self.ext = ExtenderClient(extender_url)
@@ -179,6 +182,7 @@ class Scheduler:
         self.backoff = backoff
         self.on_bind = on_bind
         self.on_assume = on_assume  # (key, node) under the cache lock, in decision order
+        self.on_unschedulable = on_unschedulable  # (key) under the cache lock, when given up
         self.use_bind_verb = use_bind_verb
         self.stats = Stats()
         self.errors: list[str] = []
@@ -186,6 +190,9 @@ class Scheduler:
         self._nodes = {n["metadata"]["name"]: n for n in api.objects("nodes")}
         # the scheduler's cache: every pod we know, with assumed ones placed
         self._pods: dict[tuple[str, str], dict] = {key_of(p): p for p in api.objects("pods")}
+        # how many known pods have each priority: "is any pod lower?" without a scan of
+        # every pod per failed cycle (that made late bursts of failing pods O(pods) each)
+        self._priorities = Counter(map(priority_of, self._pods.values()))
         self._assumed: dict[tuple[str, str], str] = {}
         # nodes are fixed for the simulator's life: row i of the arrays is _names[i]
         self._names = list(self._nodes)
@@ -212,6 +219,7 @@ class Scheduler:
             stored = self.api.create("pods", pod)
             with self._lock:
                 self._pods[key_of(stored)] = stored
+                self._priorities[priority_of(stored)] += 1
                 self._requests[key_of(stored)] = requests_of(stored)
                 self._active.append(key_of(stored))
 
@@ -264,6 +272,8 @@ class Scheduler:
             n = self._attempts[key] = self._attempts.get(key, 0) + 1
             if n >= self.max_attempts or key not in self._pods:
                 self.stats.unschedulable += key in self._pods
+                if key in self._pods and self.on_unschedulable is not None:
+                    self.on_unschedulable(key)
                 return
             self._backoff.append((time.monotonic() + self.backoff * 2 ** (n - 1), key))
 
@@ -424,7 +434,7 @@ class Scheduler:
         if pod.get("spec", {}).get("preemptionPolicy") == "Never":
             return False
         with self._lock:  # PodEligibleToPreemptOthers, cheaply: is any pod lower at all?
-            if all(priority_of(p) >= priority_of(pod) for p in self._pods.values()):
+            if not any(n and prio < priority_of(pod) for prio, n in self._priorities.items()):
                 return False
         with self._lock:  # the pods on each node, once for all candidates
             by_node: dict[str, list[tuple[str, str]]] = {}
@@ -460,6 +470,7 @@ class Scheduler:
                 self._forget(k)
                 gone = self._pods.pop(k, None)
                 if gone is not None:
+                    self._priorities[priority_of(gone)] -= 1
                     self._charge(k, gone.get("spec", {}).get("nodeName"), -1)
             self.stats.evicted.append(f"{k[0]}/{k[1]}@{node}")
         self.stats.preemptions += 1
