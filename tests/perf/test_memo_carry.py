@@ -65,18 +65,24 @@ def test_taint_answers_are_recomputed_when_taints_or_nodes_change(objects, chang
     assert s.snapshot().node_memo("t", lambda: "new", taints_only=True) == "new"
 
 
-@pytest.mark.parametrize("pod_name", ["plain", "sla-gt", "cel-rack-regex", "cel-kernel-version",
-                                      "annotation-tolerations", "spread-spot", "cordon-toleration"])
-def test_answers_after_relabels_equal_a_fresh_state(objects, pod_name):
-    """Warm every memo, relabel and re-taint nodes one event at a time, and compare the
-    answers with an engine over a store loaded from the final objects."""
+def _live_engine(objects):
+    """A store loaded with `objects` and an engine reading its current snapshot (as the
+    live source serves it), answers computed every time."""
     s = _store(objects)
 
     class Live:
         def snapshot(self):
             return s.snapshot()
 
-    engine = Extender(Config(), Live(), remember_answers=False)
+    return s, Extender(Config(), Live(), remember_answers=False)
+
+
+@pytest.mark.parametrize("pod_name", ["plain", "sla-gt", "cel-rack-regex", "cel-kernel-version",
+                                      "annotation-tolerations", "spread-spot", "cordon-toleration"])
+def test_answers_after_relabels_equal_a_fresh_state(objects, pod_name):
+    """Warm every memo, relabel and re-taint nodes one event at a time, and compare the
+    answers with an engine over a store loaded from the final objects."""
+    s, engine = _live_engine(objects)
     names = [n["metadata"]["name"] for n in _nodes(objects)]
     body = orjson.dumps({"Pod": example_pod(pod_name), "NodeNames": names})
     final = copy.deepcopy(objects)
@@ -96,13 +102,7 @@ def test_candidate_sets_follow_a_relabel_but_not_a_new_node(objects):
     """kube-scheduler's NodeNames list is resolved once per node layer; a relabel keeps
     every node in its place, so the set (its positions, encoded names and templates) is
     carried; a new node is not."""
-    s = _store(objects)
-
-    class Live:
-        def snapshot(self):
-            return s.snapshot()
-
-    engine = Extender(Config(), Live(), remember_answers=False)
+    s, engine = _live_engine(objects)
     names = [n["metadata"]["name"] for n in _nodes(objects)]
     args = decode_args(orjson.dumps({"Pod": example_pod("plain"), "NodeNames": names}))
     engine.filter_bytes(args)
