@@ -7,3 +7,8 @@ from __future__ import annotations
 
 class ConfigError(ValueError):
     """A bad setting; the message names the key."""
+
+
+class ScoringError(RuntimeError):
+    """A plugin failed on the pod (e.g. a broken preferred term fails PreScore upstream,
+    a malformed spread fails PreFilter): the request is at fault, answered 400."""

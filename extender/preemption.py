@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.api.wire import WireError, go_fields
+from extender.errors import ScoringError
 from extender.framework.status import Code
 from extender.model import Pod
 from extender.state import ClusterSnapshot
@@ -46,9 +47,19 @@ class PreemptionArgs:
 def _int64(value: Any, where: str) -> int:
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise WireError(f"{where} must be an integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not -(1 << 63) <= value < 1 << 63:
+        raise WireError(f"{where} must be an int64")
     return value
+
+
+def _pods(fields: dict[str, Any], where: str) -> list[Any]:
+    """`Pods` ([]*MetaPod / []*v1.Pod): null or a list, as encoding/json decodes it."""
+    pods = fields.get("Pods")
+    if pods is None:
+        return []
+    if not isinstance(pods, list):
+        raise WireError(f"{where}.Pods must be a list")
+    return pods
 
 
 def _meta_victims(raw: Any, where: str) -> Victims:
@@ -58,7 +69,7 @@ def _meta_victims(raw: Any, where: str) -> Victims:
         raise WireError(f"{where} must be a MetaVictims object")
     fields = go_fields(raw, ("Pods", "NumPDBViolations"))
     uids = []
-    for i, pod in enumerate(fields.get("Pods") or []):
+    for i, pod in enumerate(_pods(fields, where)):
         if not isinstance(pod, dict):
             raise WireError(f"{where}.Pods[{i}] must be a MetaPod object")
         uid = go_fields(pod, ("UID",)).get("UID") or ""
@@ -75,7 +86,7 @@ def _full_victims(raw: Any, where: str) -> Victims:
         raise WireError(f"{where} must be a Victims object")
     fields = go_fields(raw, ("Pods", "NumPDBViolations"))
     uids, keys = [], []
-    for i, pod in enumerate(fields.get("Pods") or []):
+    for i, pod in enumerate(_pods(fields, where)):
         meta = pod.get("metadata") if isinstance(pod, dict) else None
         if not isinstance(meta, dict):
             raise WireError(f"{where}.Pods[{i}] must be a Pod with metadata")
@@ -139,13 +150,15 @@ def surviving_nodes(engine, snapshot: ClusterSnapshot, pod: Pod, args: Preemptio
     """The candidates where the preemptor passes our filters once its victims are gone.
 
     `engine` is the `Extender` (its resolve/new_state/run_filter). Nodes not in our
-    state are dropped: we cannot vouch for them."""
+    state are dropped: we cannot vouch for them. A plugin failing on the preemptor (a
+    malformed spread constraint fails PreFilter) raises ScoringError: the request is at
+    fault, and kube-scheduler treats any failed `preempt` call as an error."""
     names = [n for n in args.victims if n in snapshot.nodes.by_name]
     if not names:
         return {}
     outcome = engine.run_filter(engine.new_state(snapshot), pod, engine.resolve(snapshot, names, None))
     if outcome.error:
-        raise RuntimeError(outcome.error)
+        raise ScoringError(outcome.error)
     statuses = outcome.statuses
     kept: dict[str, Victims] = {}
     hard_spread = has_hard_spread(pod)
@@ -160,7 +173,7 @@ def surviving_nodes(engine, snapshot: ClusterSnapshot, pod: Pod, args: Preemptio
         reduced = without(snapshot, args.victims[name])
         again = engine.run_filter(engine.new_state(reduced), pod, engine.resolve(reduced, [name], None))
         if again.error:
-            raise RuntimeError(again.error)
+            raise ScoringError(again.error)
         if again.feasible_names == [name]:
             kept[name] = args.victims[name]
     return kept

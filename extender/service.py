@@ -33,6 +33,7 @@ from extender.binding import bind as bind_pod
 from extender.caching import ByteLRU, budget, set_memory_limit
 from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.config import Config
+from extender.errors import ScoringError
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.runner import evaluation_counters
@@ -51,10 +52,6 @@ from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 from extender.state.nodeset import new_templates, template_budget
 
 log = logging.getLogger("extender.service")
-
-class ScoringError(RuntimeError):
-    """A score plugin failed (e.g. a broken preferred term fails PreScore upstream)."""
-
 
 # Answers per (candidate list, verb, pod shape), per snapshot (see remembered_answer).
 SHAPE_ANSWERS = "shape-answers"

@@ -74,11 +74,15 @@ def _str_map(value: Any, where: str) -> dict[str, str]:
     return result
 
 
-def _int(value: Any, where: str, default: int = 0) -> int:
+def _int(value: Any, where: str, default: int = 0, bits: int = 64) -> int:
+    """An integer field of Go type int64 (or int32, `bits`): a number out of its range
+    fails to decode, as in Go, so kube-scheduler can never send one."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         raise ModelError(f"{where}: expected an integer, got {type(value).__name__}")
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise ModelError(f"{where}: {value} is out of range for int{bits}")
     return value
 
 
@@ -169,7 +173,7 @@ def node_affinity_from_dict(raw: Any, where: str) -> tuple[NodeSelector | None, 
         p = _obj(p, f"{pref_where}[{i}]")
         preferred.append(
             PreferredSchedulingTerm(
-                _int(p.get("weight"), f"{pref_where}[{i}].weight"),
+                _int(p.get("weight"), f"{pref_where}[{i}].weight", bits=32),
                 node_selector_term(p.get("preference"), f"{pref_where}[{i}].preference"),
             )
         )
@@ -198,7 +202,7 @@ def existing_pod_from_dict(raw: Any) -> Pod:
         uid=_str(meta.get("uid"), "pod.metadata.uid"),
         labels=_str_map(meta.get("labels"), "pod.metadata.labels"),
         node_name=_str(spec.get("nodeName"), "pod.spec.nodeName"),
-        priority=_int(spec.get("priority"), "pod.spec.priority"),
+        priority=_int(spec.get("priority"), "pod.spec.priority", bits=32),
         phase=_str(status.get("phase"), "pod.status.phase"),
         terminating=_is_deleting(meta),
         nominated_node_name=_str(status.get("nominatedNodeName"), "pod.status.nominatedNodeName"),
@@ -262,7 +266,7 @@ def pod_from_dict(raw: Any, annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX, 
             _obj(o, "pod.metadata.ownerReferences[]")
             for o in _list(meta.get("ownerReferences"), "pod.metadata.ownerReferences")
         ),
-        priority=_int(spec.get("priority"), "pod.spec.priority"),
+        priority=_int(spec.get("priority"), "pod.spec.priority", bits=32),
         phase=_str(status.get("phase"), "pod.status.phase"),
         terminating=_is_deleting(meta),
         nominated_node_name=_str(status.get("nominatedNodeName"), "pod.status.nominatedNodeName"),

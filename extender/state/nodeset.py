@@ -46,8 +46,21 @@ def template_size(value: object) -> int:
     return 64 + getattr(value, "nbytes", 0)
 
 
-def new_templates(limit: int = TEMPLATE_BYTES) -> LRUCache:
-    return LRUCache(limit, getsizeof=template_size)
+class Templates(LRUCache):
+    """`NodeSet.templates`: an LRU bounded by `template_size` bytes. A value larger than
+    the whole cache is not stored (cachetools raises "value too large"), like
+    `ByteLRU.put`: the caller answers with what it computed, so an answer never depends
+    on how small the cache is (a retried request answers as the first did)."""
+
+    def __setitem__(self, key: Hashable, value: Any) -> None:
+        if self.getsizeof(value) > self.maxsize:
+            self.pop(key, None)
+            return
+        super().__setitem__(key, value)
+
+
+def new_templates(limit: int = TEMPLATE_BYTES) -> Templates:
+    return Templates(limit, getsizeof=template_size)
 
 
 def template_budget(nodes: int, full: bool = False) -> int:
