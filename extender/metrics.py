@@ -311,3 +311,18 @@ def child(metric, *labels: str):
     if hit is None:
         hit = _CHILDREN[key] = metric.labels(*labels)
     return hit
+
+# --- serving certificates (webhook, --verbs-tls) and request limits ---------------------
+
+TLS_CERTIFICATE_LOADS_TOTAL = Counter(
+    "extender_tls_certificate_loads_total",
+    "Serving certificate (re)loads by result: loaded; refused_expired, refused_not_yet_valid "
+    "(outside its validity period: the previous certificate stays in use); refused_unreadable.",
+    ["result"],
+)
+
+TLS_CERTIFICATE_EXPIRY = Gauge(
+    "extender_tls_certificate_expiry_timestamp_seconds",
+    "notAfter of the serving certificate in use (Unix time), for expiry alerts.",
+    multiprocess_mode="max",
+)

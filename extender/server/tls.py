@@ -3,8 +3,11 @@
 `ReloadingContext.current()` is called for every new connection: at most once a second
 it compares the files' (mtime, size, inode); when they changed it builds a fresh
 `SSLContext` and uses it for new connections (open ones keep theirs). A half-written
-pair (the key file replaced before the certificate) fails to load: the previous context
-stays in use and the error is logged, and the next check tries again.
+pair (the key file replaced before the certificate) fails to load, and a certificate
+outside its validity period (expired, or not valid yet: clients would refuse it) is
+refused: either way the previous context stays in use, the refusal is logged and
+counted (`extender_tls_certificate_loads_total{result}`), and the next check tries
+again (a not-yet-valid certificate is taken once its time comes).
 """
 
 from __future__ import annotations
@@ -18,6 +21,36 @@ import time
 log = logging.getLogger("extender.tls")
 
 CHECK_INTERVAL = 1.0
+
+
+class CertificateNotValid(ValueError):
+    """The certificate is outside its validity period; `reason` is the metric's result."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def validity(cert_file: str) -> tuple[float, float]:
+    """(notBefore, notAfter) of the first certificate in a PEM file, as Unix times.
+    `_test_decode_cert` is the standard library's own PEM reader (the ssl module has no
+    public one; the `cryptography` package is not a runtime dependency)."""
+    info = ssl._ssl._test_decode_cert(cert_file)  # type: ignore[attr-defined]
+    return ssl.cert_time_to_seconds(info["notBefore"]), ssl.cert_time_to_seconds(info["notAfter"])
+
+
+def check_validity(cert_file: str, now: float | None = None) -> float:
+    """The certificate's notAfter; CertificateNotValid if `now` is outside its period."""
+    not_before, not_after = validity(cert_file)
+    now = time.time() if now is None else now
+    if now > not_after:
+        raise CertificateNotValid(f"certificate expired at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(not_after))}",
+                                  "refused_expired")
+    if now < not_before:
+        raise CertificateNotValid(f"certificate not valid before "
+                                  f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(not_before))}",
+                                  "refused_not_yet_valid")
+    return not_after
 
 
 def _stamp(path: str) -> tuple[int, int, int] | None:
@@ -49,7 +82,12 @@ class ReloadingContext:
         self._stamps = self._read_stamps()
         self._context = build_context(*self._args)  # fails fast at start-up
         self._checked = time.monotonic()
+        self._refused: tuple | None = None  # (stamps, reason) last logged as refused
         self.reloads = 0
+        try:  # no previous certificate to keep: served, but said loudly
+            self._loaded(check_validity(cert_file))
+        except (CertificateNotValid, ValueError, OSError, ssl.SSLError) as exc:
+            self._refuse(getattr(exc, "reason", "refused_unreadable"), exc, self._stamps)
 
     def _read_stamps(self) -> tuple:
         return tuple(_stamp(f) for f in self.files)
@@ -66,14 +104,37 @@ class ReloadingContext:
             if stamps != self._stamps:
                 try:
                     context = build_context(*self._args)
+                    not_after = check_validity(self._args[0])
+                except CertificateNotValid as exc:
+                    self._refuse(exc.reason, exc, stamps)
                 except (OSError, ssl.SSLError, ValueError) as exc:
-                    log.error("TLS files changed but cannot be loaded; keeping the previous certificate",
-                              extra={"files": list(self.files), "error": str(exc)})
+                    self._refuse("refused_unreadable", exc, stamps)
                 else:
-                    self._context, self._stamps = context, stamps
+                    self._context, self._stamps, self._refused = context, stamps, None
                     self.reloads += 1
+                    self._loaded(not_after)
                     log.info("TLS certificate reloaded", extra={"files": list(self.files)})
             return self._context
+
+    @staticmethod
+    def _loaded(not_after: float) -> None:
+        from extender import metrics
+
+        metrics.TLS_CERTIFICATE_LOADS_TOTAL.labels("loaded").inc()
+        metrics.TLS_CERTIFICATE_EXPIRY.set(not_after)
+
+    def _refuse(self, reason: str, exc: BaseException, stamps: tuple) -> None:
+        """Log and count a refused certificate once per file change (the check repeats
+        every `check_interval` while connections arrive)."""
+        if self._refused == (stamps, reason):
+            return
+        self._refused = (stamps, reason)
+        from extender import metrics
+
+        metrics.TLS_CERTIFICATE_LOADS_TOTAL.labels(reason).inc()
+        log.error("TLS files changed but cannot be used; keeping the previous certificate"
+                  if self.reloads or stamps != self._stamps else "TLS certificate is not usable",
+                  extra={"files": list(self.files), "error": str(exc), "result": reason})
 
 
 # --- the verbs' listener (gunicorn), with `--verbs-tls` ---------------------------------

@@ -44,17 +44,19 @@ class CA:
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common_name: str, server: bool = True) -> tuple[bytes, bytes, int]:
-        """(certificate PEM, key PEM, serial) for 127.0.0.1 / localhost (server) or a client."""
+    def issue(self, common_name: str, server: bool = True,
+              valid: tuple[datetime.timedelta, datetime.timedelta] | None = None) -> tuple[bytes, bytes, int]:
+        """(certificate PEM, key PEM, serial) for 127.0.0.1 / localhost (server) or a
+        client; `valid`: (notBefore, notAfter) relative to now, default (-5 min, +1 day)."""
         key = _key()
         now = datetime.datetime.now(datetime.UTC)
+        before, after = valid or (datetime.timedelta(minutes=-5), datetime.timedelta(days=1))
         serial = x509.random_serial_number()
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         builder = (x509.CertificateBuilder()
                    .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
                    .issuer_name(self.cert.subject).public_key(key.public_key()).serial_number(serial)
-                   .not_valid_before(now - datetime.timedelta(minutes=5))
-                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .not_valid_before(now + before).not_valid_after(now + after)
                    .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
         if server:
             builder = builder.add_extension(x509.SubjectAlternativeName(
