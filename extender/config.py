@@ -45,7 +45,10 @@ class Config:
     feature_gates: FeatureGates = FeatureGates()
     weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     score_mode: str = "in-tree"
-    max_body_bytes: int = 64 * 1024 * 1024
+    # Nodes mode at 5,000 kubelet-registered nodes (~3.2 KB each without image lists) is
+    # 16 MB; NodeNames at 15,000 nodes < 1 MiB (docs/operate/hardening.md, "Sizes")
+    max_body_bytes: int = 32 << 20
+    max_inflight_bytes: int = 64 << 20  # every request held at once (extender.server.budget)
     log_level: str = "info"
     plugin_args: dict[str, dict[str, Any]] = field(default_factory=dict)
     cel_program_cache_size: int = 1024
@@ -200,6 +203,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "weights": ("weights", _weights),
     "score_mode": ("scoreMode", _choice(SCORE_MODES)),
     "max_body_bytes": ("maxBodyBytes", _int_at_least(1)),
+    "max_inflight_bytes": ("maxInflightBytes", _int_at_least(1 << 20)),
     "log_level": ("logLevel", _choice(LOG_LEVELS, lower=True)),
     "cel_program_cache_size": ("celProgramCacheSize", _int_at_least(1)),
     "cel_result_cache_size": ("celResultCacheSize", _int_at_least(0)),
@@ -327,6 +331,12 @@ def build_config(
                           "give --tls-cert-file and --tls-private-key-file")
     if config.verbs_tls and not (config.tls_cert_file and config.tls_private_key_file):
         raise ConfigError("--verbs-tls: give --tls-cert-file and --tls-private-key-file")
+    from extender.server.budget import SMALL_REQUEST, SMALL_RESERVE
+
+    if config.max_body_bytes > SMALL_REQUEST and config.max_inflight_bytes - SMALL_RESERVE < config.max_body_bytes:
+        raise ConfigError(f"--max-inflight-bytes ({config.max_inflight_bytes}) must hold one request of "
+                          f"--max-body-bytes ({config.max_body_bytes}) besides the {SMALL_RESERVE >> 20} MiB "
+                          "kept for small requests")
     if config.kubeconfig and config.in_cluster:
         raise ConfigError("--kubeconfig and --in-cluster exclude each other: choose one")
     if config.live and config.cluster:

@@ -324,5 +324,19 @@ TLS_CERTIFICATE_LOADS_TOTAL = Counter(
 TLS_CERTIFICATE_EXPIRY = Gauge(
     "extender_tls_certificate_expiry_timestamp_seconds",
     "notAfter of the serving certificate in use (Unix time), for expiry alerts.",
-    multiprocess_mode="max",
+    multiprocess_mode="livemax",
+)
+
+INFLIGHT_REQUEST_BYTES = Gauge(
+    "extender_inflight_request_bytes",
+    "Bytes of requests being received or answered, every listener of the worker together "
+    "(bounded by --max-inflight-bytes).",
+    multiprocess_mode="livesum",
+)
+
+REQUESTS_SHED_TOTAL = Counter(
+    "extender_requests_shed_total",
+    "Requests answered 503 (Retry-After) because --max-inflight-bytes was reached, by listener "
+    "(verbs, metrics-listener, webhook-listener).",
+    ["listener"],
 )

@@ -11,13 +11,24 @@ import os
 import time
 
 from flask import Flask, Response, request
+from gunicorn.http.errors import ParseException
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api.wire import encode
 from extender.config import Config
+from extender.server.budget import BODIES
 from extender.server.listener import Route
-from extender.server.verbs import VERBS, VerbRoutes, answer, observe, off_loop, too_large
+from extender.server.verbs import (
+    SHED_HEADERS,
+    VERBS,
+    VerbRoutes,
+    answer,
+    observe,
+    off_loop,
+    shed_answer,
+    too_large,
+)
 from extender.service import Extender
 from extender.state import ClusterSource, readiness
 
@@ -86,19 +97,28 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
         source = open_source(config)
         start_in_worker(source)  # under gunicorn the master handles HUP
     engine = extender or Extender(config, source)
+    BODIES.configure(config.max_inflight_bytes)  # the process's in-flight byte budget
     app = Flask("extender")
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
     app.extensions["extender"] = engine
 
     def verb(name: str) -> Response:
+        """A verb whose body VerbRoutes did not take (chunked, or not a plain length)."""
         started = time.perf_counter()
-        try:
-            body = request.get_data(cache=False)
-        except RequestEntityTooLarge:
-            code, payload = too_large(config.max_body_bytes)
-            observe(name, code, started)
-        else:
-            code, payload = answer(engine, name, body)
+        with BODIES.admit(min(request.content_length or config.max_body_bytes, config.max_body_bytes)) as ok:
+            if not ok:
+                code, payload = shed_answer(name)
+                return Response(payload, status=code, mimetype=JSON, headers=SHED_HEADERS)
+            try:
+                body = request.get_data(cache=False)
+            except RequestEntityTooLarge:
+                code, payload = too_large(config.max_body_bytes)
+                observe(name, code, started)
+            except ParseException as exc:  # broken chunked framing met while reading (TLS path)
+                code, payload = 400, encode({"error": f"malformed request body: {exc}"})
+                observe(name, code, started)
+            else:
+                code, payload = answer(engine, name, body)
         return Response(payload, status=code, mimetype=JSON)
 
     for name in VERBS:

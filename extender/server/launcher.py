@@ -130,7 +130,7 @@ def check_metrics_listen(address: str) -> None:
         probe = Listener(address, {})
     except OSError as exc:
         raise ConfigError(f"--metrics-listen: cannot listen on {address}: {exc.strerror or exc}") from None
-    probe.server.server_close()
+    probe.close()
 
 
 def raise_open_files_limit() -> None:

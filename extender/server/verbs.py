@@ -25,17 +25,28 @@ from extender.api.wire import WireError, decode_args, decode_json, encode, error
 from extender.binding import decode_binding_args
 from extender.model.parse import ModelError
 from extender.preemption import decode_preemption_args
+from extender.server.budget import BODIES, RETRY_AFTER_SECONDS, shed
 from extender.service import Extender, ScoringError
 
 log = logging.getLogger("extender.http")
 JSON_HEADERS = "application/json"
 VERBS = ("filter", "prioritize", "bind", "preempt")
 REASONS = {200: "200 OK", 400: "400 Bad Request", 413: "413 Request Entity Too Large",
-           500: "500 Internal Server Error"}
+           500: "500 Internal Server Error", 503: "503 Service Unavailable"}
+SHED_HEADERS = [("Retry-After", str(RETRY_AFTER_SECONDS))]
 
 
 def too_large(limit: int) -> tuple[int, bytes]:
     return 413, encode({"error": f"request body exceeds the limit of {limit} bytes"})
+
+
+def shed_answer(verb: str | None = None) -> tuple[int, bytes]:
+    """503 for a request over the in-flight byte budget (`extender.server.budget`); the
+    caller adds `Retry-After`."""
+    shed("verbs")
+    if verb is not None:
+        observe(verb, 503, time.perf_counter())
+    return 503, encode({"error": "too many request bytes in flight; retry"})
 
 
 def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
@@ -106,8 +117,13 @@ class VerbRoutes:
         if verb is None or not length.isdigit() or environ.get("HTTP_TRANSFER_ENCODING"):
             return self.app(environ, start_response)
         size = int(length)
-        code, body = self.respond(verb, size, lambda: environ["wsgi.input"].read(size))
-        start_response(REASONS[code], [("Content-Type", JSON_HEADERS), ("Content-Length", str(len(body)))])
+        with BODIES.admit(min(size, self.limit)) as admitted:  # unless the transport charged it
+            if admitted:
+                code, body = self.respond(verb, size, lambda: environ["wsgi.input"].read(size))
+            else:
+                code, body = shed_answer(verb)
+        headers = [("Content-Type", JSON_HEADERS), ("Content-Length", str(len(body)))]
+        start_response(REASONS[code], headers + SHED_HEADERS if code == 503 else headers)
         return [body]
 
     def respond(self, verb: str, size: int, read: Callable[[], bytes]) -> tuple[int, bytes]:

@@ -8,9 +8,19 @@ denial lists every error in `status.message`; warnings go to `response.warnings`
 (kubectl prints them). A body that is not an AdmissionReview v1 is answered 400.
 
 The transport is `extender.server.listener.Listener` (the one `--metrics-listen` uses):
-threads of each gunicorn worker (so its reviews are in that worker's `/metrics`), TLS per connection from a `ReloadingContext` (so a
-rotated certificate is used from the next connection on), handshake and every read
-under a timeout in the connection's own thread, never on the accept loop.
+an event loop and two route threads in each gunicorn worker (so its reviews are in that
+worker's `/metrics`), TLS per connection from a `ReloadingContext` (so a rotated
+certificate is used from the next connection on). Handshake, head and body of a review
+share one deadline (`REQUEST_TIMEOUT`); a connection never holds a thread while it
+waits, so silent or slow clients cannot lock reviews out.
+
+Body limit (`MAX_REVIEW_BYTES`, 8 MiB): etcd stores no object over 1.5 MiB (its
+request limit; kube-apiserver itself refuses write bodies over 3 MiB,
+`MaxRequestBodyBytes`), about 3 MiB once written as JSON; an UPDATE review carries two
+objects (`object`, `oldObject`) and a small envelope: under 8 MiB. A larger review is of
+an object that cannot be stored anyway; it is answered 413 before its body is read.
+Its bytes count in the process's in-flight budget (`extender.server.budget`), shared
+with the verbs.
 """
 
 from __future__ import annotations
@@ -32,8 +42,11 @@ from extender.validation.workloads import TEMPLATE_PATHS, check_object, pod_temp
 log = logging.getLogger("extender.webhook")
 
 API_VERSION = "admission.k8s.io/v1"
-CONNECTION_TIMEOUT = 10.0  # seconds for the TLS handshake and each read
-MAX_CONNECTIONS = 64  # open connections served at once (one thread each)
+# seconds for the TLS handshake, head and body of a review together (the API server
+# waits `timeoutSeconds`, at most 30; the manifests set 5), and again for the answer
+REQUEST_TIMEOUT = 10.0
+MAX_CONNECTIONS = 1024  # open connections (waiting in the poller, no thread each)
+MAX_REVIEW_BYTES = 8 << 20  # see the module docstring
 MAX_WARNING_CHARS = 512
 VALIDATE = "/validate"  # the route, and the `webhook` label of its metrics
 
@@ -131,26 +144,27 @@ def validate_route(prefix: str, gates: FeatureGates) -> PostRoute:
 
 
 def webhook_listener(listen: str, tls: ReloadingContext, prefix: str, gates: FeatureGates,
-                     max_body_bytes: int = 16 << 20, max_connections: int = MAX_CONNECTIONS) -> Listener:
+                     max_body_bytes: int = MAX_REVIEW_BYTES, max_connections: int = MAX_CONNECTIONS,
+                     **limits: Any) -> Listener:
     """The webhook's HTTPS listener (not started): `POST /validate`, and `GET /healthz`
     for a probe; the serving certificate is re-read per connection when it changed."""
     ok: Route = lambda: (200, "text/plain", b"ok")  # noqa: E731 - a one-line route
+    limits.setdefault("timeout", REQUEST_TIMEOUT)
     return Listener(listen, {"/healthz": ok, "/readyz": ok},
                     post_routes={VALIDATE: validate_route(prefix, gates)},
-                    max_body_bytes=max_body_bytes, timeout=CONNECTION_TIMEOUT,
-                    max_connections=max_connections, ssl_context=tls.current, name="webhook-listener")
+                    max_body_bytes=max_body_bytes, max_connections=max_connections,
+                    ssl_context=tls.current, name="webhook-listener", **limits)
 
 
 def _listener_for(config: Any) -> Listener:
     tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)
-    return webhook_listener(config.webhook_listen, tls, config.annotation_prefix,
-                            config.feature_gates, max_body_bytes=config.max_body_bytes)
+    return webhook_listener(config.webhook_listen, tls, config.annotation_prefix, config.feature_gates)
 
 
 def check_webhook(config: Any) -> None:
     """Fail at start-up, before gunicorn forks, on unreadable TLS files or a busy port
     (raises OSError / ssl.SSLError): the listener is built once and closed again."""
-    _listener_for(config).server.server_close()
+    _listener_for(config).close()
 
 
 def start_webhook(config: Any) -> Listener:

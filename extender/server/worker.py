@@ -34,11 +34,15 @@ No request reaches a thread before it has fully arrived: larger `Content-Length`
 bodies (up to the body limit), chunked bodies (scanned incrementally, `Framing`) and
 `Expect: 100-continue` requests (the loop sends the `100 Continue`) are buffered on the
 loop too and handed to a pool thread only once complete; a declared body over the
-limit is refused (413) and a head over `MAX_HEAD_BYTES` (431) before they are read. New
-connections wait in the poller for their first byte, and a partial request is closed
-`REQUEST_READ_TIMEOUT` after its first byte. What still goes to the pool unbuffered
-(anything odd in the head, TLS, HTTP/2, requests past `BUFFER_BUDGET`) reads under that
-same deadline (`DeadlineSocket`): a stalled client never holds a thread for long (and,
+limit is refused (413), a head over `MAX_HEAD_BYTES` (431) and a broken chunked framing
+(400) before they are read. Every byte a connection holds counts against the process's
+in-flight byte budget (`extender.server.budget`, `--max-inflight-bytes`, shared with the
+health and webhook listeners) as it arrives; a request that would pass it is answered
+503 with `Retry-After`. New connections wait in the poller for their first byte, and a
+partial request is closed `REQUEST_READ_TIMEOUT` after its first byte. What still goes
+to the pool unbuffered (anything odd in the head, TLS, HTTP/2) reads under that same
+deadline (`DeadlineSocket`) and is charged by the WSGI layer: a stalled client never
+holds a thread for long (and,
 answered by gunicorn's own code, runs without a lane: its expensive CEL holds its
 thread while it waits for the slot, as before). A
 client that does not read its answer is cut off after `WRITE_TIMEOUT`. gunicorn's
@@ -69,11 +73,11 @@ from gunicorn.workers import gthread
 
 from extender.cel import deadline, lane
 from extender.cel.limits import EXPENSIVE_SLOTS
-from extender.server.verbs import JSON_HEADERS, REASONS, too_large, verb_of
+from extender.server.budget import BODIES, RETRY_AFTER_SECONDS
+from extender.server.verbs import JSON_HEADERS, REASONS, shed_answer, too_large, verb_of
 
 INLINE_MAX_BYTES = 1 << 20  # head + body; a NodeNames request for 5,000 nodes is ~75 KiB
 MAX_HEAD_BYTES = 64 << 10  # no head end by then: 431 (gunicorn would wait for one)
-BUFFER_BUDGET = 128 << 20  # bytes held for partial requests, all connections together
 # kube-scheduler gives up on an extender call after its httpTimeout (5 s by default): a
 # request that has not fully arrived by then is not worth a thread or buffer any longer.
 REQUEST_READ_TIMEOUT = 5.0
@@ -81,7 +85,19 @@ WRITE_TIMEOUT = 10.0  # seconds for each write of an answer
 READ_CHUNK = 256 << 10
 BURST = 16  # requests answered per readiness event before other connections get a turn
 # `inline_request_size` verdicts
-INCOMPLETE, ELSEWHERE, HEAD_TOO_LARGE, BODY_TOO_LARGE = 0, -1, -2, -3
+INCOMPLETE, ELSEWHERE, HEAD_TOO_LARGE, BODY_TOO_LARGE, MALFORMED = 0, -1, -2, -3, -4
+
+
+class Conn(gthread.TConn):
+    """gthread's connection, whose buffered bytes count against the process's in-flight
+    byte budget (`charged`, see extender.server.budget) until it closes, whichever code
+    closes it (ours, or gthread's keep-alive and finish paths)."""
+
+    charged = 0
+
+    def close(self) -> None:
+        BODIES.charge(self, 0)
+        super().close()
 
 
 class DeadlineSocket:
@@ -129,7 +145,7 @@ class DeadlineWorker(gthread.ThreadWorker):
                 raise
             return
         self.nr_conns += 1
-        conn = gthread.TConn(self.cfg, sock, address, listener.getsockname())
+        conn = Conn(self.cfg, sock, address, listener.getsockname())
         if not self.cfg.is_ssl:
             conn.sock = DeadlineSocket(conn.sock)
         conn.timeout = time.monotonic() + self.cfg.keepalive
@@ -202,7 +218,8 @@ def inline_request_size(buf: bytes | bytearray, limit: int = INLINE_MAX_BYTES,
     has fully arrived; INCOMPLETE if more bytes are needed first; ELSEWHERE if it is not
     a plain HTTP/1 request with one `Content-Length` or a chunked body (gthread's thread
     pool takes it); HEAD_TOO_LARGE if MAX_HEAD_BYTES came without the head's end;
-    BODY_TOO_LARGE if it declares or sends more than `limit` bytes. `framing` records a
+    BODY_TOO_LARGE if it declares or sends more than `limit` bytes; MALFORMED for a
+    broken chunked framing (a size that is not hex, a chunk without its CRLF). `framing` records a
     chunked body and an `Expect: 100-continue` line. Conservative by design: the parser
     must never have to wait for the socket."""
     framing = framing or Framing()
@@ -261,15 +278,15 @@ def _chunked_size(buf: bytes | bytearray, body: int, limit: int, framing: Framin
         framing.chunk_pos = pos
         line_end = buf.find(b"\r\n", pos, pos + 1024)
         if line_end < 0:
-            return INCOMPLETE if len(buf) - pos < 1024 else ELSEWHERE
+            return INCOMPLETE if len(buf) - pos < 1024 else MALFORMED
         size_text = bytes(buf[pos:line_end]).partition(b";")[0].strip()
-        if not size_text or not set(size_text) <= _HEX:
-            return ELSEWHERE  # gunicorn answers 400 from the buffered bytes
+        if not size_text or not set(size_text) <= _HEX or len(size_text) > 16:
+            return MALFORMED  # gunicorn's InvalidChunkSize would be met mid-answer
         size = int(size_text, 16)
         if size == 0:  # the last chunk; trailers (if any) end with an empty line
             trailer_end = buf.find(b"\r\n\r\n", line_end, line_end + MAX_HEAD_BYTES)
             if trailer_end < 0:
-                return INCOMPLETE if len(buf) - line_end < MAX_HEAD_BYTES else ELSEWHERE
+                return INCOMPLETE if len(buf) - line_end < MAX_HEAD_BYTES else MALFORMED
             return trailer_end + 4
         pos = line_end + 2 + size + 2
         if pos > limit:
@@ -277,7 +294,7 @@ def _chunked_size(buf: bytes | bytearray, body: int, limit: int, framing: Framin
         if len(buf) < pos:
             return INCOMPLETE
         if buf[pos - 2:pos] != b"\r\n":
-            return ELSEWHERE
+            return MALFORMED
 
 
 class InlineWorker(DeadlineWorker):
@@ -347,6 +364,9 @@ class InlineWorker(DeadlineWorker):
             if size == BODY_TOO_LARGE:  # refused before a byte of it is read
                 self._refuse(conn, b"413 Request Entity Too Large", too_large(self.max_body)[1])
                 return
+            if size == MALFORMED:  # on every path: no route ever reads a broken body
+                self._refuse(conn, b"400 Bad Request", b'{"error":"malformed chunked request body"}')
+                return
             chunked = framing.chunked
             framing.reset()
             arrived = conn.request_started or time.monotonic()
@@ -368,6 +388,7 @@ class InlineWorker(DeadlineWorker):
                 return
             if conn.parser is not None:  # gunicorn's parser read nothing more, unless misjudged
                 buf[:0] = conn.parser.unreader.take_buffered()
+            BODIES.charge(conn, len(buf))
             conn.request_started = time.monotonic() if buf else None
         self._hold(conn, buf)  # a long pipeline: the others' turn, then ours again
         self.method_queue.defer(self.enqueue_req, conn)
@@ -410,6 +431,9 @@ class InlineWorker(DeadlineWorker):
             if not buf and conn.request_started is None:
                 conn.request_started = time.monotonic()
             buf += chunk
+            if not BODIES.charge(conn, len(buf)):  # every held byte counts, as it arrives
+                self._shed(conn)
+                return False
         return True
 
     def _off_loop(self, request: bytes | bytearray) -> bool:
@@ -423,6 +447,10 @@ class InlineWorker(DeadlineWorker):
 
     def _answer(self, conn, request: bytes) -> bool:
         """Parse and answer one complete request; True if the connection stays open."""
+        with BODIES.covered():  # its bytes are charged to the connection already
+            return self._answer_charged(conn, request)
+
+    def _answer_charged(self, conn, request: bytes) -> bool:
         kept = self._answer_verb(conn, request)
         if kept is not None:
             return kept
@@ -485,16 +513,23 @@ class InlineWorker(DeadlineWorker):
             conn.sock.setblocking(False)
         return keep
 
-    def _refuse(self, conn, status: bytes, body: bytes = b"") -> None:
+    def _refuse(self, conn, status: bytes, body: bytes = b"", extra: bytes = b"") -> None:
         """An error answer without reading further, then close."""
         conn.sock.settimeout(WRITE_TIMEOUT)
         kind = b"Content-Type: " + JSON_HEADERS.encode() + b"\r\n" if body else b""
         try:
-            conn.sock.sendall(b"HTTP/1.1 " + status + b"\r\nConnection: close\r\n" + kind
+            conn.sock.sendall(b"HTTP/1.1 " + status + b"\r\nConnection: close\r\n" + kind + extra
                               + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         except OSError:
             pass
         self._close(conn, graceful=True)
+
+    def _shed(self, conn) -> None:
+        """Over the in-flight byte budget: 503 with Retry-After, then close."""
+        self.log.warning("Request shed: in-flight request bytes at --max-inflight-bytes")
+        BODIES.charge(conn, 0)
+        self._refuse(conn, b"503 Service Unavailable", shed_answer()[1],
+                     b"Retry-After: %d\r\n" % RETRY_AFTER_SECONDS)
 
     # --- answers off the loop -------------------------------------------------------
 
@@ -552,10 +587,8 @@ class InlineWorker(DeadlineWorker):
 
     def _park(self, conn, buf: bytearray) -> None:
         """Back to the poller until more bytes arrive. A partial request must complete
-        within REQUEST_READ_TIMEOUT of its first byte (then the connection is closed)."""
-        if buf and len(buf) + self._held() > BUFFER_BUDGET:
-            self._to_pool(conn, buf)
-            return
+        within REQUEST_READ_TIMEOUT of its first byte (then the connection is closed); its
+        bytes stay charged to the in-flight budget meanwhile."""
         self._hold(conn, buf)
         conn.set_timeout()
         if buf and conn.request_started is not None:
@@ -583,6 +616,7 @@ class InlineWorker(DeadlineWorker):
             return
         conn.closed = True
         conn.held_bytes = None
+        BODIES.charge(conn, 0)
         self.nr_conns -= 1
         sock = conn.sock
         try:
@@ -600,11 +634,6 @@ class InlineWorker(DeadlineWorker):
 
     def _hold(self, conn, buf: bytearray) -> None:
         conn.held_bytes = buf
-
-    def _held(self) -> int:
-        """Bytes of partial requests held by parked connections (only counted when one
-        more would be held: partial requests are rare, gthread drops expired ones)."""
-        return sum(len(getattr(c, "held_bytes", None) or b"") for c in self.keepalived_conns)
 
     def _take(self, conn) -> bytearray:
         """The bytes held for `conn`, after any its parser read ahead."""

@@ -18,6 +18,7 @@ from extender.server.worker import (
     HEAD_TOO_LARGE,
     INCOMPLETE,
     INLINE_MAX_BYTES,
+    MALFORMED,
     MAX_HEAD_BYTES,
     Framing,
     inline_request_size,
@@ -51,8 +52,10 @@ HEAD = b"POST /filter HTTP/1.1\r\nHost: x\r\n"
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2;ext=1\r\n{}\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n", len(HEAD) + 64),
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n", INCOMPLETE),  # the last chunk, no empty line yet
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{", INCOMPLETE),
-    (HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n", ELSEWHERE),  # not hex: gunicorn answers 400
-    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", ELSEWHERE),  # no CRLF after the data
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n", MALFORMED),  # not hex: 400 here
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", MALFORMED),  # no CRLF after the data
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"1" * 20 + b"\r\n", MALFORMED),  # a size past 64 bits
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"1" * 1100, MALFORMED),  # no end of the size line
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % INLINE_MAX_BYTES, BODY_TOO_LARGE),
     (HEAD + b"Transfer-Encoding: gzip, chunked\r\n\r\n", ELSEWHERE),
     (HEAD + b"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),

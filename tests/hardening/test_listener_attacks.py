@@ -1,0 +1,241 @@
+"""The attacks of issue #28 on the webhook and the health/metrics listener
+(`extender.server.listener`): probes and reviews stay answered within their timeouts.
+
+* 80 TCP connections that never start a TLS handshake;
+* 64 authenticated (handshake done) clients sending one byte at a time, each byte well
+  within a read timeout: the whole-request deadline cuts them off all the same;
+* 70 idle connections opened 10 ms apart on the health listener;
+* AdmissionReviews larger than the body limit (refused before they are read) and more
+  large ones at once than the in-flight byte budget holds (503 + Retry-After).
+
+Bounds are generous ("answered", not "fast"): the latency figures under these attacks
+are measured by `perf/listener_attacks.py` (docs/operate/hardening.md)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import time
+
+import pytest
+from validation.pki import CA, write_pair
+
+from extender.features import FeatureGates
+from extender.server.budget import BODIES
+from extender.server.listener import Listener
+from extender.server.tls import ReloadingContext
+from extender.server.webhook import MAX_REVIEW_BYTES, webhook_listener
+
+P = "scheduling-extender.io"
+PROBE_TIMEOUT = 1.0  # kubelet's default timeoutSeconds
+REVIEW = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+    "uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+    "object": {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}).encode()
+
+
+@pytest.fixture
+def pki(tmp_path):
+    ca = CA.create()
+    cert, key, _ = ca.issue("webhook")
+    cert_path, key_path = write_pair(tmp_path, cert, key)
+    ca_path = tmp_path / "ca.crt"
+    ca_path.write_bytes(ca.pem)
+    client = ssl.create_default_context(cafile=str(ca_path))
+    return {"cert": str(cert_path), "key": str(key_path), "client": client}
+
+
+def webhook(pki, **limits) -> Listener:
+    tls = ReloadingContext(pki["cert"], pki["key"])
+    return webhook_listener("127.0.0.1:0", tls, P, FeatureGates(), **limits).start()
+
+
+def review(port: int, ctx: ssl.SSLContext, body: bytes = REVIEW, timeout: float = 5.0) -> tuple[int, float]:
+    started = time.monotonic()
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=timeout)
+    try:
+        conn.request("POST", "/validate", body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        response.read()
+        return response.status, time.monotonic() - started
+    finally:
+        conn.close()
+
+
+def probe(port: int, timeout: float = PROBE_TIMEOUT) -> tuple[int, float]:
+    """A kubelet-style probe: a new connection, `Connection: close`."""
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/healthz", headers={"Connection": "close"})
+        response = conn.getresponse()
+        response.read()
+        return response.status, time.monotonic() - started
+    finally:
+        conn.close()
+
+
+def closed(sock: socket.socket) -> bool:
+    """Whether the server closed `sock` (EOF or reset), without blocking."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except (BlockingIOError, ssl.SSLWantReadError):
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def test_never_handshaking_connections_do_not_lock_reviews_out(pki):
+    listener = webhook(pki)
+    silent = []
+    try:
+        for _ in range(80):  # more than the old 64 slots; no certificate needed
+            silent.append(socket.create_connection(("127.0.0.1", listener.port)))
+            time.sleep(0.01)  # each one accepted before the next (the old backlog was 5)
+        for _ in range(5):
+            status, took = review(listener.port, pki["client"])
+            assert status == 200 and took < 2.0
+    finally:
+        for sock in silent:
+            sock.close()
+        listener.stop()
+
+
+def test_a_byte_at_a_time_cannot_hold_a_connection_past_the_request_deadline(pki):
+    """64 clients past the handshake send one byte every 0.5 s, each well within a read
+    timeout; with the whole-request deadline (2 s here, 10 s in production) each is cut
+    off about 2 s after it connected, while reviews keep being answered."""
+    listener = webhook(pki, timeout=2.0)
+    slow: list[tuple[ssl.SSLSocket, float]] = []
+    try:
+        for _ in range(64):
+            raw = socket.create_connection(("127.0.0.1", listener.port))
+            slow.append((pki["client"].wrap_socket(raw, server_hostname="localhost"), time.monotonic()))
+        line = b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"{" * 1000
+        cut_after: list[float] = []
+        answered = 0
+        for step in range(12):  # 6 s of trickling
+            for i, (sock, opened) in enumerate(slow):
+                if sock is None:
+                    continue
+                try:
+                    sock.sendall(line[step:step + 1])
+                except OSError:
+                    pass
+                if closed(sock):
+                    cut_after.append(time.monotonic() - opened)
+                    sock.close()
+                    slow[i] = (None, opened)
+            status, took = review(listener.port, pki["client"])
+            assert status == 200 and took < 2.0
+            answered += 1
+            time.sleep(0.5)
+        assert len(cut_after) == 64, f"{64 - len(cut_after)} slow clients still connected"
+        assert max(cut_after) < 2.0 + 1.5
+        assert answered == 12
+    finally:
+        for sock, _ in slow:
+            if sock is not None:
+                sock.close()
+        listener.stop()
+
+
+def test_idle_connections_do_not_lock_probes_out():
+    listener = Listener("127.0.0.1:0", {"/healthz": lambda: (200, "text/plain", b"ok")}).start()
+    idle = []
+    try:
+        for _ in range(70):
+            idle.append(socket.create_connection(("127.0.0.1", listener.port)))
+            time.sleep(0.01)
+        for _ in range(5):
+            status, took = probe(listener.port)
+            assert status == 200 and took < PROBE_TIMEOUT
+    finally:
+        for sock in idle:
+            sock.close()
+        listener.stop()
+
+
+def test_at_the_connection_limit_the_oldest_idle_connection_makes_room():
+    listener = Listener("127.0.0.1:0", {"/healthz": lambda: (200, "text/plain", b"ok")},
+                        max_connections=16).start()
+    idle = []
+    try:
+        for _ in range(40):  # 24 over the limit: the oldest ones are closed
+            idle.append(socket.create_connection(("127.0.0.1", listener.port)))
+            time.sleep(0.01)
+        assert probe(listener.port)[0] == 200
+        assert sum(closed(s) for s in idle) >= 25  # 24 + the one the probe replaced
+        assert not any(closed(s) for s in idle[-8:])  # the newest stay
+    finally:
+        for sock in idle:
+            sock.close()
+        listener.stop()
+
+
+def test_a_review_over_the_body_limit_is_refused_before_it_is_read(pki):
+    listener = webhook(pki)
+    try:
+        sock = pki["client"].wrap_socket(socket.create_connection(("127.0.0.1", listener.port)),
+                                         server_hostname="localhost")
+        sock.settimeout(5)
+        sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (58 << 20))
+        answer = sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 413 ")
+        assert b"%d bytes" % MAX_REVIEW_BYTES in answer
+        assert BODIES.held == 0
+        sock.close()
+        assert review(listener.port, pki["client"])[0] == 200
+    finally:
+        listener.stop()
+
+
+def test_large_reviews_beyond_the_in_flight_budget_are_shed_with_retry_after(pki):
+    """12 reviews of 7 MiB sent at once (each under the body limit) against a 32 MiB
+    budget: those that would pass it are answered 503 + Retry-After, the others (and
+    a small review) are answered; the budget is back to 0 afterwards."""
+    listener = webhook(pki)
+    limit = BODIES.limit
+    BODIES.configure(32 << 20)
+    socks = []
+    try:
+        big = 7 << 20
+        for _ in range(12):
+            sock = pki["client"].wrap_socket(socket.create_connection(("127.0.0.1", listener.port)),
+                                             server_hostname="localhost")
+            sock.settimeout(10)
+            sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % big)
+            socks.append(sock)
+        chunk = b" " * (1 << 20)
+        shed = 0
+        for sock in socks:  # bodies stall after 6 MiB: none completes, all hold bytes
+            try:
+                for _ in range(6):
+                    sock.sendall(chunk)
+            except OSError:
+                pass
+        time.sleep(0.5)
+        assert BODIES.held <= 32 << 20
+        assert review(listener.port, pki["client"])[0] == 200  # small requests keep a reserve
+        for sock in socks:
+            try:
+                answer = sock.recv(4096)
+            except (TimeoutError, OSError):
+                continue
+            if answer.startswith(b"HTTP/1.1 503 "):
+                assert b"Retry-After: 1\r\n" in answer
+                shed += 1
+        assert shed >= 12 - (32 - 16) // 6  # a 6 MiB partial body each, 16 MiB kept for small ones
+    finally:
+        for sock in socks:
+            sock.close()
+        listener.stop()
+        BODIES.configure(limit)
+    deadline = time.monotonic() + 2
+    while BODIES.held and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert BODIES.held == 0

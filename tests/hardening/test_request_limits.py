@@ -1,0 +1,147 @@
+"""Request limits of a live `extender serve` (issue #28): a broken chunked framing is a
+400 on every path (gunicorn's InvalidChunkSize escaped as a 500), and the in-flight byte
+budget sheds requests with 503 + Retry-After while small ones keep being answered."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+from conftest import EXAMPLES, example_pod
+from server.live import NAMES, free_port, request, start, stop
+
+BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
+PATHS = ["/filter", "/prioritize", "/bind", "/preempt", "/scheduler/filter", "/healthz", "/readyz",
+         "/metrics", "/nope"]
+BROKEN = [
+    b"zz\r\n{}\r\n0\r\n\r\n",  # a size that is not hex
+    b"2\r\n{}XX0\r\n\r\n",  # no CRLF after the chunk
+    b"1" * 20 + b"\r\n{}\r\n0\r\n\r\n",  # a size past 64 bits
+    b"-1\r\n{}\r\n0\r\n\r\n",
+]
+
+
+def status_of(sock: socket.socket, data: bytes) -> int:
+    """Send `data`, read one answer's status line (0: closed without an answer)."""
+    sock.settimeout(10)
+    sock.sendall(data)
+    received = b""
+    while b"\r\n" not in received:
+        try:
+            chunk = sock.recv(4096)
+        except OSError:
+            return 0
+        if not chunk:
+            return 0
+        received += chunk
+    return int(received.split(b" ", 2)[1])
+
+
+def chunked(path: str, body: bytes, method: str = "POST") -> bytes:
+    return (f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Transfer-Encoding: chunked\r\n\r\n").encode() + body
+
+
+@pytest.fixture(scope="module", params=["inline", "gthread"])
+def server(request):
+    port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", request.param, "--log-level", "error")
+    yield port
+    stop(proc)
+
+
+@pytest.mark.gunicorn
+def test_broken_chunked_framing_is_a_400_on_every_path(server):
+    for path in PATHS:
+        for body in BROKEN:
+            for method in ("POST", "GET"):
+                with socket.create_connection(("127.0.0.1", server)) as sock:
+                    code = status_of(sock, chunked(path, body, method))
+                assert code == 400, (path, method, body, code)
+    assert request(server, "POST", "/filter", BODY)[0] == 200
+
+
+@pytest.mark.gunicorn
+def test_broken_chunked_framing_is_a_400_over_tls(tmp_path):
+    """With --verbs-tls gunicorn's own parser reads the body (no buffering on the loop):
+    the app answers the InvalidChunkSize it meets with a 400."""
+    from validation.pki import CA, write_pair
+
+    ca = CA.create()
+    cert, key, _ = ca.issue("verbs")
+    cert_path, key_path = write_pair(tmp_path, cert, key)
+    (tmp_path / "ca.crt").write_bytes(ca.pem)
+    ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "extender", "serve", "--cluster", str(EXAMPLES / "cluster.yaml"),
+         "--listen", f"127.0.0.1:{port}", "--metrics-listen", "off", "--verbs-tls", "true",
+         "--tls-cert-file", str(cert_path), "--tls-private-key-file", str(key_path), "--log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost") as s:
+                    if status_of(s, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n") == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        for path in ("/filter", "/prioritize", "/preempt", "/bind"):
+            for body in (BROKEN[0], BROKEN[1], BROKEN[3]):  # a 20-digit size waits for its bytes
+                with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost") as s:
+                    code = status_of(s, chunked(path, body))
+                assert code == 400, (path, body, code)
+    finally:
+        stop(proc)
+
+
+@pytest.mark.gunicorn
+@pytest.mark.parametrize("worker_class", ["inline", "gthread"])
+def test_bodies_past_the_in_flight_budget_are_shed_and_small_requests_still_answered(worker_class):
+    """8 stalled 4 MiB bodies against a 20 MiB budget (4 MiB for large requests once 16
+    MiB are kept for small ones): those past it get 503 + Retry-After at once, a small
+    /filter is answered meanwhile, and once they are gone a large request fits again."""
+    port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", worker_class, "--log-level", "error",
+                       "--max-body-bytes", str(4 << 20), "--max-inflight-bytes", str(20 << 20))
+    stalled = []
+    try:
+        size = 4 << 20
+        for _ in range(8):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size)
+            try:
+                sock.sendall(b" " * (3 << 20))  # 3 MiB of 4: never completes
+            except OSError:
+                pass  # shed and closed while sending
+            stalled.append(sock)
+        time.sleep(0.5)
+        assert request(port, "POST", "/filter", BODY)[0] == 200
+        answers = []
+        for sock in stalled:
+            sock.settimeout(0.5)
+            try:
+                answers.append(sock.recv(4096))
+            except (TimeoutError, OSError):
+                answers.append(b"")
+        shed = [a for a in answers if a.startswith(b"HTTP/1.1 503 ")]
+        assert len(shed) >= 7, answers
+        assert all(b"Retry-After: 1\r\n" in a for a in shed)
+        for sock in stalled:
+            sock.close()
+        time.sleep(0.5)
+        big = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES,
+                            "pad": "x" * (3 << 20)})
+        assert request(port, "POST", "/filter", big)[0] == 200
+        metrics = request(port, "GET", "/metrics")[1].decode()
+        assert 'extender_requests_shed_total{listener="verbs"}' in metrics
+    finally:
+        for sock in stalled:
+            sock.close()
+        stop(proc)
