@@ -39,7 +39,7 @@ HELP = {
     "max_body_bytes": "largest request body accepted, bytes (default 32 MiB: Nodes mode at 5,000 "
     "nodes; NodeNames requests stay under 1 MiB at 15,000)",
     "max_inflight_bytes": "request bytes a worker holds at once, every listener together; past it "
-    "requests are answered 503 with Retry-After (default 64 MiB; the last 16 MiB only for requests "
+    "requests are answered 503 with Retry-After (default 48 MiB; the last 16 MiB only for requests "
     "under 1 MiB)",
     "log_level": "debug, info, warning or error (default info)",
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
@@ -179,7 +179,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     check_metrics_listen(config.metrics_listen)
     setup_logging(config.log_level)
-    source = open_source(config)  # a bad cluster file fails fast
+    source = open_source(config, serving=True)  # a bad cluster file fails fast
     try:
         if config.verbs_tls:  # fail fast on unreadable files, before gunicorn starts
             from extender.server.tls import build_context

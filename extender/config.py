@@ -48,7 +48,7 @@ class Config:
     # Nodes mode at 5,000 kubelet-registered nodes (~3.2 KB each without image lists) is
     # 16 MB; NodeNames at 15,000 nodes < 1 MiB (docs/operate/hardening.md, "Sizes")
     max_body_bytes: int = 32 << 20
-    max_inflight_bytes: int = 64 << 20  # every request held at once (extender.server.budget)
+    max_inflight_bytes: int = 48 << 20  # every request held at once (extender.server.budget)
     log_level: str = "info"
     plugin_args: dict[str, dict[str, Any]] = field(default_factory=dict)
     cel_program_cache_size: int = 1024

@@ -12,9 +12,9 @@ probe, an AdmissionReview of an ordinary pod), so large bodies in flight never s
 scheduler's ordinary calls. Charges are held bytes, not declared sizes: a client that
 declares 30 MB and stalls holds only what it sent, for at most the request deadline.
 
-Answering a request costs memory too (a parsed Nodes-mode body is ~5x its JSON,
-measured in docs/operate/hardening.md): the RSS ceiling is documented as caches + this
-budget x 6 + cluster state.
+Answering a request costs memory too (a parsed Nodes-mode body and its answer are ~6x
+its JSON, measured in docs/operate/hardening.md): the RSS ceiling is documented as
+cluster state + caches (`--memory-limit-bytes`) + 7 x this budget.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-DEFAULT_LIMIT = 64 << 20
+DEFAULT_LIMIT = 48 << 20  # one --max-body-bytes request (32 MiB) and the reserve for small ones
 SMALL_REQUEST = 1 << 20  # head + body; a NodeNames request for 15,000 nodes is ~0.7 MiB
 SMALL_RESERVE = 16 << 20
 RETRY_AFTER_SECONDS = 1

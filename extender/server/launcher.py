@@ -84,7 +84,7 @@ class ExtenderServer(BaseApplication):
         if self.source is None:
             from extender.state.select import open_source
 
-            self.source = open_source(self.config)
+            self.source = open_source(self.config, serving=True)
         return create_app(self.config, source=self.source)
 
     def _post_fork(self, server, worker) -> None:  # noqa: ARG002 - gunicorn hook signature

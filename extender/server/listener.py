@@ -24,9 +24,12 @@ Here a connection costs a file descriptor and its buffered bytes, never a thread
   (411 / 413 before its body is read). Every byte a connection holds counts against
   the process's in-flight budget (`extender.server.budget`, shared with the verbs):
   over it the request is answered 503 with `Retry-After`.
-* **The loop never computes.** Routes run on `threads` pool threads, so a slow
-  `/metrics` or review never delays an accept, a handshake or another probe's bytes.
-  The Python work of a probe is a few microseconds (workers switch the GIL every 1 ms).
+* **The loop barely computes.** Routes run on `threads` pool threads, so a slow
+  `/metrics`, review or explanation never delays an accept, a handshake or another
+  probe's bytes; only the `quick` GET routes (`/healthz`, `/readyz`: microseconds of
+  Python) are answered on the loop itself, because every hand-off between threads
+  waits for the GIL, which a worker busy with large requests holds in long C calls
+  (orjson on a 20 MB body: ~0.1 s).
 
 With SO_REUSEPORT every gunicorn worker binds the same address, so any live worker
 answers. An `ssl.SSLContext` (or a callable returning the current one, for certificate
@@ -63,6 +66,7 @@ MAX_HEAD_BYTES = 32 << 10  # no end of head by then: 431
 READ_CHUNK = 256 << 10
 LINGER = 1.0  # seconds an error answer waits for the client to stop sending before the close
 SWEEP_INTERVAL = 0.1  # seconds between deadline checks
+QUICK_ROUTES = frozenset({"/healthz", "/readyz", "/livez"})  # GET routes answered on the loop
 # connection states
 HANDSHAKE, READING, ANSWERING, WRITING, IDLE, CLOSING = range(6)
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
@@ -164,7 +168,7 @@ class Listener:
                  post_routes: dict[str, PostRoute] | None = None, max_body_bytes: int = 1 << 20,
                  timeout: float = 5.0, idle_timeout: float = 60.0, max_connections: int = 1024,
                  max_per_client: int = 128, threads: int = 2, ssl_context: SSLContexts = None,
-                 name: str = "metrics-listener") -> None:
+                 name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES) -> None:
         self.routes = dict(routes)
         self.post_routes = dict(post_routes or {})
         self.max_body = max_body_bytes
@@ -173,6 +177,7 @@ class Listener:
         self.max_connections = max_connections
         self.max_per_client = max(1, min(max_per_client, max_connections))
         self.threads = threads
+        self.quick = quick
         self.ssl_context = ssl_context
         self.name = name
         self.sock = self._bind(split_address(address))
@@ -333,6 +338,10 @@ class Listener:
 
     def _admit(self, sock: socket.socket, client: str) -> None:
         sock.setblocking(False)
+        try:  # a TLS handshake is several small writes: no Nagle wait between them
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass  # not TCP (a test's socketpair)
         deadline = time.monotonic() + self.timeout  # handshake, head and body: one deadline
         state = READING
         if self.ssl_context is not None:
@@ -436,7 +445,11 @@ class Listener:
         conn.head = None
         conn.state = ANSWERING
         self._want(conn, 0)  # off the poller until answered (pipelined bytes wait)
-        self.pool.submit(self._answer, conn, head, body)
+        if head.path in self.quick and head.method in ("GET", "HEAD"):
+            self._answer(conn, head, body)
+            self._drain_done(0)
+        else:
+            self.pool.submit(self._answer, conn, head, body)
         return True
 
     def _answer(self, conn: Conn, head: Head, body: bytes) -> None:

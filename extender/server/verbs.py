@@ -25,8 +25,9 @@ from extender.api.wire import WireError, decode_args, decode_json, encode, error
 from extender.binding import decode_binding_args
 from extender.model.parse import ModelError
 from extender.preemption import decode_preemption_args
-from extender.server.budget import BODIES, RETRY_AFTER_SECONDS, shed
+from extender.server.budget import BODIES, RETRY_AFTER_SECONDS, SMALL_REQUEST, shed
 from extender.service import Extender, ScoringError
+from extender.state import heap
 
 log = logging.getLogger("extender.http")
 JSON_HEADERS = "application/json"
@@ -50,7 +51,17 @@ def shed_answer(verb: str | None = None) -> tuple[int, bytes]:
 
 
 def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
-    """Status code and JSON body for one verb call; records the HTTP metrics."""
+    """Status code and JSON body for one verb call; records the HTTP metrics. A large
+    body (a Nodes-mode request) is answered with the cyclic collector paused
+    (`extender.state.heap`): its millions of objects otherwise set off full passes with
+    the GIL held, which every other thread (probes included) waited for."""
+    if len(body) > SMALL_REQUEST:
+        with heap.collector_paused():
+            return _answer(engine, verb, body)
+    return _answer(engine, verb, body)
+
+
+def _answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
     started = time.perf_counter()
     try:
         if verb == "bind":

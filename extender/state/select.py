@@ -26,8 +26,9 @@ def in_container() -> bool:
     return Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
 
 
-def open_source(config: Config) -> ClusterSource:
-    """The source the configuration selects, not started (`start_in_worker`).
+def open_source(config: Config, serving: bool = False) -> ClusterSource:
+    """The source the configuration selects, not started (`start_in_worker`); `serving`:
+    for `extender serve` (a file's state is frozen out of the collector's reach).
 
     Live mode builds the API client now (a bad kubeconfig fails start-up) but opens no
     connection: watches start in the serving process."""
@@ -48,7 +49,7 @@ def open_source(config: Config) -> ClusterSource:
     if not config.cluster and in_container():
         log.error(NOT_CONFIGURED)
         return UnconfiguredSource(NOT_CONFIGURED)
-    return FileSource(config.cluster_file, poll_seconds=config.reload_interval)
+    return FileSource(config.cluster_file, poll_seconds=config.reload_interval, freeze=serving)
 
 
 def start_in_worker(source: ClusterSource) -> None:

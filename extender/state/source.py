@@ -7,8 +7,12 @@
   deployment;
 - `FileSource`: a cluster dump, for `extender explain`, tests and demos. It is one more
   feed into the same `Store`: a reload applies only what changed (unchanged nodes keep
-  the node layer and its memos), and a replaced state is freed like any other object
-  (no `gc.freeze`, no reference cycle). Reloads happen on SIGHUP and when the file's
+  the node layer and its memos), and a replaced state is freed by reference counting
+  (it holds no reference cycle). A (re)load parses in small steps with the cyclic
+  collector paused and, in the serving process, freezes the result without a full
+  collection (`extender.state.heap`): at a 9 MB file the parse and the collector's full
+  passes stalled every thread of the worker 0.2-4 s, probes included. Reloads happen
+  on SIGHUP and when the file's
   mtime/size changes (a polling thread). A failed reload keeps the previous state; a
   good one is also copied to a last-good file that a restarted gunicorn worker falls
   back to, so a worker restart never rolls the state back to the start-up file;
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from extender import metrics
+from extender.state import heap
 from extender.state.loader import ClusterFileError, parse_documents
 from extender.state.snapshot import ClusterSnapshot
 from extender.state.store import Store
@@ -98,18 +103,29 @@ def _last_good_dir() -> Path | None:
     return path
 
 
+def _free_gradually(objects: list) -> None:
+    """Drop the parsed objects a slice at a time: freeing millions of dicts in one
+    statement holds the GIL for tens of milliseconds."""
+    while objects:
+        del objects[-512:]
+
+
 class FileSource:
     def __init__(
         self, path: str | os.PathLike, poll_seconds: float = 2.0, last_good: bool = True,
-        store: Store | None = None,
+        store: Store | None = None, freeze: bool = False,
     ) -> None:
+        """`freeze`: the serving process's choice (`extender.state.heap`): the loaded
+        state is frozen out of the collector's reach after every (re)load."""
         self.path = Path(path)
+        self.freeze = freeze
         self.poll_seconds = poll_seconds
         self.store = store or Store()
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._broken_since: float | None = None  # the file stopped matching what we serve
         self._dir = _last_good_dir() if last_good else None
+        self._replaced = heap.ReplacedStates()
         self._load(self.path, keep_copy=False)  # start-up errors propagate: a bad file is fatal
         log.info("cluster state loaded", extra={"path": str(self.path), **self.snapshot().counts()})
         self._stop = threading.Event()
@@ -134,8 +150,20 @@ class FileSource:
             data = path.read_bytes()
         except OSError as exc:
             raise ClusterFileError(f"cannot read cluster file {str(path)!r}: {exc.strerror}") from exc
-        self.store.load(parse_documents(data, str(path)))
-        self.store.publish()
+        replaced = self.store.snapshot() if self.freeze and self._stamp is not None else None
+        if self.freeze:
+            heap.collect_unfrozen()
+        with heap.collector_paused():
+            objects = parse_documents(data, str(path))
+            self.store.load(objects)
+            self.store.publish()
+            _free_gradually(objects)
+        if self.freeze:
+            heap.freeze_loaded_state()
+            if replaced is not None:
+                self._replaced.replaced(replaced)
+                del replaced
+            self._replaced.check()
         self._stamp = stamp
         self._broken_since = None
         if keep_copy and self.last_good is not None and path != self.last_good:

@@ -21,7 +21,7 @@ def test_defaults():
     assert config.weights == {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
     assert config.feature_gates == FeatureGates()
     assert config.max_body_bytes == 32 << 20
-    assert config.max_inflight_bytes == 64 << 20
+    assert config.max_inflight_bytes == 48 << 20
     assert config.cluster_file.endswith("cluster.yaml")
     assert config.worker_class == "inline"
     assert config.remember_answers is False  # reuse never pays under churn (perf/PROFILE.md)
