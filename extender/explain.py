@@ -22,7 +22,8 @@ def snapshot_without(snapshot: ClusterSnapshot, pod: Pod) -> ClusterSnapshot:
     pods = [p for p in snapshot.pods if not (p.namespace == pod.namespace and p.name == pod.name)]
     if len(pods) == len(snapshot.pods):
         return snapshot
-    return ClusterSnapshot(snapshot.nodes.nodes, pods, snapshot.workloads, snapshot.generation)
+    return ClusterSnapshot(snapshot.nodes.nodes, pods, snapshot.workloads, snapshot.generation,
+                           volumes=snapshot.volume_layer)
 
 
 def explain_pod(extender: Extender, pod_raw: dict[str, Any], candidates: list[str] | None) -> dict[str, Any]:

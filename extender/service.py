@@ -45,6 +45,7 @@ from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
+from extender.plugins.volumenodeaffinity import VolumeNodeAffinity
 from extender.preemption import PreemptionArgs, meta_victims_json, surviving_nodes
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
@@ -70,9 +71,10 @@ ERR_UNPARSEABLE_NODE = "node object could not be read by the extender"
 
 
 def build_plugins(handle: Handle) -> list:
-    """Plugins in upstream's default multiPoint order."""
+    """Plugins in upstream's default multiPoint order (VolumeNodeAffinity where
+    VolumeBinding is)."""
     return [NodeUnschedulable(handle), TaintToleration(handle), NodeAffinity(handle),
-            PodTopologySpread(handle)]
+            VolumeNodeAffinity(handle), PodTopologySpread(handle)]
 
 
 @dataclass(slots=True)
@@ -115,7 +117,7 @@ class Extender:
         self.inflight = InFlight(source, inflight_wait(config, self.binder), config.assume_ttl)
         self.cel = cel
         metrics.set_profile(config.scheduler_profile)  # one profile per process
-        self.handle = Handle(config.feature_gates, cel, config.plugin_args)
+        self.handle = Handle(config.feature_gates, cel, config.plugin_args, config.annotation_prefix)
         self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
         # request bytes -> Pod (frozen)
         self._parsed = ByteLRU("parsed-pods", max_entries=PARSED_PODS)

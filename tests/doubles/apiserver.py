@@ -67,6 +67,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("replicationcontrollers", "ReplicationController", "v1"),
         Resource("replicasets", "ReplicaSet", "apps/v1"),
         Resource("statefulsets", "StatefulSet", "apps/v1"),
+        Resource("persistentvolumes", "PersistentVolume", "v1", namespaced=False),
+        Resource("persistentvolumeclaims", "PersistentVolumeClaim", "v1"),
     )
 }
 
