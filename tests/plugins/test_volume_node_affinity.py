@@ -13,7 +13,11 @@ from extender.api.wire import ExtenderArgs
 from extender.config import Config
 from extender.explain import explain_pod
 from extender.features import FeatureGates
-from extender.plugins.volumenodeaffinity import ERR_REASON_NODE_CONFLICT, ERR_REASON_PV_NOT_EXIST, NAME
+from extender.plugins.volumenodeaffinity import (
+    ERR_REASON_NODE_CONFLICT,
+    ERR_REASON_PV_NOT_EXIST,
+    NAME,
+)
 from tests.plugins.volume_objects import (
     ANNOTATION,
     KERNEL,

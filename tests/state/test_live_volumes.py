@@ -18,7 +18,16 @@ from extender.plugins.volumenodeaffinity import ERR_REASON_NODE_CONFLICT, ERR_RE
 from extender.service import Extender
 from extender.state.volumes import VOLUME_KINDS
 from tests.doubles.apiserver import FakeApiServer
-from tests.plugins.volume_objects import ANNOTATION, KERNEL, annotation, kernel_node, pod, pv, pvc, requirement
+from tests.plugins.volume_objects import (
+    ANNOTATION,
+    KERNEL,
+    annotation,
+    kernel_node,
+    pod,
+    pv,
+    pvc,
+    requirement,
+)
 
 NODES = ["k54", "k61", "k70"]
 VERSIONS = {"k54": "5.4.0", "k61": "6.1.0", "k70": "7.0.0"}
