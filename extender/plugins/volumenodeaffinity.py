@@ -20,12 +20,14 @@ nothing). A failing node is UnschedulableAndUnresolvable with VolumeBinding's re
   to the claim) satisfies its annotation there. Claims being provisioned
   (`volume.kubernetes.io/selected-node`) get a new volume with no annotation.
 
-PreFilter resolves the claims and volumes once per pod; Filter is set algebra over the
-label index, memoized on the node layer per requirement.
+PreFilter resolves a pod's claims (each claim's checks once per volume layer: binds and
+other pod events keep them); Filter is set algebra over the label index, memoized on the
+node layer per set of checks; volumes with equal requirements make one check.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -33,6 +35,7 @@ from extender.caching import ByteLRU
 from extender.framework import CycleState, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import SKIP, SUCCESS, unschedulable
+from extender.framework.verdicts import Masks
 from extender.matching.nodeselector import CompiledSelector, compile_selector, selector_bytes
 from extender.model import Node, NodeSelector, Pod
 from extender.model.parse import node_selector_term
@@ -91,6 +94,17 @@ class VolumeCheck:
     volume: str
     bound: bool
     requirement: VolumeRequirement
+    status: Status = REJECTED  # of a node that fails the check
+
+    def __post_init__(self) -> None:
+        if self.requirement.error is not None:
+            object.__setattr__(self, "status", unschedulable(
+                f'PersistentVolume "{self.volume}" is invalid: {self.requirement.error}'))
+
+    @property
+    def key(self) -> tuple:
+        """Checks with equal keys fail on the same nodes with the same message."""
+        return (self.bound, self.requirement, self.volume if self.requirement.error is not None else "")
 
     def fails(self, labels) -> bool:
         req = self.requirement
@@ -108,11 +122,6 @@ class VolumeCheck:
             return universe - (_names(req.spec, nodes) & _names(req.annotation, nodes))
         chosen_here = _names(req.in_tree, nodes)
         return chosen_here if req.error is not None else chosen_here - _names(req.annotation, nodes)
-
-    def status(self) -> Status:
-        if self.requirement.error is not None:
-            return unschedulable(f'PersistentVolume "{self.volume}" is invalid: {self.requirement.error}')
-        return REJECTED
 
     def explain(self, labels) -> str:
         """Which volume and which requirement failed, for `extender explain`."""
@@ -175,6 +184,7 @@ def _build_requirement(spec: NodeSelector | None, text: str | None, name: str, g
 
 # --- the claims of one pod ------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1024)  # capacities and requests repeat across volumes and claims
 def _quantity(text: str) -> Decimal | None:
     """`resource.Quantity` of a capacity or request ("" = zero); None if it does not parse."""
     if not text:
@@ -243,31 +253,46 @@ class VolumeNodeAffinity:
     def _requirement(self, pv: PersistentVolume) -> VolumeRequirement:
         return requirement(pv, self.prefix, self.handle.gates)
 
+    def claim_checks(self, layer: VolumeLayer, namespace: str, claim_name: str, ephemeral: bool
+                     ) -> tuple[VolumeCheck, ...] | Status:
+        """One claim's checks, or a status rejecting every node (a claim or a bound volume
+        the cluster state does not hold: nothing can be verified). Once per volume layer:
+        a claim's candidates only change with volumes and claims, not with pods."""
+        claim = layer.claim(namespace, claim_name)
+        if claim is None:
+            if ephemeral:
+                return unschedulable(
+                    f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{claim_name}"')
+            return unschedulable(f'persistentvolumeclaim "{claim_name}" not found')
+        if claim.volume_name:
+            pv = layer.volumes.get(claim.volume_name)
+            if pv is None:
+                return unschedulable(ERR_REASON_PV_NOT_EXIST, f'claim "{claim_name}" is bound to PersistentVolume '
+                                     f'"{claim.volume_name}", which the cluster state does not hold')
+            return (VolumeCheck(claim_name, pv.name, True, self._requirement(pv)),)
+        if claim.selected_node:
+            return ()
+        checks: dict[tuple, VolumeCheck] = {}
+        for pv in binder_candidates(layer, claim):
+            req = self._requirement(pv)
+            if req.extended:  # volumes with equal requirements fail on the same nodes: one check
+                check = VolumeCheck(claim_name, pv.name, False, req)
+                checks.setdefault(check.key, check)
+        return tuple(checks.values())
+
     def checks(self, pod: Pod, layer: VolumeLayer) -> tuple[tuple[VolumeCheck, ...], Status]:
-        """The volume checks of a pod, or a status rejecting every node (a claim or a
-        bound volume that the cluster state does not hold: nothing can be verified)."""
-        out: list[VolumeCheck] = []
+        """The volume checks of a pod (once per claim and volume layer), or a rejection."""
+        out: dict[tuple, VolumeCheck] = {}
+        gates = self.handle.gates
         for claim_name, ephemeral in pod.volume_claims:
-            claim = layer.claim(pod.namespace, claim_name)
-            if claim is None:
-                if ephemeral:
-                    why = f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{claim_name}"'
-                else:
-                    why = f'persistentvolumeclaim "{claim_name}" not found'
-                return (), unschedulable(why)
-            if claim.volume_name:
-                pv = layer.volumes.get(claim.volume_name)
-                if pv is None:
-                    return (), unschedulable(ERR_REASON_PV_NOT_EXIST,
-                                             f'claim "{claim_name}" is bound to PersistentVolume '
-                                             f'"{claim.volume_name}", which the cluster state does not hold')
-                out.append(VolumeCheck(claim_name, pv.name, True, self._requirement(pv)))
-            elif not claim.selected_node:
-                for pv in binder_candidates(layer, claim):
-                    req = self._requirement(pv)
-                    if req.extended:
-                        out.append(VolumeCheck(claim_name, pv.name, False, req))
-        return tuple(out), SUCCESS
+            key = (NAME, pod.namespace, claim_name, ephemeral, self.prefix, gates)
+            found = layer.derived(key, lambda lay, c=claim_name, e=ephemeral: self.claim_checks(
+                lay, pod.namespace, c, e))
+            if isinstance(found, Status):
+                return (), found
+            for check in found:
+                out.setdefault(check.key, check)
+        return tuple(out.values()), SUCCESS
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeSet):
         if not pod.volume_claims:
@@ -290,19 +315,40 @@ class VolumeNodeAffinity:
         for check in self._checks(state, pod):
             if check.fails(node.labels):
                 if state.get("explain"):
-                    status = check.status()
-                    return unschedulable(status.reasons[0], check.explain(node.labels))
-                return check.status()
+                    return unschedulable(check.status.reasons[0], check.explain(node.labels))
+                return check.status
         return SUCCESS
+
+    @staticmethod
+    def _universe_failures(checks: tuple[VolumeCheck, ...], nodes: NodeSet) -> list[tuple[Status, frozenset[str]]]:
+        """(status, universe nodes) per check, each node under the first check it fails."""
+        taken: set[str] = set()
+        out = []
+        for check in checks:
+            failing = frozenset(check.failing_names(nodes)) - taken
+            if failing:
+                out.append((check.status, failing))
+                taken |= failing
+        return out
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
         if state.get("explain"):
             return {n.name: s for n in nodes if not (s := self.filter(state, pod, n)).is_success}
         fails: dict[str, Status] = {}
-        for check in reversed(self._checks(state, pod)):  # the first failing check names the status
-            failing = universe_memo(state, nodes, (NAME, check.bound, check.requirement),
-                                    lambda c=check: frozenset(c.failing_names(nodes)))
-            if failing is None:
-                failing = check.failing_names(nodes)
-            fails.update(dict.fromkeys(failing & nodes.names, check.status()))
+        for status, failing in self._universe_failures(self._checks(state, pod), nodes):
+            fails.update(dict.fromkeys(failing & nodes.names, status))
         return fails
+
+    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks | None:
+        """`filter_nodes` as masks over the candidates, from universe masks memoized on
+        the node layer per set of checks (pods sharing volumes or requirements share them)."""
+        if state.get("explain"):
+            return None
+        checks = self._checks(state, pod)
+
+        def universe_masks() -> Masks:
+            return [(status, nodes.universe.mask_of(failing))
+                    for status, failing in self._universe_failures(checks, nodes)]
+
+        masks = universe_memo(state, nodes, (NAME, tuple(c.key for c in checks)), universe_masks)
+        return None if masks is None else [(status, nodes.gather(mask)) for status, mask in masks]

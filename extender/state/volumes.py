@@ -55,13 +55,14 @@ class VolumeLayer:
         return sum(len(b) for b in self.claims.values())
 
     def derived(self, key: Hashable, build: Callable[[VolumeLayer], Any]) -> Any:
-        """Get or build (once, thread-safely) an index of this layer."""
+        """Get or build an answer derived from this layer alone. `build` runs outside the
+        lock (it may ask for other derived answers; a racing duplicate is harmless: the
+        answers are pure) and the first answer stored wins."""
         value = self._derived.get(key)
         if value is None:
+            value = build(self)
             with self._lock:
-                value = self._derived.get(key)
-                if value is None:
-                    value = self._derived[key] = build(self)
+                value = self._derived.setdefault(key, value)
         return value
 
     def by_class(self) -> Mapping[str, tuple[PersistentVolume, ...]]:

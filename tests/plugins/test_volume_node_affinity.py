@@ -18,6 +18,7 @@ from extender.plugins.volumenodeaffinity import (
     ERR_REASON_PV_NOT_EXIST,
     NAME,
 )
+from extender.state import ClusterSnapshot
 from tests.plugins.volume_objects import (
     ANNOTATION,
     KERNEL,
@@ -285,3 +286,31 @@ def test_explain_shows_spec_failures_and_candidates():
     nodes = explained(pool(), pod("app", "data"))
     assert nodes["k510"]["plugins"][NAME]["reasons"][1].startswith(
         'claim "data" is not bound yet and the in-tree binder may choose PersistentVolume "pv-new" on this node')
+
+
+# --- work done once ------------------------------------------------------------------------------
+
+def test_claims_are_resolved_once_per_volume_layer(monkeypatch):
+    """A claim's candidates are computed once per volume layer: other pods using the claim,
+    and snapshots that only changed pods, reuse them; a volume or claim event recomputes."""
+    import extender.plugins.volumenodeaffinity as plugin
+    from extender.model.volumes import pv_from_dict
+    from extender.state.volumes import VolumeLayerWriter
+
+    calls = []
+    real = plugin.binder_candidates
+    monkeypatch.setattr(plugin, "binder_candidates", lambda layer, claim: calls.append(claim.name) or real(layer, claim))
+    ext = make_extender(NODES + pool(), Config())
+    for i in range(3):
+        assert set(ext.filter(ExtenderArgs(pod(f"app-{i}", "data"), None, sorted(ALL)))["NodeNames"]) == {"k515", "k61"}
+    snapshot = ext.source.snapshot()
+    ext.source.set(snapshot.with_pods(snapshot.pod_layer, snapshot.generation + 1))  # e.g. a bind
+    ext.filter(ExtenderArgs(pod("app-3", "data"), None, sorted(ALL)))
+    assert calls == ["data"]
+    writer = VolumeLayerWriter(snapshot.volume_layer)
+    writer.put(pv_from_dict(pv("pv-newer", ann=annotation([requirement(GEN, "Gt", "8")]))))
+    snapshot = ext.source.snapshot()
+    ext.source.set(ClusterSnapshot.from_layers(snapshot.nodes, snapshot.pod_layer, snapshot.workload_layer,
+                                               snapshot.generation + 1, writer.publish()))
+    assert ext.filter(ExtenderArgs(pod("app-4", "data"), None, sorted(ALL)))["NodeNames"] == ["k61"]
+    assert calls == ["data", "data"]
