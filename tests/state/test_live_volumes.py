@@ -9,7 +9,7 @@ import copy
 import time
 
 import pytest
-from live_truth import start_live
+from live_truth import synced_live
 
 from extender import metrics
 from extender.api.wire import ExtenderArgs
@@ -46,12 +46,8 @@ def api():
 
 @pytest.fixture
 def engine(api, tmp_path):
-    source = start_live(api, tmp_path)
-    try:
-        assert source.wait_synced(20), source.readiness()
+    with synced_live(api, tmp_path) as source:
         yield Extender(Config(inflight_wait=0), source, binder=None)
-    finally:
-        source.stop()
 
 
 def answer(engine: Extender) -> tuple[list[str], dict[str, str]]:
