@@ -12,9 +12,10 @@ nothing). A failing node is UnschedulableAndUnresolvable with VolumeBinding's re
 * **Bound claims** (`spec.volumeName` set): the node must satisfy the volume's whole
   requirement (spec and annotation).
 * **Unbound claims** (WaitForFirstConsumer): the in-tree binder picks the volume in its
-  own Filter, after this plugin cannot see which one: the smallest candidate its view of
-  `spec.nodeAffinity` admits on the node (ties and the volumes other pods in flight took
-  decide between equals). So a node passes only if **every** volume the binder could
+  own Filter, before the extender is called, and tells nobody which: the smallest
+  candidate its view of `spec.nodeAffinity` admits on the node (list order and the
+  volumes promised to pods in flight decide the rest). So a node passes only if
+  **every** volume the binder could
   pick there (`FindMatchingVolume`'s candidates: class, phase Available, claimRef,
   capacity, volume mode, access modes, the claim's selector; or the volume pre-bound
   to the claim) satisfies its annotation there. Claims being provisioned
