@@ -19,6 +19,7 @@ import yaml
 
 from extender.state.loader import load_objects
 from tests.e2e.harness import SCHEDULER_NAME, key_of
+from tests.server.live import request
 
 STORIES = sorted(p for p in (Path(__file__).resolve().parents[2] / "examples" / "stories").iterdir() if p.is_dir())
 
@@ -35,6 +36,23 @@ ORACLES = {
     "taint.key.matches('^zone-a[12]-rack-[0-9]+$')":
         lambda key, value, effect: re.search(r"^zone-a[12]-rack-[0-9]+$", key) is not None,
 }
+
+
+# Which extender plugin gives each filter message (and with which status).
+PLUGIN_OF = {
+    "node(s) had untolerated taint(s)": ("TaintToleration", "UnschedulableAndUnresolvable"),
+    "node(s) didn't match Pod's node affinity/selector": ("NodeAffinity", "UnschedulableAndUnresolvable"),
+    "node(s) had volume node affinity conflict": ("VolumeNodeAffinity", "UnschedulableAndUnresolvable"),
+    "node(s) didn't match pod topology spread constraints": ("PodTopologySpread", "Unschedulable"),
+}
+
+
+def rejections(cluster, plugin: str, status: str) -> float:
+    """scheduler_plugin_evaluation_total for one plugin's Filter rejections, as served."""
+    text = request(cluster.metrics_port, "GET", "/metrics")[1].decode()
+    wanted = (f'plugin="{plugin}"', 'extension_point="Filter"', f'status="{status}"')
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("scheduler_plugin_evaluation_total{") and all(w in line for w in wanted))
 
 
 def story_pods(story: Path) -> list[dict]:
@@ -61,6 +79,18 @@ def test_story_through_kube_scheduler(story, start_cluster):
             message = outcome.unschedulable[key]
             for reason, nodes in want["rejected"].items():
                 assert f"{len(nodes)} {reason}" in message, message
+    # the rejections were the extender's (a pod with several feasible nodes could land on
+    # an expected one by chance): each filter call counts every node a plugin rejected
+    for (plugin, status), want in _expected_rejections(expected).items():
+        assert rejections(cluster, plugin, status) >= want, (plugin, status, want)
     report = cluster.replay(ORACLES)
     assert report.violations == [], report.violations
     assert cluster.pending_but_feasible(outcome.unschedulable, ORACLES) == {}
+
+
+def _expected_rejections(expected: dict) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for want in expected["pods"]:
+        for reason, nodes in (want.get("rejected") or {}).items():
+            out[PLUGIN_OF[reason]] = out.get(PLUGIN_OF[reason], 0) + len(nodes)
+    return out
