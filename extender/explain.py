@@ -281,12 +281,13 @@ def render_summary(report: dict[str, Any]) -> str:
             for entry in summary["reasons"]:
                 rows.append((str(entry["nodes"]), entry["plugin"], entry["reason"]))
                 for group in entry["groups"]:
-                    details = key_details(group["details"]) or ["(no detail)"]
-                    rows.append((f"  {group['nodes']}", "", details[0]))
-                    rows += [("", "", d) for d in details[1:]]
+                    lines_of_group = key_details(group["details"])
                     if group["examples"]:
                         more = group["nodes"] - len(group["examples"])
-                        rows.append(("", "", "e.g. " + ", ".join(group["examples"]) + (f" (+{more} more)" if more else "")))
+                        lines_of_group.append("e.g. " + ", ".join(group["examples"]) + (f" (+{more} more)" if more else ""))
+                    lines_of_group = lines_of_group or [""]
+                    rows.append((f"  {group['nodes']}", "", lines_of_group[0]))
+                    rows += [("", "", d) for d in lines_of_group[1:]]
                 if "moreGroups" in entry:
                     more = entry["moreGroups"]
                     rows.append((f"  {more['nodes']}", "", f"... {more['groups']} more distinct details"))
