@@ -117,6 +117,44 @@ def test_the_answer_follows_the_cluster(api, listener):
     assert groups and "taint value 600 is not greater than 750" in groups[0]["details"][1]
 
 
+def _schema(name: str) -> dict:
+    """A component schema of docs/reference/openapi.yaml as JSON Schema (refs inlined,
+    OpenAPI's `nullable` as a null type)."""
+    import yaml
+
+    doc = yaml.safe_load((EXAMPLES.parent / "docs" / "reference" / "openapi.yaml").read_text())
+
+    def convert(node):
+        if isinstance(node, list):
+            return [convert(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            target = doc
+            for part in node["$ref"].lstrip("#/").split("/"):
+                target = target[part]
+            return convert(target)
+        out = {k: convert(v) for k, v in node.items() if k != "nullable"}
+        if node.get("nullable") and "type" in out:
+            out["type"] = [out["type"], "null"]
+        return out
+
+    return convert(doc["components"]["schemas"][name])
+
+
+def test_answers_match_the_openapi_description(listener):
+    import jsonschema
+
+    schema = _schema("Explanation")
+    for path in ("/explain/default/sla-gt", "/explain/default/sla-gt?nodes=all",
+                 "/explain/shop/web-7d9f-0?examples=0"):
+        code, body, _ = get(listener.port, path)
+        assert code == 200, body
+        jsonschema.validate(body, schema)
+    code, body = post(listener.port, "/explain", orjson.dumps(example_pod("spread-spot")))
+    jsonschema.validate(body, schema)
+
+
 def test_summary_view_is_the_default_and_small(api, listener):
     code, body, _ = get(listener.port, "/explain/default/sla-gt?examples=1")
     assert code == 200 and body["view"] == "summary"
