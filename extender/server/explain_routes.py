@@ -163,6 +163,19 @@ def state_info(source: Any) -> dict[str, Any]:
     return info
 
 
+def refusal(source: Any, info: dict[str, Any]) -> str | None:
+    """Why no explanation may be computed now, or None: the verbs' own test when the
+    source has one (`unready()`: (reason, message) before every kind has listed and once
+    the state is stale), else what /readyz says."""
+    unready = getattr(source, "unready", None)
+    if unready is not None:
+        why = unready()
+        if not why:
+            return None
+        return why[1] if isinstance(why, tuple) else str(why)
+    return None if info["ready"] else info["status"]
+
+
 def with_snapshot(info: dict[str, Any], snapshot: ClusterSnapshot) -> dict[str, Any]:
     return {**info, "generation": snapshot.generation, "objects": snapshot.counts()}
 
@@ -219,9 +232,9 @@ class ExplainRoutes:
     def _explain(self, options: dict[str, Any], pod: Callable[[], dict[str, Any]]) -> Reply:
         source = self.engine.source
         info = state_info(source)
-        if not info["ready"]:
-            raise Refused(503, f"cluster state not synced or stale: {info['status']}", _retry_after(5),
-                          {"state": info})
+        why = refusal(source, info)
+        if why is not None:
+            raise Refused(503, f"cluster state not synced or stale: {why}", _retry_after(5), {"state": info})
         pod_raw = pod()
         snapshot = source.snapshot()
         try:

@@ -297,3 +297,21 @@ def test_file_mode_on_the_side_listener_only(tmp_path):
         assert request(port, "POST", "/explain", orjson.dumps(example_pod("sla-gt")))[0] in (404, 405)
     finally:
         stop(proc)
+
+
+def test_the_verbs_own_refusal_is_used_when_the_source_has_one(example_snapshot):
+    """Sources that tell the verbs to answer Error (`unready()`: before sync, when stale)
+    make the endpoint refuse the same way, with the same message."""
+    from extender.state import StaticSource
+
+    class Frozen(StaticSource):
+        def unready(self):
+            return "stale", "watch failing longer than 60s: Pod (75s)"
+
+    server, _ = serve(Frozen(example_snapshot))
+    try:
+        code, body = post(server.port, "/explain", orjson.dumps(example_pod("sla-gt")))
+        assert code == 503
+        assert body["error"] == "cluster state not synced or stale: watch failing longer than 60s: Pod (75s)"
+    finally:
+        server.stop()
