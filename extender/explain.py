@@ -26,6 +26,7 @@ from extender.framework import Code, FilterOutcome, Status
 from extender.model import Pod
 from extender.service import Candidates, Extender, status_dict
 from extender.state import ClusterSnapshot, NodeSet, StaticSource
+from extender.state.layers import PodLayerWriter
 
 EXAMPLES = 3  # example nodes per detail group (and top feasible nodes)
 MAX_EXAMPLES = 50
@@ -35,11 +36,14 @@ CLUSTER_STATE = "ClusterState"  # the "plugin" of nodes the state does not know
 
 
 def snapshot_without(snapshot: ClusterSnapshot, pod: Pod) -> ClusterSnapshot:
-    """The cluster minus a pod with the explained pod's namespace/name (if any)."""
-    pods = [p for p in snapshot.pods if not (p.namespace == pod.namespace and p.name == pod.name)]
-    if len(pods) == len(snapshot.pods):
+    """The cluster minus a pod with the explained pod's namespace/name (if any): a new
+    pod layer that copies only that namespace, on the same node layer (and its memos)."""
+    if snapshot.pod_layer.get(pod.namespace, pod.name) is None:
         return snapshot
-    return ClusterSnapshot(snapshot.nodes.nodes, pods, snapshot.workloads, snapshot.generation)
+    writer = PodLayerWriter(snapshot.pod_layer)
+    writer.remove(pod.namespace, pod.name)
+    return ClusterSnapshot.from_layers(snapshot.nodes, writer.publish(), snapshot.workload_layer,
+                                       snapshot.generation)
 
 
 @dataclass(slots=True)

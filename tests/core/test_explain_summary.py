@@ -149,3 +149,21 @@ def test_token_bucket():
     assert bucket.tokens() == 3.0  # never above burst
     with pytest.raises(ValueError):
         TokenBucket(0, 1)
+
+
+def test_a_bound_pod_is_explained_as_if_it_were_not_there(example_objects):
+    """Explaining a running pod: it must not count itself (spread), exactly as if the
+    cluster had no pod of that name; the node layer is reused."""
+    (raw,) = [o for o in example_objects if o["kind"] == "Pod" and o["metadata"]["name"] == "web-7d9f-0"]
+    pod = {**raw, "spec": {**raw["spec"], "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "web"}}}]}}
+    with_it = make_extender(example_objects)
+    without = make_extender([o for o in example_objects if o is not raw])
+    assert explain_pod(with_it, pod, None) == explain_pod(without, pod, None)
+    from extender.explain import snapshot_without
+
+    snapshot = with_it.source.snapshot()
+    smaller = snapshot_without(snapshot, with_it.parse_pod(pod))
+    assert smaller.nodes is snapshot.nodes and smaller.pod_layer.count == snapshot.pod_layer.count - 1
+    assert snapshot_without(snapshot, with_it.parse_pod(example_pod("plain"))) is snapshot
