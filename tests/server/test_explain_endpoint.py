@@ -21,7 +21,7 @@ from extender.service import Extender
 from extender.state import ClusterSnapshot, load_objects
 from tests.doubles.apiserver import FakeApiServer
 from tests.server.live import free_port, request, start, stop
-from tests.state.live_truth import start_live
+from tests.state.live_truth import start_live, synced_live
 
 SLA = "node.example.com/sla"
 
@@ -51,12 +51,8 @@ def api():
 
 @pytest.fixture
 def live(api, tmp_path):
-    source = start_live(api, tmp_path)
-    try:
-        assert source.wait_synced(20), source.readiness()
+    with synced_live(api, tmp_path) as source:
         yield source
-    finally:
-        source.stop()
 
 
 def serve(source, **kw) -> tuple[Listener, ExplainRoutes]:

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +98,14 @@ def start_live(api: FakeApiServer, tmp_path: Path, **kw: Any) -> LiveSource:
     kw.setdefault("watch_seconds", (3, 6))
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     return LiveSource.connect(str(kubeconfig), False, **kw).start()
+
+
+@contextmanager
+def synced_live(api: FakeApiServer, tmp_path: Path, **kw: Any) -> Iterator[LiveSource]:
+    """`start_live`, once every kind has listed; stopped afterwards."""
+    source = start_live(api, tmp_path, **kw)
+    try:
+        assert source.wait_synced(20), source.readiness()
+        yield source
+    finally:
+        source.stop()
