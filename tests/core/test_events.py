@@ -245,3 +245,33 @@ def test_events_need_api_access():
     extender = Extender(Config(record_events=True), StaticSource(None))
     assert extender.events is None  # file mode: nothing to write to (logged)
     assert recorder_for(Extender(Config(), StaticSource(None))) is None
+
+
+def test_events_reach_the_api_server_and_are_counted_there(example_snapshot, tmp_path):
+    """The real client against the API-server double: create, then PATCH count and
+    lastTimestamp (strategic merge), then create again once the event expired."""
+    from kubernetes import client, config
+
+    from extender.events import ApiEventSink
+    from tests.doubles.apiserver import FakeApiServer
+
+    with FakeApiServer() as api:
+        configuration = client.Configuration()
+        config.load_kube_config(str(api.write_kubeconfig(tmp_path / "kubeconfig")),
+                                client_configuration=configuration)
+        extender = Extender(Config(), StaticSource(example_snapshot))
+        clock = Clock()
+        rec = EventRecorder(extender, ApiEventSink(client.ApiClient(configuration)), clock=clock)
+        offer = offer_for(extender, "sla-gt", ["spot-c1", "od-c2"])
+        assert rec.record(offer) == "created"
+        clock.now += 30
+        assert rec.record(offer) == "patched"
+        (stored,) = api.objects("events")
+        assert stored["count"] == 2 and stored["reason"] == REASON
+        assert stored["firstTimestamp"] != stored["lastTimestamp"]
+        assert "taint value 500 is not greater than 750 (1 node)" in stored["message"]
+        assert any(r.startswith("PATCH /api/v1/namespaces/default/events/") for r in api.requests)
+        api.delete("events", stored["metadata"]["name"], "default")
+        clock.now += 30
+        assert rec.record(offer) == "created"
+        assert len(api.objects("events")) == 1
