@@ -87,16 +87,17 @@ def diagnose(extender: Extender, pod: Pod, snapshot: ClusterSnapshot, cands: Can
 
 def explain_pod(
     extender: Extender, pod_raw: dict[str, Any], candidates: list[str] | None,
-    snapshot: ClusterSnapshot | None = None, examples: int = EXAMPLES,
+    snapshot: ClusterSnapshot | None = None, examples: int = EXAMPLES, every_node: bool = True,
 ) -> dict[str, Any]:
     """One result of the contract, `summary` included; `snapshot` defaults to the
-    source's current one."""
+    source's current one. `every_node=False`: the summary view (`trim`), with the
+    per-node verdicts built only for the example nodes (most of the work at 5,000)."""
     pod = extender.parse_pod(pod_raw)
     snapshot = snapshot_without(snapshot or extender.source.snapshot(), pod)
     names = candidates if candidates is not None else [n.name for n in snapshot.nodes.nodes]
     cands = extender.resolve(snapshot, names, None)
     diag = diagnose(extender, pod, snapshot, cands)
-    wire, detail = diag.wire, diag.detail
+    wire = diag.wire
     filter_json = (
         filter_result(None, None, {}, wire.error)
         if wire.error
@@ -107,11 +108,30 @@ def explain_pod(
     with metrics.quiet():
         score_outcome, totals = extender.run_score(extender.new_state(snapshot), pod, feasible)
     prioritize = [{"Host": n.name, "Score": s} for n, s in zip(feasible.nodes, totals.tolist(), strict=False)]
+    summary = summarize(diag, prioritize, examples)
+    keep = None if every_node else example_nodes(summary)
+    nodes = node_verdicts(diag, score_outcome, feasible, keep)
+    result = {"pod": pod.key, "filter": filter_json, "prioritize": prioritize, "nodes": nodes}
+    if score_outcome.error:
+        result["prioritizeError"] = score_outcome.error
+    warnings = annotation_warnings(extender, pod_raw)
+    if warnings:
+        result["annotationWarnings"] = warnings
+    result["summary"] = summary
+    if keep is not None:
+        result = trim(result, len(diag.names))
+    return result
 
+
+def node_verdicts(diag: Diagnosis, score_outcome: Any, feasible: NodeSet, keep: set[str] | None) -> dict[str, Any]:
+    """Every plugin's verdict and score per node (of `keep` only, when given)."""
+    detail, plugin_names = diag.detail, diag.plugin_names
     position = {n.name: i for i, n in enumerate(feasible.nodes)}
-    plugin_names = diag.plugin_names
+    restricted_all = detail.per_plugin.get("PreFilterResult", {})
     nodes: dict[str, Any] = {}
-    for node in cands.nodes:
+    for node in diag.cands.nodes:
+        if keep is not None and node.name not in keep:
+            continue
         plugins: dict[str, Any] = {}
         for name in plugin_names:
             status = detail.per_plugin.get(name, {}).get(node.name)
@@ -120,22 +140,16 @@ def explain_pod(
             if values is not None and node.name in position:
                 score = int(values[position[node.name]])
             plugins[name] = status_dict(status, score)
-        restricted = detail.per_plugin.get("PreFilterResult", {}).get(node.name)
+        restricted = restricted_all.get(node.name)
         if restricted is not None:
             for name in plugin_names:
                 if f"[{name}]" in restricted.message() or f" {name}" in restricted.message():
                     plugins[name] = status_dict(restricted, None)
         nodes[node.name] = {"plugins": plugins}
-    for name in cands.unknown:
-        nodes[name] = {"plugins": {CLUSTER_STATE: status_dict(wire.statuses[name], None)}}
-    result = {"pod": pod.key, "filter": filter_json, "prioritize": prioritize, "nodes": nodes}
-    if score_outcome.error:
-        result["prioritizeError"] = score_outcome.error
-    warnings = annotation_warnings(extender, pod_raw)
-    if warnings:
-        result["annotationWarnings"] = warnings
-    result["summary"] = summarize(diag, prioritize, examples)
-    return result
+    for name in diag.cands.unknown:
+        if keep is None or name in keep:
+            nodes[name] = {"plugins": {CLUSTER_STATE: status_dict(diag.wire.statuses[name], None)}}
+    return nodes
 
 
 def annotation_warnings(extender: Extender, pod_raw: dict[str, Any]) -> list[str]:
@@ -230,10 +244,11 @@ def example_nodes(summary: dict[str, Any]) -> set[str]:
     return names
 
 
-def trim(result: dict[str, Any]) -> dict[str, Any]:
+def trim(result: dict[str, Any], total: int | None = None) -> dict[str, Any]:
     """The result with `filter`, `prioritize` and `nodes` cut down to the summary's
     example nodes (same shape, every value true), and `omittedNodes` saying how many
-    were left out: the endpoint's default view."""
+    of the `total` nodes (default: those in `nodes`) were left out: the endpoint's
+    default view."""
     keep = example_nodes(result["summary"])
     wire = result["filter"]
     cut = {**result}
@@ -246,7 +261,7 @@ def trim(result: dict[str, Any]) -> dict[str, Any]:
     }
     cut["prioritize"] = [h for h in result["prioritize"] if h["Host"] in keep]
     cut["nodes"] = {n: v for n, v in result["nodes"].items() if n in keep}
-    cut["omittedNodes"] = len(result["nodes"]) - len(cut["nodes"])
+    cut["omittedNodes"] = (len(result["nodes"]) if total is None else total) - len(cut["nodes"])
     return cut
 
 

@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, unquote
 import orjson
 
 from extender.cel.deadline import DeadlineExceeded, request_deadline
-from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod, trim
+from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
 from extender.model.parse import ModelError
 from extender.ratelimit import TokenBucket
 from extender.server.listener import JSON, Reply
@@ -239,14 +239,13 @@ class ExplainRoutes:
         snapshot = source.snapshot()
         try:
             with request_deadline(self.deadline):
-                result = explain_pod(self.engine, pod_raw, options["candidates"], snapshot, options["examples"])
+                result = explain_pod(self.engine, pod_raw, options["candidates"], snapshot, options["examples"],
+                                     every_node=options["all"])
         except ModelError as exc:
             raise Refused(422, f"the pod cannot be explained: {exc}") from None
         except DeadlineExceeded as exc:
             raise Refused(503, f"{exc} (finished evaluations are kept: a retry gets further)",
                           _retry_after(1)) from None
-        if not options["all"]:
-            result = trim(result)
         answer = {"results": [result], "state": with_snapshot(info, snapshot),
                   "view": "all" if options["all"] else "summary"}
         data = orjson.dumps(answer)

@@ -167,3 +167,11 @@ def test_a_bound_pod_is_explained_as_if_it_were_not_there(example_objects):
     smaller = snapshot_without(snapshot, with_it.parse_pod(pod))
     assert smaller.nodes is snapshot.nodes and smaller.pod_layer.count == snapshot.pod_layer.count - 1
     assert snapshot_without(snapshot, with_it.parse_pod(example_pod("plain"))) is snapshot
+
+
+def test_the_summary_view_is_built_directly(example_extender):
+    """`every_node=False` builds verdicts for the example nodes only; the same answer
+    as cutting down the full one."""
+    for name in ("sla-gt", "spread-spot", "plain"):
+        full = explain_pod(example_extender, example_pod(name), None)
+        assert explain_pod(example_extender, example_pod(name), None, every_node=False) == trim(full)
