@@ -7,10 +7,11 @@ feasible node, one Warning Event on the pod says why in the extender's words, e.
 
 next to kube-scheduler's own `FailedScheduling` (which only counts reasons).
 
-Never on the filter's path: the verb only offers (pod, snapshot, candidates) to a
-bounded queue that keeps the latest offer per pod (`offer`, a dict write under a lock);
-a background thread computes the explanation (`extender.explain`, not counted in the
-scheduler_* metrics) and writes the event. Bounded three ways: the queue (oldest offers
+Never on the filter's path: the verb only offers (pod, candidates) to a bounded queue
+that keeps the latest offer per pod (`offer`, a dict write under a lock); a background
+thread computes the explanation on the then-current state (`extender.explain`, not
+counted in the scheduler_* metrics; nothing is recorded if a node fits by then) and
+writes the event. Bounded three ways: the queue (oldest offers
 dropped), an explanation budget (a token bucket: at most EXPLAIN_RATE explanations per
 second, so a burst of unschedulable pods never takes the verbs' CPU), and client-go's
 event correlator (`Correlator`: per-object spam filter of 25 events then one per 5
@@ -30,7 +31,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -267,9 +268,20 @@ class ApiEventSink:
 
 @dataclass(slots=True)
 class Offer:
+    """What the filter answered for, without its snapshot: a queued offer must not pin
+    a cluster state (a pod layer per version). The explanation is computed on the
+    state current when its turn comes, and only recorded if still no node fits."""
+
     pod: Any  # extender.model.Pod
-    snapshot: Any  # ClusterSnapshot the filter answered on
-    cands: Any  # Candidates the filter answered for
+    names: Sequence[str] = ()  # NodeNames mode: the candidates (shared lists, not copied)
+    unknown: Sequence[str] = ()
+    cands: Any = None  # Nodes mode: the Candidates parsed from the request's node objects
+
+    @classmethod
+    def of(cls, pod: Any, cands: Any) -> Offer:
+        if cands.raw_by_name is not None:
+            return cls(pod, cands=cands)
+        return cls(pod, cands.nodes.order, cands.unknown)
 
 
 class EventRecorder:
@@ -295,13 +307,13 @@ class EventRecorder:
 
     # -- on the filter's path: O(1), never blocks on work
 
-    def offer(self, pod: Any, snapshot: Any, cands: Any) -> None:
+    def offer(self, pod: Any, cands: Any) -> None:
         key = (pod.namespace, pod.name)
         with self._cond:
             if key not in self._pending and len(self._pending) >= self.queue_size:
                 self._pending.popitem(last=False)  # the oldest offer goes
                 metrics.EVENTS_TOTAL.labels("dropped").inc()
-            self._pending[key] = Offer(pod, snapshot, cands)
+            self._pending[key] = Offer.of(pod, cands)
             self._pending.move_to_end(key)
             self._cond.notify()
         if self._pid != os.getpid():  # first offer in this process (threads do not survive a fork)
@@ -390,17 +402,19 @@ class EventRecorder:
         from extender.cel.deadline import DeadlineExceeded, request_deadline
         from extender.explain import diagnose, summarize
 
-        pod, cands = offer.pod, offer.cands
-        inputs = (pod.uid, offer.snapshot.versions, len(cands.nodes), hash(tuple(cands.nodes.order)),
-                  tuple(cands.unknown))
+        pod = offer.pod
+        snapshot = self.extender.source.snapshot()
+        names = [*(offer.cands.nodes.order if offer.cands is not None else offer.names), *offer.unknown]
+        inputs = (pod.uid, snapshot.versions, hash(tuple(names)), offer.cands is None)
         hit = self._explained.get((pod.namespace, pod.name))
         if hit is not None and hit[0] == inputs:
             return hit[1]
         if self.budget.try_take():
             return None
+        cands = offer.cands if offer.cands is not None else self.extender.resolve(snapshot, names, None)
         try:
             with request_deadline(self.extender.config.request_deadline):
-                diag = diagnose(self.extender, pod, offer.snapshot, cands)
+                diag = diagnose(self.extender, pod, snapshot, cands)
         except DeadlineExceeded:
             return None
         if diag.wire.error or diag.wire.feasible_names or not diag.names:

@@ -294,7 +294,7 @@ class Extender:
         if feasible_in(answer):
             self.inflight.answered(pod)  # it comes back through bind: the next pod waits
         elif self.events is not None and none_feasible_in(answer):
-            self.events.offer(pod, snapshot, cands)  # explained and recorded off this path
+            self.events.offer(pod, cands)  # explained and recorded off this path
         return answer
 
     def _filter_bytes(self, state: CycleState, pod: Pod, cands: Candidates) -> tuple[bytes, bool]:

@@ -121,13 +121,14 @@ def test_spam_filter_25_then_one_per_5_minutes_per_object():
 
 def offer_for(extender: Extender, pod_name: str, names: list[str]) -> Offer:
     pod = extender.parse_pod(example_pod(pod_name))
-    snapshot = extender.source.snapshot()
-    return Offer(pod, snapshot, extender.resolve(snapshot, names, None))
+    return Offer.of(pod, extender.resolve(extender.source.snapshot(), names, None))
 
 
 def test_the_message_says_why_in_the_extenders_words(example_extender):
-    offer = offer_for(example_extender, "sla-gt", ["spot-c1", "od-c2", "dev-a1"])
-    summary = summarize(diagnose(example_extender, offer.pod, offer.snapshot, offer.cands), [], examples=0)
+    pod = example_extender.parse_pod(example_pod("sla-gt"))
+    snapshot = example_extender.source.snapshot()
+    cands = example_extender.resolve(snapshot, ["spot-c1", "od-c2", "dev-a1"], None)
+    summary = summarize(diagnose(example_extender, pod, snapshot, cands), [], examples=0)
     message = event_message(summary)
     assert message.startswith("0/3 candidate nodes pass the extender's filter: ")
     assert ("taint node.example.com/sla=500:NoSchedule is not tolerated; toleration[0] node.example.com/sla "
@@ -209,9 +210,9 @@ def test_offers_never_wait_for_the_api_and_the_queue_is_bounded(example_snapshot
             pod = example_pod("plain")
             pod["metadata"]["name"] = f"p{i}"
             pods.append(pod)
-            offer = offer_for(extender, "plain", ["od-c2"])
-            offer.pod = extender.parse_pod(pod)
-            rec.offer(offer.pod, offer.snapshot, offer.cands)  # returns while the writer is stuck
+            cands = extender.resolve(extender.source.snapshot(), ["od-c2"], None)
+            parsed = extender.parse_pod(pod)
+            rec.offer(parsed, cands)  # returns while the writer is stuck
             if i == 0:  # p0 is being written (stuck on the API) before the others come
                 deadline = time.monotonic() + 10
                 while not rec._busy and time.monotonic() < deadline:
@@ -219,7 +220,7 @@ def test_offers_never_wait_for_the_api_and_the_queue_is_bounded(example_snapshot
         # three wait, the oldest others were dropped
         assert sorted(rec._pending) == [("default", "p3"), ("default", "p4"), ("default", "p5")]
         for _ in range(3):  # offers for a queued pod replace it: no growth
-            rec.offer(offer.pod, offer.snapshot, offer.cands)
+            rec.offer(parsed, cands)
         assert len(rec._pending) <= 3
         sink.gate.set()
         assert rec.drain()
@@ -275,3 +276,30 @@ def test_events_reach_the_api_server_and_are_counted_there(example_snapshot, tmp
         clock.now += 30
         assert rec.record(offer) == "created"
         assert len(api.objects("events")) == 1
+
+
+def test_offers_pin_no_state_and_are_explained_on_the_current_one(example_objects):
+    """An offer keeps the pod and the candidate names, not the snapshot: when a node
+    fits by the time the thread gets to it, nothing is recorded."""
+    from extender.state import ClusterSnapshot
+
+    source = StaticSource(ClusterSnapshot.from_objects(example_objects))
+    extender = Extender(Config(), source)
+    sink = Sink()
+    rec = EventRecorder(extender, sink, clock=Clock())
+    offer = offer_for(extender, "sla-gt", ["spot-c1"])
+    assert not hasattr(offer, "snapshot") and offer.names == ["spot-c1"]
+    relaxed = [dict(o) for o in example_objects]
+    for obj in relaxed:
+        if obj["kind"] == "Node" and obj["metadata"]["name"] == "spot-c1":
+            obj["spec"] = {**obj["spec"], "taints": [{"key": "node.example.com/sla", "value": "800",
+                                                       "effect": "NoSchedule"}]}
+    source.set(ClusterSnapshot.from_objects(relaxed))
+    assert rec.record(offer) == "skipped" and sink.calls == []
+    # Nodes mode (the request carried node objects): those are what is explained
+    nodes = [o for o in example_objects if o["kind"] == "Node" and o["metadata"]["name"] == "spot-c1"]
+    cands = extender.resolve(source.snapshot(), None, nodes)
+    nodes_offer = Offer.of(extender.parse_pod(example_pod("sla-gt")), cands)
+    assert nodes_offer.cands is cands
+    assert rec.record(nodes_offer) == "created"
+    assert "taint value 500 is not greater than 750" in next(iter(sink.events.values()))["message"]
