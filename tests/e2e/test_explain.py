@@ -36,6 +36,18 @@ def schedulers_line(cluster: E2ECluster, key: tuple[str, str], timeout: float = 
         time.sleep(0.1)
 
 
+def pending_with(cluster: E2ECluster, pending: dict) -> tuple[tuple[str, str], str]:
+    """Create the pod, wait until the scheduler reports it Unschedulable; (its key, the
+    scheduler's line, which the PodScheduled condition says too)."""
+    key = ("default", pending["metadata"]["name"])
+    cluster.create(pending)
+    outcome = cluster.wait_settled([pending])
+    assert key in outcome.unschedulable
+    line = schedulers_line(cluster, key)
+    assert outcome.unschedulable[key].split(" preemption:")[0] == line
+    return key, line
+
+
 def extender_events(cluster: E2ECluster, key: tuple[str, str], timeout: float = 30.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
@@ -61,14 +73,9 @@ def test_the_explanation_counts_what_the_scheduler_counts(start_cluster):
     ], extender_flags=FLAGS)
     picky = pod("picky", tolerations=[{"key": SLA, "operator": "Gt", "value": "750", "effect": "NoSchedule"}],
                 node_selector={"disk": "ssd"})
-    key = ("default", "picky")
-    cluster.create(picky)
-    outcome = cluster.wait_settled([picky])
-    assert key in outcome.unschedulable
-    scheduler_says = schedulers_line(cluster, key)
+    key, scheduler_says = pending_with(cluster, picky)
     assert scheduler_says == ("0/6 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match "
                               "Pod's node affinity/selector, 3 node(s) had untolerated taint(s).")
-    assert outcome.unschedulable[key].split(" preemption:")[0] == scheduler_says
 
     answer = explain(cluster, key)
     summary = answer["results"][0]["summary"]
@@ -111,12 +118,7 @@ def test_spread_failures_are_counted_as_the_scheduler_counts_them(start_cluster)
     cluster = start_cluster([node("a0", "a"), node("a1", "a"), node("b0", "b", unschedulable=True),
                              pod("web-0", web, node_name="a0"), pod("web-1", web, node_name="a1")],
                             extender_flags=FLAGS)
-    third = pod("web-2", web, spread=[spread(ZONE, web)])
-    key = ("default", "web-2")
-    cluster.create(third)
-    outcome = cluster.wait_settled([third])
-    assert key in outcome.unschedulable
-    scheduler_says = schedulers_line(cluster, key)
+    key, scheduler_says = pending_with(cluster, pod("web-2", web, spread=[spread(ZONE, web)]))
     assert scheduler_says == ("0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't "
                               "match pod topology spread constraints.")
     summary = explain(cluster, key)["results"][0]["summary"]
