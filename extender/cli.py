@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         "affinity, taint-aware topology spread. Flags beat EXTENDER_* env vars beat --config.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics")
+    serve = sub.add_parser("serve", help="serve /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics "
+                           "(and /explain on --metrics-listen with --explain-endpoint)")
     _add_settings(serve, serve=True)
     exp = sub.add_parser("explain", help="explain offline why pods fit or do not fit each node")
     _add_settings(exp, serve=False)
