@@ -15,7 +15,7 @@ import lark
 from celpy.evaluation import celbytes, celstr
 
 from extender.cel.environment import CompileError
-from extender.cel.values import INT64_MAX, INT64_MIN, UINT64_MAX
+from extender.cel.values import INT64_MAX, INT64_MIN, UINT64_MAX, Uint
 
 #: macro name -> accepted argument counts (incl. variables)
 MACROS: dict[str, tuple[int, ...]] = {
@@ -76,7 +76,7 @@ def _literal(token: lark.Token) -> Node:
         v = _int_text(body)
         if v < 0 or v > UINT64_MAX:
             raise CompileError(f"unsigned integer literal {text} is out of range")
-        return Node("const", value=v, name="uint")
+        return Node("const", value=Uint(v), name="uint")
     if t == "FLOAT_LIT":
         return Node("const", value=float(text), name="double")
     if t in ("STRING_LIT", "MLSTRING_LIT"):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from celpy import celtypes as T
 
 from extender.cel.lib import gourl
 from extender.cel.lib.optional import NONE, Optional
@@ -208,7 +207,7 @@ def validate(fmt: Any, s: Any) -> Any:
     errors = fmt.validate(str(s))
     if not errors:
         return NONE
-    return Optional(T.ListType([T.StringType(e) for e in errors]))
+    return Optional(list([str(e) for e in errors]))
 
 
 def _constant(f: Format):

@@ -12,7 +12,6 @@ import decimal
 from decimal import Decimal
 from typing import Any
 
-from celpy import celtypes as T
 
 from extender.cel.values import INT64_MAX, INT64_MIN, EvalError, cel_function, kind, want
 
@@ -155,8 +154,8 @@ def is_quantity(s: Any) -> Any:
     try:
         parse_quantity(str(s))
     except QuantityError:
-        return T.BoolType(False)
-    return T.BoolType(True)
+        return bool(False)
+    return bool(True)
 
 
 def _as_int64(d: Decimal) -> int | None:
@@ -168,7 +167,7 @@ def _as_int64(d: Decimal) -> int | None:
 
 @cel_function("isInteger")
 def is_integer(q: Any) -> Any:
-    return T.BoolType(_as_int64(_q(q)) is not None)
+    return bool(_as_int64(_q(q)) is not None)
 
 
 @cel_function("asInteger")
@@ -176,18 +175,18 @@ def as_integer(q: Any) -> Any:
     i = _as_int64(_q(q))
     if i is None:
         raise EvalError("cannot convert value to integer")
-    return T.IntType(i)
+    return int(i)
 
 
 @cel_function("asApproximateFloat")
 def as_approximate_float(q: Any) -> Any:
-    return T.DoubleType(float(_q(q)))
+    return float(float(_q(q)))
 
 
 @cel_function("sign")
 def sign(q: Any) -> Any:
     d = _q(q)
-    return T.IntType((d > 0) - (d < 0))
+    return int((d > 0) - (d < 0))
 
 
 def _operand(v: Any) -> Decimal:

@@ -12,7 +12,6 @@ from functools import lru_cache
 from typing import Any
 
 import re2
-from celpy import celtypes as T
 
 from extender.cel.values import EvalError, cel_function, want
 
@@ -49,7 +48,7 @@ def pattern_error(pattern: str) -> str | None:
 def matches(text: Any, pattern: Any) -> Any:
     want(text, "string")
     want(pattern, "string")
-    return T.BoolType(compile_pattern(pattern).search(str(text)) is not None)
+    return bool(compile_pattern(pattern).search(str(text)) is not None)
 
 
 @cel_function("find")
@@ -57,7 +56,7 @@ def find(text: Any, pattern: Any) -> Any:
     want(text, "string")
     want(pattern, "string")
     m = compile_pattern(pattern).search(str(text))
-    return T.StringType(m.group() if m is not None else "")
+    return str(m.group() if m is not None else "")
 
 
 def go_find_all(rx: Any, s: str, n: int = -1) -> list[str]:
@@ -85,9 +84,9 @@ def find_all(text: Any, pattern: Any, limit: Any = None) -> Any:
         want(limit, "int")
         n = int(limit)
         if n == 0:
-            return T.ListType([])
+            return list([])
     found = go_find_all(compile_pattern(pattern), str(text), n)
-    return T.ListType([T.StringType(x) for x in found])
+    return list([str(x) for x in found])
 
 
 SIGNATURES = [

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from celpy import celtypes as T
 
 from extender.cel.values import GO_SPACE, INT64_MAX, EvalError, cel_function, kind, want
 from extender.matching.semver import SemverError, Version, compare, parse, parse_tolerant
@@ -62,13 +61,13 @@ def is_semver(s: Any, normalize: Any = None) -> Any:
     try:
         _to_semver(s, normalize)
     except EvalError:
-        return T.BoolType(False)
-    return T.BoolType(True)
+        return bool(False)
+    return bool(True)
 
 
-def _as_int64(v: int) -> T.IntType:
+def _as_int64(v: int) -> int:
     """Go ``int64(uint64)``: wraps above MaxInt64."""
-    return T.IntType(v - 2**64 if v > INT64_MAX else v)
+    return int(v - 2**64 if v > INT64_MAX else v)
 
 
 @cel_function("major")

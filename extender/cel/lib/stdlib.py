@@ -21,6 +21,7 @@ from extender.cel.values import (
     INT64_MAX,
     INT64_MIN,
     NUMERIC,
+    Uint,
     UINT64_MAX,
     CelType,
     EvalError,
@@ -34,7 +35,7 @@ from extender.cel.values import (
     want,
 )
 
-B = T.BoolType
+B = bool
 
 
 def _same(a: Any, b: Any, *kinds: str) -> str:
@@ -52,13 +53,13 @@ def add(a: Any, b: Any) -> Any:
     if ka == kb == "uint":
         return check_uint(int(a) + int(b))
     if ka == kb == "double":
-        return T.DoubleType(float(a) + float(b))
+        return float(float(a) + float(b))
     if ka == kb == "string":
-        return T.StringType(str.__add__(a, b))
+        return str(str.__add__(a, b))
     if ka == kb == "bytes":
-        return T.BytesType(bytes.__add__(a, b))
+        return bytes(bytes.__add__(a, b))
     if ka == kb == "list":
-        return T.ListType(list(a) + list(b))
+        return list(list(a) + list(b))
     if {ka, kb} <= {"timestamp", "duration"} and (ka, kb) != ("timestamp", "timestamp"):
         return timevals.add(a, b)
     raise TypeError(f"{ka} + {kb}")
@@ -75,7 +76,7 @@ def sub(a: Any, b: Any) -> Any:
         return check_int(int(a) - int(b))
     if k == "uint":
         return check_uint(int(a) - int(b))
-    return T.DoubleType(float(a) - float(b))
+    return float(float(a) - float(b))
 
 
 @cel_function("_*_")
@@ -85,7 +86,7 @@ def mul(a: Any, b: Any) -> Any:
         return check_int(int(a) * int(b))
     if k == "uint":
         return check_uint(int(a) * int(b))
-    return T.DoubleType(float(a) * float(b))
+    return float(float(a) * float(b))
 
 
 def _trunc_div(a: int, b: int) -> int:
@@ -100,9 +101,9 @@ def div(a: Any, b: Any) -> Any:
         fa, fb = float(a), float(b)
         if fb == 0.0:
             if fa == 0.0 or math.isnan(fa):
-                return T.DoubleType(math.nan)
-            return T.DoubleType(math.copysign(math.inf, fa) * math.copysign(1.0, fb))
-        return T.DoubleType(fa / fb)
+                return float(math.nan)
+            return float(math.copysign(math.inf, fa) * math.copysign(1.0, fb))
+        return float(fa / fb)
     if int(b) == 0:
         raise EvalError("division by zero")
     q = _trunc_div(int(a), int(b))
@@ -117,7 +118,7 @@ def mod(a: Any, b: Any) -> Any:
     if k == "int" and int(a) == INT64_MIN and int(b) == -1:  # cel-go modInt64Checked
         raise EvalError("integer overflow")
     r = int(a) - _trunc_div(int(a), int(b)) * int(b)
-    return T.IntType(r) if k == "int" else T.UintType(r)
+    return int(r) if k == "int" else Uint(r)
 
 
 @cel_function("-_")
@@ -126,7 +127,7 @@ def neg(a: Any) -> Any:
     if k == "int":
         return check_int(-int(a))
     if k == "double":
-        return T.DoubleType(-float(a))
+        return float(-float(a))
     if k == "duration":
         return timevals.neg(a)
     raise TypeError(k)
@@ -217,7 +218,7 @@ def index(container: Any, key: Any) -> Any:
 def size(v: Any) -> Any:
     k = kind(v)
     if k in ("string", "bytes", "list", "map"):
-        return T.IntType(len(v))
+        return int(len(v))
     raise TypeError(k)
 
 
@@ -258,13 +259,13 @@ def to_int(v: Any) -> Any:
         f = float(v)
         if math.isnan(f) or f <= INT64_MIN or f >= INT64_MAX:
             raise EvalError("integer overflow")
-        return T.IntType(int(f))
+        return int(int(f))
     if k == "string":
         if not _INT_RE.fullmatch(v):
             raise EvalError(f"cannot parse {str(v)!r} as int")
         return check_int(int(v))
     if k == "timestamp":
-        return T.IntType(int(v.timestamp()))
+        return int(int(v.timestamp()))
     raise TypeError(k)
 
 
@@ -277,7 +278,7 @@ def to_uint(v: Any) -> Any:
         f = float(v)
         if math.isnan(f) or f < 0 or f >= UINT64_MAX:
             raise EvalError("unsigned integer overflow")
-        return T.UintType(int(f))
+        return Uint(int(f))
     if k == "string":
         if not _UINT_RE.fullmatch(v):
             raise EvalError(f"cannot parse {str(v)!r} as uint")
@@ -289,14 +290,14 @@ def to_uint(v: Any) -> Any:
 def to_double(v: Any) -> Any:
     k = kind(v)
     if k in NUMERIC:
-        return T.DoubleType(float(v))
+        return float(float(v))
     if k == "string":
         if not _FLOAT_RE.fullmatch(v):
             raise EvalError(f"cannot parse {str(v)!r} as double")
         f = float(v)
         if math.isinf(f) and "inf" not in v.lower():
             raise EvalError(f"value out of range: {str(v)!r}")
-        return T.DoubleType(f)
+        return float(f)
     raise TypeError(k)
 
 
@@ -338,23 +339,23 @@ def to_string(v: Any) -> Any:
     if k == "string":
         return v
     if k == "bool":
-        return T.StringType("true" if v else "false")
+        return str("true" if v else "false")
     if k in ("int", "uint"):
-        return T.StringType(str(int(v)))
+        return str(str(int(v)))
     if k == "double":
-        return T.StringType(go_format_double(float(v)))
+        return str(go_format_double(float(v)))
     if k == "bytes":
         try:
-            return T.StringType(bytes(v).decode("utf-8"))
+            return str(bytes(v).decode("utf-8"))
         except UnicodeDecodeError:
             raise EvalError("invalid UTF-8 in bytes") from None
     if k == "timestamp":
-        return T.StringType(str(v))
+        return str(str(v))
     if k == "duration":
-        return T.StringType(go_format_duration_seconds(v))
+        return str(go_format_duration_seconds(v))
     conv = getattr(v, "cel_string", None)
     if conv is not None:
-        return T.StringType(conv())
+        return str(conv())
     raise TypeError(k)
 
 
@@ -381,7 +382,7 @@ def to_bytes(v: Any) -> Any:
     if k == "bytes":
         return v
     if k == "string":
-        return T.BytesType(str(v).encode("utf-8", "surrogatepass"))
+        return bytes(str(v).encode("utf-8", "surrogatepass"))
     raise TypeError(k)
 
 

@@ -87,7 +87,7 @@ def _accessor(name: str):
         if kind(v) == "duration":
             if tz is not None:
                 raise TypeError("duration accessors take no time zone")
-            return T.IntType(_DURATION[name](_nanos(v)))
+            return int(_DURATION[name](_nanos(v)))
         if kind(v) != "timestamp" or (tz is not None and kind(tz) != "string"):
             raise TypeError(kind(v))
         local, years = _local(v, tz)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from celpy import celtypes as T
 
 from extender.cel.lib import gourl
 from extender.cel.values import EvalError, cel_function, kind, want
@@ -35,8 +34,8 @@ class URLValue:
         return f"url({self.text!r})"
 
 
-def _s(b: bytes) -> T.StringType:
-    return T.StringType(b.decode("utf-8", "replace"))
+def _s(b: bytes) -> str:
+    return str(b.decode("utf-8", "replace"))
 
 
 def _url(v: Any) -> gourl.URL:
@@ -62,8 +61,8 @@ def is_url(s: Any) -> Any:
     try:
         gourl.parse_request_uri(str(s))
     except gourl.URLError:
-        return T.BoolType(False)
-    return T.BoolType(True)
+        return bool(False)
+    return bool(True)
 
 
 @cel_function("getScheme")
@@ -94,7 +93,7 @@ def get_escaped_path(u: Any) -> Any:
 @cel_function("getQuery")
 def get_query(u: Any) -> Any:
     query = gourl.parse_query(_url(u).raw_query)
-    return T.MapType({_s(k): T.ListType([_s(v) for v in vs]) for k, vs in query.items()})
+    return dict({_s(k): list([_s(v) for v in vs]) for k, vs in query.items()})
 
 
 SIGNATURES = [
