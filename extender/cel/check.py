@@ -68,12 +68,9 @@ class _Checker:
         return t
 
     def final(self, t: Type) -> Type:
-        t = self.resolve(t)
-        if isinstance(t, tuple):
-            if t[0] == "free":
-                return DYN
-            return (t[0], *(self.final(a) for a in t[1:]))
-        return t
+        """The fully resolved type, unbound type variables as dyn (one pass over the
+        type: resolving at every level of a nested type was cubic in the nesting)."""
+        return _unbound_as_dyn(self.resolve(t))
 
     def unify(self, actual: Type, param: Type) -> bool:
         trial = dict(self.subst)
@@ -271,6 +268,14 @@ class _Checker:
             raise CompileError(f"optFlatMap() expression must be an optional, got "
                                f"{format_type(body)}")
         return body
+
+
+def _unbound_as_dyn(t: Type) -> Type:
+    if isinstance(t, tuple):
+        if t[0] == "free":
+            return DYN
+        return (t[0], *(_unbound_as_dyn(a) for a in t[1:]))
+    return t
 
 
 def _display(name: str) -> str:

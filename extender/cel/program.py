@@ -9,7 +9,8 @@ evaluates against one taint and classifies the result; every failure is a non-ma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from extender.cel import ast, check, cost
+
+from extender.cel import ast, check, cost, deadline
 from extender.cel.environment import CompileError, parse
 from extender.cel.limits import MAX_COST, MAX_MESSAGE_CHARS
 from extender.cel.runtime import Budget, CostLimitExceeded, Runner, compile_tree
@@ -31,11 +32,18 @@ def truncate(message: str) -> str:
 
 
 def compile_program(expression: str, max_cost: int = MAX_COST) -> Program:
-    """Validate and build; raises CompileError with a precise (truncated) message."""
+    """Validate and build; raises CompileError with a precise (truncated) message.
+
+    The work is bounded by the length and nesting limits (``MAX_NESTING_DEPTH``, checked
+    while normalising, before anything recursive runs: at most ~0.5 s at the deepest
+    nesting allowed); the request deadline is checked between the phases
+    (``DeadlineExceeded``: never cached, never a verdict)."""
     try:
         tree = parse(expression)
+        deadline.check()
         root = ast.build(tree)
         check.check(root)
+        deadline.check()
         estimated = cost.estimate(root)
     except CompileError as exc:
         raise CompileError(truncate(str(exc))) from None
@@ -43,6 +51,7 @@ def compile_program(expression: str, max_cost: int = MAX_COST) -> Program:
         raise CompileError("expression is nested too deeply") from None
     if estimated > max_cost:
         raise CompileError(f"estimated cost {estimated} exceeds the limit of {max_cost}")
+    deadline.check()
     return Program(expression, compile_tree(root), estimated)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from extender.cel.lib.quantity import Quantity, quantity_compare
 from extender.cel.lib.semver import Semver, semver_compare
 from extender.cel.values import cel_function, kind

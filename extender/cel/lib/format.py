@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-
 from extender.cel.lib import gourl
 from extender.cel.lib.optional import NONE, Optional
 from extender.cel.values import EvalError, cel_function, kind, want

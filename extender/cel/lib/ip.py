@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from extender.cel.lib.goquote import go_quote
 from extender.cel.lib.netip import Addr, AddrError, Prefix, parse_addr, parse_prefix
 from extender.cel.values import EvalError, cel_function, kind, want
@@ -112,8 +111,8 @@ def is_ip(s: Any) -> Any:
     try:
         parse_ip(str(s))
     except EvalError:
-        return bool(False)
-    return bool(True)
+        return False
+    return True
 
 
 @cel_function("ip.isCanonical")
@@ -148,8 +147,8 @@ def is_cidr(s: Any) -> Any:
     try:
         parse_cidr(str(s))
     except EvalError:
-        return bool(False)
-    return bool(True)
+        return False
+    return True
 
 
 @cel_function("containsIP")
@@ -164,7 +163,7 @@ def contains_cidr(c: Any, other: Any) -> Any:
     prefix = _cidr(c)
     inner = parse_cidr(str(other)) if kind(other) == "string" else _cidr(other)
     if inner.addr.bits != prefix.addr.bits or inner.length < prefix.length:
-        return bool(False)
+        return False
     return bool(Prefix(inner.addr, prefix.length).masked() == prefix.masked())
 
 

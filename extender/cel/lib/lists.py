@@ -122,7 +122,7 @@ def is_sorted(items: Any) -> Any:
 def sum_(items: Any) -> Any:
     want(items, "list")
     if not items:
-        return int(0)
+        return 0
     k = kind(items[0])
     if any(kind(x) != k for x in items):
         raise EvalError("sum of list elements of different types")
@@ -181,7 +181,7 @@ def last_index_of(target: Any, item: Any, offset: Any = None) -> Any:
     for i in range(len(target) - 1, -1, -1):
         if cel_equal(target[i], item):
             return int(i)
-    return int(-1)
+    return -1
 
 
 SIGNATURES = [

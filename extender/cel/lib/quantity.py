@@ -12,7 +12,6 @@ import decimal
 from decimal import Decimal
 from typing import Any
 
-
 from extender.cel.values import INT64_MAX, INT64_MIN, EvalError, cel_function, kind, want
 
 SPLIT_RE = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
@@ -154,8 +153,8 @@ def is_quantity(s: Any) -> Any:
     try:
         parse_quantity(str(s))
     except QuantityError:
-        return bool(False)
-    return bool(True)
+        return False
+    return True
 
 
 def _as_int64(d: Decimal) -> int | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from extender.cel.values import GO_SPACE, INT64_MAX, EvalError, cel_function, kind, want
 from extender.matching.semver import SemverError, Version, compare, parse, parse_tolerant
 
@@ -61,8 +60,8 @@ def is_semver(s: Any, normalize: Any = None) -> Any:
     try:
         _to_semver(s, normalize)
     except EvalError:
-        return bool(False)
-    return bool(True)
+        return False
+    return True
 
 
 def _as_int64(v: int) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from extender.cel.values import cel_equal, cel_function, want
 
 

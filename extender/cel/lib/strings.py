@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from extender.cel.values import GO_SPACE, EvalError, cel_function, kind, want
 
 S = str
@@ -68,7 +67,7 @@ def last_index_of_string(s: Any, sub: Any, offset: Any = None) -> Any:
         if sub == "":
             return int(len(s))
         if len(sub) > len(s):  # cel-go v0.26: -1, also for '' (no offset -1 error)
-            return int(-1)
+            return -1
         off = len(s) - 1
     else:
         off = _int(offset)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from extender.cel.lib import gourl
 from extender.cel.values import EvalError, cel_function, kind, want
 
@@ -61,8 +60,8 @@ def is_url(s: Any) -> Any:
     try:
         gourl.parse_request_uri(str(s))
     except gourl.URLError:
-        return bool(False)
-    return bool(True)
+        return False
+    return True
 
 
 @cel_function("getScheme")
