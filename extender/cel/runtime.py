@@ -49,6 +49,8 @@ from extender.cel.limits import (
 )
 from extender.cel.values import (
     _MISSING,
+    INT64_MAX,
+    INT64_MIN,
     TYPE_NAMES,
     CelError,
     CelType,
@@ -279,6 +281,9 @@ class _Compiler:
                           decisive=name == "_||_")
         if name == "_?_:_":
             return _conditional(*(self.node(a, scope) for a in nodes))
+        folded = _folded(name, nodes)
+        if folded is not None:
+            return folded
         args = [self.node(a, scope) for a in nodes]
         if name in ("or", "orValue") and n.target is not None and len(args) == 2:
             return _optional_or(name, args[0], args[1])
@@ -470,6 +475,65 @@ def _conditional(cond: Fn, then: Fn, otherwise: Fn) -> Fn:
     return conditional
 
 
+#: Functions whose result on constant arguments is an immutable value computed once at
+#: compile time (the parsers of the Kubernetes libraries and the time conversions): the
+#: call is still charged at every evaluation, only the work is done once.
+_FOLDABLE = frozenset({"quantity", "semver", "ip", "cidr", "url", "timestamp", "duration",
+                       "isQuantity", "isSemver", "isIP", "isCIDR", "isURL",
+                       "format.dns1123Label", "format.dns1123Subdomain", "format.dns1035Label",
+                       "format.qualifiedName", "format.dns1123LabelPrefix",
+                       "format.dns1123SubdomainPrefix", "format.dns1035LabelPrefix",
+                       "format.labelValue", "format.uri", "format.uuid", "format.byte",
+                       "format.date", "format.datetime"})
+
+
+def _folded(name: str, nodes: list[Node]) -> Fn | None:
+    fn = FUNCTIONS.get(name)
+    if name not in _FOLDABLE or fn is None or fn is not _STOCK.get(name) or any(
+            a.kind != "const" for a in nodes):
+        return None
+    args = [a.value for a in nodes]
+    try:
+        value = fn(*args)
+    except Exception:  # noqa: BLE001 - an error stays a runtime error, raised each time
+        return None
+    cost = call_cost(name, args)
+
+    def constant_call(b: Budget) -> Any:
+        b.used += cost
+        if b.used > b.limit:
+            raise CostLimitExceeded(b.used)
+        return value
+
+    return constant_call
+
+
+def _int_arithmetic(name: str, a0: Fn, a1: Fn) -> Fn:
+    """``+ - *`` on ints: cost 1, "integer overflow" outside int64 (as stdlib)."""
+    op = {"_+_": lambda x, y: x + y, "_-_": lambda x, y: x - y,
+          "_*_": lambda x, y: x * y}[name]
+
+    def int_arithmetic(b: Budget) -> Any:
+        try:
+            x = a0(b)
+        except CelError:
+            try:
+                a1(b)
+            except CelError:
+                pass
+            raise
+        y = a1(b)
+        b.used += 1
+        if b.used > b.limit:
+            raise CostLimitExceeded(b.used)
+        r = op(x, y)
+        if not INT64_MIN <= r <= INT64_MAX:
+            raise CelError(f"{name}: integer overflow")
+        return r
+
+    return int_arithmetic
+
+
 # --- specialised operators ---------------------------------------------------------------
 #
 # Each one computes what the stock library function and cost rule compute, for operands
@@ -567,6 +631,8 @@ def _specialised(name: str, static: list[Any], args: list[Fn]) -> Fn | None:
             return _prefix_test(name, *args)
     if static in (["int", "int"], ["uint", "uint"]) and name in _NUMBER_OPS:
         return _int_compare(name, *args)
+    if static == ["int", "int"] and name in ("_+_", "_-_", "_*_"):
+        return _int_arithmetic(name, *args)
     return None
 
 

@@ -30,7 +30,11 @@ from extender.validation.limits import (
     MAX_EXPRESSIONS_PER_POD,
     MAX_TOLERATIONS_PER_POD,
 )
-from extender.validation.rules import validate_node_affinity, validate_toleration
+from extender.validation.rules import (
+    current_slow_policy,
+    validate_node_affinity,
+    validate_toleration,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +98,9 @@ _memo_lock = threading.Lock()
 
 
 def check_annotation(kind: str, text: str, path: str, gates: FeatureGates) -> Checked:
-    """`kind` is "tolerations" or "node-affinity"; memoised per (kind, text, path, gates)."""
-    memo_key = (kind, text, path, gates)
+    """`kind` is "tolerations" or "node-affinity"; memoised per (kind, text, path, gates,
+    slow-expression policy)."""
+    memo_key = (kind, text, path, gates, current_slow_policy())
     with _memo_lock:
         hit = _memo.get(memo_key)
     if hit is not None:

@@ -24,7 +24,20 @@ MAX_ANNOTATION_BYTES = 64 * 1024
 #: An expression whose estimated cost is at least this share of MAX_COST gets a warning.
 COST_WARNING_RATIO = 0.8
 
+#: The admission rule for CEL expressions that cannot be answered in time (issue #23).
+#: A first /filter of a pod evaluates each CEL toleration once per distinct taint of the
+#: cluster (the memo answers the rest).  We claim clusters of 5,000 nodes; the generated
+#: 5,000-node fleet of `perf/generate.py` has 78 distinct taints, so admission assumes 100.
+#: The evaluator does at least 500,000 cost units a second on every expression class of
+#: `perf/cel_bench.py` (the slowest, library-bound quantity parsing, measured 0.7 M/s on
+#: a busy 2-core machine; simple comprehensions 4-29 M/s), so this is an upper bound on
+#: the time an estimated cost needs.
+ASSUMED_DISTINCT_TAINTS = 100
+ASSUMED_UNITS_PER_SECOND = 500_000
+
 __all__ = [
+    "ASSUMED_DISTINCT_TAINTS",
+    "ASSUMED_UNITS_PER_SECOND",
     "COST_WARNING_RATIO",
     "MAX_ANNOTATION_BYTES",
     "MAX_COST",
