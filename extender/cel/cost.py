@@ -10,6 +10,7 @@ and to actual sizes at runtime, so the estimate is an upper bound of the runtime
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -257,7 +258,7 @@ class _Estimator:
             own = max(1, _f(total + list_size.n * sep, 2 * STRING_TRAVERSAL_FACTOR))
             return arg_cost + own, Size(total + list_size.n * sep)
         rule = _RULES.get(n.name)
-        own = rule(kinds, [s.n for s in sizes], values) if rule else 1
+        own = _dyn_max(rule, kinds, [s.n for s in sizes], values) if rule else 1
         return arg_cost + own, _result_size(n.name, kinds, sizes, values, n.type)
 
     def _comp(self, n: Node, scope: dict) -> tuple[int, Size]:
@@ -294,6 +295,25 @@ class _Estimator:
         return total, Size(count, result_elem, first if n.name == "transformMap" else None)
 
 
+def _dyn_max(rule: Rule, kinds: list[str], sizes: list[int], values: list[Any]) -> int:
+    """A call's estimated cost; an argument typed ``dyn`` may be any overload's type, so
+    the dearest is taken (cel-go's estimator takes the maximum over the overloads a call
+    may resolve to): a sized kind, string or list, instead of none."""
+    dyn = [i for i, k in enumerate(kinds) if k == "dyn"]
+    if not dyn:
+        return rule(kinds, sizes, values)
+    best = 0
+    for choice in itertools.product(("string", "list"), repeat=len(dyn)):
+        trial = list(kinds)
+        for i, k in zip(dyn, choice, strict=True):
+            trial[i] = k
+        try:
+            best = max(best, rule(trial, sizes, values))
+        except (TypeError, AttributeError, ValueError):  # a kind this rule cannot take
+            continue
+    return best or 1
+
+
 #: at most three messages (qualifiedName: prefix length + regex, name regex), each under
 #: 400 characters.
 _VALIDATE_RESULT = Size(3, Size(400))
@@ -303,7 +323,10 @@ def _result_size(name: str, kinds: list[str], sizes: list[Size], values: list[An
                  result_type: Any) -> Size:
     s = [x.n for x in sizes]
     if name in ("lowerAscii", "upperAscii", "trim", "substring", "find", "reverse", "sort",
-                "distinct", "slice", "string") and sizes and kinds[0] in _SIZED:
+                "distinct", "slice", "string") and sizes and (kinds[0] in _SIZED
+                                                               or kinds[0] == "dyn"):
+        # Kubernetes sizes these results by the receiver's size estimate whatever its
+        # static type: dyn(x).lowerAscii() is as long as x, not unbounded
         return sizes[0]
     if name == "string":
         return Size(32)

@@ -130,6 +130,9 @@ def cel_equal(a: Any, b: Any) -> bool:
             return False  # NaN equals nothing (only ordering a NaN is an error)
         return _num_cmp(a, b) == 0
     if ka != kb:
+        strict = getattr(a, "cel_equals", None) if getattr(a, "strict_equality", False) else None
+        if strict is not None:  # a Kubernetes type's Equal: no such overload
+            return bool(strict(b))
         return False
     if ka == "list":
         return len(a) == len(b) and all(cel_equal(x, y) for x, y in zip(a, b, strict=True))

@@ -236,11 +236,11 @@ def _requirement(rq: Mapping[str, Any], path: str, allow_invalid_values: bool, g
         if len(values) != 1:
             errs.append(required(vpath, "must be specified single value when `operator` is "
                                         "'SemverLt' or 'SemverGt' or 'SemverEq'"))
-        for j, v in enumerate(values):
+        for v in values:  # KEP-5721: field.Invalid on `values`, the whole list as the value
             try:
                 parse_tolerant(v or "")
             except SemverError as exc:
-                errs.append(invalid(child(vpath, j), v or "", str(exc)))
+                errs.append(invalid(vpath, [x or "" for x in values], str(exc)))
     else:
         errs.append(invalid(child(path, "operator"), op, "not a valid selector operator"))
     rq_key = rq.get("key") or ""

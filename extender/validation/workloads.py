@@ -13,9 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+import yaml
+
 from extender.features import FeatureGates
 from extender.validation.annotations import check_pod
-from extender.validation.field import FieldError, invalid, key
+from extender.validation.field import FieldError, Raw, invalid, key
 
 TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "Pod": (),
@@ -78,10 +81,19 @@ def check_object(obj: Mapping[str, Any], prefix: str, gates: FeatureGates) -> Ob
         if value is None:
             continue
         if not isinstance(value, str):  # YAML `key: 5` or a list: the API server wants strings
-            errors.append(invalid(key(f"{meta_path}.annotations", ann), str(value), "annotation values must be strings"))
+            errors.append(invalid(key(f"{meta_path}.annotations", ann), Raw(_json_text(value)),
+                                  "annotation values must be strings"))
             continue
         annotations[ann] = value
     tolerations = _mapping(template.get("spec")).get("tolerations")
     check = check_pod(annotations, tolerations if isinstance(tolerations, list) else [], prefix, gates,
                       meta_path, spec_path)
     return ObjectCheck(kind, name, namespace, True, tuple(errors) + check.errors, check.warnings)
+
+
+def _json_text(value: Any) -> str:
+    """A non-string annotation value as the JSON the user wrote (never a Python repr)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # YAML-only values (dates ...): their YAML text
+        return yaml.safe_dump(value, default_flow_style=True).strip()

@@ -151,13 +151,16 @@ class Format:
     """Opaque CEL value of type ``kubernetes.NamedFormat``; equal when the names are."""
 
     cel_type = "Format"
+    strict_equality = True
     __slots__ = ("name", "validate", "max_regex_size")
 
     def __init__(self, name: str, validate, max_regex_size: int) -> None:
         self.name, self.validate, self.max_regex_size = name, validate, max_regex_size
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, Format) and self.name == other.name
+        if not isinstance(other, Format):  # Kubernetes' Equal: no such overload
+            raise TypeError("Format.Equal: no such overload")
+        return self.name == other.name
 
     def __repr__(self) -> str:
         return f"Format({self.name})"

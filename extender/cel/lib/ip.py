@@ -25,13 +25,16 @@ class IP:
     """Opaque CEL value of type ``net.IP``; equal when the addresses are equal."""
 
     cel_type = "IP"
+    strict_equality = True
     __slots__ = ("addr",)
 
     def __init__(self, addr: Addr) -> None:
         self.addr = addr
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, IP) and self.addr == other.addr
+        if not isinstance(other, IP):  # Kubernetes' Equal: no such overload
+            raise TypeError("IP.Equal: no such overload")
+        return self.addr == other.addr
 
     def cel_string(self) -> str:
         return str(self.addr)
@@ -45,13 +48,16 @@ class CIDR:
     (so ``cidr('10.0.0.1/8') != cidr('10.0.0.0/8')``, as in Go)."""
 
     cel_type = "CIDR"
+    strict_equality = True
     __slots__ = ("prefix",)
 
     def __init__(self, prefix: Prefix) -> None:
         self.prefix = prefix
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, CIDR) and self.prefix == other.prefix
+        if not isinstance(other, CIDR):  # Kubernetes' Equal: no such overload
+            raise TypeError("CIDR.Equal: no such overload")
+        return self.prefix == other.prefix
 
     def cel_string(self) -> str:
         return str(self.prefix)

@@ -19,8 +19,22 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would log every failed compile to stderr via absl
 
 
+def _go_only_error(pattern: str) -> str | None:
+    """What Go's regexp/syntax rejects and C++ RE2 accepts: the ``\\C`` (any byte)
+    escape, which Go reports as an invalid escape sequence."""
+    i = pattern.find("\\")
+    while i >= 0:
+        if pattern[i + 1 : i + 2] == "C":
+            return "invalid escape sequence: `\\C`"
+        i = pattern.find("\\", i + 2)
+    return None
+
+
 @lru_cache(maxsize=512)
 def _compile(pattern: str) -> tuple[Any, str | None]:
+    go_only = _go_only_error(pattern)
+    if go_only is not None:
+        return None, go_only
     try:
         return re2.compile(pattern, _OPTIONS), None
     except re2.error as exc:

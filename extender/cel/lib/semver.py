@@ -18,13 +18,16 @@ class Semver:
     """Opaque CEL value of type ``kubernetes.Semver``; ``==`` is blang Compare == 0."""
 
     cel_type = "Semver"
+    strict_equality = True
     __slots__ = ("version",)
 
     def __init__(self, version: Version) -> None:
         self.version = version
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, Semver) and compare(self.version, other.version) == 0
+        if not isinstance(other, Semver):  # Kubernetes' Equal: no such overload
+            raise TypeError("Semver.Equal: no such overload")
+        return compare(self.version, other.version) == 0
 
     def __repr__(self) -> str:
         return f"semver({str(self.version)!r})"

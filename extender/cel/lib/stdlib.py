@@ -244,10 +244,6 @@ def ends_with(s: Any, suffix: Any) -> Any:
 
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _UINT_RE = re.compile(r"[0-9]+")
-_FLOAT_RE = re.compile(
-    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
-    re.IGNORECASE,
-)
 
 
 @cel_function("int")
@@ -266,6 +262,8 @@ def to_int(v: Any) -> Any:
         return check_int(int(v))
     if k == "timestamp":
         return int(int(v.timestamp()))
+    if k == "duration":  # cel-go: the duration in nanoseconds
+        return check_int(timevals.nanoseconds(v))
     raise TypeError(k)
 
 
@@ -290,15 +288,64 @@ def to_uint(v: Any) -> Any:
 def to_double(v: Any) -> Any:
     k = kind(v)
     if k in NUMERIC:
-        return float(float(v))
+        return float(v)
     if k == "string":
-        if not _FLOAT_RE.fullmatch(v):
-            raise EvalError(f"cannot parse {str(v)!r} as double")
-        f = float(v)
-        if math.isinf(f) and "inf" not in v.lower():
-            raise EvalError(f"value out of range: {str(v)!r}")
-        return float(f)
+        return go_parse_float(str(v))
     raise TypeError(k)
+
+
+_GO_DECIMAL = re.compile(r"[+-]?(?=\.?[0-9])[0-9_]*(?:\.[0-9_]*)?(?:[eE][+-]?[0-9_]+)?")
+_GO_HEX = re.compile(r"[+-]?0[xX](?=[._]*[0-9a-fA-F])[0-9a-fA-F_]*(?:\.[0-9a-fA-F_]*)?"
+                     r"[pP][+-]?[0-9_]+")
+_GO_SPECIAL = re.compile(r"([+-]?)(inf|infinity)|nan", re.IGNORECASE)
+
+
+def _go_underscores_ok(s: str) -> bool:
+    """Go strconv ``underscoreOK``: an underscore only between digits (a base prefix
+    counts as a digit)."""
+    saw = "^"
+    i = 0
+    if s[:1] in "+-":
+        s = s[1:]
+    hexa = False
+    if len(s) >= 2 and s[0] == "0" and s[1].lower() in "box":
+        i, saw, hexa = 2, "0", s[1].lower() == "x"
+    for c in s[i:]:
+        if c.isdigit() and c.isascii() or hexa and c.lower() in "abcdef":
+            saw = "0"
+        elif c == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        elif saw == "_":
+            return False
+        else:
+            saw = "!"
+    return saw != "_"
+
+
+def go_parse_float(text: str) -> float:
+    """Go ``strconv.ParseFloat(s, 64)``, which cel-go's ``double(string)`` uses: decimal
+    and hexadecimal (``0x1.8p1``, a ``p`` exponent required) literals, ``_`` between
+    digits, ``inf``/``infinity``/``nan`` in any case (only the infinities signed); out of
+    range is an error, underflow gives zero."""
+    special = _GO_SPECIAL.fullmatch(text)
+    if special:
+        if special.group(2) is None:
+            return math.nan
+        return -math.inf if special.group(1) == "-" else math.inf
+    hexa = _GO_HEX.fullmatch(text)
+    if not (hexa or _GO_DECIMAL.fullmatch(text)) or (
+            "_" in text and not _go_underscores_ok(text)):
+        raise EvalError(f"cannot parse {text!r} as double")
+    digits = text.replace("_", "")
+    try:
+        value = float.fromhex(digits) if hexa else float(digits)
+    except OverflowError:
+        value = math.inf
+    if math.isinf(value):
+        raise EvalError(f"value out of range: {text!r}")
+    return value
 
 
 def go_format_double(f: float) -> str:
@@ -350,7 +397,7 @@ def to_string(v: Any) -> Any:
         except UnicodeDecodeError:
             raise EvalError("invalid UTF-8 in bytes") from None
     if k == "timestamp":
-        return str(str(v))
+        return timevals.rfc3339_nano(v)
     if k == "duration":
         return str(go_format_duration_seconds(v))
     conv = getattr(v, "cel_string", None)
@@ -424,6 +471,8 @@ def to_duration(v: Any) -> Any:
         return v
     if k == "string":
         return T.DurationType(parse_go_duration(str(v)))
+    if k == "int":  # cel-go: nanoseconds (microsecond resolution here)
+        return timevals.from_nanoseconds(int(v))
     raise TypeError(k)
 
 
@@ -478,7 +527,7 @@ SIGNATURES = [
     "string.contains(string) -> bool", "string.startsWith(string) -> bool",
     "string.endsWith(string) -> bool",
     "int(int) -> int", "int(uint) -> int", "int(double) -> int", "int(string) -> int",
-    "int(timestamp) -> int",
+    "int(timestamp) -> int", "int(duration) -> int",
     "uint(uint) -> uint", "uint(int) -> uint", "uint(double) -> uint", "uint(string) -> uint",
     "double(double) -> double", "double(int) -> double", "double(uint) -> double",
     "double(string) -> double",
@@ -488,6 +537,7 @@ SIGNATURES = [
     "bool(bool) -> bool", "bool(string) -> bool",
     "bytes(bytes) -> bytes", "bytes(string) -> bytes",
     "duration(duration) -> duration", "duration(string) -> duration",
+    "duration(int) -> duration",
     "timestamp(timestamp) -> timestamp", "timestamp(string) -> timestamp",
     "timestamp(int) -> timestamp",
     "dyn(A) -> dyn", "type(A) -> type",

@@ -4,9 +4,7 @@ Python ``str`` indexes code points like Go's ``[]rune``; Go ``strings.SplitN`` /
 ``strings.Replace`` / ``strings.TrimSpace`` semantics are reproduced explicitly where
 Python's built-ins differ (``split`` with n, empty separators, the whitespace set).
 ``reverse()`` is strings v3 and is not part of Kubernetes 1.35's environment.
-``format()`` is declared unsupported: cel-go's pre-v4 implementation is locale-dependent
-(``%e`` renders as ``1.05 × 10⁰³`` under en_US) and we would rather fail compilation than
-return a subtly different string.
+``format()`` lives in ``extender.cel.lib.printf``.
 """
 
 from __future__ import annotations

@@ -21,13 +21,16 @@ class URLValue:
     field by field (so ``url('HTTP://x') == url('http://x')``, as in Go)."""
 
     cel_type = "URL"
+    strict_equality = True
     __slots__ = ("text", "url")
 
     def __init__(self, text: str, url: gourl.URL) -> None:
         self.text, self.url = text, url
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, URLValue) and self.url == other.url
+        if not isinstance(other, URLValue):  # Kubernetes' Equal: no such overload
+            raise TypeError("URLValue.Equal: no such overload")
+        return self.url == other.url
 
     def __repr__(self) -> str:
         return f"url({self.text!r})"
