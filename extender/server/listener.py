@@ -100,9 +100,11 @@ class Listener:
             sys_version = ""
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                route = table.get(self.path.partition("?")[0])
-                if route is None:
-                    self._send(404, "application/json", b'{"error":"not found"}')
+                path = self.path.partition("?")[0]
+                route = table.get(path)
+                if route is None:  # 405 for a POST-only path (`GET /validate`)
+                    self._send(405 if path in posts else 404, JSON, b'{"error":"method not allowed"}'
+                               if path in posts else b'{"error":"not found"}')
                     return
                 try:
                     code, kind, body = route()

@@ -28,7 +28,12 @@ from extender.server.listener import JSON, Listener, PostRoute, Route
 from extender.server.tls import ReloadingContext
 from extender.validation.field import aggregate
 from extender.validation.rules import admission, configure_slow_expressions
-from extender.validation.workloads import TEMPLATE_PATHS, check_object, pod_template
+from extender.validation.workloads import (
+    TEMPLATE_PATHS,
+    check_object,
+    pod_template,
+    ratcheted_gates,
+)
 
 log = logging.getLogger("extender.webhook")
 
@@ -86,6 +91,7 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
                and not request.get("subResource"))
     if checked and operation == "UPDATE":
         checked = _channel(obj, kind, prefix) != _channel(request.get("oldObject"), kind, prefix)
+        gates = ratcheted_gates(request.get("oldObject"), kind, prefix, gates)
     if checked:
         with admission():
             result = check_object({**obj, "kind": kind}, prefix, gates)
