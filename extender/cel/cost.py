@@ -258,7 +258,7 @@ class _Estimator:
             own = max(1, _f(total + list_size.n * sep, 2 * STRING_TRAVERSAL_FACTOR))
             return arg_cost + own, Size(total + list_size.n * sep)
         rule = _RULES.get(n.name)
-        own = _dyn_max(rule, kinds, [s.n for s in sizes], values) if rule else 1
+        own = _dyn_max(n.name, rule, kinds, [s.n for s in sizes], values) if rule else 1
         return arg_cost + own, _result_size(n.name, kinds, sizes, values, n.type)
 
     def _comp(self, n: Node, scope: dict) -> tuple[int, Size]:
@@ -295,10 +295,19 @@ class _Estimator:
         return total, Size(count, result_elem, first if n.name == "transformMap" else None)
 
 
-def _dyn_max(rule: Rule, kinds: list[str], sizes: list[int], values: list[Any]) -> int:
+#: operators whose overloads take two operands of one kind (or two numbers)
+_HOMOGENEOUS = frozenset({"_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_+_"})
+
+
+def _dyn_max(name: str, rule: Rule, kinds: list[str], sizes: list[int],
+             values: list[Any]) -> int:
     """A call's estimated cost; an argument typed ``dyn`` may be any overload's type, so
-    the dearest is taken (cel-go's estimator takes the maximum over the overloads a call
-    may resolve to): a sized kind, string or list, instead of none."""
+    the dearest overload the call can resolve to is taken (cel-go's estimator takes the
+    maximum over them): the other operand's kind for the homogeneous operators, else a
+    sized kind (string or list) rather than none."""
+    if name in _HOMOGENEOUS and len(kinds) == 2 and kinds.count("dyn") == 1:
+        known = kinds[1] if kinds[0] == "dyn" else kinds[0]
+        return rule([known, known], sizes, values)
     dyn = [i for i, k in enumerate(kinds) if k == "dyn"]
     if not dyn:
         return rule(kinds, sizes, values)
