@@ -81,9 +81,12 @@ for _name in ("matches", "find", "findAll"):
 for _name in ("_<_", "_<=_", "_>_", "_>=_"):
     _RULES[_name] = lambda k, s, v: 1 + (_f(min(s), STRING_TRAVERSAL_FACTOR)
                                          if _text(k[0]) else 0)
-for _name in ("lowerAscii", "upperAscii", "trim", "substring", "semver", "isSemver",
-              "quantity", "isQuantity", "int", "uint", "double", "bool", "bytes", "string",
-              "duration", "timestamp", "ip", "isIP", "cidr", "isCIDR", "url"):
+#: calls charged 0.1 per byte of their first argument when it is text, else 1
+TEXT_SCALED = frozenset({"lowerAscii", "upperAscii", "trim", "substring", "semver", "isSemver",
+                         "quantity", "isQuantity", "int", "uint", "double", "bool", "bytes",
+                         "string", "duration", "timestamp", "ip", "isIP", "cidr", "isCIDR",
+                         "url"})
+for _name in TEXT_SCALED:
     _RULES[_name] = lambda k, s, v: max(1, _f(s[0], STRING_TRAVERSAL_FACTOR)) if _text(k[0]) \
         else 1
 _RULES["ip.isCanonical"] = lambda k, s, v: max(1, _f(s[0], 2 * STRING_TRAVERSAL_FACTOR))

@@ -36,7 +36,7 @@ from typing import Any
 
 from extender.cel import deadline
 from extender.cel.ast import Node
-from extender.cel.cost import _RULES, call_cost
+from extender.cel.cost import _RULES, TEXT_SCALED, call_cost
 from extender.cel.lib import FUNCTIONS
 from extender.cel.lib.lists import sort_values
 from extender.cel.lib.optional import NONE, OptElem, Optional
@@ -379,6 +379,17 @@ def _generic_call(name: str, args: list[Fn]) -> Fn:
             return _invoke(name, fn, [a0(b)], b, 1)
 
         return call1
+    if len(args) == 1 and name in TEXT_SCALED:
+        (a0,) = args
+
+        def text_call(b: Budget) -> Any:  # cost.TEXT_SCALED: max(1, ceil(0.1 * len))
+            x = a0(b)
+            t = type(x)
+            cost = (max(1, min(UNBOUNDED, math.ceil(len(x) * STRING_TRAVERSAL_FACTOR)))
+                    if t is str or t is bytes or kind(x) in ("string", "bytes") else 1)
+            return _invoke(name, fn, [x], b, cost)
+
+        return text_call
     if len(args) == 2:
         a0, a1 = args
 
