@@ -336,6 +336,19 @@ def _show(v: Any) -> str:
     return k
 
 
+def _both(first: Fn, second: Fn, b: Budget) -> tuple[Any, Any]:
+    """Two arguments, both evaluated even when the first fails (then its error)."""
+    try:
+        x = first(b)
+    except CelError:
+        try:
+            second(b)
+        except CelError:
+            pass
+        raise
+    return x, second(b)
+
+
 def _all_args(fns: list[Fn], b: Budget) -> list:
     """Evaluate every argument (cel-go evaluates all before looking for errors); raise the
     first error."""
@@ -394,15 +407,7 @@ def _generic_call(name: str, args: list[Fn]) -> Fn:
         a0, a1 = args
 
         def call2(b: Budget) -> Any:
-            try:
-                x = a0(b)
-            except CelError:
-                try:
-                    a1(b)
-                except CelError:
-                    pass
-                raise
-            y = a1(b)
+            x, y = _both(a0, a1, b)
             values = [x, y]
             return _invoke(name, fn, values, b, call_cost(name, values) if sized else 1)
 
@@ -525,15 +530,7 @@ def _int_arithmetic(name: str, a0: Fn, a1: Fn) -> Fn:
           "_*_": lambda x, y: x * y}[name]
 
     def int_arithmetic(b: Budget) -> Any:
-        try:
-            x = a0(b)
-        except CelError:
-            try:
-                a1(b)
-            except CelError:
-                pass
-            raise
-        y = a1(b)
+        x, y = _both(a0, a1, b)
         b.used += 1
         if b.used > b.limit:
             raise CostLimitExceeded(b.used)
@@ -565,15 +562,7 @@ def _string_compare(name: str, a0: Fn, a1: Fn) -> Fn | None:
     equal = name == "_==_"
 
     def string_equality(b: Budget) -> Any:
-        try:
-            x = a0(b)
-        except CelError:
-            try:
-                a1(b)
-            except CelError:
-                pass
-            raise
-        y = a1(b)
+        x, y = _both(a0, a1, b)
         n = len(x) if len(x) < len(y) else len(y)
         b.used += 1 + math.ceil(n * STRING_TRAVERSAL_FACTOR)
         if b.used > b.limit:
@@ -587,15 +576,7 @@ def _prefix_test(name: str, a0: Fn, a1: Fn) -> Fn:
     method = str.startswith if name == "startsWith" else str.endswith
 
     def prefix_test(b: Budget) -> Any:
-        try:
-            x = a0(b)
-        except CelError:
-            try:
-                a1(b)
-            except CelError:
-                pass
-            raise
-        y = a1(b)
+        x, y = _both(a0, a1, b)
         cost = max(1, min(UNBOUNDED, math.ceil(len(y) * STRING_TRAVERSAL_FACTOR)))
         b.used += cost
         if b.used > b.limit:
@@ -615,15 +596,7 @@ def _int_compare(name: str, a0: Fn, a1: Fn) -> Fn:
     test = _NUMBER_OPS[name]
 
     def int_compare(b: Budget) -> Any:
-        try:
-            x = a0(b)
-        except CelError:
-            try:
-                a1(b)
-            except CelError:
-                pass
-            raise
-        y = a1(b)
+        x, y = _both(a0, a1, b)
         b.used += 1
         if b.used > b.limit:
             raise CostLimitExceeded(b.used)
@@ -666,39 +639,28 @@ def _quantifier(decisive: bool) -> Callable:  # all: decisive False; exists: Tru
     def quantifier(b: Budget, slots, exprs, pairs, rng) -> Any:
         body = exprs[0]
         error = None
-        if len(slots) == 1:
-            slot, limit = slots[0], b.limit
-            for x in pairs:
-                b.used += ITERATION_COST
-                if b.used > limit:
-                    raise CostLimitExceeded(b.used)
-                b.ticks += 1
-                if not b.ticks & 31 and b.deadline is not None:
-                    deadline.check(b.deadline)
-                b.vars[slot] = x
-                try:
-                    r = body(b)
-                except CelError as exc:
-                    if error is None:
-                        error = exc
-                    continue
-                if r is decisive:
-                    return r
-                if r is not (not decisive):
-                    t = _truth(r)
-                    if t is decisive:
-                        return t
-                    if t is None and error is None:
-                        error = CelError(f"predicate returned {kind(r)}, not bool")
-        else:
-            for pair in pairs:
-                _bind(b, slots, pair)
-                try:
-                    r = body(b)
-                except CelError as exc:
-                    if error is None:
-                        error = exc
-                    continue
+        first, second = slots[0], slots[-1]
+        two, limit = len(slots) == 2, b.limit
+        for x in pairs:
+            b.used += ITERATION_COST
+            if b.used > limit:
+                raise CostLimitExceeded(b.used)
+            b.ticks += 1
+            if not b.ticks & 31 and b.deadline is not None:
+                deadline.check(b.deadline)
+            if two:
+                b.vars[first], b.vars[second] = x
+            else:
+                b.vars[first] = x
+            try:
+                r = body(b)
+            except CelError as exc:
+                if error is None:
+                    error = exc
+                continue
+            if r is decisive:
+                return r
+            if r is not (not decisive):
                 t = _truth(r)
                 if t is decisive:
                     return t
