@@ -21,6 +21,8 @@ import orjson
 import pytest
 from live import free_port, request, start, stop
 
+from perf.hostile import hostile_expression
+
 HOSTILE = 6
 TAINTS = [("dedicated", "gpu"), ("zone", "a"), ("example.com/kernel", "5.15.0")]
 NODES = [f"node-{i}" for i in range(len(TAINTS))]
@@ -45,11 +47,8 @@ def body(name: str, expression: str) -> bytes:
 
 def at_cost_limit(n: int) -> str:
     """Estimated just under the 1,000,000-unit limit (923,610 units: compiles) and runs
-    for most of a second per taint: 40,000 quantity parses of distinct strings, the
-    slowest work per cost unit the libraries have."""
-    items = "[" + ",".join(map(str, range(200))) + "]"
-    return (f"{items}.all(a, {items}.all(b, quantity(string(a * 200 + b) + 'Mi')"
-            f".isLessThan(quantity('{n % 9 + 1}00Gi'))))")
+    for most of a second per taint (perf/hostile.py's expression)."""
+    return hostile_expression(n)
 
 
 def compiled(metrics_port: int) -> float:
