@@ -54,6 +54,7 @@ class Config:
     memory_limit_bytes: int = 256 << 20  # all caches together (extender.caching)
     remember_answers: bool = False  # reuse ends at the next bind (perf/PROFILE.md)
     request_deadline: float = 4.0
+    slow_cel_expressions: str = "warn"  # admission: warn about / deny expressions too slow to answer
     webhook_listen: str = ""  # off unless set: the admission webhook's HTTPS listener
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
@@ -213,6 +214,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "memory_limit_bytes": ("memoryLimitBytes", _int_at_least(16 << 20)),
     "remember_answers": ("rememberAnswers", _bool),
     "request_deadline": ("requestDeadline", _float_at_least(0)),
+    "slow_cel_expressions": ("slowCelExpressions", _choice(("warn", "deny"), lower=True)),
     "webhook_listen": ("webhookListen", _listen_or_off),
     "tls_cert_file": ("tlsCertFile", _path_or_empty),
     "tls_private_key_file": ("tlsPrivateKeyFile", _path_or_empty),
