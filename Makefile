@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
 
-.PHONY: run test lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image image-archive image-push tools
+.PHONY: run test e2e lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image image-archive image-push tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,17 @@ run: $(STAMP)
 tools:
 	@if [ "$$(id -u)" = 0 ]; then .ci/install-tools; else .ci/install-tools || true; fi
 
+# The real kube-scheduler for tests/e2e: $$KUBE_SCHEDULER_BINARY, else the one .ci/kube-scheduler
+# unpacks; with neither, the e2e tests are reported SKIPPED with the reason.
+WITH_SCHEDULER = KUBE_SCHEDULER_BINARY="$${KUBE_SCHEDULER_BINARY:-$$($(PYTHON) .ci/kube-scheduler 2>/dev/null)}"
+
 test: $(STAMP) tools
 	$(BIN)/ruff check extender tests perf
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The end-to-end suite alone: the real kube-scheduler, `extender serve`, the API double.
+e2e: $(STAMP)
+	$(WITH_SCHEDULER) $(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check extender tests perf
