@@ -7,7 +7,7 @@ addresses and ten images; Deployment pods with owner references, probes, env, a 
 token volume and status, about 3 KB of JSON each) in pages of the client's `limit`, and
 the script starts
 
-- the real kube-scheduler (`$KUBE_SCHEDULER`, default /opt/kube-scheduler/kube-scheduler;
+- the real kube-scheduler (`$KUBE_SCHEDULER_BINARY`, default /opt/kube-scheduler/kube-scheduler;
   no leader election, no secure port) and reads its RSS once its pod informer has filled
   its cache and the RSS has stopped growing (under 1% over `--settle` seconds);
 - `extender serve --kubeconfig` (one worker, as deployed) and reads the RSS of the
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--settle", type=float, default=10.0, help="seconds after the lists before reading RSS")
-    parser.add_argument("--kube-scheduler", default=os.environ.get("KUBE_SCHEDULER", "/opt/kube-scheduler/kube-scheduler"))
+    parser.add_argument("--kube-scheduler", default=os.environ.get("KUBE_SCHEDULER_BINARY", "/opt/kube-scheduler/kube-scheduler"))
     ns = parser.parse_args(argv)
     api = StaticApi(ns.nodes, ns.pods)
     with tempfile.TemporaryDirectory(prefix="perf-memory-") as tmp:
