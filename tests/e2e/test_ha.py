@@ -11,6 +11,9 @@ each replica's extender `/healthz` exactly as the Deployment's kube-scheduler
 stops that kube-scheduler with SIGTERM, as the kubelet does. With it the standby takes
 the lease and places the pod that arrived after the crash; without it (the manifests
 before issue 25) the dead-sidecar leader keeps the lease and the pod waits.
+
+The last test scrapes a leading kube-scheduler's secure port and checks that the series
+the extended-scheduler.* alerts read exist there, with the labels they select on.
 """
 
 from __future__ import annotations
@@ -219,3 +222,66 @@ def test_without_the_probe_the_leader_keeps_the_lease_and_the_profile_stalls(rep
     assert lease_holder(api) == holder and leader.leads() and not standby.leads()
     assert leader.scheduler.alive() and not standby.filtered(key_of(after))
     assert '"Error scheduling pod; retrying" err="failed filter with extender' in leader.scheduler.tail(10**7)
+
+
+def scheduler_metrics(port: int) -> str:
+    import ssl
+    import urllib.request
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # its self-signed certificate
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=context, timeout=10) as r:
+        return r.read().decode()
+
+
+def test_the_scheduler_alerts_use_series_the_real_kube_scheduler_exports(kube_scheduler, tmp_path):
+    """The extended-scheduler.* alerts (manifests/prometheus/rules.yaml) read kube-scheduler's
+    own series: a leading kube-scheduler, scraped on its secure port, exports each of them
+    with the labels the alerts select on (kube_pod_* comes from kube-state-metrics)."""
+    import re
+
+    from tests.e2e.harness import Process, scheduler_config
+    from tests.server.live import free_port
+
+    rules = yaml.safe_load((DEPLOYMENT.parents[1] / "prometheus" / "rules.yaml").read_text())
+    (group,) = [g for g in rules["groups"] if g["name"] == "extended-scheduler.alerts"]
+    used = {m for r in group["rules"] for m in re.findall(r"\b([a-z_]+)\{", r["expr"])}
+    used -= {"up", "kube_pod_container_status_restarts_total"}
+    assert used == {"leader_election_master_status", "scheduler_pending_pods", "scheduler_schedule_attempts_total"}
+    cluster = Replica(tmp_path, kube_scheduler)
+    cluster.api.start()
+    try:
+        cluster.api.load([node("n-a", "a")])
+        kubeconfig = cluster.api.write_kubeconfig(tmp_path / "kubeconfig")
+        config = scheduler_config(kubeconfig, free_port())
+        leader_election(config)
+        (tmp_path / "scheduler.yaml").write_text(yaml.safe_dump(config))
+        port = free_port()
+        cluster.scheduler = Process("kube-scheduler", [
+            kube_scheduler, "--config", str(tmp_path / "scheduler.yaml"), f"--secure-port={port}",
+            "--bind-address=127.0.0.1", "--authentication-skip-lookup",
+            "--authorization-always-allow-paths=/metrics,/healthz,/readyz,/livez", "-v=2"],
+            tmp_path / "kube-scheduler.log")
+        text = wait_for(lambda: _scraped_with(port, "\nleader_election_master_status{"), timeout=40)
+        assert text, f"no leader metric\n{cluster.scheduler.tail()}"
+        cluster.create(pod("p"))  # an attempt (it fails: no extender answers)
+        text = wait_for(lambda: _scraped_with(port, "scheduler_schedule_attempts_total{"), timeout=40)
+        assert text, cluster.scheduler.tail()
+    finally:
+        if cluster.scheduler is not None:
+            cluster.scheduler.stop()
+        cluster.api.stop()
+    # `name` is the component's, not the lease's: the alert does not select on it
+    assert re.search(r'^leader_election_master_status\{name="kube-scheduler"\} 1$', text, re.M)
+    for queue in ("active", "backoff", "unschedulable", "gated"):
+        assert re.search(rf'^scheduler_pending_pods\{{queue="{queue}"\}} ', text, re.M), queue
+    assert re.search(r'^scheduler_schedule_attempts_total\{profile="extended-scheduler",result="error"\} [1-9]',
+                     text, re.M), "an extender failure counts as result=error (ExtendedSchedulerErrors)"
+
+
+def _scraped_with(port: int, needle: str) -> str | None:
+    try:
+        text = scheduler_metrics(port)
+    except OSError:
+        return None
+    return text if needle in text else None
