@@ -17,6 +17,7 @@ import pytest
 import yaml
 from deploy_tools import MANIFESTS, ROOT
 
+from extender.cel.environment import ENVIRONMENT
 from extender.features import FeatureGates
 from extender.model.parse import DEFAULT_ANNOTATION_PREFIX
 from extender.server.webhook import review
@@ -34,7 +35,7 @@ WARNED = '[{"key": "k", "operator": "Exists", "effect": "NoExecute"}]'  # admitt
 
 def condition():
     (match,) = WEBHOOK["matchConditions"]
-    env = celpy.Environment()
+    env = ENVIRONMENT  # the extender's one Environment: a new one would lower the recursion limit
     program = env.program(env.compile(match["expression"]))
     return lambda obj: bool(program.evaluate({"object": celpy.json_to_cel(obj)}))
 
