@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -13,11 +14,13 @@ from extender.config import (
     ConfigError,
     build_config,
     env_name,
+    exposed_verbs_warning,
     flag_name,
 )
 
 HELP = {
-    "listen": "address to serve on, HOST:PORT (default 0.0.0.0:8888)",
+    "listen": "address of the verbs, HOST:PORT (default 127.0.0.1:8888: loopback only, since "
+    "`bind` has no authentication; another address only with --verbs-tls and --client-ca-file)",
     "metrics_listen": "separate listener for /healthz, /readyz, /metrics that verb work never "
     "blocks, HOST:PORT or off (default 0.0.0.0:8889; the main listener serves them too)",
     "workers": "gunicorn worker processes (default 1)",
@@ -191,6 +194,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     check_metrics_listen(config.metrics_listen)
     setup_logging(config.log_level)
+    if warning := exposed_verbs_warning(config):
+        logging.getLogger("extender").warning(warning)
     source = open_source(config)  # a bad cluster file fails fast
     try:
         if config.verbs_tls:  # fail fast on unreadable files, before gunicorn starts
