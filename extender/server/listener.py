@@ -1,10 +1,13 @@
 """A small HTTP/1.1 server for a few fixed routes: one event-loop thread moves the bytes,
 a few pool threads compute the answers.
 
-Two users: `--metrics-listen` (`/healthz`, `/readyz`, `/metrics`, GET) and the admission
-webhook (`--webhook-listen`, `POST /validate` over HTTPS, its certificate re-read when
-it rotates). Routes are plain callables in two tables, `routes` (GET and HEAD: no
-argument) and `post_routes` (the body); another route is one more table entry.
+Two users: `--metrics-listen` (`/healthz`, `/readyz`, `/metrics`, GET, and `/explain`
+through `dispatch` when `--explain-endpoint` is on) and the admission webhook
+(`--webhook-listen`, `POST /validate` over HTTPS, its certificate re-read when it
+rotates). Routes are plain callables in two tables, `routes` (GET and HEAD: no
+argument) and `post_routes` (the body); routes a fixed table cannot name (path
+parameters, query strings) go through one `dispatch` callable, offered every request
+the tables do not answer.
 
 Why a loop (issue #28): with a thread per connection, 70 idle connections or 80 that
 never finish a TLS handshake took every slot, and clients sending one byte every 4 s
@@ -61,6 +64,12 @@ Route = Callable[[], tuple[int, str, bytes]]
 PostRoute = Callable[[bytes], tuple[int, str, bytes]]
 SSLContexts = ssl.SSLContext | Callable[[], ssl.SSLContext] | None
 JSON = "application/json"
+# (status, content type, body, extra headers)
+Reply = tuple[int, str, bytes, dict[str, str]]
+# Routes a fixed table cannot name (path parameters, query strings): (method, request
+# target as sent, body or None for GET) -> Reply, or None when the path is not its own.
+# Each owner keeps its routes in its own module (`extender.server.explain_routes`).
+Dispatch = Callable[[str, str, bytes | None], Reply | None]
 
 MAX_HEAD_BYTES = 32 << 10  # no end of head by then: 431
 READ_CHUNK = 256 << 10
@@ -88,7 +97,7 @@ class Refused(Exception):
 class Head:
     """A parsed request head."""
 
-    __slots__ = ("method", "path", "keep_alive", "size", "body_size", "continue_sent")
+    __slots__ = ("method", "target", "path", "keep_alive", "size", "body_size", "continue_sent")
 
     def __init__(self, data: bytes, max_body: int) -> None:
         lines = data.split(b"\r\n")
@@ -97,7 +106,8 @@ class Head:
             raise Refused(400, "malformed request line")
         method, target, version = parts
         self.method = method.decode("latin-1")
-        self.path = target.partition(b"?")[0].decode("latin-1")
+        self.target = target.decode("latin-1")
+        self.path = self.target.partition("?")[0]
         headers: dict[bytes, bytes] = {}
         for line in lines[1:]:
             name, colon, value = line.partition(b":")
@@ -168,7 +178,8 @@ class Listener:
                  post_routes: dict[str, PostRoute] | None = None, max_body_bytes: int = 1 << 20,
                  timeout: float = 5.0, idle_timeout: float = 60.0, max_connections: int = 1024,
                  max_per_client: int = 128, threads: int = 2, ssl_context: SSLContexts = None,
-                 name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES) -> None:
+                 name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES,
+                 dispatch: Dispatch | None = None) -> None:
         self.routes = dict(routes)
         self.post_routes = dict(post_routes or {})
         self.max_body = max_body_bytes
@@ -178,6 +189,7 @@ class Listener:
         self.max_per_client = max(1, min(max_per_client, max_connections))
         self.threads = threads
         self.quick = quick
+        self.dispatch = dispatch
         self.ssl_context = ssl_context
         self.name = name
         self.sock = self._bind(split_address(address))
@@ -455,27 +467,29 @@ class Listener:
     def _answer(self, conn: Conn, head: Head, body: bytes) -> None:
         """On a pool thread: the route's answer, handed back to the loop."""
         try:
-            code, kind, payload = self._route(head, body)
+            code, kind, payload, headers = self._route(head, body)
             keep = head.keep_alive
         except Exception:
             log.exception("listener route failed", extra={"listener": self.name, "path": head.path})
-            code, kind, payload, keep = 500, JSON, _error_body("internal error"), False
-        self.done.append((conn, response(code, kind, payload, keep, head_only=head.method == "HEAD"), keep))
+            code, kind, payload, headers, keep = 500, JSON, _error_body("internal error"), {}, False
+        data = response(code, kind, payload, keep, head_only=head.method == "HEAD", extra=tuple(headers.items()))
+        self.done.append((conn, data, keep))
         self._wake()
 
-    def _route(self, head: Head, body: bytes) -> tuple[int, str, bytes]:
-        if head.method in ("GET", "HEAD"):
-            route = self.routes.get(head.path)
-            if route is not None:
-                return route()
-        elif head.method == "POST":
-            post = self.post_routes.get(head.path)
-            if post is not None:
-                return post(body)
+    def _route(self, head: Head, body: bytes) -> Reply:
+        get = head.method in ("GET", "HEAD")
+        if get and head.path in self.routes:
+            return (*self.routes[head.path](), {})
+        if head.method == "POST" and head.path in self.post_routes:
+            return (*self.post_routes[head.path](body), {})
+        if self.dispatch is not None and (get or head.method == "POST"):
+            reply = self.dispatch("GET" if get else "POST", head.target, None if get else body)
+            if reply is not None:
+                return reply
         known = head.path in self.routes or head.path in self.post_routes
         if known:  # 405 for a path that exists with another method, as the main listener answers
-            return 405, JSON, _error_body("method not allowed")
-        return 404, JSON, _error_body("not found")
+            return 405, JSON, _error_body("method not allowed"), {}
+        return 404, JSON, _error_body("not found"), {}
 
     def _drain_done(self, _mask: int) -> None:
         try:

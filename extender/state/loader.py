@@ -15,6 +15,8 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
+from extender.gotext import no_lone_surrogates
+
 try:  # libyaml is an order of magnitude faster on 50k-pod dumps
     from yaml import CSafeLoader as SafeLoader
 except ImportError:  # pragma: no cover - pure-Python fallback
@@ -185,14 +187,33 @@ def _flatten(doc: Any, where: str) -> Iterator[dict[str, Any]]:
     yield doc
 
 
+def documents(text: str | bytes) -> list[Any]:
+    """The JSON document or the YAML documents of `text`, strings decoded as the API
+    server decodes them: an escaped lone surrogate (``"\\ud800"``) becomes U+FFFD (Go's
+    decoder; orjson refuses it and PyYAML keeps a surrogate no encoder accepts)."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    escaped = b"\\u" in raw or b"\\U" in raw
+    if raw.lstrip()[:1] in (b"{", b"["):
+        try:
+            doc = _json_document(raw)
+        except (orjson.JSONDecodeError, json.JSONDecodeError):
+            if not escaped:
+                raise
+            try:
+                return [no_lone_surrogates(json.loads(raw))]
+            except ValueError:
+                pass
+            raise
+        # the step-wise parser (large files) keeps lone surrogates, as json does
+        return [no_lone_surrogates(doc) if escaped and len(raw) >= INCREMENTAL_JSON_BYTES else doc]
+    docs = _yaml_documents(raw)
+    return [no_lone_surrogates(d) for d in docs] if escaped else docs
+
+
 def parse_documents(text: str | bytes, where: str = "cluster file") -> list[dict[str, Any]]:
     """Parse JSON or (multi-document) YAML text into a flat list of objects."""
-    stripped = text.lstrip()[:1]
     try:
-        if stripped in ("{", "[", b"{", b"["):
-            docs: list[Any] = [_json_document(text)]
-        else:
-            docs = _yaml_documents(text)
+        docs = documents(text)
     except (orjson.JSONDecodeError, json.JSONDecodeError, RecursionError, yaml.YAMLError) as exc:
         raise ClusterFileError(f"{where}: cannot parse: {exc}") from exc
     objects: list[dict[str, Any]] = []
