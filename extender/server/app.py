@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from extender.api.wire import encode
 from extender.config import Config
-from extender.server.budget import BODIES
+from extender.server.budget import BODIES, SMALL_REQUEST
 from extender.server.listener import Route
 from extender.server.verbs import (
     SHED_HEADERS,
@@ -88,6 +88,15 @@ def health_routes(engine: Extender) -> dict[str, Route]:
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view}
 
 
+def _expected_size(limit: int) -> int:
+    """The bytes a body will hold, for the in-flight budget: its Content-Length; for a
+    chunked one (unknown until read, at most `limit`), what a small request holds."""
+    if request.content_length is not None:
+        return min(request.content_length, limit)
+    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    return min(SMALL_REQUEST, limit) if chunked else 0
+
+
 def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> Flask:
     """`source` defaults to the config's cluster file, watched for changes. Pass one in
     (the gunicorn launcher does, loading it once in the master before forking)."""
@@ -105,7 +114,7 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
     def verb(name: str) -> Response:
         """A verb whose body VerbRoutes did not take (chunked, or not a plain length)."""
         started = time.perf_counter()
-        with BODIES.admit(min(request.content_length or config.max_body_bytes, config.max_body_bytes)) as ok:
+        with BODIES.admit(_expected_size(config.max_body_bytes)) as ok:
             if not ok:
                 code, payload = shed_answer(name)
                 return Response(payload, status=code, mimetype=JSON, headers=SHED_HEADERS)

@@ -324,6 +324,14 @@ class InlineWorker(DeadlineWorker):
         self.max_request = self.max_body + MAX_HEAD_BYTES
         self.off_loop = getattr(self.wsgi, "off_loop", None)  # verb -> bool (bind, pods in flight)
 
+    def handle(self, conn):
+        """gthread's own reading and answering (requests the loop hands over as they
+        are): their buffered bytes are charged to the connection already."""
+        if not self.inline:
+            return super().handle(conn)
+        with BODIES.covered():
+            return super().handle(conn)
+
     def enqueue_req(self, conn) -> None:
         if not self.inline:
             super().enqueue_req(conn)

@@ -1,6 +1,10 @@
 """Hostile bodies against a live `extender serve`: hypothesis and schemathesis
-(docs/reference/openapi.yaml) generate them; every answer must be a non-5xx JSON answer, a canary
-request's answer must never change, and no worker may restart.
+(docs/reference/openapi.yaml) generate them for every verb (`/filter`, `/prioritize`,
+`/bind`, `/preempt`) and as raw HTTP requests (methods, targets, versions, framings,
+broken chunked bodies, every path). Every answer must be a non-5xx JSON answer (raw
+requests: a non-5xx answer or a close) within the request deadline + 1 s, a retried
+filter must answer as the first did, a canary request's answer must never change, and
+no worker may restart.
 
 Used by tests/hardening/test_fuzz.py (a slice in `make test`) and by `make fuzz`:
 
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import socket
 import sys
 import threading
 import time
@@ -27,6 +32,9 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = ROOT / "docs" / "reference" / "openapi.yaml"
 VERBS = ("/filter", "/prioritize", "/scheduler/filter", "/a/b/prioritize")
+DEADLINE = 4.0  # --request-deadline (the server's default)
+SLOW = DEADLINE + 1.0  # an answer slower than this is a failure
+RETRY_EVERY = 20  # every 20th filter body is sent twice: the answers must be equal
 NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]  # examples/cluster.yaml
 PREFIX = "scheduling-extender.io"
 CANARY = orjson.dumps({"Pod": {"metadata": {"name": "canary", "namespace": "default"}, "spec": {
@@ -144,6 +152,79 @@ PATHOLOGICAL = st.sampled_from([
 ])
 
 
+# --- the other verbs: bind and preempt (extender/v1 wire types) -------------------------
+
+INT64 = st.one_of(st.integers(-5, 5), st.integers(), st.just(2**63), st.just(-(2**63) - 1), st.just(2**64))
+BINDING = st.fixed_dictionaries({}, optional={
+    "PodName": _maybe(TEXT), "PodNamespace": _maybe(TEXT), "PodUID": _maybe(TEXT),
+    "Node": _maybe(st.sampled_from(NAMES) | TEXT), "podname": TEXT, "node": st.sampled_from(NAMES)})
+META_POD = st.fixed_dictionaries({}, optional={"UID": _maybe(TEXT), "uid": TEXT})
+VICTIMS = st.fixed_dictionaries({}, optional={
+    "Pods": _maybe(st.lists(_maybe(META_POD), max_size=3)), "NumPDBViolations": _maybe(INT64)})
+FULL_VICTIMS = st.fixed_dictionaries({}, optional={
+    "Pods": _maybe(st.lists(_maybe(POD), max_size=2)), "NumPDBViolations": _maybe(INT64)})
+PREEMPTION = st.fixed_dictionaries({"Pod": _maybe(POD)}, optional={
+    "NodeNameToMetaVictims": _maybe(st.dictionaries(st.sampled_from(NAMES) | TEXT, _maybe(VICTIMS), max_size=4)),
+    "NodeNameToVictims": _maybe(st.dictionaries(st.sampled_from(NAMES) | TEXT, _maybe(FULL_VICTIMS), max_size=3)),
+    "pod": POD})
+# the classes issue #28 found answered 500, kept in every run
+REGRESSIONS = st.sampled_from([
+    ("/preempt", b'{"Pod":{"spec":{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone",'
+     b'"whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchExpressions":[{"key":"a","operator":"Bad"}]}}]}},'
+     b'"NodeNameToMetaVictims":{"od-a1":{"Pods":[{"UID":"u"}]}}}'),
+    ("/preempt", b'{"Pod":{},"NodeNameToMetaVictims":{"od-a1":{"Pods":5}}}'),
+    ("/preempt", b'{"Pod":{},"NodeNameToVictims":{"od-a1":{"Pods":{"a":1}}}}'),
+    ("/preempt", b'{"Pod":{},"NodeNameToMetaVictims":{"od-a1":{"Pods":[],"NumPDBViolations":18446744073709551616}}}'),
+    ("/prioritize", b'{"Pod":{"spec":{"affinity":{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":'
+     b'[{"weight":9223372036854775808,"preference":{"matchExpressions":[{"key":"kubernetes.io/hostname",'
+     b'"operator":"Exists"}]}}]}}}},"NodeNames":["od-a1","od-a2"]}'),
+    ("/filter", b'{"Pod":{"spec":{"priority":4294967296}},"NodeNames":["od-a1"]}'),
+])
+
+
+# --- raw HTTP: what kube-scheduler never sends, on every path ------------------------------
+
+RAW_PATHS = ["/filter", "/prioritize", "/bind", "/preempt", "/scheduler/filter", "/healthz", "/readyz",
+             "/metrics", "/explain", "/explain/default/p", "/", "*", "/filter?x=1", "/%66ilter", "//filter",
+             "/filter/../bind", "http://h/filter", "/" + "a" * 9000]
+RAW_HEADERS = st.lists(st.sampled_from([
+    b"Connection: close", b"Connection: keep-alive", b"Connection: upgrade", b"Upgrade: h2c",
+    b"Expect: 100-continue", b"Expect: nonsense", b"Content-Type: application/json", b"Host: x",
+    b"X-Folded: a\r\n  b", b"No colon here", b"Bad Name: 1", b"X-Nul: a\x00b", b"Content-Length: -1",
+    b"Content-Length: 0x10", b"Content-Length: 99999999999999999999", b"Transfer-Encoding: gzip",
+    b"Transfer-Encoding: chunked, gzip", b"X-Big: " + b"v" * 70_000, b"\xff\xfe: \x80",
+]), max_size=3)
+
+
+@st.composite
+def _raw_request(draw) -> bytes:
+    """A whole request (the client half-closes after it, so nothing waits for more)."""
+    method = draw(st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "FOO",
+                                   "get", "", "POST POST"]))
+    path = draw(st.sampled_from(RAW_PATHS))
+    version = draw(st.sampled_from(["HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/1.2",
+                                    "HTTP/0.9", "http/1.1", ""]))
+    body = draw(st.one_of(ARGS.map(_encode), st.binary(max_size=64), st.just(CANARY), st.just(b"")))
+    framing = draw(st.sampled_from(["length", "length", "chunked", "broken-chunked", "short-length",
+                                    "long-length", "none", "both"]))
+    headers = list(draw(RAW_HEADERS))
+    if framing in ("length", "both"):
+        headers.append(b"Content-Length: %d" % len(body))
+    elif framing == "short-length":
+        headers.append(b"Content-Length: %d" % max(0, len(body) - 3))
+    elif framing == "long-length":
+        headers.append(b"Content-Length: %d" % (len(body) + 10))
+    if framing in ("chunked", "broken-chunked", "both"):
+        headers.append(b"Transfer-Encoding: chunked")
+        size = draw(st.sampled_from([b"%x" % len(body), b"zz", b"-1", b"1" * 20, b"%X;ext=1" % len(body)]))
+        if framing == "chunked":
+            size = b"%x" % len(body)
+        tail = draw(st.sampled_from([b"\r\n0\r\n\r\n", b"XX0\r\n\r\n", b"\r\n0\r\nTrailer: x\r\n\r\n", b""]))
+        body = (size + b"\r\n" + body + tail) if body or framing != "chunked" else b"0\r\n\r\n"
+    line = f"{method} {path} {version}".encode()
+    return line + b"\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body
+
+
 def _encode(value) -> bytes:
     if isinstance(value, bytes):
         return value
@@ -155,15 +236,23 @@ def _encode(value) -> bytes:
         return json.dumps(value).encode("utf-8", "surrogatepass")
 
 
+RAW = "raw"  # the path of raw HTTP requests: sent as they are, on their own connection
+
+
 def sources() -> dict[str, tuple[float, st.SearchStrategy]]:
-    """Body generators and their shares of a run. schemathesis is ~40 ms a body (the
-    others 1-4 ms), hence its smaller share."""
+    """Generators of (path, body) and their shares of a run. schemathesis is ~40 ms a
+    body (the others 1-4 ms), hence its smaller share."""
+    verbs = st.sampled_from(VERBS)
     return {
-        "structured": (0.50, ARGS.map(_encode)),
-        "schemathesis": (0.10, _schemathesis_bodies().map(_encode)),
-        "mutated": (0.20, _mutated()),
-        "json": (0.15, JSON.map(_encode)),
-        "pathological": (0.05, PATHOLOGICAL),
+        "structured": (0.36, st.tuples(verbs, ARGS.map(_encode))),
+        "schemathesis": (0.08, st.tuples(verbs, _schemathesis_bodies().map(_encode))),
+        "mutated": (0.14, st.tuples(verbs, _mutated())),
+        "json": (0.10, st.tuples(st.sampled_from([*VERBS, "/bind", "/preempt"]), JSON.map(_encode))),
+        "pathological": (0.04, st.tuples(st.sampled_from([*VERBS, "/preempt"]), PATHOLOGICAL)),
+        "bind": (0.06, st.tuples(st.sampled_from(["/bind", "/scheduler/bind"]), BINDING.map(_encode))),
+        "preempt": (0.12, st.tuples(st.sampled_from(["/preempt", "/scheduler/preempt"]), PREEMPTION.map(_encode))),
+        "regressions": (0.02, REGRESSIONS),
+        "raw": (0.08, st.tuples(st.just(RAW), _raw_request())),
     }
 
 
@@ -172,9 +261,12 @@ def sources() -> dict[str, tuple[float, st.SearchStrategy]]:
 @dataclass
 class Report:
     bodies: int = 0
-    by_status: dict[int, int] = field(default_factory=dict)
+    by_status: dict[int, int] = field(default_factory=dict)  # 0: a raw request closed unanswered
+    by_path: dict[str, int] = field(default_factory=dict)
     by_source: dict[str, dict[str, float]] = field(default_factory=dict)  # bodies, seconds
     failures: list[str] = field(default_factory=list)
+    slowest: float = 0.0  # seconds, the slowest answer
+    retries: int = 0  # filters sent twice
     seconds: float = 0.0
 
     def ok(self) -> bool:
@@ -211,6 +303,34 @@ class Client:
             self.conn = None
 
 
+def raw_exchange(port: int, request: bytes) -> int:
+    """Send a raw request on a new connection, half-close, and return the status of the
+    first answer (0 if the server closed without one); TimeoutError past SLOW."""
+    with socket.create_connection(("127.0.0.1", port), timeout=SLOW) as sock:
+        try:
+            sock.sendall(request)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the server answered and closed early (431, 413): read its answer
+        received = b""
+        while True:
+            if b"\r\n\r\n" in received and received.startswith(b"HTTP/1.1 100 "):
+                received = received.split(b"\r\n\r\n", 1)[1]  # an interim answer: the next one
+            if b"\r\n" in received:
+                break
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            received += chunk
+    if not received.startswith(b"HTTP/"):
+        return 0
+    parts = received.split(b" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+
 def fuzz(port: int, server_pid: int, count: int, seed_value: int = 0, canary_every: int = 250) -> Report:
     """Send `count` generated bodies; the report lists every broken promise."""
     client = Client(port)
@@ -221,21 +341,32 @@ def fuzz(port: int, server_pid: int, count: int, seed_value: int = 0, canary_eve
     started = time.monotonic()
 
     def check(path: str, body: bytes) -> None:
+        began = time.monotonic()
         try:
-            status, kind, data = client.post(path, body)
+            if path == RAW:
+                status, kind, data = raw_exchange(port, body), "", b""
+            else:
+                status, kind, data = client.post(path, body)
         except (OSError, http.client.HTTPException) as exc:  # a hang or a broken answer
             client.close()
             report.bodies += 1
             report.failures.append(f"transport error {exc!r} for {path} {body[:300]!r}")
             return
+        took = time.monotonic() - began
+        report.slowest = max(report.slowest, took)
         report.bodies += 1
         if report.bodies % 5000 == 0:
             print(f"[fuzz] {report.bodies} bodies, {len(report.failures)} failures, "
                   f"{time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         report.by_status[status] = report.by_status.get(status, 0) + 1
+        report.by_path[path] = report.by_path.get(path, 0) + 1
         where = f"{path} {body[:120]!r}"
+        if took > SLOW:
+            report.failures.append(f"answered in {took:.1f} s (> deadline + 1 s) for {where}")
         if status >= 500:
             report.failures.append(f"{status} for {where}: {data[:200]!r}")
+        elif path == RAW:
+            pass  # any non-5xx answer, or a close, is a fine end for a malformed request
         elif not kind.startswith("application/json"):
             report.failures.append(f"non-JSON content type {kind!r} for {where}")
         else:
@@ -243,6 +374,12 @@ def fuzz(port: int, server_pid: int, count: int, seed_value: int = 0, canary_eve
                 orjson.loads(data)
             except orjson.JSONDecodeError:
                 report.failures.append(f"non-JSON body {data[:200]!r} for {where}")
+            if path.endswith("/filter") and report.bodies % RETRY_EVERY == 0:
+                again = client.post(path, body)  # kube-scheduler retries with the same body
+                report.retries += 1
+                if again[0] != status or (again[2] != data and b"deadline" not in data + again[2]):
+                    report.failures.append(f"a retried filter answered {again[0]} {again[2][:120]!r}, "
+                                           f"the first {status} {data[:120]!r}, for {where}")
         if report.bodies % canary_every == 0 and client.post("/filter", CANARY) != expected:
             report.failures.append(f"canary answer changed after {report.bodies} bodies")
 
@@ -250,10 +387,10 @@ def fuzz(port: int, server_pid: int, count: int, seed_value: int = 0, canary_eve
         @seed(seed_value + attempt)
         @settings(max_examples=left, database=None, deadline=None,
                   phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-        @given(path=st.sampled_from(VERBS), body=strategy)
-        def run(path: str, body: bytes) -> None:
+        @given(case=strategy)
+        def run(case: tuple[str, bytes]) -> None:
             began = time.monotonic()
-            check(path, body)
+            check(*case)
             stats["bodies"] += 1
             stats["seconds"] += time.monotonic() - began
 
@@ -307,7 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop(proc)
     print(json.dumps({"bodies": report.bodies, "seed": ns.seed, "worker_class": ns.worker_class,
-                      "seconds": round(report.seconds, 1), "by_status": report.by_status,
+                      "seconds": round(report.seconds, 1), "slowest_answer_s": round(report.slowest, 2),
+                      "retried_filters": report.retries, "by_status": report.by_status,
+                      "by_path": dict(sorted(report.by_path.items(), key=lambda kv: -kv[1])[:12]),
                       "by_source": {k: {"bodies": int(v["bodies"]), "server_seconds": round(v["seconds"], 1)}
                                     for k, v in report.by_source.items()},
                       "failures": report.failures[:50], "failure_count": len(report.failures),
