@@ -15,8 +15,9 @@ Scenarios (an attacker reopens whatever the server closes):
 * `silent-tls`: 80 TCP connections to the webhook that never start a handshake;
 * `slow-bytes`: 64 TLS clients (handshake done) sending a request one byte every 4 s;
 * `idle-health`: 70 idle connections to the health listener, opened 10 ms apart;
-* `huge-reviews`: 12 clients sending 58 MB AdmissionReviews (over the body limit);
-* `max-reviews`: 12 clients sending AdmissionReviews just under the 8 MiB limit;
+* `huge-reviews`: 12 clients sending 58 MB AdmissionReviews (over the body limit),
+  each again 0.1 s after its answer;
+* `max-reviews`: the same with AdmissionReviews just under the 8 MiB limit;
 * `stalled-bodies`: 16 `/filter` bodies of 30 MB that stop 1 KiB short, held;
 * `nodes-mode`: 8 clients sending 21 MB Nodes-mode `/filter` requests back to back.
 
@@ -259,7 +260,8 @@ def reviews(target: Target, stop: threading.Event, count: int = 12, size: int = 
                         sock.sendall(body)
                     sock.recv(4096)
             except OSError:
-                stop.wait(0.05)
+                pass
+            stop.wait(0.1)  # a flood of bare TLS handshakes would be another attack
 
     _threads(count, client)
 
