@@ -192,7 +192,7 @@ def _held(count: int, opener: Callable[[], socket.socket], stop: threading.Event
     while not stop.is_set():
         for i in range(count):
             sock = socks[i]
-            if sock is not None and _closed(sock):
+            if sock is not None and closed(sock):
                 sock.close()
                 socks[i] = sock = None
             if sock is None:
@@ -214,7 +214,8 @@ def _held(count: int, opener: Callable[[], socket.socket], stop: threading.Event
             sock.close()
 
 
-def _closed(sock: socket.socket) -> bool:
+def closed(sock: socket.socket) -> bool:
+    """Whether the server closed `sock` (EOF or reset), without blocking."""
     sock.setblocking(False)
     try:
         return sock.recv(65536) == b""

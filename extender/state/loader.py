@@ -141,13 +141,9 @@ def _json_object(text: str, pos: int) -> tuple[dict[str, Any], int]:
             out[key], pos = _json_array(text, pos)
         else:
             out[key], pos = _DECODER.raw_decode(text, pos)
-        pos = _WS.match(text, pos).end()
-        mark = text[pos:pos + 1]
-        if mark == "}":
-            return out, pos + 1
-        if mark != ",":
-            raise json.JSONDecodeError("expected ',' or '}'", text, pos)
-        pos = _WS.match(text, pos + 1).end()
+        done, pos = _after_value(text, pos, "}")
+        if done:
+            return out, pos
 
 
 def _json_array(text: str, pos: int) -> tuple[list[Any], int]:
@@ -158,13 +154,21 @@ def _json_array(text: str, pos: int) -> tuple[list[Any], int]:
     while True:
         item, pos = _DECODER.raw_decode(text, pos)
         out.append(item)
-        pos = _WS.match(text, pos).end()
-        mark = text[pos:pos + 1]
-        if mark == "]":
-            return out, pos + 1
-        if mark != ",":
-            raise json.JSONDecodeError("expected ',' or ']'", text, pos)
-        pos = _WS.match(text, pos + 1).end()
+        done, pos = _after_value(text, pos, "]")
+        if done:
+            return out, pos
+
+
+def _after_value(text: str, pos: int, close: str) -> tuple[bool, int]:
+    """After a member or an item: (True, past `close`) at the container's end, or
+    (False, the next value's start) after a comma."""
+    pos = _WS.match(text, pos).end()
+    mark = text[pos:pos + 1]
+    if mark == close:
+        return True, pos + 1
+    if mark != ",":
+        raise json.JSONDecodeError(f"expected ',' or '{close}'", text, pos)
+    return False, _WS.match(text, pos + 1).end()
 
 
 def _flatten(doc: Any, where: str) -> Iterator[dict[str, Any]]:

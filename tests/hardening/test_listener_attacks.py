@@ -27,6 +27,7 @@ from extender.server.budget import BODIES
 from extender.server.listener import Listener
 from extender.server.tls import ReloadingContext
 from extender.server.webhook import MAX_REVIEW_BYTES, webhook_listener
+from perf.attacks import closed
 
 P = "scheduling-extender.io"
 PROBE_TIMEOUT = 1.0  # kubelet's default timeoutSeconds
@@ -74,19 +75,6 @@ def probe(port: int, timeout: float = PROBE_TIMEOUT) -> tuple[int, float]:
         return response.status, time.monotonic() - started
     finally:
         conn.close()
-
-
-def closed(sock: socket.socket) -> bool:
-    """Whether the server closed `sock` (EOF or reset), without blocking."""
-    sock.setblocking(False)
-    try:
-        return sock.recv(1) == b""
-    except (BlockingIOError, ssl.SSLWantReadError):
-        return False
-    except OSError:
-        return True
-    finally:
-        sock.setblocking(True)
 
 
 def test_never_handshaking_connections_do_not_lock_reviews_out(pki):
