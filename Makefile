@@ -73,6 +73,6 @@ clean:
 	rm -rf $(VENV) build *.egg-info perf/out
 
 # Not part of `make test`: builds the container image with buildah from a local
-# debootstrap base (see README "Deploying" > "Building the image"). Root only.
+# debootstrap base (see docs/operate/deploy.md, "Building the image"). Root only.
 image:
 	.ci/build-image
