@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
 from extender import metrics
 from extender.api.templates import (
@@ -202,10 +203,22 @@ class Extender:
 
     # --- the two verbs ---------------------------------------------------------------
 
+    def pending_pod(self, args_pod: dict[str, Any], key: bytes | None = None) -> Pod:
+        """The pod being scheduled: the cluster state's copy when it holds the same pod
+        (same UID, not bound), else `ExtenderArgs.Pod`. kube-scheduler re-serializes the
+        pod from its own Go types, so a field its version does not know (a toleration's
+        `expression` before v1.35) never reaches us in the request; the state's copy is
+        what the API server stores."""
+        pod = self.parse_pod(args_pod, key)
+        stored = self.source.snapshot().pod_layer.get(pod.namespace, pod.name)
+        if stored is None or stored.raw is None or not pod.uid or stored.uid != pod.uid:
+            return pod
+        return self.parse_pod(stored.raw, orjson.dumps(stored.raw))
+
     def _inputs(self, args: ExtenderArgs) -> tuple[ClusterSnapshot, Pod, Candidates]:
         """The snapshot, the pod and the candidates; ModelError for invalid arguments.
         The snapshot is taken once the pods answered before this one are accounted for."""
-        pod = self.parse_pod(args.pod, args.pod_key)
+        pod = self.pending_pod(args.pod, args.pod_key)
         self.inflight.settle(pod)
         snapshot = self.source.snapshot()
         return snapshot, pod, self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
@@ -240,7 +253,7 @@ class Extender:
             except DeadlineExceeded as exc:
                 return self._out_of_time(exc)
         if answer[1].feasible_names:
-            self.inflight.answered(self.parse_pod(args.pod, args.pod_key))
+            self.inflight.answered(self.pending_pod(args.pod, args.pod_key))
         return result
 
     @staticmethod
@@ -326,7 +339,7 @@ class Extender:
     def preempt(self, args: PreemptionArgs) -> dict[str, Any]:
         """`ExtenderPreemptionResult`: the candidates where the preemptor then passes our
         filters, with their victims (see extender.preemption). ModelError for a bad pod."""
-        pod = self.parse_pod(args.pod)
+        pod = self.pending_pod(args.pod)
         self.inflight.settle(pod)
         with request_deadline(self.config.request_deadline):
             try:

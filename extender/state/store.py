@@ -53,8 +53,9 @@ def node_fingerprint(node: Node) -> tuple:
 
 
 def pod_fingerprint(pod: Pod) -> tuple:
+    # `raw`: a pending pod's scheduling fields (None once bound), see existing_pod_from_dict
     return (pod.uid, pod.labels, pod.node_name, pod.phase, pod.terminating,
-            pod.nominated_node_name, pod.priority)
+            pod.nominated_node_name, pod.priority, pod.raw)
 
 
 def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:

@@ -1,9 +1,11 @@
 """The truth of an end-to-end run, from the API-server double's objects alone.
 
-`replay(api)` walks the double's journal (every write, in resourceVersion order) and
-checks every bind (a pod's `spec.nodeName` going from empty to a node) against the
-cluster as it was just before that bind: the node's taints, cordon, labels and
-allocatable then, and the pods bound then. It shares no code with `extender/`: the rules
+`replay(api, decisions=...)` walks the double's journal (every write, in resourceVersion
+order) and checks every bind (a pod's `spec.nodeName` going from empty to a node) against
+the cluster as it was when the scheduler decided it: the node's taints, cordon, labels
+and allocatable then, and the pods placed before it. Binds run concurrently, so their
+order in the API is not the order of decisions: each placement is dated by the wiretap
+(`tests.e2e.wiretap`: the pod's last `filter` call before its bind). It shares no code with `extender/`: the rules
 are restated here from upstream (and the independent checker `perf/check.py`, whose
 toleration, selector and semver helpers it reuses):
 
