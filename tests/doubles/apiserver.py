@@ -344,9 +344,10 @@ class FakeApiServer:
             return {k: p["spec"]["nodeName"] for k in keys
                     if (p := pods.get(k)) is not None and p.get("spec", {}).get("nodeName")}
 
-    def scheduling_states(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str]]:
+    def scheduling_states(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str, str]]:
         """(namespace, name) -> (spec.nodeName, the PodScheduled condition's reason and
-        message) for those of `keys` that exist, without copying the pods."""
+        message, status.nominatedNodeName) for those of `keys` that exist, without
+        copying the pods."""
         out = {}
         with self._cond:
             pods = self._objects["pods"]
@@ -357,7 +358,7 @@ class FakeApiServer:
                 cond = next((c for c in (p.get("status") or {}).get("conditions") or []
                              if c.get("type") == "PodScheduled"), {})
                 out[k] = ((p.get("spec") or {}).get("nodeName") or "", cond.get("reason", ""),
-                          cond.get("message", ""))
+                          cond.get("message", ""), (p.get("status") or {}).get("nominatedNodeName") or "")
         return out
 
     def all_objects(self) -> list[dict]:

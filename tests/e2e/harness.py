@@ -49,7 +49,8 @@ EXTENDER_CONFIG = ROOT / "manifests" / "base" / "extender.yaml"
 BINARY_ENV = "KUBE_SCHEDULER_BINARY"
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
-PREFIX = "scheduling-extender.io"  # the annotation channel (extender.yaml keeps the default)
+PREFIX = "scheduling-extender.io"
+CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}  # the annotation channel (extender.yaml keeps the default)
 Key = tuple[str, str]
 
 
@@ -67,12 +68,19 @@ def scheduler_binary() -> str | None:
     return os.environ.get(BINARY_ENV) or None
 
 
-def scheduler_config(kubeconfig: Path, extender_port: int, qps: int = 5000) -> dict:
-    """The shipped KubeSchedulerConfiguration with only what a test run must change."""
+def scheduler_config(kubeconfig: Path, extender_port: int | None, qps: int = 5000) -> dict:
+    """The shipped KubeSchedulerConfiguration with only what a test run must change.
+    `extender_port` None: the in-tree baseline, the same configuration without the
+    extender and with the four plugins it replaces enabled again."""
     config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
     config["clientConnection"] = {**config.get("clientConnection", {}), "kubeconfig": str(kubeconfig),
                                   "contentType": "application/json", "qps": qps, "burst": qps}
     config["leaderElection"] = {"leaderElect": False}
+    if extender_port is None:
+        del config["extenders"]
+        for profile in config["profiles"]:
+            profile["plugins"]["multiPoint"].pop("disabled")
+        return config
     (extender,) = config["extenders"]
     url = urlsplit(extender["urlPrefix"])
     extender["urlPrefix"] = urlunsplit(url._replace(netloc=f"127.0.0.1:{extender_port}"))
@@ -209,8 +217,11 @@ class E2ECluster:
 
     def __init__(self, workdir: Path, binary: str, extender_flags: Iterable[str] = (),
                  scheduler_config_edit: Callable[[dict], None] | None = None, verbosity: int = 2,
-                 history: int = 20_000) -> None:
+                 history: int = 20_000, in_tree: bool = False) -> None:
+        """`in_tree`: no extender; kube-scheduler runs its own TaintToleration,
+        NodeAffinity, NodeUnschedulable and PodTopologySpread (the baseline)."""
         self.workdir = workdir
+        self.in_tree = in_tree
         self.binary = binary
         self.extender_flags = list(extender_flags)
         self.scheduler_config_edit = scheduler_config_edit
@@ -227,8 +238,9 @@ class E2ECluster:
         self.api.start()
         self.api.load(objects)
         kubeconfig = self.api.write_kubeconfig(self.workdir / "kubeconfig")
-        self.start_extender(kubeconfig)
-        self.tap = WireTap(self.extender_port).start()
+        if not self.in_tree:
+            self.start_extender(kubeconfig)
+            self.tap = WireTap(self.extender_port).start()
         self.start_scheduler(kubeconfig)
         return self
 
@@ -243,7 +255,7 @@ class E2ECluster:
             raise RuntimeError(f"extender serve did not become ready:\n{self.extender.tail()}")
 
     def start_scheduler(self, kubeconfig: Path) -> None:
-        config = scheduler_config(kubeconfig, self.tap.port if self.tap else self.extender_port)
+        config = scheduler_config(kubeconfig, None if self.in_tree else self.tap.port)
         if self.scheduler_config_edit is not None:
             self.scheduler_config_edit(config)
         path = self.workdir / "kube-scheduler-config.yaml"
@@ -300,30 +312,43 @@ class E2ECluster:
         return self.api.update("nodes", node)
 
     def cordon(self, name: str) -> dict:
-        return self.patch_node(name, {"spec": {"unschedulable": True}})
+        """`kubectl cordon` plus what the node lifecycle controller then adds: the
+        `node.kubernetes.io/unschedulable:NoSchedule` taint (TaintNodesByCondition)."""
+        node = self.api.get("nodes", name)
+        node["spec"]["unschedulable"] = True
+        node["spec"]["taints"] = [*(node["spec"].get("taints") or []), CORDON_TAINT]
+        return self.api.update("nodes", node)
 
     def relabel(self, name: str, labels: dict[str, str | None]) -> dict:
         return self.patch_node(name, {"metadata": {"labels": labels}})
 
-    def pod_state(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str]]:
-        """pod -> (nodeName, PodScheduled reason, its message) in the truth (missing pods absent)."""
+    def pod_state(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str, str]]:
+        """pod -> (nodeName, PodScheduled reason, its message, nominatedNodeName) in the
+        truth (missing pods absent)."""
         return self.api.scheduling_states(keys)
+
+    def wait_until_bound(self, keys: list[Key], count: int, timeout: float = 60.0) -> bool:
+        """True once at least `count` of `keys` are bound (False at `timeout`)."""
+        return bool(wait_for(lambda: sum(1 for s in self.pod_state(keys).values() if s[0]) >= count,
+                             timeout, interval=0.01))
 
     def wait_settled(self, pods: Iterable[dict | Key], timeout: float = 60.0, quiet: float = 1.0) -> Outcome:
         """Wait until every pod is bound or reported Unschedulable (PodScheduled=False)
-        and nothing was bound for `quiet` seconds (unschedulable pods are retried by the
-        scheduler; a later bind resets the clock). Raises with both logs when a pod is
-        still neither at `timeout`, or a process died."""
+        without a nominated node (a preemptor waits for its victims to go), and nothing
+        was bound or nominated for `quiet` seconds (unschedulable pods are retried by the
+        scheduler; a later change resets the clock). Raises with both logs when a pod is
+        still open at `timeout`, or a process died."""
         keys = [p if isinstance(p, tuple) else key_of(p) for p in pods]
         started = time.monotonic()
         deadline = started + timeout
-        last_bound, last_change = -1, time.monotonic()
+        last_seen, last_change = None, time.monotonic()
         while True:
             states = self.pod_state(keys)
-            bound = sum(1 for s in states.values() if s[0])
-            if bound != last_bound:
-                last_bound, last_change = bound, time.monotonic()
-            open_ = [k for k in keys if k in states and not states[k][0] and states[k][1] != "Unschedulable"]
+            seen = (sum(1 for s in states.values() if s[0]), sum(1 for s in states.values() if s[3]))
+            if seen != last_seen:
+                last_seen, last_change = seen, time.monotonic()
+            open_ = [k for k, (where, reason, _, nominated) in states.items()
+                     if not where and (reason != "Unschedulable" or nominated)]
             now = time.monotonic()
             if not open_ and now - last_change >= quiet:
                 break
@@ -336,7 +361,7 @@ class E2ECluster:
             time.sleep(0.05)
         out = Outcome(seconds=time.monotonic() - started)
         for k in keys:
-            node_name, reason, message = states.get(k, ("", "", ""))
+            node_name, reason, message, _ = states.get(k, ("", "", "", ""))
             if node_name:
                 out.bound[k] = node_name
             elif reason == "Unschedulable":
@@ -344,6 +369,14 @@ class E2ECluster:
             else:
                 out.pending.append(k)
         return out
+
+    def wait_for_verb(self, verb: str, timeout: float = 30.0) -> bool:
+        """True once the scheduler has called `verb` through the wiretap."""
+        return bool(wait_for(lambda: verb in self.tap.verbs(), timeout))
+
+    def deleted_pods(self) -> list[Key]:
+        """Pods deleted so far (preemption victims), in order, from the double's journal."""
+        return [key_of(c.obj) for c in list(self.api.journal or ()) if c.resource == "pods" and c.type == "DELETED"]
 
     def replay(self, oracles: dict | None = None, **kwargs: Any) -> truth.Report:
         """Every bind checked against the truth when it was decided (`tests.e2e.truth`)."""

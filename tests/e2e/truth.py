@@ -361,7 +361,7 @@ def final_skew(api: Any, keys: Iterable[Key], topology_key: str,
     nodes = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(topology_key)
              for n in api.objects("nodes") if eligible(n)}
     counts = Counter({d: 0 for d in nodes.values() if d is not None})
-    for where, _, _ in api.scheduling_states(list(keys)).values():
+    for where, *_ in api.scheduling_states(list(keys)).values():
         if where and nodes.get(where) is not None:
             counts[nodes[where]] += 1
     return max(counts.values()) - min(counts.values()) if counts else 0
