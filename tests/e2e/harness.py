@@ -195,6 +195,46 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
         time.sleep(interval)
 
 
+def start_extender(kubeconfig: Path, workdir: Path, flags: Iterable[str] = (),
+                   timeout: float = 120.0) -> tuple[Process, int, int]:
+    """`extender serve` as shipped against `kubeconfig`, ready (its /readyz answers 200):
+    (process, verbs port, metrics port)."""
+    port, metrics_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "KUBECONFIG")}
+    cmd = [*extender_command(), "serve", "--config", str(EXTENDER_CONFIG), "--kubeconfig", str(kubeconfig),
+           "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics_port}", *flags]
+    proc = Process("extender", cmd, workdir / "extender.log", env)
+
+    def ready() -> bool:
+        try:
+            return request(metrics_port, "GET", "/readyz")[0] == 200
+        except OSError:
+            return False
+
+    if not wait_for(lambda: ready() or not proc.alive(), timeout) or not ready():
+        proc.stop()
+        raise RuntimeError(f"extender serve did not become ready:\n{proc.tail()}")
+    return proc, port, metrics_port
+
+
+def start_scheduler(binary: str, kubeconfig: Path, workdir: Path, extender_port: int | None,
+                    edit: Callable[[dict], None] | None = None, verbosity: int = 2,
+                    secure_port: int = 0) -> Process:
+    """kube-scheduler with the generated configuration (`scheduler_config`; `edit` may
+    change it further); `extender_port` None runs the in-tree baseline. `secure_port`:
+    serve /metrics, /healthz and /readyz there (self-signed, anonymous) instead of nothing."""
+    config = scheduler_config(kubeconfig, extender_port)
+    if edit is not None:
+        edit(config)
+    path = workdir / "kube-scheduler-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    cmd = [binary, "--config", str(path), f"-v={verbosity}", f"--secure-port={secure_port}"]
+    if secure_port:
+        cmd += ["--bind-address=127.0.0.1", f"--cert-dir={workdir / 'certs'}",
+                "--authorization-always-allow-paths=/metrics,/healthz,/readyz,/livez"]
+    return Process("kube-scheduler", cmd, workdir / "kube-scheduler.log")
+
+
 # ---- the cluster ----------------------------------------------------------------------
 
 
@@ -245,34 +285,17 @@ class E2ECluster:
         return self
 
     def start_extender(self, kubeconfig: Path) -> None:
-        self.extender_port, self.metrics_port = free_port(), free_port()
-        env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "KUBECONFIG")}
-        cmd = [*extender_command(), "serve", "--config", str(EXTENDER_CONFIG), "--kubeconfig", str(kubeconfig),
-               "--listen", f"127.0.0.1:{self.extender_port}",
-               "--metrics-listen", f"127.0.0.1:{self.metrics_port}", *self.extender_flags]
-        self.extender = Process("extender", cmd, self.workdir / "extender.log", env)
-        if not wait_for(lambda: self._ready() or not self.extender.alive(), timeout=60) or not self._ready():
-            raise RuntimeError(f"extender serve did not become ready:\n{self.extender.tail()}")
+        self.extender, self.extender_port, self.metrics_port = start_extender(
+            kubeconfig, self.workdir, self.extender_flags)
 
     def start_scheduler(self, kubeconfig: Path) -> None:
-        config = scheduler_config(kubeconfig, None if self.in_tree else self.tap.port)
-        if self.scheduler_config_edit is not None:
-            self.scheduler_config_edit(config)
-        path = self.workdir / "kube-scheduler-config.yaml"
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.api_requests_before = len(self.api.requests)
-        cmd = [self.binary, "--config", str(path), "--secure-port", "0", f"-v={self.verbosity}"]
-        self.scheduler = Process("kube-scheduler", cmd, self.workdir / "kube-scheduler.log")
+        self.scheduler = start_scheduler(self.binary, kubeconfig, self.workdir,
+                                         None if self.in_tree else self.tap.port,
+                                         edit=self.scheduler_config_edit, verbosity=self.verbosity)
         # watching pods (after listing every informer's kind) = its caches are syncing
         if not wait_for(lambda: self._scheduler_watching() or not self.scheduler.alive(), timeout=60) \
                 or not self.scheduler.alive():
             raise RuntimeError(f"kube-scheduler did not start:\n{self.scheduler.tail()}")
-
-    def _ready(self) -> bool:
-        try:
-            return request(self.metrics_port, "GET", "/readyz")[0] == 200
-        except OSError:
-            return False
 
     def _scheduler_watching(self) -> bool:
         return any(r.startswith("GET /api/v1/pods?") and "watch=true" in r and "fieldSelector" in r
