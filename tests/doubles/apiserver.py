@@ -1,7 +1,7 @@
 """An in-memory Kubernetes API server speaking the real wire protocol on 127.0.0.1.
 
 There is no kube-apiserver binary on the build machines, so the live state source, the
-`bind` verb and the scheduler simulator are tested against this double. It holds the
+`bind` verb and the real kube-scheduler (tests/e2e) run against this double. It holds the
 truth (objects by kind/namespace/name) in memory and answers what the real server
 answers, in the shapes of `kubectl get --raw` output:
 
