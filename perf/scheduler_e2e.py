@@ -73,7 +73,7 @@ from perf.workloads import CEL_ORACLES, SCHEDULER_PERF, Workload
 
 # (nodes, pods already in the cluster, pods scheduled per workload, workloads or None = all)
 FULL = (5000, 50_000, 1000, None)
-QUICK = (500, 5_000, 100, None)
+QUICK = (500, 5_000, 60, None)
 MODES = ("in-tree", "extender")
 WARMUP = 50
 Key = tuple[str, str]
@@ -450,7 +450,7 @@ def for_report(full: bool, notes: list[str], log=print) -> dict[str, Any]:
     placement becomes a note of the report rather than ending the run."""
     nodes, cluster_pods, pods, workloads = FULL if full else QUICK
     try:
-        out = run_workloads(nodes, cluster_pods, pods, workloads, log=log)
+        out = run_workloads(nodes, cluster_pods, pods, workloads, log=log, warmup=WARMUP if full else 20)
     except Exception as exc:  # report, keep going
         notes.append(f"scheduler e2e {nodes} nodes failed: {type(exc).__name__}: {exc}")
         log(f"scheduler e2e failed: {exc}")
