@@ -64,12 +64,22 @@ HELP = {
     "mode (default 1)",
     "assume_ttl": "seconds a pod bound through the bind verb is counted on its node before the "
     "cluster state shows it (default 30)",
+    "explain_endpoint": "true: serve GET /explain/NAMESPACE/POD and POST /explain on --metrics-listen "
+    "(live explanations for `kubectl extender why`); off by default: whoever reaches that port "
+    "can read any pod's scheduling constraints and the nodes' taints and labels (default false)",
+    "explain_rate": "explanations per second each process computes at most (token bucket; "
+    "more get 429 with Retry-After) (default 1)",
+    "explain_burst": "explanations allowed at once before --explain-rate applies (default 5)",
+    "record_events": "true: record a Warning Event on a pod the filter leaves with no feasible node, "
+    "with the extender's reasons; deduplicated and rate-limited like client-go's (live mode; "
+    "default false)",
 }
 
 SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes", "reload_interval",
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
-              "request_deadline", "inflight_wait", "assume_ttl")
+              "request_deadline", "inflight_wait", "assume_ttl", "explain_endpoint", "explain_rate",
+              "explain_burst", "record_events")
 # flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
 BARE = {"in_cluster": "true", "kubeconfig": "default"}
 
@@ -91,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         "affinity, taint-aware topology spread. Flags beat EXTENDER_* env vars beat --config.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics")
+    serve = sub.add_parser("serve", help="serve /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics "
+                           "(and /explain on --metrics-listen with --explain-endpoint)")
     _add_settings(serve, serve=True)
     exp = sub.add_parser("explain", help="explain offline why pods fit or do not fit each node")
     _add_settings(exp, serve=False)

@@ -62,6 +62,12 @@ class Config:
     scheduler_profile: str = "default-scheduler"
     inflight_wait: float = 1.0
     assume_ttl: float = 30.0
+    # /explain on the side listener: off, it shows any pod's constraints and the nodes'
+    # taints and labels to whoever reaches --metrics-listen (docs/operate/troubleshooting.md)
+    explain_endpoint: bool = False
+    explain_rate: float = 1.0  # explanations per second per process (token bucket)
+    explain_burst: int = 5
+    record_events: bool = False  # an Event on a pod the filter leaves without a node
 
     @property
     def cluster_file(self) -> str:
@@ -215,6 +221,10 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "scheduler_profile": ("schedulerProfile", _str),
     "inflight_wait": ("inflightWait", _float_at_least(0)),
     "assume_ttl": ("assumeTTL", _float_at_least(0)),
+    "explain_endpoint": ("explainEndpoint", _bool),
+    "explain_rate": ("explainRate", _float_at_least(0.001)),
+    "explain_burst": ("explainBurst", _int_at_least(1)),
+    "record_events": ("recordEvents", _bool),
 }
 
 

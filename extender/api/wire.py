@@ -236,6 +236,15 @@ def feasible_in(answer: bytes) -> bool:
     return False
 
 
+def none_feasible_in(answer: bytes) -> bool:
+    """Whether an ExtenderFilterResult we encoded is a verdict (not an error) that names
+    no feasible node: the pod is unschedulable as far as the extender goes."""
+    for head in _FEASIBLE_HEADS:
+        if answer.startswith(head):
+            return answer[len(head):len(head) + 1] == b"]"
+    return False
+
+
 def error_filter_result(message: str) -> dict[str, Any]:
     """A filter answer carrying only `Error`; counted in extender_error_answers_total
     (every such answer is built here, once)."""

@@ -210,18 +210,33 @@ def _term(term: Mapping[str, Any] | None, path: str, allow_invalid_values: bool,
     return errs
 
 
+def _node_selector(selector: Mapping[str, Any], path: str, gates: FeatureGates) -> list[FieldError]:
+    """ValidateNodeSelector (required terms: values must be label values)."""
+    terms_path = child(path, "nodeSelectorTerms")
+    terms = selector.get("nodeSelectorTerms") or []
+    if not terms:
+        return [required(terms_path, "must have at least one node selector term")]
+    errs: list[FieldError] = []
+    for i, term in enumerate(terms):
+        errs += _term(term, child(terms_path, i), False, gates)
+    return errs
+
+
+def validate_volume_node_affinity(vna: Mapping[str, Any], path: str, gates: FeatureGates) -> list[FieldError]:
+    """validateVolumeNodeAffinity for a new PersistentVolume (`required` is mandatory)."""
+    req = vna.get("required")
+    if req is None:
+        return [required(child(path, "required"), "must specify required node constraints")]
+    return _node_selector(req, child(path, "required"), gates)
+
+
 def validate_node_affinity(na: Mapping[str, Any], path: str, gates: FeatureGates) -> list[FieldError]:
     """validateNodeAffinity for a new pod: required values must be label values (except
     for semver operators, whose values are versions), preferred weights 1..100."""
     errs: list[FieldError] = []
     req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req is not None:
-        terms_path = child(path, "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
-        terms = req.get("nodeSelectorTerms") or []
-        if not terms:
-            errs.append(required(terms_path, "must have at least one node selector term"))
-        for i, term in enumerate(terms):
-            errs += _term(term, child(terms_path, i), False, gates)
+        errs += _node_selector(req, child(path, "requiredDuringSchedulingIgnoredDuringExecution"), gates)
     for i, pref in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
         pref = pref or {}
         where = child(path, "preferredDuringSchedulingIgnoredDuringExecution", i)

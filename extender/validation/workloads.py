@@ -4,7 +4,8 @@ Pods are checked where they are; the workload kinds at the path of their pod tem
 (`spec.template` for Deployments, StatefulSets, DaemonSets, ReplicaSets,
 ReplicationControllers and Jobs; `spec.jobTemplate.spec.template` for CronJobs;
 `template` for PodTemplates), so a bad annotation is caught when the workload is
-applied, not when its controller's pods stay Pending. Other kinds are not checked.
+applied, not when its controller's pods stay Pending. PersistentVolumes carry a
+node-affinity annotation of their own. Other kinds are not checked.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.features import FeatureGates
-from extender.validation.annotations import check_pod
+from extender.validation.annotations import check_pod, check_volume
 from extender.validation.field import FieldError, invalid, key
 
 TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
@@ -61,9 +62,18 @@ def _name(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(name), str(meta.get("namespace") or "")
 
 
+PERSISTENT_VOLUME = "PersistentVolume"
+CHECKED_KINDS = (*TEMPLATE_PATHS, PERSISTENT_VOLUME)
+
+
 def check_object(obj: Mapping[str, Any], prefix: str, gates: FeatureGates) -> ObjectCheck:
     kind = str(obj.get("kind") or "")
     name, namespace = _name(obj)
+    if kind == PERSISTENT_VOLUME:
+        meta = _mapping(obj.get("metadata"))
+        check = check_volume(_mapping(meta.get("annotations")), _mapping(obj.get("spec")).get("nodeAffinity"),
+                             prefix, gates)
+        return ObjectCheck(kind, name, namespace, True, check.errors, check.warnings)
     found = pod_template(obj)
     if found is None:
         return ObjectCheck(kind, name, namespace, checked=False)

@@ -162,7 +162,8 @@ def test_rbac_is_least_privilege(second):
     role = the(second, "ClusterRole", "scheduling-extender")
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
                for r in rule["resources"] for v in rule["verbs"]}
-    watch = {("", k) for k in ("nodes", "pods", "services", "replicationcontrollers")} | {
+    watch = {("", k) for k in ("nodes", "pods", "services", "replicationcontrollers", "persistentvolumes",
+                               "persistentvolumeclaims")} | {
         ("apps", k) for k in ("replicasets", "statefulsets")}
     expected = {(g, r, v) for g, r in watch for v in ("get", "list", "watch")}
     expected |= {("", "pods/binding", "create")}
