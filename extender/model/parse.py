@@ -203,7 +203,8 @@ def _is_deleting(meta: Mapping[str, Any]) -> bool:
 # What `pod_from_dict` reads, kept from a pending pod in the cluster state (see below).
 PENDING_FIELDS = {
     "metadata": ("name", "namespace", "uid", "labels", "annotations", "ownerReferences", "deletionTimestamp"),
-    "spec": ("nodeName", "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priority"),
+    "spec": ("nodeName", "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priority",
+             "volumes"),
     "status": ("phase", "nominatedNodeName"),
 }
 

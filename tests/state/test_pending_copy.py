@@ -66,3 +66,25 @@ def test_only_pending_pods_keep_their_scheduling_fields():
     bound = stored_pod()
     bound["spec"]["nodeName"] = "env"
     assert existing_pod_from_dict(bound).raw is None
+
+
+def test_the_kept_fields_are_all_pod_from_dict_reads():
+    """Parsing the kept fields gives the same pod as parsing the whole object: nothing
+    `pod_from_dict` reads (now or after a change there) is dropped."""
+    from dataclasses import fields
+
+    from conftest import EXAMPLES, example_pod
+
+    from extender.model.parse import pending_fields, pod_from_dict
+
+    pods = [example_pod(p.stem) for p in sorted((EXAMPLES / "pods").glob("*.yaml"))]
+    with_volumes = stored_pod()
+    with_volumes["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}},
+                                       {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
+    with_volumes["spec"]["priority"] = 7
+    with_volumes["status"]["nominatedNodeName"] = "env"
+    for raw in [*pods, with_volumes]:
+        whole, kept = pod_from_dict(raw), pod_from_dict(pending_fields(raw))
+        for f in fields(whole):
+            if f.name != "raw":
+                assert getattr(kept, f.name) == getattr(whole, f.name), (raw["metadata"]["name"], f.name)
