@@ -229,7 +229,8 @@ class FakeApiServer:
 
     def start(self) -> FakeApiServer:
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="fake-apiserver", daemon=True
+            # a short poll: stop() returns at once instead of within up to 0.5 s
+            target=self._httpd.serve_forever, args=(0.05,), name="fake-apiserver", daemon=True
         )
         self._thread.start()
         return self

@@ -195,16 +195,18 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
         time.sleep(interval)
 
 
-def start_extender(kubeconfig: Path, workdir: Path, flags: Iterable[str] = (),
-                   timeout: float = 120.0) -> tuple[Process, int, int]:
-    """`extender serve` as shipped against `kubeconfig`, ready (its /readyz answers 200):
+def launch_extender(kubeconfig: Path, workdir: Path, flags: Iterable[str] = ()) -> tuple[Process, int, int]:
+    """`extender serve` as shipped against `kubeconfig`, started (not yet ready):
     (process, verbs port, metrics port)."""
     port, metrics_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "KUBECONFIG")}
     cmd = [*extender_command(), "serve", "--config", str(EXTENDER_CONFIG), "--kubeconfig", str(kubeconfig),
            "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics_port}", *flags]
-    proc = Process("extender", cmd, workdir / "extender.log", env)
+    return Process("extender", cmd, workdir / "extender.log", env), port, metrics_port
 
+
+def wait_extender_ready(proc: Process, metrics_port: int, timeout: float = 120.0) -> None:
+    """Until its /readyz answers 200 (state listed); RuntimeError with its log otherwise."""
     def ready() -> bool:
         try:
             return request(metrics_port, "GET", "/readyz")[0] == 200
@@ -214,6 +216,13 @@ def start_extender(kubeconfig: Path, workdir: Path, flags: Iterable[str] = (),
     if not wait_for(lambda: ready() or not proc.alive(), timeout) or not ready():
         proc.stop()
         raise RuntimeError(f"extender serve did not become ready:\n{proc.tail()}")
+
+
+def start_extender(kubeconfig: Path, workdir: Path, flags: Iterable[str] = (),
+                   timeout: float = 120.0) -> tuple[Process, int, int]:
+    """`launch_extender`, then `wait_extender_ready`."""
+    proc, port, metrics_port = launch_extender(kubeconfig, workdir, flags)
+    wait_extender_ready(proc, metrics_port, timeout)
     return proc, port, metrics_port
 
 
@@ -275,18 +284,19 @@ class E2ECluster:
     # -- lifecycle
 
     def start(self, objects: Iterable[dict] = ()) -> E2ECluster:
+        """The extender and kube-scheduler start side by side (the wiretap holds the
+        scheduler's first calls until the extender listens); returns once both are up."""
         self.api.start()
         self.api.load(objects)
         kubeconfig = self.api.write_kubeconfig(self.workdir / "kubeconfig")
         if not self.in_tree:
-            self.start_extender(kubeconfig)
+            self.extender, self.extender_port, self.metrics_port = launch_extender(
+                kubeconfig, self.workdir, self.extender_flags)
             self.tap = WireTap(self.extender_port).start()
         self.start_scheduler(kubeconfig)
+        if self.extender is not None:
+            wait_extender_ready(self.extender, self.metrics_port)
         return self
-
-    def start_extender(self, kubeconfig: Path) -> None:
-        self.extender, self.extender_port, self.metrics_port = start_extender(
-            kubeconfig, self.workdir, self.extender_flags)
 
     def start_scheduler(self, kubeconfig: Path) -> None:
         self.scheduler = start_scheduler(self.binary, kubeconfig, self.workdir,
@@ -302,12 +312,15 @@ class E2ECluster:
                    for r in list(self.api.requests))
 
     def stop(self) -> None:
-        for proc in (self.scheduler, self.extender):
-            if proc is not None:
-                proc.stop()
+        if self.extender is not None and self.extender.alive():
+            self.extender.proc.terminate()  # its graceful exit overlaps the rest
+        if self.scheduler is not None:
+            self.scheduler.stop()
         if self.tap is not None:
             self.tap.stop()
         self.api.stop()
+        if self.extender is not None:
+            self.extender.stop()
 
     def __enter__(self) -> E2ECluster:
         return self
@@ -355,7 +368,7 @@ class E2ECluster:
         return bool(wait_for(lambda: sum(1 for s in self.pod_state(keys).values() if s[0]) >= count,
                              timeout, interval=0.01))
 
-    def wait_settled(self, pods: Iterable[dict | Key], timeout: float = 60.0, quiet: float = 1.0) -> Outcome:
+    def wait_settled(self, pods: Iterable[dict | Key], timeout: float = 60.0, quiet: float = 0.5) -> Outcome:
         """Wait until every pod is bound or reported Unschedulable (PodScheduled=False)
         without a nominated node (a preemptor waits for its victims to go), and nothing
         was bound or nominated for `quiet` seconds (unschedulable pods are retried by the
