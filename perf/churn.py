@@ -21,9 +21,10 @@ What a cluster does to the extender, end to end:
    pod are visible, as they are in a cluster where the informer is ms behind.
 4. The same with `--remember-answers false` and `true` (the bar is "off": reuse of
    an answer per pod shape ends at the next bind anyway), and once more with reuse off
-   where no two pods share a shape (`--distinct`; each pod gets a label no other pod
-   has, `perf.workloads.distinct_shapes`): what a cluster of many small teams looks
-   like, where nothing computed for one pod serves the next.
+   where no two pods are alike (`--distinct`, `perf.workloads.no_two_alike`: each pod's
+   app label, spread selectors, Gt/Lt and Semver thresholds and CEL expressions are its
+   own, with the same verdicts): what a cluster of many small teams looks like, where
+   nothing computed for one pod's constraints serves the next.
 
 The waits and the double's work are outside the timed pair; the wall clock of the pair
 includes everything the server does, including cyclic-GC passes over the state.
@@ -49,7 +50,7 @@ import orjson
 from perf.http_driver import Connection, extender_bin, free_port, handler_means, handler_totals
 from perf.live_state import DOUBLE, ROOT
 from perf.stats import summarize
-from perf.workloads import distinct_shapes, mixed_pods
+from perf.workloads import mixed_pods, no_two_alike
 from tests.server.live import request
 
 BARS = {  # issue 13: nodes -> (p50 ms, p99 ms, RSS MB, initial sync s)
@@ -281,7 +282,7 @@ def run_size(nodes: int, pods: int, requests: int, reuse: list[bool], out_dir: P
                 log(f"  reuse {label}: synced in {sync:.1f} s, worker RSS {rss_synced['worker_mb']} MB")
                 batch = mixed_pods(warmup + requests, start=(k + 1) * 1_000_000)
                 if label == DISTINCT:
-                    batch = distinct_shapes(batch)
+                    batch = no_two_alike(batch)
                 spy = _py_spy(ext, profile_dir / f"churn-{nodes}-{tag}.txt") if profile_dir else None
                 try:
                     res = churn(double, ext, names, batch, warmup)
@@ -319,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=400, help="pods scheduled per reuse setting")
     parser.add_argument("--reuse", default="off,on", help="comma list of off/on")
     parser.add_argument("--distinct", action="store_true",
-                        help="also a run with reuse off where no two pods share a shape")
+                        help="also a run with reuse off where no two pods are alike (perf.workloads.no_two_alike)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--profile", type=Path, default=None,
                         help="directory: py-spy records the serving worker during each churn (collapsed stacks)")

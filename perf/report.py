@@ -137,7 +137,8 @@ def render_churn(churn: list[dict[str, Any]]) -> list[str]:
     lines = ["**Under churn** (the bar): `extender serve --kubeconfig` fed by the API-server double, "
              "mixed workload, HTTP `NodeNames`, a bind between every two pods (visible before the "
              "next filter), a node relabel per 100 pods; latencies in ms, p50 / p99. The last row of "
-             "a size: the same with no two pods of one shape (each pod has a label no other has).", "",
+             "a size: the same with no two pods alike (labels, selectors, thresholds and CEL expressions of "
+             "their own, `perf.workloads.no_two_alike`).", "",
              "| nodes / pods | answer reuse | filter | prioritize | pair | bar (pair) | met "
              "| initial sync s | worker RSS MB synced → after | 1-min load |",
              "|---|---|---|---|---|---|---|---|---|---|"]

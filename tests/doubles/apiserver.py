@@ -195,6 +195,17 @@ class _Snapshot:
         self.items = items
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A client that hangs up (a watcher stopped, a process killed at teardown) ends
+    its connection's thread quietly instead of printing a traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FakeApiServer:
     """The truth plus an HTTP front end; see the module docstring."""
 
@@ -221,7 +232,7 @@ class FakeApiServer:
         self._snapshots: dict[str, _Snapshot] = {}
         self._snap_ids = itertools.count(1)
         self._closing = False
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._httpd = QuietServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 

@@ -17,10 +17,12 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import orjson
+
+from tests.doubles.apiserver import QuietServer
 
 Key = tuple[str, str]
 
@@ -41,7 +43,7 @@ class WireTap:
         self.calls: list[Call] = []
         self.last_pod: dict[Key, dict] = {}
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd = QuietServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="wiretap",
                                         daemon=True)
