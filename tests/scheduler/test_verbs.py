@@ -1,5 +1,5 @@
-"""The bind and preempt verbs and the in-flight accounting, in process (the simulator
-tests drive the same code through a real server).
+"""The bind and preempt verbs and the in-flight accounting, in process (tests/e2e drive
+the same code through a real server and the real kube-scheduler).
 
 Wire formats follow kube-scheduler's extender/v1 types: ExtenderBindingArgs
 {PodName, PodNamespace, PodUID, Node} -> ExtenderBindingResult {Error};
@@ -149,7 +149,7 @@ def test_the_next_pod_waits_for_the_pending_bind_and_counts_it():
 
 def test_waiters_are_released_only_once_the_bound_pod_is_in_the_state():
     """The store assumption comes first: a pod released earlier could read a snapshot
-    without the bound pod (found by the simulator: 1 placement in 20,000 over maxSkew)."""
+    without the bound pod (found by the former kube-scheduler simulator: 1 placement in 20,000 over maxSkew)."""
     engine, _ = engine_with(NODES, wait=30.0)
     names(engine, pod("w1"), ["a1", "b1"])
     store = engine.source.store
