@@ -107,10 +107,14 @@ class Listener:
             sys_version = ""
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                route = table.get(self.path.partition("?")[0])
+                path = self.path.partition("?")[0]
+                route = table.get(path)
                 if route is None:
-                    if not self._dispatched("GET", None):
-                        self._send(404, "application/json", b'{"error":"not found"}')
+                    if self._dispatched("GET", None):
+                        return
+                    # 405 for a POST-only path (`GET /validate`)
+                    self._send(405 if path in posts else 404, JSON, b'{"error":"method not allowed"}'
+                               if path in posts else b'{"error":"not found"}')
                     return
                 try:
                     code, kind, body = route()

@@ -29,11 +29,13 @@ from extender.features import FeatureGates
 from extender.server.listener import JSON, Listener, PostRoute, Route
 from extender.server.tls import ReloadingContext
 from extender.validation.field import aggregate
+from extender.validation.rules import admission, configure_slow_expressions
 from extender.validation.workloads import (
     CHECKED_KINDS,
     PERSISTENT_VOLUME,
     check_object,
     pod_template,
+    ratcheted_gates,
 )
 
 log = logging.getLogger("extender.webhook")
@@ -97,8 +99,10 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
                and not request.get("subResource"))
     if checked and operation == "UPDATE":
         checked = _channel(obj, kind, prefix) != _channel(request.get("oldObject"), kind, prefix)
+        gates = ratcheted_gates(request.get("oldObject"), kind, prefix, gates)
     if checked:
-        result = check_object({**obj, "kind": kind}, prefix, gates)
+        with admission():
+            result = check_object({**obj, "kind": kind}, prefix, gates)
         if result.errors:
             name = result.name or str(request.get("name") or "")
             response["allowed"] = False
@@ -169,6 +173,7 @@ def start_webhook(config: Any) -> Listener:
     """Start the webhook listener of `extender serve` (`--webhook-listen` and TLS flags)
     in a gunicorn worker: every worker binds the port (SO_REUSEPORT) and counts its
     reviews in its own metrics, which that worker's `/metrics` exports."""
+    configure_slow_expressions(config.request_deadline, config.slow_cel_expressions == "deny")
     listener = _listener_for(config)
     log.info("admission webhook listening", extra={"listen": config.webhook_listen,
                                                     "clientCertificates": bool(config.client_ca_file)})

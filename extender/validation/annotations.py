@@ -32,6 +32,7 @@ from extender.validation.limits import (
 )
 from extender.validation.rules import (
     SEMVER,
+    current_slow_policy,
     validate_node_affinity,
     validate_toleration,
     validate_volume_node_affinity,
@@ -118,8 +119,8 @@ _memo_lock = threading.Lock()
 
 def check_annotation(kind: str, text: str, path: str, gates: FeatureGates) -> Checked:
     """`kind` is "tolerations", "node-affinity" (a pod's) or "volume-node-affinity" (a
-    PersistentVolume's); memoised per (kind, text, path, gates)."""
-    memo_key = (kind, text, path, gates)
+    PersistentVolume's); memoised per (kind, text, path, gates, slow-expression policy)."""
+    memo_key = (kind, text, path, gates, current_slow_policy())
     with _memo_lock:
         hit = _memo.get(memo_key)
     if hit is not None:

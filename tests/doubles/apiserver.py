@@ -100,6 +100,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1"),
         Resource("events", "Event", "v1"),
         Resource("events", "Event", "events.k8s.io/v1"),
+        # leader election (kube-scheduler with leaderElect: true)
+        Resource("leases", "Lease", "coordination.k8s.io/v1"),
     )
 }
 # (group/version, plural) -> the double's key, for request paths
@@ -291,9 +293,12 @@ class FakeApiServer:
         """Add an object (ADDED event); 409 ApiError if it exists. Returns the stored copy."""
         return self._write(resource, obj, create=True)
 
-    def update(self, resource: str, obj: dict) -> dict:
-        """Replace an object (MODIFIED event); 404 ApiError if missing."""
-        return self._write(resource, obj, create=False)
+    def update(self, resource: str, obj: dict, precondition: str | None = None) -> dict:
+        """Replace an object (MODIFIED event); 404 ApiError if missing. With a
+        `precondition` resourceVersion (what an HTTP PUT carries), 409 Conflict unless it
+        is the stored one, atomically: optimistic concurrency, which leader election
+        relies on."""
+        return self._write(resource, obj, create=False, precondition=precondition)
 
     def apply(self, resource: str, obj: dict) -> dict:
         """Create or replace, whichever applies."""
@@ -465,7 +470,7 @@ class FakeApiServer:
             md.pop("namespace", None)
         return obj
 
-    def _write(self, resource: str, obj: dict, create: bool) -> dict:
+    def _write(self, resource: str, obj: dict, create: bool, precondition: str | None = None) -> dict:
         if resource not in RESOURCES:
             raise ApiError(404, "NotFound", f"the server could not find resource {resource!r}")
         obj = self._stamp(resource, copy.deepcopy(obj))
@@ -481,6 +486,10 @@ class FakeApiServer:
                 raise ApiError(409, "AlreadyExists", f'{resource} "{key[1]}" already exists')
             if not create and old is None:
                 raise ApiError(404, "NotFound", f'{resource} "{key[1]}" not found')
+            if precondition and old is not None and old["metadata"].get("resourceVersion") != precondition:
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{key[1]}": the '
+                                                "object has been modified; please apply your changes to the "
+                                                "latest version and try again")
             self._rv += 1
             md["resourceVersion"] = str(self._rv)
             if old is None:
@@ -729,7 +738,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             body.setdefault("metadata", {})["name"] = name
             if ns:
                 body["metadata"]["namespace"] = ns
-            self._send_json(200, api.update(resource, body))
+            self._send_json(200, api.update(resource, body, precondition=body["metadata"].get("resourceVersion")))
 
         def _delete(self, resource: str, ns: str, name: str, sub: str, query: dict) -> None:
             options = self._body()  # DeleteOptions (read it all: the connection is kept alive)

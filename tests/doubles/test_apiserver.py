@@ -287,3 +287,24 @@ def test_delete_with_a_stale_uid_precondition_is_a_conflict(api):
     fresh = {"preconditions": {"uid": made["metadata"]["uid"]}}
     assert request(api, "DELETE", "/api/v1/namespaces/default/pods/p", fresh)[0] == 200
     assert api.get("pods", "p", "default") is None
+
+
+def test_leases_are_served_with_optimistic_concurrency(api):
+    """Leader election: create the lease, then PUT with the resourceVersion read; a PUT
+    carrying a stale one is a 409 Conflict, so two candidates never both win."""
+    path = "/apis/coordination.k8s.io/v1/namespaces/scheduling-extender/leases"
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "extended-scheduler", "namespace": "scheduling-extender"},
+             "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+    assert request(api, "GET", f"{path}/extended-scheduler")[0] == 404
+    status, created = request(api, "POST", path, lease)
+    assert status == 201
+    read = created["metadata"]["resourceVersion"]
+    first = {**created, "spec": {**created["spec"], "holderIdentity": "b"}}
+    status, updated = request(api, "PUT", f"{path}/extended-scheduler", first)
+    assert status == 200 and updated["spec"]["holderIdentity"] == "b"
+    second = {**created, "spec": {**created["spec"], "holderIdentity": "c"}}
+    assert second["metadata"]["resourceVersion"] == read
+    status, body = request(api, "PUT", f"{path}/extended-scheduler", second)
+    assert status == 409 and body["reason"] == "Conflict"
+    assert api.get("leases", "extended-scheduler", "scheduling-extender")["spec"]["holderIdentity"] == "b"

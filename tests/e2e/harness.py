@@ -298,6 +298,11 @@ class E2ECluster:
             wait_extender_ready(self.extender, self.metrics_port)
         return self
 
+    def start_extender(self, kubeconfig: Path) -> None:
+        """The extender alone, ready (`start` launches it beside kube-scheduler)."""
+        self.extender, self.extender_port, self.metrics_port = start_extender(
+            kubeconfig, self.workdir, self.extender_flags)
+
     def start_scheduler(self, kubeconfig: Path) -> None:
         self.scheduler = start_scheduler(self.binary, kubeconfig, self.workdir,
                                          None if self.in_tree else self.tap.port,

@@ -149,7 +149,7 @@ PATH = f"metadata.annotations[{ANNOTATION}]"
 @pytest.mark.parametrize(("text", "message"), [
     ('{"required":', f"{PATH}: Invalid value: invalid JSON: unexpected end of JSON input"),
     (annotation([requirement(KERNEL, "SemverGt", "5.x")]),
-     f'{PATH}.required.nodeSelectorTerms[0].matchExpressions[0].values[0]: Invalid value: "5.x": '
+     f'{PATH}.required.nodeSelectorTerms[0].matchExpressions[0].values: Invalid value: []string{{"5.x"}}: '
      'Invalid character(s) found in minor number "x"'),
     ('{"requiredDuringSchedulingIgnoredDuringExecution": {}}',
      f"{PATH}.required: Required value: must specify required node constraints"),

@@ -16,7 +16,7 @@ GATES = FeatureGates()
 PATH = f"metadata.annotations[{ANNOTATION}]"
 GOOD = annotation([requirement(KERNEL, "SemverGt", "5.10.0")])
 BAD = annotation([requirement(KERNEL, "SemverGt", "5.10.x")])
-BAD_MESSAGE = (f'{PATH}.required.nodeSelectorTerms[0].matchExpressions[0].values[0]: Invalid value: "5.10.x": '
+BAD_MESSAGE = (f'{PATH}.required.nodeSelectorTerms[0].matchExpressions[0].values: Invalid value: []string{{"5.10.x"}}: '
                'Invalid character(s) found in patch number "x"')
 
 
