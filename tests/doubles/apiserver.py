@@ -17,7 +17,8 @@ answers, in the shapes of `kubectl get --raw` output:
 
 Tests change the truth from Python (`create`/`update`/`delete`/`bind`/`terminate`) and
 inject faults through `server.faults` (cut streams mid-event, expire history, fail or
-slow requests, events for objects never listed). Every change gets the next global
+slow requests, hang new watch streams, events for objects never listed) and
+`freeze_watches()` (the open streams fall silent, their TCP connections stay open). Every change gets the next global
 resourceVersion, as etcd's revision does.
 
 Usage::
@@ -110,6 +111,8 @@ class Faults:
     fail_status: int = 500
     fail_match: str = ""  # substring of "METHOD /path?query" the failure applies to
     delay_seconds: float = 0.0  # sleep before answering every request (slow server)
+    delay_match: str = ""  # only requests whose "METHOD /path?query" contains this
+    hang_watches: bool = False  # new watch streams: headers, then nothing, never ended
     fired: Counter = field(default_factory=Counter)  # faults that fired, by counter name
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -172,6 +175,7 @@ class FakeApiServer:
         self._snapshots: dict[str, _Snapshot] = {}
         self._snap_ids = itertools.count(1)
         self._closing = False
+        self._freeze_epoch = 0  # streams started before the current epoch are frozen
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -336,6 +340,14 @@ class FakeApiServer:
             obj["metadata"]["resourceVersion"] = str(self._rv)
             self._emit(resource, type_, obj)
             return self._rv
+
+    def freeze_watches(self) -> None:
+        """Every watch stream open now falls silent for good: no events, no bookmarks,
+        no end, the TCP connection open (a stuck proxy, a half-dead connection). New
+        streams are served normally (unless `faults.hang_watches`)."""
+        with self._cond:
+            self._freeze_epoch += 1
+            self._cond.notify_all()
 
     def close_watches(self) -> None:
         """End every open watch stream cleanly (as an API server restart would)."""
@@ -541,7 +553,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def _dispatch(self, method: str) -> None:
             line = f"{method} {self.path}"
             api.requests.append(line)
-            if api.faults.delay_seconds:
+            if api.faults.delay_seconds and api.faults.delay_match in line:
                 time.sleep(api.faults.delay_seconds)
             try:
                 code = api.faults.take_failure(line)
@@ -640,6 +652,10 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 err = status(410, "Expired", f"too old resource version: {since} ({current})")
                 self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
                 return self._chunk(b"")
+            with api._cond:
+                epoch = api._freeze_epoch
+            if api.faults.hang_watches:
+                return self._silent()
             pending: list[_Event] = []
             if since == 0:
                 since, pending = api._initial_events(resource, ns)
@@ -665,6 +681,8 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 with api._cond:
                     if api._closing:
                         return self._chunk(b"")
+                    if api._freeze_epoch != epoch:
+                        break
                     log = api._log[resource]
                     if since < api._oldest[resource]:
                         err = status(410, "Expired", f"too old resource version: {since}")
@@ -679,6 +697,15 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                         continue
                     pending = _events_after(log, since, ns)
                     since = log[-1].rv
+            self._silent()
+
+        def _silent(self) -> None:
+            """Send nothing more and keep the connection open until the server stops or
+            closes its watches."""
+            with api._cond:
+                while not api._closing:
+                    api._cond.wait(timeout=0.5)
+            self.close_connection = True
 
         def _send_event(self, type_: str, obj: dict) -> bool:
             line = json.dumps({"type": type_, "object": obj}).encode() + b"\n"
