@@ -83,9 +83,11 @@ def test_skew_that_eviction_fixes_is_preempted(tmp_path):
                node("b1", "b", cpu="1"), filler("hi-b1", "b1", priority=2000)]
     with cluster(objects, tmp_path) as (api, served, sched):
         the_pod = preemptor(spread=[hard_spread(ZONE, WEB)])
-        # with the victim still there, our filter rejects a1 for the skew
+        # with the victim still there, our filter rejects a1 for the skew (nothing fits
+        # and a1 hosts a lower-priority pod: answered unresolvable, extender.preemption;
+        # the scheduler's own cycle never asks, NodeResourcesFit rejects a1 first)
         before = sched.ext.call("filter", {"Pod": the_pod, "NodeNames": ["a1"]})
-        assert "a1" in before["FailedNodes"]
+        assert before["FailedAndUnresolvableNodes"] == {"a1": "node(s) didn't match pod topology spread constraints"}
         sched.submit([the_pod])
         stats, bound = outcome(api, sched)
         assert stats.evicted == ["default/web-lo@a1"]
