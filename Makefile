@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
 
-.PHONY: run test lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image tools
+.PHONY: run test e2e lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image image-archive image-push tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,17 @@ run: $(STAMP)
 tools:
 	@if [ "$$(id -u)" = 0 ]; then .ci/install-tools; else .ci/install-tools || true; fi
 
+# The real kube-scheduler for tests/e2e: $$KUBE_SCHEDULER_BINARY, else the one .ci/kube-scheduler
+# unpacks; with neither, the e2e tests are reported SKIPPED with the reason.
+WITH_SCHEDULER = KUBE_SCHEDULER_BINARY="$${KUBE_SCHEDULER_BINARY:-$$($(PYTHON) .ci/kube-scheduler 2>/dev/null)}"
+
 test: $(STAMP) tools
 	$(BIN)/ruff check extender tests perf
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The end-to-end suite alone: the real kube-scheduler, `extender serve`, the API double.
+e2e: $(STAMP)
+	$(WITH_SCHEDULER) $(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check extender tests perf
@@ -65,6 +73,21 @@ clean:
 	rm -rf $(VENV) build *.egg-info perf/out
 
 # Not part of `make test`: builds the container image with buildah from a local
-# debootstrap base (see README "Deploying" > "Building the image"). Root only.
+# debootstrap base (see docs/operate/deploy.md, "The image"). Root only.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= localhost/scheduling-extender:$(VERSION)
+IMAGE_ARCHIVE ?= build/scheduling-extender-$(VERSION).tar
+BUILDAH := STORAGE_DRIVER=$${STORAGE_DRIVER:-vfs} buildah
 image:
-	.ci/build-image
+	IMAGE=$(IMAGE) .ci/build-image
+
+# The built image as a docker-archive, for `kind load image-archive` (docs/operate/kind.md).
+image-archive:
+	mkdir -p $(dir $(IMAGE_ARCHIVE)) && rm -f $(IMAGE_ARCHIVE)
+	$(BUILDAH) push $(IMAGE) docker-archive:$(IMAGE_ARCHIVE):$(IMAGE)
+
+# The built image to your registry: make image-push IMAGE_REPO=REGISTRY/NAME (after
+# `buildah login REGISTRY`); the tag is the version in pyproject.toml.
+image-push:
+	@test -n "$(IMAGE_REPO)" || { echo "make image-push: set IMAGE_REPO=REGISTRY/NAME" >&2; exit 2; }
+	$(BUILDAH) push $(IMAGE) docker://$(IMAGE_REPO):$(VERSION)

@@ -32,7 +32,7 @@ def bundled_cluster() -> str:
 
 @dataclass(frozen=True)
 class Config:
-    listen: str = "0.0.0.0:8888"
+    listen: str = "127.0.0.1:8888"  # loopback: `bind` has no authentication (issue 25)
     metrics_listen: str = "0.0.0.0:8889"  # "" (`off`): health and metrics on `listen` only
     workers: int = 1
     threads: int = 4
@@ -54,6 +54,7 @@ class Config:
     memory_limit_bytes: int = 256 << 20  # all caches together (extender.caching)
     remember_answers: bool = False  # reuse ends at the next bind (perf/PROFILE.md)
     request_deadline: float = 4.0
+    slow_cel_expressions: str = "warn"  # admission: warn about / deny expressions too slow to answer
     webhook_listen: str = ""  # off unless set: the admission webhook's HTTPS listener
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
@@ -62,6 +63,12 @@ class Config:
     scheduler_profile: str = "default-scheduler"
     inflight_wait: float = 1.0
     assume_ttl: float = 30.0  # deprecated, no effect: assumptions end by observation only
+    # /explain on the side listener: off, it shows any pod's constraints and the nodes'
+    # taints and labels to whoever reaches --metrics-listen (docs/operate/troubleshooting.md)
+    explain_endpoint: bool = False
+    explain_rate: float = 1.0  # explanations per second per process (token bucket)
+    explain_burst: int = 5
+    record_events: bool = False  # an Event on a pod the filter leaves without a node
 
     @property
     def cluster_file(self) -> str:
@@ -207,6 +214,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "memory_limit_bytes": ("memoryLimitBytes", _int_at_least(16 << 20)),
     "remember_answers": ("rememberAnswers", _bool),
     "request_deadline": ("requestDeadline", _float_at_least(0)),
+    "slow_cel_expressions": ("slowCelExpressions", _choice(("warn", "deny"), lower=True)),
     "webhook_listen": ("webhookListen", _listen_or_off),
     "tls_cert_file": ("tlsCertFile", _path_or_empty),
     "tls_private_key_file": ("tlsPrivateKeyFile", _path_or_empty),
@@ -215,6 +223,10 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "scheduler_profile": ("schedulerProfile", _str),
     "inflight_wait": ("inflightWait", _float_at_least(0)),
     "assume_ttl": ("assumeTTL", _float_at_least(0)),
+    "explain_endpoint": ("explainEndpoint", _bool),
+    "explain_rate": ("explainRate", _float_at_least(0.001)),
+    "explain_burst": ("explainBurst", _int_at_least(1)),
+    "record_events": ("recordEvents", _bool),
 }
 
 
@@ -334,3 +346,14 @@ def build_config(
                           "exclude each other: choose one")
     return config
 
+
+
+def exposed_verbs_warning(config: Config) -> str | None:
+    """A warning when the verbs listen beyond loopback without client certificates:
+    whoever reaches the port can call `bind` (and `preempt`) as the extender's identity."""
+    host = config.listen.rsplit(":", 1)[0].strip("[]")
+    if host in ("127.0.0.1", "::1", "localhost") or (config.verbs_tls and config.client_ca_file):
+        return None
+    return (f"--listen {config.listen}: the verbs (bind included) are reachable beyond loopback "
+            "without client certificates; keep 127.0.0.1 (the default) with kube-scheduler in "
+            "the same pod, or add --verbs-tls true and --client-ca-file")

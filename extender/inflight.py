@@ -5,7 +5,7 @@ A's binding runs in a goroutine; in-tree PodTopologySpread counts A at once. We 
 A's node only from our `bind` verb (or, without `bindVerb`, from the watch), so a burst
 of replicas would otherwise see the same counts and violate maxSkew.
 
-The design (docs/design/live-state.md, "Pods in flight"):
+The design (docs/reference/bind-preempt.md):
 
 * **pending**: after answering `filter` for A with at least one feasible node, A is
   pending: it will come back through `bind` (kube-scheduler runs one scheduling cycle

@@ -16,6 +16,9 @@ added up (`livesum`).
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -41,6 +44,26 @@ def set_profile(name: str) -> None:
 def sample_plugin_metrics() -> bool:
     """Whether this request's cycle records plugin execution durations."""
     return random.random() * 100 < PLUGIN_METRICS_SAMPLE_PERCENT
+
+
+_QUIET: ContextVar[bool] = ContextVar("extender_metrics_quiet", default=False)
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Run framework work that no scheduler asked for (explain: the endpoint, the CLI,
+    events) without counting it: the scheduler_* metrics and the unknown-node counter
+    then say what the verbs answered kube-scheduler, as upstream's do."""
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
+
+def counting() -> bool:
+    """False inside `quiet()`."""
+    return not _QUIET.get()
 
 
 # --- kube-scheduler metrics -------------------------------------------------------
@@ -293,6 +316,15 @@ UNREADY_ANSWERS_TOTAL = Counter(
 for _verb in ERROR_ANSWER_VERBS:
     for _reason in ("not_synced", "stale", "unconfigured"):
         UNREADY_ANSWERS_TOTAL.labels(_verb, _reason)
+EVENTS_TOTAL = Counter(
+    "extender_events_total",
+    "Events about pods the filter left with no feasible node (--record-events), by "
+    "result: created, patched (the same event again: count + 1), skipped (client-go's "
+    "spam filter, or the explanation budget), dropped (the queue was full), error.",
+    ["result"],
+)
+for _result in ("created", "patched", "skipped", "dropped", "error"):
+    EVENTS_TOTAL.labels(_result)
 
 # --- admission webhook (`--webhook-listen`) -------------------------------------------
 # The names controller-runtime's webhook server exports, so webhook dashboards and

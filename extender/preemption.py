@@ -149,8 +149,7 @@ def without(snapshot: ClusterSnapshot, victims: Victims) -> ClusterSnapshot:
     writer = PodLayerWriter(snapshot.pod_layer)
     for p in gone:
         writer.remove(p.namespace, p.name)
-    return ClusterSnapshot.from_layers(snapshot.nodes, writer.publish(), snapshot.workload_layer,
-                                       snapshot.generation)
+    return snapshot.with_pods(writer.publish())
 
 
 def has_hard_spread(pod: Pod) -> bool:

@@ -27,6 +27,7 @@ from extender.api.wire import (
     feasible_in,
     filter_result,
     host_priority_list,
+    none_feasible_in,
 )
 from extender.binding import DEFAULT_BIND_SECONDS, BindingArgs, PostBinding, binder_for, refused
 from extender.binding import bind as bind_pod
@@ -34,6 +35,7 @@ from extender.caching import ByteLRU, budget, set_memory_limit
 from extender.cel import deadline
 from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.config import Config
+from extender.events import recorder_for
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.runner import evaluation_counters
@@ -47,6 +49,7 @@ from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
+from extender.plugins.volumenodeaffinity import VolumeNodeAffinity
 from extender.preemption import (
     PreemptionArgs,
     meta_victims_json,
@@ -77,9 +80,10 @@ ERR_UNPARSEABLE_NODE = "node object could not be read by the extender"
 
 
 def build_plugins(handle: Handle) -> list:
-    """Plugins in upstream's default multiPoint order."""
+    """Plugins in upstream's default multiPoint order (VolumeNodeAffinity where
+    VolumeBinding is)."""
     return [NodeUnschedulable(handle), TaintToleration(handle), NodeAffinity(handle),
-            PodTopologySpread(handle)]
+            VolumeNodeAffinity(handle), PodTopologySpread(handle)]
 
 
 @dataclass(slots=True)
@@ -122,7 +126,7 @@ class Extender:
         self.binder = binder_for(source) if binder is True else binder
         self.cel = cel
         metrics.set_profile(config.scheduler_profile)  # one profile per process
-        self.handle = Handle(config.feature_gates, cel, config.plugin_args)
+        self.handle = Handle(config.feature_gates, cel, config.plugin_args, config.annotation_prefix)
         plugins = build_plugins(self.handle)
         self.framework = Framework(plugins, config.weights, fast=fast)
         spread = next(p for p in plugins if isinstance(p, PodTopologySpread))
@@ -133,6 +137,8 @@ class Extender:
         # per pod shape (see remembered_answer); the config decides unless told here
         remember = config.remember_answers if remember_answers is None else remember_answers
         self.remember_answers = remember and fast
+        # --record-events: pods the filter leaves with no node get an Event (off the path)
+        self.events = recorder_for(self)
 
     # --- building blocks -----------------------------------------------------------
 
@@ -188,7 +194,7 @@ class Extender:
         return cands
 
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:
-        state = CycleState(record_plugin_metrics=metrics.sample_plugin_metrics())
+        state = CycleState(record_plugin_metrics=metrics.counting() and metrics.sample_plugin_metrics())
         state.write(SNAPSHOT_KEY, snapshot)
         if explain:
             state.write("explain", True)
@@ -198,10 +204,10 @@ class Extender:
         outcome = self.framework.run_filter(state, pod, cands.nodes, run_all=run_all)
         if cands.unknown:
             outcome.add_failures(UNKNOWN_NODE, cands.unknown)
-            metrics.UNKNOWN_NODES_TOTAL.inc(len(cands.unknown))
         for name, why in cands.unparseable:
             outcome.add_failures(unschedulable(why, unresolvable=False), [name])
-            metrics.UNKNOWN_NODES_TOTAL.inc()
+        if metrics.counting() and (cands.unknown or cands.unparseable):
+            metrics.UNKNOWN_NODES_TOTAL.inc(len(cands.unknown) + len(cands.unparseable))
         return outcome
 
     def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> tuple[ScoreOutcome, np.ndarray]:
@@ -313,6 +319,8 @@ class Extender:
                 return encode(self._out_of_time(exc))
         if feasible_in(answer):
             self.inflight.answered(pod, snapshot)  # it comes back through bind: the next pod waits
+        elif self.events is not None and none_feasible_in(answer):
+            self.events.offer(pod, cands)  # explained and recorded off this path
         return answer
 
     def _filter_bytes(self, state: CycleState, pod: Pod, cands: Candidates) -> tuple[bytes, bool]:

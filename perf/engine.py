@@ -30,9 +30,7 @@ MutableSource = StaticSource  # swapped after every bind by the simulation
 
 def fork_snapshot(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     """The same (immutable) layers in a new snapshot: per-snapshot memos start empty."""
-    return ClusterSnapshot.from_layers(
-        snapshot.nodes, snapshot.pod_layer, snapshot.workload_layer, snapshot.generation
-    )
+    return snapshot.with_pods(snapshot.pod_layer)
 
 
 def extend_snapshot(snapshot: ClusterSnapshot, pod: Pod, carry_indexes: bool = True
@@ -45,6 +43,4 @@ def extend_snapshot(snapshot: ClusterSnapshot, pod: Pod, carry_indexes: bool = T
     del carry_indexes
     writer = PodLayerWriter(snapshot.pod_layer)
     writer.put(pod)
-    return ClusterSnapshot.from_layers(
-        snapshot.nodes, writer.publish(), snapshot.workload_layer, snapshot.generation + 1
-    )
+    return snapshot.with_pods(writer.publish(), snapshot.generation + 1)

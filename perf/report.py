@@ -320,6 +320,15 @@ def render_summary(report: dict[str, Any]) -> str:
         lines.append("")
     elif cel:
         lines += ["CEL costs: see `cel` in `perf/out/report.json`.", ""]
+    if isinstance(cel.get("at_limit"), dict):
+        lines += [f"CEL at the cost limit (cel-go: {_fmt(cel.get('cel_go_units_per_second'), 0)} "
+                  "units/s, the KEP's 1,000,000 units ≈ 0.1 s):", "",
+                  "| expression | estimate | units used | ms | units/s |", "|---|---|---|---|---|"]
+        for name, row in cel["at_limit"].items():
+            lines.append(f"| {name} | {_fmt(row.get('estimated_cost'), 0)} "
+                         f"| {_fmt(row.get('units_used'), 0)} | {_fmt(row.get('ms_per_evaluation'))} "
+                         f"| {_fmt(row.get('units_per_second'), 0)} |")
+        lines.append("")
     for note in report.get("notes") or []:
         lines.append(f"- Note: {note}")
     return "\n".join(lines).rstrip() + "\n"

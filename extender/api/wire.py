@@ -9,7 +9,6 @@ capitalised Go field names, never omitting a field.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import orjson
 from extender.caching import ByteLRU
 from extender.framework import Code, Status
 from extender.framework.verdicts import Failures, group
+from extender.gotext import no_lone_surrogates
 
 
 class WireError(ValueError):
@@ -104,27 +104,12 @@ def _loads(body: bytes) -> Any:
         try:
             text = body.decode("utf-8")
             value, _ = json.JSONDecoder().raw_decode(text.lstrip())
-            return _no_lone_surrogates(value) if "\\u" in text else value
+            return no_lone_surrogates(value) if "\\u" in text else value
         except (ValueError, RecursionError) as second:
             message = str(first)
             if "integer string conversion" in str(second):  # Python's int-size limit
                 message = f"an integer literal has more than {sys.get_int_max_str_digits()} digits"
             raise WireError(f"malformed JSON: {message}", malformed=True) from None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _no_lone_surrogates(value: Any) -> Any:
-    """Go's decoder turns an escaped lone surrogate (`"\\ud800"`, which orjson refuses
-    and Python's json keeps) into U+FFFD; so do we, or the answer could not be encoded."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_no_lone_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in value.items()}
-    return value
 
 
 def decode_json(body: bytes) -> Any:
@@ -233,6 +218,15 @@ def feasible_in(answer: bytes) -> bool:
     for head in _FEASIBLE_HEADS:
         if answer.startswith(head):
             return answer[len(head):len(head) + 1] not in (b"]", b"")
+    return False
+
+
+def none_feasible_in(answer: bytes) -> bool:
+    """Whether an ExtenderFilterResult we encoded is a verdict (not an error) that names
+    no feasible node: the pod is unschedulable as far as the extender goes."""
+    for head in _FEASIBLE_HEADS:
+        if answer.startswith(head):
+            return answer[len(head):len(head) + 1] == b"]"
     return False
 
 

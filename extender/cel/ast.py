@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import lark
-from celpy.evaluation import celbytes, celstr
 
+from extender.cel import literals
 from extender.cel.environment import CompileError
-from extender.cel.values import INT64_MAX, INT64_MIN, UINT64_MAX
+from extender.cel.values import INT64_MAX, INT64_MIN, UINT64_MAX, Uint
 
 #: macro name -> accepted argument counts (incl. variables)
 MACROS: dict[str, tuple[int, ...]] = {
@@ -76,13 +76,18 @@ def _literal(token: lark.Token) -> Node:
         v = _int_text(body)
         if v < 0 or v > UINT64_MAX:
             raise CompileError(f"unsigned integer literal {text} is out of range")
-        return Node("const", value=v, name="uint")
+        return Node("const", value=Uint(v), name="uint")
     if t == "FLOAT_LIT":
         return Node("const", value=float(text), name="double")
-    if t in ("STRING_LIT", "MLSTRING_LIT"):
-        return Node("const", value=str(celstr(token)), name="string")
-    if t == "BYTES_LIT":
-        return Node("const", value=bytes(celbytes(token)), name="bytes")
+    if t in ("STRING_LIT", "MLSTRING_LIT", "BYTES_LIT"):
+        try:
+            value = literals.decode(text)
+        except literals.LiteralError as exc:
+            where = (f" at line {token.line}, column {token.column}"
+                     if token.line is not None else "")
+            raise CompileError(f"syntax error{where}: invalid literal {text[:40]}: {exc}"
+                               ) from None
+        return Node("const", value=value, name="bytes" if t == "BYTES_LIT" else "string")
     if t == "BOOL_LIT":
         return Node("const", value=text == "true", name="bool")
     if t == "NULL_LIT":
@@ -156,6 +161,6 @@ def _method(target: Node, name: str, args: list[Node], tree: lark.Tree) -> Node:
                 raise CompileError(f"{name}() variable must be a simple identifier")
             names.append(v.name)
         if nvars == 2 and names[0] == names[1]:
-            raise CompileError(f"{name}() variables must be distinct, both are {names[0]!r}")
+            raise CompileError(f"{name}() variables must be distinct, both are {names[0]}")
         return Node("comp", name, args[nvars:], target=target, vars=tuple(names))
     return Node("call", name, args, target=target, where=_where(tree))

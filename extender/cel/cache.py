@@ -24,7 +24,7 @@ from typing import Any
 from extender.caching import ByteLRU
 from extender.cel import deadline, lane
 from extender.cel.environment import TOO_LONG_MESSAGE, CompileError, too_long
-from extender.cel.limits import EXPENSIVE_COST, EXPENSIVE_SLOTS, MAX_COST
+from extender.cel.limits import COMPILE_SLOTS, EXPENSIVE_COST, EXPENSIVE_SLOTS, MAX_COST
 from extender.cel.program import Program, compile_program, run_program
 from extender.metrics import (
     CEL_CACHE_ENTRIES,
@@ -90,6 +90,7 @@ class CelCache:
         self._memo_lock = threading.Lock()
         self._memo = ByteLRU("cel-results", max_entries=max_results) if max_results > 0 else None
         self._expensive = threading.BoundedSemaphore(EXPENSIVE_SLOTS)
+        self._compiling = threading.BoundedSemaphore(COMPILE_SLOTS)
         self._counts = dict.fromkeys(("hits", "misses", "evictions", "memo_hits",
                                       "memo_misses", "compiles"), 0)
 
@@ -121,11 +122,18 @@ class CelCache:
         return entry
 
     def _compile(self, expression: str) -> Program | _Failed:
+        """Compile in one of the ``COMPILE_SLOTS`` (the compile lane); waiting for a slot
+        and compiling count against the request's deadline (``DeadlineExceeded``: not
+        cached, the retry compiles again)."""
+        if not self._compiling.acquire(timeout=deadline.remaining()):
+            raise deadline.exceeded()
         start = time.perf_counter()
         try:
             entry: Program | _Failed = compile_program(expression)
         except CompileError as exc:
             entry = _Failed(str(exc))
+        finally:
+            self._compiling.release()
         CEL_COMPILE_DURATION.observe(time.perf_counter() - start)
         with self._lock:
             self._counts["compiles"] += 1

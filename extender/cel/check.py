@@ -13,7 +13,7 @@ from celpy import celtypes as T
 from extender.cel.ast import Node
 from extender.cel.decls import DYN, Type, format_type, substitute, unify
 from extender.cel.environment import CompileError
-from extender.cel.lib import REGISTRY, UNSUPPORTED
+from extender.cel.lib import REGISTRY, UNSUPPORTED, printf
 from extender.cel.lib.regex import PATTERN_ARGS, pattern_error
 from extender.cel.lib.stdlib import parse_go_duration
 
@@ -68,12 +68,9 @@ class _Checker:
         return t
 
     def final(self, t: Type) -> Type:
-        t = self.resolve(t)
-        if isinstance(t, tuple):
-            if t[0] == "free":
-                return DYN
-            return (t[0], *(self.final(a) for a in t[1:]))
-        return t
+        """The fully resolved type, unbound type variables as dyn (one pass over the
+        type: resolving at every level of a nested type was cubic in the nesting)."""
+        return _unbound_as_dyn(self.resolve(t))
 
     def unify(self, actual: Type, param: Type) -> bool:
         trial = dict(self.subst)
@@ -182,6 +179,13 @@ class _Checker:
             err = pattern_error(args[idx].value)
             if err:
                 raise CompileError(err)
+        if n.name == "format" and n.target is not None and n.target.kind == "const" and (
+            n.target.name == "string" and len(n.args) == 1 and n.args[0].kind == "list"
+        ):
+            kinds = [_kind_of(self.final(a.type)) for a in n.args[0].args]
+            err = printf.check_constant(n.target.value, kinds)
+            if err:
+                raise CompileError(f"{err}{n.where}")
         if n.name in ("duration", "timestamp") and args and args[0].kind == "const" and (
             args[0].name == "string"
         ):
@@ -271,6 +275,18 @@ class _Checker:
             raise CompileError(f"optFlatMap() expression must be an optional, got "
                                f"{format_type(body)}")
         return body
+
+
+def _kind_of(t: Type) -> str:
+    return t[0] if isinstance(t, tuple) else t
+
+
+def _unbound_as_dyn(t: Type) -> Type:
+    if isinstance(t, tuple):
+        if t[0] == "free":
+            return DYN
+        return (t[0], *(_unbound_as_dyn(a) for a in t[1:]))
+    return t
 
 
 def _display(name: str) -> str:

@@ -10,6 +10,7 @@ and to actual sizes at runtime, so the estimate is an upper bound of the runtime
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -80,9 +81,12 @@ for _name in ("matches", "find", "findAll"):
 for _name in ("_<_", "_<=_", "_>_", "_>=_"):
     _RULES[_name] = lambda k, s, v: 1 + (_f(min(s), STRING_TRAVERSAL_FACTOR)
                                          if _text(k[0]) else 0)
-for _name in ("lowerAscii", "upperAscii", "trim", "substring", "semver", "isSemver",
-              "quantity", "isQuantity", "int", "uint", "double", "bool", "bytes", "string",
-              "duration", "timestamp", "ip", "isIP", "cidr", "isCIDR", "url"):
+#: calls charged 0.1 per byte of their first argument when it is text, else 1
+TEXT_SCALED = frozenset({"lowerAscii", "upperAscii", "trim", "substring", "semver", "isSemver",
+                         "quantity", "isQuantity", "int", "uint", "double", "bool", "bytes",
+                         "string", "duration", "timestamp", "ip", "isIP", "cidr", "isCIDR",
+                         "url"})
+for _name in TEXT_SCALED:
     _RULES[_name] = lambda k, s, v: max(1, _f(s[0], STRING_TRAVERSAL_FACTOR)) if _text(k[0]) \
         else 1
 _RULES["ip.isCanonical"] = lambda k, s, v: max(1, _f(s[0], 2 * STRING_TRAVERSAL_FACTOR))
@@ -257,7 +261,7 @@ class _Estimator:
             own = max(1, _f(total + list_size.n * sep, 2 * STRING_TRAVERSAL_FACTOR))
             return arg_cost + own, Size(total + list_size.n * sep)
         rule = _RULES.get(n.name)
-        own = rule(kinds, [s.n for s in sizes], values) if rule else 1
+        own = _dyn_max(n.name, rule, kinds, [s.n for s in sizes], values) if rule else 1
         return arg_cost + own, _result_size(n.name, kinds, sizes, values, n.type)
 
     def _comp(self, n: Node, scope: dict) -> tuple[int, Size]:
@@ -294,6 +298,34 @@ class _Estimator:
         return total, Size(count, result_elem, first if n.name == "transformMap" else None)
 
 
+#: operators whose overloads take two operands of one kind (or two numbers)
+_HOMOGENEOUS = frozenset({"_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_+_"})
+
+
+def _dyn_max(name: str, rule: Rule, kinds: list[str], sizes: list[int],
+             values: list[Any]) -> int:
+    """A call's estimated cost; an argument typed ``dyn`` may be any overload's type, so
+    the dearest overload the call can resolve to is taken (cel-go's estimator takes the
+    maximum over them): the other operand's kind for the homogeneous operators, else a
+    sized kind (string or list) rather than none."""
+    if name in _HOMOGENEOUS and len(kinds) == 2 and kinds.count("dyn") == 1:
+        known = kinds[1] if kinds[0] == "dyn" else kinds[0]
+        return rule([known, known], sizes, values)
+    dyn = [i for i, k in enumerate(kinds) if k == "dyn"]
+    if not dyn:
+        return rule(kinds, sizes, values)
+    best = 0
+    for choice in itertools.product(("string", "list"), repeat=len(dyn)):
+        trial = list(kinds)
+        for i, k in zip(dyn, choice, strict=True):
+            trial[i] = k
+        try:
+            best = max(best, rule(trial, sizes, values))
+        except (TypeError, AttributeError, ValueError):  # a kind this rule cannot take
+            continue
+    return best or 1
+
+
 #: at most three messages (qualifiedName: prefix length + regex, name regex), each under
 #: 400 characters.
 _VALIDATE_RESULT = Size(3, Size(400))
@@ -303,7 +335,10 @@ def _result_size(name: str, kinds: list[str], sizes: list[Size], values: list[An
                  result_type: Any) -> Size:
     s = [x.n for x in sizes]
     if name in ("lowerAscii", "upperAscii", "trim", "substring", "find", "reverse", "sort",
-                "distinct", "slice", "string") and sizes and kinds[0] in _SIZED:
+                "distinct", "slice", "string") and sizes and (kinds[0] in _SIZED
+                                                               or kinds[0] == "dyn"):
+        # Kubernetes sizes these results by the receiver's size estimate whatever its
+        # static type: dyn(x).lowerAscii() is as long as x, not unbounded
         return sizes[0]
     if name == "string":
         return Size(32)

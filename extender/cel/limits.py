@@ -35,6 +35,13 @@ MAX_NESTING_DEPTH = 250
 EXPENSIVE_COST = 50_000
 EXPENSIVE_SLOTS = 1
 
+#: Compiles that run at once per process (the compile lane); others wait for a slot
+#: within their request's deadline.  A compile is bounded (length and nesting limits:
+#: at most ~0.5 s for the deepest expression allowed), but a burst of distinct hostile
+#: expressions must not take every thread: honest pods whose expression is compiled
+#: already never wait for this.
+COMPILE_SLOTS = 2
+
 #: Programs estimated below this many units (~10-15 ms of cel-python at worst) may run
 #: on a server worker's event loop; costlier ones, and any expression not compiled yet
 #: (a 10 KiB expression takes most of a second to compile), run on a pool thread, and

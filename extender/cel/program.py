@@ -9,22 +9,18 @@ evaluates against one taint and classifies the result; every failure is a non-ma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from celpy import celtypes as T
-from celpy.evaluation import CELEvalError
-
-from extender.cel import ast, check, cost
+from extender.cel import ast, check, cost, deadline
 from extender.cel.environment import CompileError, parse
 from extender.cel.limits import MAX_COST, MAX_MESSAGE_CHARS
-from extender.cel.runtime import Budget, CostLimitExceeded, TolerationRunner
-from extender.cel.values import kind
+from extender.cel.runtime import Budget, CostLimitExceeded, Runner, compile_tree
+from extender.cel.values import CelError, kind
 
 
 @dataclass(frozen=True, slots=True)
 class Program:
     expression: str
-    runner: TolerationRunner
+    runner: Runner
     estimated_cost: int
 
 
@@ -36,11 +32,18 @@ def truncate(message: str) -> str:
 
 
 def compile_program(expression: str, max_cost: int = MAX_COST) -> Program:
-    """Validate and build; raises CompileError with a precise (truncated) message."""
+    """Validate and build; raises CompileError with a precise (truncated) message.
+
+    The work is bounded by the length and nesting limits (``MAX_NESTING_DEPTH``, checked
+    while normalising, before anything recursive runs: at most ~0.5 s at the deepest
+    nesting allowed); the request deadline is checked between the phases
+    (``DeadlineExceeded``: never cached, never a verdict)."""
     try:
         tree = parse(expression)
+        deadline.check()
         root = ast.build(tree)
         check.check(root)
+        deadline.check()
         estimated = cost.estimate(root)
     except CompileError as exc:
         raise CompileError(truncate(str(exc))) from None
@@ -48,13 +51,13 @@ def compile_program(expression: str, max_cost: int = MAX_COST) -> Program:
         raise CompileError("expression is nested too deeply") from None
     if estimated > max_cost:
         raise CompileError(f"estimated cost {estimated} exceeds the limit of {max_cost}")
-    return Program(expression, TolerationRunner(tree), estimated)
+    deadline.check()
+    return Program(expression, compile_tree(root), estimated)
 
 
-def taint_activation(key: str, value: str, effect: str) -> dict[str, Any]:
-    s = T.StringType
-    return {"taint": T.MapType({s("key"): s(key), s("value"): s(value),
-                                s("effect"): s(effect)})}
+def taint_activation(key: str, value: str, effect: str) -> tuple[str, str, str]:
+    """What a program runs on: the taint's fields (``Runner.run``)."""
+    return (key, value, effect)
 
 
 def run_program(program: Program, key: str, value: str, effect: str, *,
@@ -70,12 +73,14 @@ def run_program(program: Program, key: str, value: str, effect: str, *,
     except CostLimitExceeded:
         return "cost", (f"operation cancelled: actual cost limit exceeded "
                         f"({budget.used} > {cost_limit})")
+    except CelError as exc:
+        return "runtime", truncate(str(exc) or "evaluation error")
     except RecursionError:
         return "runtime", "expression is nested too deeply to evaluate"
-    except Exception as exc:  # cel-python internals: never let them escape
+    except Exception as exc:  # a library defect: never let it escape
         return "runtime", truncate(f"{type(exc).__name__}: {exc}")
-    if isinstance(result, CELEvalError):
-        return "runtime", truncate(str(result.args[0]) if result.args else "evaluation error")
-    if isinstance(result, T.BoolType):
+    if result is True or result is False:
+        return ("true", "") if result else ("false", "")
+    if kind(result) == "bool":
         return ("true", "") if result else ("false", "")
     return "non-bool", f"expression evaluated to {kind(result)}, not bool"

@@ -1,46 +1,69 @@
-"""Evaluation on cel-python with a cost budget, the request deadline and cel-go semantics.
+"""Evaluation: the checked expression tree compiled once into Python closures.
 
-``TolerationRunner`` is a ``celpy.InterpretedRunner`` (thread-safe: a fresh evaluator and
-activation per call, the shared tree is only read; spec cel.md §2.8) whose evaluator
-subclass
+``compile_tree(root)`` turns the IR (``extender.cel.ast``, annotated by the checker) into
+nested closures over native values (``extender.cel.values``), once per program; an
+evaluation is then one call of the root closure with a fresh ``Budget`` — no tree walk,
+no per-node dispatch, no wrapper objects.  Programs are shared read-only by all threads;
+the per-evaluation state (cost used, comprehension variables, the taint) lives in the
+``Budget``.
 
-* charges cel-go-like units at semantic points — identifiers and selections 1, calls 1 or
-  their size-scaled cost (``extender.cel.cost``), list/map literals 10/30, comprehension
-  iterations ``ITERATION_COST`` — and aborts past the limit (``CostLimitExceeded``);
-* checks the request's wall-clock deadline (``extender.cel.deadline``) every 32 tree
-  visits and after every library call (``DeadlineExceeded``).  The deadline is never a
-  verdict: the cost budget alone decides "cost" outcomes, so a verdict depends on
-  (expression, taint) only, never on load.  Both are ``BaseException`` subclasses so
-  that cel-python's ``except Exception`` paths cannot swallow them;
-* evaluates ``&&``/``||``/``?:`` with cel-go's short-circuit and error-absorption rules;
-* implements the comprehension macros itself (cel-python lacks the two-variable forms,
-  3-argument ``map``, ``transform*``, ``sortBy``, and has a non-standard ``min`` macro).
+Semantics are cel-go's:
+
+* cost — the same units at the same points as cel-go's runtime cost tracker (identifiers
+  and selections 1, calls 1 or their size-scaled cost from ``extender.cel.cost``,
+  list/map literals 10/30, comprehension iterations ``ITERATION_COST``), checked after
+  every charge, so the limit interrupts at the same point (``CostLimitExceeded``, with
+  the units used);
+* errors are raised ``CelError``s; a call evaluates all its arguments before the first
+  error propagates (as cel-go's interpreter does); ``&&``, ``||``, ``all`` and
+  ``exists`` absorb an error when the other side decides the result;
+* the request deadline (``extender.cel.deadline``) is checked every 32 comprehension
+  iterations and after every costly library call (``DeadlineExceeded``).  The deadline
+  is never a verdict: only the cost budget decides "cost" outcomes, so a verdict depends
+  on (expression, taint) only.  Both are ``BaseException`` subclasses so no
+  ``except Exception`` turns them into a CEL error.
+
+Operators on statically typed strings, ints and doubles run as specialised closures
+(the same result and cost as the library function); a library function replaced at
+compile time (tests emulating another engine patch ``FUNCTIONS``) turns them off.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
-import celpy
-import lark
-from celpy import celtypes as T
-from celpy.evaluation import Activation, CELEvalError, Evaluator
-
 from extender.cel import deadline
-from extender.cel.ast import MACROS, TWO_VAR
-from extender.cel.cost import call_cost
-from extender.cel.environment import ENVIRONMENT
+from extender.cel.ast import Node
+from extender.cel.cost import _RULES, TEXT_SCALED, call_cost
 from extender.cel.lib import FUNCTIONS
 from extender.cel.lib.lists import sort_values
 from extender.cel.lib.optional import NONE, OptElem, Optional
-from extender.cel.limits import ITERATION_COST, LIST_CREATE_COST, MAP_CREATE_COST
-from extender.cel.values import _MISSING, TYPE_NAMES, CelType, EvalError, kind, map_get
+from extender.cel.limits import (
+    ITERATION_COST,
+    LIST_CREATE_COST,
+    MAP_CREATE_COST,
+    STRING_TRAVERSAL_FACTOR,
+    UNBOUNDED,
+)
+from extender.cel.values import (
+    _MISSING,
+    INT64_MAX,
+    INT64_MIN,
+    TYPE_NAMES,
+    CelError,
+    CelType,
+    EvalError,
+    kind,
+    map_get,
+)
 
-_OPS = {"relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_",
-        "relation_ge": "_>=_", "relation_eq": "_==_", "relation_ne": "_!=_",
-        "relation_in": "@in", "addition_add": "_+_", "addition_sub": "_-_",
-        "multiplication_mul": "_*_", "multiplication_div": "_/_",
-        "multiplication_mod": "_%_", "unary_not": "!_", "unary_neg": "-_"}
+Fn = Callable[["Budget"], Any]
+TAINT_FIELDS = ("key", "value", "effect")
+#: a library call charged at least this many units is followed by a deadline check
+_DEADLINE_CALL_COST = 64
+_STOCK = dict(FUNCTIONS)  # the library as shipped (specialisations must match it)
 
 
 class CostLimitExceeded(BaseException):  # noqa: N818 - mirrors cel-go's wording
@@ -48,14 +71,16 @@ class CostLimitExceeded(BaseException):  # noqa: N818 - mirrors cel-go's wording
 
 
 class Budget:
-    """The deterministic cost budget of one evaluation, plus the request's deadline
-    (None outside a request), read once from the context."""
+    """One evaluation's state: the cost used against the limit, the request deadline
+    (None outside a request), the taint and the comprehension variables."""
 
-    __slots__ = ("used", "limit", "deadline", "ticks")
+    __slots__ = ("used", "limit", "deadline", "ticks", "taint", "vars")
 
     def __init__(self, limit: int) -> None:
         self.used, self.limit, self.ticks = 0, limit, 0
         self.deadline = deadline.current()
+        self.taint: tuple[str, str, str] = ("", "", "")
+        self.vars: list = []
 
     def charge(self, units: int) -> None:
         self.used += units
@@ -63,338 +88,690 @@ class Budget:
             raise CostLimitExceeded(self.used)
 
 
-def _err(message: str) -> CELEvalError:
-    return CELEvalError(message, EvalError, ())
+def _exceed(b: Budget, parts: tuple[int, ...]) -> None:
+    """Charge ``parts`` one at a time (a fused charge went over the limit: report the
+    units used where the unfused charges would have stopped)."""
+    for units in parts:
+        b.charge(units)
 
 
-def _is_bool(v: Any) -> bool:
-    return isinstance(v, T.BoolType)
+def _tick(b: Budget) -> None:
+    b.ticks += 1
+    if not b.ticks & 31 and b.deadline is not None:
+        deadline.check(b.deadline)
 
 
-class BudgetEvaluator(Evaluator):
-    """cel-python's Evaluator with budget, deadline and cel-go operator/macro semantics."""
+def _truth(v: Any) -> bool | None:
+    """True/False for a CEL bool, None for anything else."""
+    if v is True or v is False:
+        return v
+    return bool(v) if kind(v) == "bool" else None
 
-    def __init__(self, ast: lark.Tree, activation: Activation, budget: Budget) -> None:
-        super().__init__(ast=ast, activation=activation)
-        self.budget = budget
 
-    def sub_evaluator(self, ast: lark.Tree) -> BudgetEvaluator:
-        return BudgetEvaluator(ast, self.activation, self.budget)
+class Runner:
+    """A compiled program: ``run`` evaluates it for one taint under a budget."""
 
-    def _visit_tree(self, tree: lark.Tree) -> Any:
-        b = self.budget
-        b.ticks += 1
-        if not b.ticks & 31 and b.deadline is not None:
-            deadline.check(b.deadline)
-        return super()._visit_tree(tree)
+    __slots__ = ("root", "slots")
 
-    # --- calls ----------------------------------------------------------------------
-    def call(self, name: str, args: list[Any]) -> Any:
-        for a in args:
-            if isinstance(a, CELEvalError):
-                return a
-        self.budget.charge(call_cost(name, args))
-        try:
-            fn = self.activation.resolve_function(name)
-        except KeyError:
-            return _err(f"undeclared reference to '{name}'")
-        try:
-            result = fn(*args)
-        except Exception as exc:  # celpy built-ins (timestamps, type) may raise
-            return _err(f"{name}: {exc}")
-        if self.budget.deadline is not None:  # a long library call cannot be interrupted
-            deadline.check(self.budget.deadline)
-        return result
+    def __init__(self, root: Fn, slots: int) -> None:
+        self.root, self.slots = root, slots
 
-    def _operator(self, tree: lark.Tree) -> Any:
-        op, right = tree.children
-        return self.call(_OPS[op.data], [self.visit(op.children[0]), self.visit(right)])
+    def run(self, taint: tuple[str, str, str], budget: Budget) -> Any:
+        budget.taint = taint
+        budget.vars = [None] * self.slots
+        return self.root(budget)
 
-    relation = addition = multiplication = _operator
 
-    def unary(self, tree: lark.Tree) -> Any:
-        op, operand = tree.children
-        return self.call(_OPS[op.data], [self.visit(operand)])
+def compile_tree(root: Node) -> Runner:
+    compiler = _Compiler()
+    fn = compiler.node(root, {})
+    return Runner(fn, compiler.slots)
 
-    def member_index(self, tree: lark.Tree) -> Any:
-        return self.call("_[_]", [self.visit(tree.children[0]), self.visit(tree.children[1])])
 
-    def member_dot(self, tree: lark.Tree) -> Any:
-        target = self.visit(tree.children[0])
-        self.budget.charge(1)
-        if isinstance(target, CELEvalError):
-            return target
-        field = str(tree.children[1])
-        if kind(target) != "map":
-            return _err(f"type '{kind(target)}' does not support field selection")
-        value = map_get(target, T.StringType(field))
-        return _err(f"no such key: '{field}'") if value is _MISSING else value
+def _const(value: Any) -> Fn:
+    return lambda b: value
 
-    def member_dot_arg(self, tree: lark.Tree) -> Any:
-        target_tree, name_tok = tree.children[0], str(tree.children[1])
-        arg_trees = list(tree.children[2].children) if len(tree.children) > 2 else []
-        if name_tok in MACROS and len(arg_trees) in MACROS[name_tok]:
-            return self._macro(name_tok, target_tree, arg_trees)
-        target = self.visit(target_tree)
-        if name_tok in ("or", "orValue") and len(arg_trees) == 1 and isinstance(
-            target, Optional
-        ) and target.has_value:
-            # cel-go short-circuits both: the argument is not evaluated
-            self.budget.charge(call_cost(name_tok, [target, None]))
-            return target if name_tok == "or" else target.value
-        return self.call(name_tok, [target, *(self.visit(a) for a in arg_trees)])
 
-    def primary(self, tree: lark.Tree) -> Any:
-        child = tree.children[0]
-        d = child.data
-        if d in ("ident_arg", "dot_ident_arg"):
-            name = str(child.children[0])
-            arg_trees = list(child.children[1].children) if len(child.children) > 1 else []
-            if name == "has":
-                self.budget.charge(1)
-                return self.macro_has_eval(child.children[1])
-            return self.call(name, [self.visit(a) for a in arg_trees])
-        if d in ("ident", "dot_ident"):
-            self.budget.charge(1)
-            value = super().primary(tree)
-            name = str(child.children[0])
-            if name in TYPE_NAMES and (callable(value) or isinstance(value, type)):
-                return CelType(name)  # the type, not celpy's conversion function
+def _is_taint(n: Node, scope: dict) -> bool:
+    return n.kind == "ident" and n.name == "taint" and (n.value == "root" or "taint" not in scope)
+
+
+def _static(t: Any) -> str:
+    return t[0] if isinstance(t, tuple) else t
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.slots = 0
+
+    def node(self, n: Node, scope: dict[str, int]) -> Fn:
+        return getattr(self, "_" + n.kind)(n, scope)
+
+    # --- leaves ------------------------------------------------------------------------
+    def _const(self, n: Node, scope: dict) -> Fn:
+        return _const(n.value)
+
+    def _ident(self, n: Node, scope: dict) -> Fn:
+        if n.value != "root" and n.name in scope:
+            slot = scope[n.name]
+
+            def var(b: Budget) -> Any:
+                b.used += 1
+                if b.used > b.limit:
+                    raise CostLimitExceeded(b.used)
+                return b.vars[slot]
+
+            return var
+        if n.name == "taint":
+            def taint(b: Budget) -> Any:
+                b.charge(1)
+                return dict(zip(TAINT_FIELDS, b.taint, strict=True))
+
+            return taint
+        if n.name in TYPE_NAMES:
+            value = CelType(n.name)
+
+            def type_ident(b: Budget) -> Any:
+                b.charge(1)
+                return value
+
+            return type_ident
+        name = n.name
+
+        def undeclared(b: Budget) -> Any:  # the checker rejects these first
+            b.charge(1)
+            raise CelError(f"undeclared reference to '{name}'")
+
+        return undeclared
+
+    # --- selection ---------------------------------------------------------------------
+    def _select(self, n: Node, scope: dict) -> Fn:
+        field = n.name
+        if _is_taint(n.target, scope) and field in TAINT_FIELDS:
+            index = TAINT_FIELDS.index(field)
+
+            def taint_field(b: Budget) -> Any:  # the identifier and the selection: 1 + 1
+                used = b.used + 2
+                if used > b.limit:
+                    _exceed(b, (1, 1))
+                b.used = used
+                return b.taint[index]
+
+            return taint_field
+        target = self.node(n.target, scope)
+
+        def select(b: Budget) -> Any:
+            try:
+                obj = target(b)
+            except CelError:
+                b.charge(1)
+                raise
+            b.used += 1
+            if b.used > b.limit:
+                raise CostLimitExceeded(b.used)
+            k = kind(obj)
+            if k != "map":
+                raise CelError(f"type '{k}' does not support field selection")
+            value = obj.get(field, _MISSING)
+            if value is _MISSING:
+                raise CelError(f"no such key: '{field}'")
             return value
-        if d == "list_lit":
-            self.budget.charge(LIST_CREATE_COST)
-            items = super().primary(tree)
-            if isinstance(items, list) and any(isinstance(v, OptElem) for v in items):
-                return T.ListType([v.opt.value if isinstance(v, OptElem) else v
-                                   for v in items
-                                   if not isinstance(v, OptElem) or v.opt.has_value])
-            return items
-        if d == "map_lit":
-            self.budget.charge(MAP_CREATE_COST)
-        return super().primary(tree)
 
-    def mapinits(self, tree: lark.Tree) -> Any:
-        """A map literal with an erroneous key or value is an error (as list literals
-        are; cel-python kept the error as a value)."""
-        values = self.visit_children(tree)
-        for v in values:
-            if isinstance(v, CELEvalError):
-                return v
-        out = T.MapType()
-        for key, value in zip(values[0::2], values[1::2], strict=True):
-            if isinstance(value, OptElem):  # {?k: v}: the entry only if v has a value
-                if not value.opt.has_value:
-                    continue
-                value = value.opt.value
-            if map_get(out, key) is not _MISSING:
-                return _err(f"Failed with repeated key: {key!r}")
-            out[key] = value
-        return out
+        return select
 
-    # --- logic (cel-go: short-circuit, errors absorbed when the other side decides) ----
-    def conditionalor(self, tree: lark.Tree) -> Any:
-        return self._logic(tree, decisive=True)
+    def _has(self, n: Node, scope: dict) -> Fn:
+        """``has(x.f)``: an error in ``x`` propagates (cel-go); on a map, whether the key
+        is present; on any other value, false (cel-go's presence test)."""
+        field, target = n.name, self.node(n.target, scope)
 
-    def conditionaland(self, tree: lark.Tree) -> Any:
-        return self._logic(tree, decisive=False)
+        def has(b: Budget) -> Any:
+            b.charge(1)
+            try:
+                obj = target(b)
+            except CelError:
+                b.charge(1)
+                raise
+            b.charge(1)
+            return kind(obj) == "map" and field in obj
 
-    def _logic(self, tree: lark.Tree, decisive: bool) -> Any:
-        op = "_||_" if decisive else "_&&_"
-        left = self.visit(tree.children[0])
-        if _is_bool(left) and bool(left) == decisive:
-            return left
-        right = self.visit(tree.children[1])
-        if _is_bool(right) and bool(right) == decisive:
-            return right
-        for v in (left, right):
-            if isinstance(v, CELEvalError):
-                return v
-        if _is_bool(left) and _is_bool(right):
-            return T.BoolType(not decisive)
-        return _err(f"no such overload: {op}({kind(left)}, {kind(right)})")
+        return has
 
-    def expr(self, tree: lark.Tree) -> Any:
-        cond = self.visit(tree.children[0])
-        if isinstance(cond, CELEvalError):
-            return cond
-        if not _is_bool(cond):
-            return _err(f"no such overload: _?_:_({kind(cond)}, ...)")
-        return self.visit(tree.children[1] if cond else tree.children[2])
+    # --- literals ----------------------------------------------------------------------
+    def _list(self, n: Node, scope: dict) -> Fn:
+        items = [self.node(a, scope) for a in n.args]
+        optional = any(a.kind == "call" and a.name == "__opt_elem__" for a in n.args)
 
-    # --- comprehensions ------------------------------------------------------------------
-    def _macro(self, name: str, target_tree: lark.Tree, arg_trees: list) -> Any:
-        rng = self.visit(target_tree)
-        if isinstance(rng, CELEvalError):
-            return rng
-        two = (len(arg_trees) == 3 and name in TWO_VAR) or len(arg_trees) == 4
-        nvars = 2 if two else 1
-        names = [str(next(t.find_data("ident")).children[0]) for t in arg_trees[:nvars]]
-        exprs = arg_trees[nvars:]
-        rk = kind(rng)
-        if name in ("optMap", "optFlatMap"):
-            return _opt_map(self, name, names, exprs, rng)
-        if rk == "list":
-            pairs = [(T.IntType(i), v) for i, v in enumerate(rng)] if two else [
-                (v, None) for v in rng]
-        elif rk == "map":
-            pairs = list(rng.items()) if two else [(k, None) for k in rng]
-        else:
-            return _err(f"{name}() cannot iterate over {rk}")
-        return _MACRO_IMPLS[name](self, names, exprs, pairs, rng)
+        def list_literal(b: Budget) -> Any:
+            b.charge(LIST_CREATE_COST)
+            values = _all_args(items, b)
+            if optional:
+                return [v.opt.value if isinstance(v, OptElem) else v for v in values
+                        if not isinstance(v, OptElem) or v.opt.has_value]
+            return values
 
-    def _body(self, names: list[str], pair: tuple, tree: lark.Tree) -> Any:
-        self.budget.charge(ITERATION_COST)
-        bindings = {names[0]: pair[0]}
-        if len(names) == 2:
-            bindings[names[1]] = pair[1]
-        nested = BudgetEvaluator(tree, self.activation.nested_activation(vars=bindings),
-                                 self.budget)
-        return nested.visit(tree)
+        return list_literal
+
+    def _map(self, n: Node, scope: dict) -> Fn:
+        parts = [self.node(a, scope) for a in n.args]
+
+        def map_literal(b: Budget) -> Any:
+            b.charge(MAP_CREATE_COST)
+            values = _all_args(parts, b)
+            out: dict = {}
+            for key, value in zip(values[0::2], values[1::2], strict=True):
+                if isinstance(value, OptElem):  # {?k: v}: the entry only if v has a value
+                    if not value.opt.has_value:
+                        continue
+                    value = value.opt.value
+                if map_get(out, key) is not _MISSING:
+                    raise CelError(f"Failed with repeated key: {_show(key)}")
+                if key in out:  # Python: True == 1 == 1.0; CEL: different keys
+                    raise CelError("a map literal cannot mix bool and number keys here")
+                out[key] = value
+            return out
+
+        return map_literal
+
+    # --- calls -------------------------------------------------------------------------
+    def _call(self, n: Node, scope: dict) -> Fn:
+        name = n.name
+        nodes = ([n.target] if n.target is not None else []) + n.args
+        if name in ("_&&_", "_||_"):
+            return _logic(self.node(nodes[0], scope), self.node(nodes[1], scope),
+                          decisive=name == "_||_")
+        if name == "_?_:_":
+            return _conditional(*(self.node(a, scope) for a in nodes))
+        folded = _folded(name, nodes)
+        if folded is not None:
+            return folded
+        args = [self.node(a, scope) for a in nodes]
+        if name in ("or", "orValue") and n.target is not None and len(args) == 2:
+            return _optional_or(name, args[0], args[1])
+        fast = _specialised(name, [_static(a.type) for a in nodes], args)
+        if fast is not None:
+            return fast
+        return _generic_call(name, args)
+
+    # --- comprehensions ----------------------------------------------------------------
+    def _comp(self, n: Node, scope: dict) -> Fn:
+        target = self.node(n.target, scope)
+        inner = dict(scope)
+        slots = []
+        for var in n.vars:
+            inner[var] = self.slots
+            slots.append(self.slots)
+            self.slots += 1
+        exprs = [self.node(a, inner) for a in n.args]
+        if n.name in ("optMap", "optFlatMap"):
+            return _opt_map(n.name, target, slots[0], exprs[0])
+        two = len(slots) == 2
+        impl = _MACROS[n.name]
+        name = n.name
+
+        def comprehension(b: Budget) -> Any:
+            rng = target(b)
+            k = kind(rng)
+            if k == "list":
+                pairs = list(enumerate(rng)) if two else rng
+            elif k == "map":
+                pairs = list(rng.items()) if two else list(rng)
+            else:
+                raise CelError(f"{name}() cannot iterate over {k}")
+            return impl(b, slots, exprs, pairs, rng)
+
+        return comprehension
 
 
-def _quantifier(decisive: bool):  # all: decisive False; exists: decisive True
-    def impl(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
-        error = None
-        for pair in pairs:
-            r = ev._body(names, pair, exprs[0])
-            if _is_bool(r):
-                if bool(r) == decisive:
-                    return r
-            elif error is None:
-                error = r if isinstance(r, CELEvalError) else _err(
-                    f"predicate returned {kind(r)}, not bool")
-        return error if error is not None else T.BoolType(not decisive)
-
-    return impl
+def _show(v: Any) -> str:
+    """A value in messages: CEL literal syntax for the simple kinds, never a repr."""
+    k = kind(v)
+    if k == "string":
+        return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if k == "bool":
+        return "true" if v else "false"
+    if k == "uint":
+        return f"{int(v)}u"
+    if k in ("int", "double"):
+        return str(v)
+    return k
 
 
-def _test(ev: BudgetEvaluator, names, pair, expr, role: str) -> Any:
-    """A macro's boolean body on one element: the bool, or the error (a non-bool
-    result is one)."""
-    r = ev._body(names, pair, expr)
-    if isinstance(r, CELEvalError) or _is_bool(r):
+def _both(first: Fn, second: Fn, b: Budget) -> tuple[Any, Any]:
+    """Two arguments, both evaluated even when the first fails (then its error)."""
+    try:
+        x = first(b)
+    except CelError:
+        try:
+            second(b)
+        except CelError:
+            pass
+        raise
+    return x, second(b)
+
+
+def _all_args(fns: list[Fn], b: Budget) -> list:
+    """Evaluate every argument (cel-go evaluates all before looking for errors); raise the
+    first error."""
+    values = []
+    error = None
+    for f in fns:
+        try:
+            values.append(f(b))
+        except CelError as exc:
+            if error is None:
+                error = exc
+    if error is not None:
+        raise error
+    return values
+
+
+def _invoke(name: str, fn: Callable | None, args: list, b: Budget, cost: int) -> Any:
+    b.used += cost
+    if b.used > b.limit:
+        raise CostLimitExceeded(b.used)
+    if fn is None:
+        raise CelError(f"undeclared reference to '{name}'")
+    try:
+        result = fn(*args)
+    except CelError:
+        raise
+    except Exception as exc:  # cel-python built-ins (timestamps) may raise
+        raise CelError(f"{name}: {exc}") from None
+    if cost >= _DEADLINE_CALL_COST and b.deadline is not None:
+        deadline.check(b.deadline)  # a long library call cannot be interrupted
+    return result
+
+
+def _generic_call(name: str, args: list[Fn]) -> Fn:
+    fn = FUNCTIONS.get(name)
+    sized = name in _RULES
+    if len(args) == 1 and not sized:
+        (a0,) = args
+
+        def call1(b: Budget) -> Any:
+            return _invoke(name, fn, [a0(b)], b, 1)
+
+        return call1
+    if len(args) == 1 and name in TEXT_SCALED:
+        (a0,) = args
+
+        def text_call(b: Budget) -> Any:  # cost.TEXT_SCALED: max(1, ceil(0.1 * len))
+            x = a0(b)
+            t = type(x)
+            cost = (max(1, min(UNBOUNDED, math.ceil(len(x) * STRING_TRAVERSAL_FACTOR)))
+                    if t is str or t is bytes or kind(x) in ("string", "bytes") else 1)
+            return _invoke(name, fn, [x], b, cost)
+
+        return text_call
+    if len(args) == 2:
+        a0, a1 = args
+
+        def call2(b: Budget) -> Any:
+            x, y = _both(a0, a1, b)
+            values = [x, y]
+            return _invoke(name, fn, values, b, call_cost(name, values) if sized else 1)
+
+        return call2
+
+    def call(b: Budget) -> Any:
+        values = _all_args(args, b)
+        return _invoke(name, fn, values, b, call_cost(name, values) if sized else 1)
+
+    return call
+
+
+def _optional_or(name: str, target: Fn, arg: Fn) -> Fn:
+    """``opt.or(o)`` / ``opt.orValue(v)``: cel-go short-circuits both (the argument is not
+    evaluated when the receiver has a value)."""
+    fn = FUNCTIONS.get(name)
+
+    def optional_or(b: Budget) -> Any:
+        try:
+            opt = target(b)
+        except CelError:
+            try:
+                arg(b)
+            except CelError:
+                pass
+            raise
+        if isinstance(opt, Optional) and opt.has_value:
+            b.charge(call_cost(name, [opt, None]))
+            return opt if name == "or" else opt.value
+        values = [opt, arg(b)]
+        return _invoke(name, fn, values, b, call_cost(name, values))
+
+    return optional_or
+
+
+def _logic(left: Fn, right: Fn, decisive: bool) -> Fn:
+    """``||`` (decisive True) and ``&&`` (decisive False), cel-go's rules: short-circuit,
+    and an error is absorbed when the other side decides the result."""
+    op = "_||_" if decisive else "_&&_"
+
+    def logic(b: Budget) -> Any:
+        try:
+            lv = left(b)
+        except CelError as exc:
+            lv = exc
+        if lv is decisive:
+            return lv
+        try:
+            rv = right(b)
+        except CelError as exc:
+            rv = exc
+        if rv is decisive:
+            return rv
+        lt, rt = _truth(lv), _truth(rv)
+        if lt is decisive:
+            return lv
+        if rt is decisive:
+            return rv
+        for v in (lv, rv):
+            if isinstance(v, CelError):
+                raise v
+        if lt is not None and rt is not None:
+            return not decisive
+        raise CelError(f"no such overload: {op}({kind(lv)}, {kind(rv)})")
+
+    return logic
+
+
+def _conditional(cond: Fn, then: Fn, otherwise: Fn) -> Fn:
+    def conditional(b: Budget) -> Any:
+        c = cond(b)
+        if c is True:
+            return then(b)
+        if c is False:
+            return otherwise(b)
+        t = _truth(c)
+        if t is None:
+            raise CelError(f"no such overload: _?_:_({kind(c)}, ...)")
+        return then(b) if t else otherwise(b)
+
+    return conditional
+
+
+#: Functions whose result on constant arguments is an immutable value computed once at
+#: compile time (the parsers of the Kubernetes libraries and the time conversions): the
+#: call is still charged at every evaluation, only the work is done once.
+_FOLDABLE = frozenset({"quantity", "semver", "ip", "cidr", "url", "timestamp", "duration",
+                       "isQuantity", "isSemver", "isIP", "isCIDR", "isURL",
+                       "format.dns1123Label", "format.dns1123Subdomain", "format.dns1035Label",
+                       "format.qualifiedName", "format.dns1123LabelPrefix",
+                       "format.dns1123SubdomainPrefix", "format.dns1035LabelPrefix",
+                       "format.labelValue", "format.uri", "format.uuid", "format.byte",
+                       "format.date", "format.datetime"})
+
+
+def _folded(name: str, nodes: list[Node]) -> Fn | None:
+    fn = FUNCTIONS.get(name)
+    if name not in _FOLDABLE or fn is None or fn is not _STOCK.get(name) or any(
+            a.kind != "const" for a in nodes):
+        return None
+    args = [a.value for a in nodes]
+    try:
+        value = fn(*args)
+    except Exception:  # noqa: BLE001 - an error stays a runtime error, raised each time
+        return None
+    cost = call_cost(name, args)
+
+    def constant_call(b: Budget) -> Any:
+        b.used += cost
+        if b.used > b.limit:
+            raise CostLimitExceeded(b.used)
+        return value
+
+    return constant_call
+
+
+def _int_arithmetic(name: str, a0: Fn, a1: Fn) -> Fn:
+    """``+ - *`` on ints: cost 1, "integer overflow" outside int64 (as stdlib)."""
+    op = {"_+_": lambda x, y: x + y, "_-_": lambda x, y: x - y,
+          "_*_": lambda x, y: x * y}[name]
+
+    def int_arithmetic(b: Budget) -> Any:
+        x, y = _both(a0, a1, b)
+        b.used += 1
+        if b.used > b.limit:
+            raise CostLimitExceeded(b.used)
+        r = op(x, y)
+        if not INT64_MIN <= r <= INT64_MAX:
+            raise CelError(f"{name}: integer overflow")
         return r
-    return _err(f"{role} returned {kind(r)}, not bool")
+
+    return int_arithmetic
 
 
-def _exists_one(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
+# --- specialised operators ---------------------------------------------------------------
+#
+# Each one computes what the stock library function and cost rule compute, for operands
+# whose static types the checker fixed (so no kind dispatch is needed at runtime).
+
+def _text_cost(n: int) -> int:
+    """``1 + ceil(0.1 * n)`` as cost._RULES charges string comparisons."""
+    return 1 + min(UNBOUNDED, math.ceil(n * STRING_TRAVERSAL_FACTOR))
+
+
+def _string_compare(name: str, a0: Fn, a1: Fn) -> Fn | None:
+    tests: dict[str, Callable[[str, str], bool]] = {
+        "_==_": lambda x, y: x == y, "_!=_": lambda x, y: x != y,
+    }
+    test = tests.get(name)
+    if test is None:
+        return None
+    equal = name == "_==_"
+
+    def string_equality(b: Budget) -> Any:
+        x, y = _both(a0, a1, b)
+        n = len(x) if len(x) < len(y) else len(y)
+        b.used += 1 + math.ceil(n * STRING_TRAVERSAL_FACTOR)
+        if b.used > b.limit:
+            raise CostLimitExceeded(b.used)
+        return (x == y) is equal
+
+    return string_equality
+
+
+def _prefix_test(name: str, a0: Fn, a1: Fn) -> Fn:
+    method = str.startswith if name == "startsWith" else str.endswith
+
+    def prefix_test(b: Budget) -> Any:
+        x, y = _both(a0, a1, b)
+        cost = max(1, min(UNBOUNDED, math.ceil(len(y) * STRING_TRAVERSAL_FACTOR)))
+        b.used += cost
+        if b.used > b.limit:
+            raise CostLimitExceeded(b.used)
+        return method(x, y)
+
+    return prefix_test
+
+
+_NUMBER_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "_==_": lambda x, y: x == y, "_!=_": lambda x, y: x != y, "_<_": lambda x, y: x < y,
+    "_<=_": lambda x, y: x <= y, "_>_": lambda x, y: x > y, "_>=_": lambda x, y: x >= y,
+}
+
+
+def _int_compare(name: str, a0: Fn, a1: Fn) -> Fn:
+    test = _NUMBER_OPS[name]
+
+    def int_compare(b: Budget) -> Any:
+        x, y = _both(a0, a1, b)
+        b.used += 1
+        if b.used > b.limit:
+            raise CostLimitExceeded(b.used)
+        return test(x, y)
+
+    return int_compare
+
+
+def _specialised(name: str, static: list[Any], args: list[Fn]) -> Fn | None:
+    if FUNCTIONS.get(name) is not _STOCK.get(name) or len(args) != 2:
+        return None
+    if static == ["string", "string"]:
+        if name in ("_==_", "_!=_"):
+            return _string_compare(name, *args)
+        if name in ("startsWith", "endsWith"):
+            return _prefix_test(name, *args)
+    if static in (["int", "int"], ["uint", "uint"]) and name in _NUMBER_OPS:
+        return _int_compare(name, *args)
+    if static == ["int", "int"] and name in ("_+_", "_-_", "_*_"):
+        return _int_arithmetic(name, *args)
+    return None
+
+
+# --- comprehensions ------------------------------------------------------------------------
+
+def _bind(b: Budget, slots: list[int], pair: Any) -> None:
+    b.used += ITERATION_COST
+    if b.used > b.limit:
+        raise CostLimitExceeded(b.used)
+    b.ticks += 1
+    if not b.ticks & 31 and b.deadline is not None:
+        deadline.check(b.deadline)
+    if len(slots) == 1:
+        b.vars[slots[0]] = pair
+    else:
+        b.vars[slots[0]], b.vars[slots[1]] = pair
+
+
+def _quantifier(decisive: bool) -> Callable:  # all: decisive False; exists: True
+    def quantifier(b: Budget, slots, exprs, pairs, rng) -> Any:
+        body = exprs[0]
+        error = None
+        first, second = slots[0], slots[-1]
+        two, limit = len(slots) == 2, b.limit
+        for x in pairs:
+            b.used += ITERATION_COST
+            if b.used > limit:
+                raise CostLimitExceeded(b.used)
+            b.ticks += 1
+            if not b.ticks & 31 and b.deadline is not None:
+                deadline.check(b.deadline)
+            if two:
+                b.vars[first], b.vars[second] = x
+            else:
+                b.vars[first] = x
+            try:
+                r = body(b)
+            except CelError as exc:
+                if error is None:
+                    error = exc
+                continue
+            if r is decisive:
+                return r
+            if r is not (not decisive):
+                t = _truth(r)
+                if t is decisive:
+                    return t
+                if t is None and error is None:
+                    error = CelError(f"predicate returned {kind(r)}, not bool")
+        if error is not None:
+            raise error
+        return not decisive
+
+    return quantifier
+
+
+def _test(b: Budget, body: Fn, role: str) -> bool:
+    """A macro's boolean body on the bound element: the bool, or an error."""
+    r = body(b)
+    t = _truth(r)
+    if t is None:
+        raise CelError(f"{role} returned {kind(r)}, not bool")
+    return t
+
+
+def _exists_one(b: Budget, slots, exprs, pairs, rng) -> Any:
     count = 0
     for pair in pairs:
-        r = _test(ev, names, pair, exprs[0], "predicate")
-        if isinstance(r, CELEvalError):
-            return r
-        count += bool(r)
-    return T.BoolType(count == 1)
+        _bind(b, slots, pair)
+        count += _test(b, exprs[0], "predicate")
+    return count == 1
 
 
-def _selected(ev: BudgetEvaluator, names, exprs, pairs):
-    """Yield (pair, value of the last expression) for elements passing the optional filter."""
+def _selected(b: Budget, slots, exprs, pairs):
+    """Yield (pair, value of the last expression) for elements passing the optional
+    filter."""
     for pair in pairs:
         if len(exprs) == 2:
-            keep = _test(ev, names, pair, exprs[0], "filter")
-            if isinstance(keep, CELEvalError):
-                yield pair, keep
-                return
-            if not keep:
+            _bind(b, slots, pair)
+            if not _test(b, exprs[0], "filter"):
                 continue
-        yield pair, ev._body(names, pair, exprs[-1])
+        _bind(b, slots, pair)
+        yield pair, exprs[-1](b)
 
 
-def _map(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
-    out = []
-    for _pair, value in _selected(ev, names, exprs, pairs):
-        if isinstance(value, CELEvalError):
-            return value
-        out.append(value)
-    return T.ListType(out)
+def _map(b: Budget, slots, exprs, pairs, rng) -> Any:
+    return [value for _pair, value in _selected(b, slots, exprs, pairs)]
 
 
-def _filter(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
+def _filter(b: Budget, slots, exprs, pairs, rng) -> Any:
     out = []
     for pair in pairs:
-        keep = _test(ev, names, pair, exprs[0], "filter")
-        if isinstance(keep, CELEvalError):
-            return keep
-        if keep:
-            out.append(pair[0])
-    return T.ListType(out)
-
-
-def _transform_map(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
-    out = T.MapType()
-    for pair, value in _selected(ev, names, exprs, pairs):
-        if isinstance(value, CELEvalError):
-            return value
-        out[pair[0]] = value
+        _bind(b, slots, pair)
+        if _test(b, exprs[0], "filter"):
+            out.append(pair[0] if len(slots) == 2 else pair)
     return out
 
 
-def _transform_map_entry(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
-    out = T.MapType()
-    for _pair, entry in _selected(ev, names, exprs, pairs):
-        if isinstance(entry, CELEvalError):
-            return entry
+def _transform_map(b: Budget, slots, exprs, pairs, rng) -> Any:
+    out: dict = {}
+    for pair, value in _selected(b, slots, exprs, pairs):
+        out[pair[0] if len(slots) == 2 else pair] = value
+    return out
+
+
+def _transform_map_entry(b: Budget, slots, exprs, pairs, rng) -> Any:
+    out: dict = {}
+    for _pair, entry in _selected(b, slots, exprs, pairs):
         if kind(entry) != "map":
-            return _err(f"transformMapEntry() expression returned {kind(entry)}, not map")
+            raise CelError(f"transformMapEntry() expression returned {kind(entry)}, not map")
         for k, v in entry.items():
-            if k in out:
-                return _err(f"insert failed: key {k!s} already exists")
+            if map_get(out, k) is not _MISSING or k in out:
+                raise CelError(f"insert failed: key {_show(k)} already exists")
             out[k] = v
     return out
 
 
-def _sort_by(ev: BudgetEvaluator, names, exprs, pairs, rng) -> Any:
+def _sort_by(b: Budget, slots, exprs, pairs, rng) -> Any:
     keys = []
     for pair in pairs:
-        key = ev._body(names, pair, exprs[0])
-        if isinstance(key, CELEvalError):
-            return key
-        keys.append(key)
-    ev.budget.charge(call_cost("sort", [rng]))
+        _bind(b, slots, pair)
+        keys.append(exprs[0](b))
+    b.charge(call_cost("sort", [rng]))
+    items = [p[0] if len(slots) == 2 else p for p in pairs]
     try:
-        return T.ListType(sort_values([p[0] for p in pairs], keys))
+        return sort_values(items, keys)
     except EvalError as exc:
-        return _err(f"sortBy: {exc}")
+        raise CelError(f"sortBy: {exc}") from None
 
 
-def _opt_map(ev: BudgetEvaluator, name: str, names, exprs, rng) -> Any:
+def _opt_map(name: str, target: Fn, slot: int, body: Fn) -> Fn:
     """cel-go ``opt.optMap(x, e)`` = ``opt.hasValue() ? optional.of(e[x := opt.value()])
     : optional.none()``; ``optFlatMap`` does not wrap (``e`` must be an optional)."""
-    if not isinstance(rng, Optional):
-        return _err(f"no such overload: {name}({kind(rng)})")
-    if not rng.has_value:
-        return NONE
-    result = ev._body(names, (rng.value, None), exprs[0])
-    if isinstance(result, CELEvalError):
+
+    def opt_map(b: Budget) -> Any:
+        opt = target(b)
+        if not isinstance(opt, Optional):
+            raise CelError(f"no such overload: {name}({kind(opt)})")
+        if not opt.has_value:
+            return NONE
+        _bind(b, [slot], opt.value)
+        result = body(b)
+        if name == "optMap":
+            return Optional(result)
+        if not isinstance(result, Optional):
+            raise CelError(f"optFlatMap() expression returned {kind(result)}, not optional_type")
         return result
-    if name == "optMap":
-        return Optional(result)
-    if not isinstance(result, Optional):
-        return _err(f"optFlatMap() expression returned {kind(result)}, not optional_type")
-    return result
+
+    return opt_map
 
 
-_MACRO_IMPLS = {
+_MACROS: dict[str, Callable] = {
     "all": _quantifier(False), "exists": _quantifier(True), "exists_one": _exists_one,
     "existsOne": _exists_one, "map": _map, "filter": _filter, "transformList": _map,
     "transformMap": _transform_map, "transformMapEntry": _transform_map_entry,
     "sortBy": _sort_by,
 }
 
-
-class TolerationRunner(celpy.InterpretedRunner):
-    """A cel-python InterpretedRunner bound to our libraries and evaluator."""
-
-    def __init__(self, ast: lark.Tree) -> None:
-        super().__init__(ENVIRONMENT, ast, FUNCTIONS)
-
-    def run(self, context: dict, budget: Budget) -> Any:
-        evaluator = BudgetEvaluator(self.ast, self.new_activation(), budget)
-        evaluator.set_activation(context)
-        return evaluator.visit(self.ast)
-
-    def evaluate(self, context: dict) -> Any:  # celpy API: raise on error
-        value = self.run(context, Budget(2**63))
-        if isinstance(value, CELEvalError):
-            raise value
-        return value

@@ -1,7 +1,15 @@
-"""Runtime value helpers shared by the libraries: kinds, CEL equality/ordering, errors.
+"""Runtime values shared by the evaluator and the libraries: kinds, CEL equality and
+ordering, errors.
 
-cel-python values are Python subclasses (``IntType(int)``, ``StringType(str)``, ...), and
-``BoolType`` is an ``int`` subclass, so every type test here is on the exact CEL kind.
+CEL values are native Python values — ``bool``, ``int``, ``Uint`` (an ``int`` subclass
+for CEL ``uint``), ``float``, ``str``, ``bytes``, ``list``, ``dict``, ``None`` — plus
+cel-python's ``TimestampType``/``DurationType`` and the libraries' opaque types.  Python
+conflates some of them (``True == 1``, ``1 == Uint(1)``), so every type test here is on
+the exact CEL kind (``kind``).  cel-python's wrapper types (``celtypes.IntType`` ...) are
+still recognised by ``kind`` (tests may pass them), but nothing produces them.
+
+Errors are exceptions: a CEL error value is a raised ``CelError``; the evaluator absorbs
+it where CEL does (``&&``, ``||``, ``all``, ``exists``).
 """
 
 from __future__ import annotations
@@ -12,7 +20,6 @@ from functools import wraps
 from typing import Any
 
 from celpy import celtypes as T
-from celpy.evaluation import CELEvalError
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT64_MAX = 2**64 - 1
@@ -48,17 +55,41 @@ class EvalError(Exception):
     """Raised by library code; turned into a CEL error value (message kept verbatim)."""
 
 
+class Uint(int):
+    """A CEL ``uint`` (a plain ``int`` is a CEL ``int``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{int(self)}u"
+
+
+class CelError(Exception):
+    """A CEL runtime error (cel-go's error value), raised; ``str()`` is the message."""
+
+
+_KINDS: dict[type, str] = {bool: "bool", int: "int", Uint: "uint", float: "double",
+                           str: "string", bytes: "bytes", list: "list", dict: "map",
+                           type(None): "null_type", T.TimestampType: "timestamp",
+                           T.DurationType: "duration"}
+
+
 def kind(v: Any) -> str:
     """The CEL type name of a runtime value (``"int"``, ``"list"``, ``"Semver"`` ...)."""
-    if v is None:
-        return "null_type"
-    if isinstance(v, T.BoolType):
+    k = _KINDS.get(type(v))
+    if k is not None:
+        return k
+    return _slow_kind(v)
+
+
+def _slow_kind(v: Any) -> str:
+    if isinstance(v, bool | T.BoolType):
         return "bool"
-    if isinstance(v, T.UintType):
+    if isinstance(v, Uint | T.UintType):
         return "uint"
-    if isinstance(v, T.IntType):
+    if isinstance(v, int):
         return "int"
-    if isinstance(v, T.DoubleType):
+    if isinstance(v, float):
         return "double"
     if isinstance(v, str):
         return "string"
@@ -99,6 +130,9 @@ def cel_equal(a: Any, b: Any) -> bool:
             return False  # NaN equals nothing (only ordering a NaN is an error)
         return _num_cmp(a, b) == 0
     if ka != kb:
+        strict = getattr(a, "cel_equals", None) if getattr(a, "strict_equality", False) else None
+        if strict is not None:  # a Kubernetes type's Equal: no such overload
+            return bool(strict(b))
         return False
     if ka == "list":
         return len(a) == len(b) and all(cel_equal(x, y) for x, y in zip(a, b, strict=True))
@@ -188,54 +222,58 @@ def cel_compare(a: Any, b: Any) -> int:
     return (a > b) - (a < b)
 
 
-def check_int(v: int) -> T.IntType:
+def check_int(v: int) -> int:
     if v < INT64_MIN or v > INT64_MAX:
         raise EvalError("integer overflow")
-    return T.IntType(v)
+    return int(v)
 
 
-def check_uint(v: int) -> T.UintType:
+def check_uint(v: int) -> Uint:
     if v < 0 or v > UINT64_MAX:
         raise EvalError("unsigned integer overflow")
-    return T.UintType(v)
+    return Uint(v)
 
 
 def to_cel(v: Any) -> Any:
-    """Plain Python value -> cel-python value (lists of str -> ListType of StringType...)."""
-    if isinstance(v, bool):
-        return T.BoolType(v)
-    if isinstance(v, int) and not isinstance(v, T.IntType | T.UintType | T.BoolType):
-        return T.IntType(v)
-    if isinstance(v, str) and not isinstance(v, T.StringType):
-        return T.StringType(v)
-    if isinstance(v, list) and not isinstance(v, T.ListType):
-        return T.ListType([to_cel(x) for x in v])
-    if isinstance(v, dict) and not isinstance(v, T.MapType):
-        return T.MapType({to_cel(k): to_cel(x) for k, x in v.items()})
+    """A Python value (or a cel-python wrapper value) as a CEL value of this engine."""
+    k = kind(v)
+    if k == "bool":
+        return bool(v)
+    if k == "uint":
+        return Uint(v)
+    if k == "int":
+        return int(v)
+    if k == "double":
+        return float(v)
+    if k == "string":
+        return str(v)
+    if k == "bytes":
+        return bytes(v)
+    if k == "list":
+        return [to_cel(x) for x in v]
+    if k == "map":
+        return {to_cel(k): to_cel(x) for k, x in v.items()}
     return v
 
 
 def cel_function(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate a library implementation: propagate error arguments, and turn EvalError,
-    TypeError & co. into CEL error values (never raise into the evaluator)."""
+    """Decorate a library implementation: turn EvalError, TypeError & co. into a raised
+    ``CelError`` with cel-go's wording (a ``CelError`` passes through unchanged)."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(fn)
         def wrapper(*args: Any) -> Any:
-            for a in args:
-                if isinstance(a, CELEvalError):
-                    return a
             try:
                 return fn(*args)
+            except CelError:
+                raise
             except EvalError as exc:
-                return CELEvalError(f"{name}: {exc}", EvalError, ())
-            except (TypeError, AttributeError, KeyError, IndexError) as exc:
+                raise CelError(f"{name}: {exc}") from None
+            except (TypeError, AttributeError, KeyError, IndexError):
                 sig = ", ".join(kind(a) for a in args)
-                return CELEvalError(
-                    f"no such overload: {name}({sig})", type(exc), (str(exc)[:100],)
-                )
+                raise CelError(f"no such overload: {name}({sig})") from None
             except (ValueError, OverflowError, ArithmeticError) as exc:
-                return CELEvalError(f"{name}: {exc}", type(exc), ())
+                raise CelError(f"{name}: {exc}") from None
 
         wrapper.cel_name = name  # type: ignore[attr-defined]
         return wrapper

@@ -108,7 +108,8 @@ class ScoreOutcome:
 def _record_evaluations(state: CycleState, plugin: str, point: str, counts: Counter) -> None:
     evaluation = (plugin, point, {code: n for code, n in counts.items() if n})
     state.evaluations.append(evaluation)
-    record_evaluations([evaluation])
+    if metrics.counting():
+        record_evaluations([evaluation])
 
 
 def record_evaluations(evaluations: list[tuple[str, str, dict]]) -> None:
@@ -352,6 +353,8 @@ class Framework:
 
     @staticmethod
     def observe_point(point: str, code: Code, started: float) -> None:
+        if not metrics.counting():
+            return
         metrics.child(metrics.EXTENSION_POINT_DURATION, point, str(code), metrics.PROFILE).observe(
             time.perf_counter() - started
         )

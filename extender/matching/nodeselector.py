@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from extender.caching import ByteLRU
 from extender.matching.labels import validate_label_key, validate_label_value
-from extender.matching.numeric import GoNumError, go_parse_int64
+from extender.matching.numeric import GoNumError, go_parse_int64, go_quote
 from extender.matching.semver import SemverError, compare_semver, parse_tolerant
 from extender.model import Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 from extender.state.nodeset import LabelIndex
@@ -62,6 +62,18 @@ class LabelRequirement:
     def matches(self, labels: Mapping[str, str]) -> bool:
         value = labels.get(self.key)
         return self.matches_value(value is not None, value or "")
+
+    def describe(self) -> str:
+        """`key Op [values]` as written (values sorted: they are a set here)."""
+        if self.operator in EXISTENCE_OPERATORS:
+            return f"{self.key} {self.operator}"
+        return f"{self.key} {self.operator} [{', '.join(sorted(self.values))}]"
+
+    def why_not(self, labels: Mapping[str, str]) -> str:
+        """Why this requirement is false for a node's labels (explain output)."""
+        value = labels.get(self.key)
+        seen = "the node has no such label" if value is None else f"the node's value is {go_quote(value)}"
+        return f"{self.describe()}: {seen}"
 
     def matching_names(self, index: LabelIndex, universe: frozenset[str]) -> frozenset[str] | set[str]:
         by_value = index.get(self.key, {})
@@ -204,6 +216,25 @@ class CompiledSelector:
         for term in self.terms:
             hit |= term.matching_names(index, universe)
         return hit
+
+    def labels_only(self) -> CompiledSelector:
+        """The selector as `CheckNodeAffinity` applies it (a PersistentVolume's affinity
+        against a node built from labels alone): `matchFields` restrict nothing, so a term
+        of fields only matches every node."""
+        return CompiledSelector(tuple(CompiledTerm(t.expressions, ()) for t in self.terms), self.errors)
+
+    def why_not(self, labels: Mapping[str, str]) -> str:
+        """Why no term matches a node's labels: each term's first false requirement, and
+        the terms that never match because they do not parse (explain output)."""
+        reasons = []
+        for term in self.terms:
+            failed = next((r for r in term.expressions if not r.matches(labels)), None)
+            if failed is not None:
+                reasons.append(failed.why_not(labels))
+        reasons += [f"invalid term never matches: {e}" for e in self.errors]
+        if not reasons:
+            return "no term matches"
+        return reasons[0] if len(reasons) == 1 else "no term matches: " + "; ".join(reasons)
 
 
 _COMPILED: ByteLRU | None = None

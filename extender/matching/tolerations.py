@@ -110,7 +110,8 @@ def explain_toleration(tol: Toleration, taint: Taint, gates: FeatureGates, cel) 
         problem = why_not_numeric(tol.value, taint.value)
         if problem:
             return f"{name}: {problem}"
-        return f"{name}: {verdict} (taint value {taint.value} {'>' if op == 'Gt' else '<'} {tol.value} is {ok})"
+        relation = ("greater" if op == "Gt" else "less") + " than"
+        return f"{name}: {verdict}: taint value {taint.value} is {'' if ok else 'not '}{relation} {tol.value}"
     if op in SEMVER_OPERATORS:
         if not gates.semver_operators:
             return f"{name}: feature gate TaintTolerationNodeAffinitySemverComparisonOperators is disabled"
@@ -152,9 +153,17 @@ class TolerationMatcher:
         return None
 
     def explain(self, taint: Taint) -> list[str]:
+        """One line per toleration, each named as in the pod: `toleration[i]` for
+        spec.tolerations, `<annotation>[i]` for the annotation channel's."""
         if not self.tolerations:
             return ["the pod has no tolerations"]
-        return [explain_toleration(t, taint, self.gates, self.cel) for t in self.tolerations]
+        seen: dict[str, int] = {}
+        lines = []
+        for tol in self.tolerations:
+            index = seen[tol.source] = seen.get(tol.source, -1) + 1
+            label = "toleration" if tol.source == "spec" else tol.source
+            lines.append(f"{label}[{index}] {explain_toleration(tol, taint, self.gates, self.cel)}")
+        return lines
 
 
 def do_not_schedule(taint: Taint) -> bool:

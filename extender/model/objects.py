@@ -124,6 +124,7 @@ class Pod:
     has_required_affinity: bool = False
     has_preferred_affinity: bool = False
     topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    volume_claims: tuple[tuple[str, bool], ...] = ()  # (claim name, generic ephemeral?)
     owner_references: tuple[Mapping[str, Any], ...] = ()
     priority: int = 0
     phase: str = ""

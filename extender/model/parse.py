@@ -179,6 +179,23 @@ def node_affinity_from_dict(raw: Any, where: str) -> tuple[NodeSelector | None, 
 # --- pods ---------------------------------------------------------------------------
 
 
+def pod_volume_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[tuple[str, bool], ...]:
+    """(claim name, ephemeral?) of every volume backed by a claim, in volume order: a
+    `persistentVolumeClaim` volume names its claim; a generic `ephemeral` volume's claim
+    is `<pod name>-<volume name>` (upstream `ephemeral.VolumeClaimName`)."""
+    out = []
+    for i, volume in enumerate(_list(spec.get("volumes"), "pod.spec.volumes")):
+        volume = _obj(volume, f"pod.spec.volumes[{i}]")
+        claim = volume.get("persistentVolumeClaim")
+        if claim is not None:
+            out.append((_str(_obj(claim, f"pod.spec.volumes[{i}].persistentVolumeClaim").get("claimName"),
+                             f"pod.spec.volumes[{i}].persistentVolumeClaim.claimName"), False))
+        elif volume.get("ephemeral") is not None:
+            out.append((f"{pod_name}-{_str(volume.get('name'), f'pod.spec.volumes[{i}].name')}", True))
+    return tuple(out)
+
+
+
 def _is_deleting(meta: Mapping[str, Any]) -> bool:
     return meta.get("deletionTimestamp") is not None
 
@@ -258,6 +275,7 @@ def pod_from_dict(raw: Any, annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX, 
         has_required_affinity=bool(required),
         has_preferred_affinity=spec_has_pref or ann_has_pref,
         topology_spread_constraints=constraints,
+        volume_claims=pod_volume_claims(spec, name),
         owner_references=tuple(
             _obj(o, "pod.metadata.ownerReferences[]")
             for o in _list(meta.get("ownerReferences"), "pod.metadata.ownerReferences")

@@ -115,7 +115,16 @@ class ExtenderServer(BaseApplication):
         from extender.server.listener import Listener
 
         engine = app.extensions["extender"]
-        Listener(self.config.metrics_listen, health_routes(engine)).start()
+        Listener(self.config.metrics_listen, health_routes(engine), dispatch=explain_dispatch(engine)).start()
+
+
+def explain_dispatch(engine):
+    """`/explain` on the side listener (`extender.server.explain_routes`); with
+    `--explain-endpoint` off it answers 404 saying how to turn it on."""
+    from extender.server.explain_routes import ExplainRoutes
+
+    c = engine.config
+    return ExplainRoutes(engine, c.explain_endpoint, c.explain_rate, c.explain_burst)
 
 
 def check_metrics_listen(address: str) -> None:

@@ -1,7 +1,8 @@
 """A small HTTP/1.1 listener on its own threads, for a few fixed routes.
 
-Two users: `--metrics-listen` (GET routes) and the admission webhook (`--webhook-listen`,
-a POST route over HTTPS whose certificate is re-read when it rotates).
+Two users: `--metrics-listen` (GET routes, and `/explain` through `dispatch` when
+`--explain-endpoint` is on) and the admission webhook (`--webhook-listen`, a POST route
+over HTTPS whose certificate is re-read when it rotates).
 
 `/healthz`, `/readyz` and `/metrics` are served here (`--metrics-listen`) as well as on
 the main listener: here they never queue behind verb work, because nothing else runs on
@@ -35,6 +36,12 @@ Route = Callable[[], tuple[int, str, bytes]]
 PostRoute = Callable[[bytes], tuple[int, str, bytes]]
 SSLContexts = ssl.SSLContext | Callable[[], ssl.SSLContext] | None
 JSON = "application/json"
+# (status, content type, body, extra headers)
+Reply = tuple[int, str, bytes, dict[str, str]]
+# Routes a fixed table cannot name (path parameters, query strings): (method, request
+# target as sent, body or None for GET) -> Reply, or None when the path is not its own.
+# Each owner keeps its routes in its own module (`extender.server.explain_routes`).
+Dispatch = Callable[[str, str, bytes | None], Reply | None]
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -90,7 +97,7 @@ class Listener:
     def __init__(self, address: str, routes: dict[str, Route], *,
                  post_routes: dict[str, PostRoute] | None = None, max_body_bytes: int = 1 << 20,
                  timeout: float = 5.0, max_connections: int = 64, ssl_context: SSLContexts = None,
-                 name: str = "metrics-listener") -> None:
+                 name: str = "metrics-listener", dispatch: Dispatch | None = None) -> None:
         table = dict(routes)
         posts = dict(post_routes or {})
 
@@ -100,9 +107,14 @@ class Listener:
             sys_version = ""
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                route = table.get(self.path.partition("?")[0])
+                path = self.path.partition("?")[0]
+                route = table.get(path)
                 if route is None:
-                    self._send(404, "application/json", b'{"error":"not found"}')
+                    if self._dispatched("GET", None):
+                        return
+                    # 405 for a POST-only path (`GET /validate`)
+                    self._send(405 if path in posts else 404, JSON, b'{"error":"method not allowed"}'
+                               if path in posts else b'{"error":"not found"}')
                     return
                 try:
                     code, kind, body = route()
@@ -128,6 +140,8 @@ class Listener:
                 body = self.rfile.read(int(length))
                 path = self.path.partition("?")[0]
                 route = posts.get(path)
+                if route is None and self._dispatched("POST", body):
+                    return
                 if route is None:  # 405 for a GET-only path, as the main listener answers
                     self._send(405 if path in table else 404, JSON,
                                b'{"error":"method not allowed"}' if path in table else b'{"error":"not found"}')
@@ -139,8 +153,24 @@ class Listener:
                     code, kind, payload = 500, JSON, b'{"error":"internal error"}'
                 self._send(code, kind, payload)
 
-            def _send(self, code: int, kind: str, body: bytes) -> None:
+            def _dispatched(self, method: str, body: bytes | None) -> bool:
+                """Offer the request to `dispatch`; True when it answered."""
+                if dispatch is None:
+                    return False
+                try:
+                    reply = dispatch(method, self.path, body)
+                except Exception:
+                    log.exception("listener route failed", extra={"path": self.path})
+                    reply = 500, JSON, b'{"error":"internal error"}', {}
+                if reply is None:
+                    return False
+                self._send(*reply)
+                return True
+
+            def _send(self, code: int, kind: str, body: bytes, headers: dict[str, str] | None = None) -> None:
                 self.send_response(code)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

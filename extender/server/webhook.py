@@ -2,8 +2,10 @@
 
 `review(body, prefix, gates)` is the pure part: the validator of `extender.validation`
 applied to Pods (CREATE; UPDATE only when the annotation channel changed, so existing
-pods are never blocked by a later rule) and to the pod templates of Deployments,
-StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and CronJobs. A
+pods are never blocked by a later rule), to the pod templates of Deployments,
+StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and CronJobs, and to
+PersistentVolumes (their node-affinity annotation; UPDATE likewise only when it or
+`spec.nodeAffinity` changed). A
 denial lists every error in `status.message`; warnings go to `response.warnings`
 (kubectl prints them). A body that is not an AdmissionReview v1 is answered 400.
 
@@ -27,7 +29,14 @@ from extender.features import FeatureGates
 from extender.server.listener import JSON, Listener, PostRoute, Route
 from extender.server.tls import ReloadingContext
 from extender.validation.field import aggregate
-from extender.validation.workloads import TEMPLATE_PATHS, check_object, pod_template
+from extender.validation.rules import admission, configure_slow_expressions
+from extender.validation.workloads import (
+    CHECKED_KINDS,
+    PERSISTENT_VOLUME,
+    check_object,
+    pod_template,
+    ratcheted_gates,
+)
 
 log = logging.getLogger("extender.webhook")
 
@@ -46,6 +55,11 @@ def _channel(obj: Mapping[str, Any] | None, kind: str, prefix: str) -> tuple:
     """What the validator reads from an object: our annotations and the tolerations."""
     if not isinstance(obj, Mapping):
         return ()
+    if kind == PERSISTENT_VOLUME:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+        return (annotations.get(f"{prefix}/node-affinity"), orjson.dumps(spec.get("nodeAffinity")))
     found = pod_template({**obj, "kind": kind})
     if found is None:
         return ()
@@ -81,12 +95,14 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
     operation = request.get("operation")
     obj = request.get("object")
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
-    checked = (kind in TEMPLATE_PATHS and operation in ("CREATE", "UPDATE") and isinstance(obj, dict)
+    checked = (kind in CHECKED_KINDS and operation in ("CREATE", "UPDATE") and isinstance(obj, dict)
                and not request.get("subResource"))
     if checked and operation == "UPDATE":
         checked = _channel(obj, kind, prefix) != _channel(request.get("oldObject"), kind, prefix)
+        gates = ratcheted_gates(request.get("oldObject"), kind, prefix, gates)
     if checked:
-        result = check_object({**obj, "kind": kind}, prefix, gates)
+        with admission():
+            result = check_object({**obj, "kind": kind}, prefix, gates)
         if result.errors:
             name = result.name or str(request.get("name") or "")
             response["allowed"] = False
@@ -157,6 +173,7 @@ def start_webhook(config: Any) -> Listener:
     """Start the webhook listener of `extender serve` (`--webhook-listen` and TLS flags)
     in a gunicorn worker: every worker binds the port (SO_REUSEPORT) and counts its
     reviews in its own metrics, which that worker's `/metrics` exports."""
+    configure_slow_expressions(config.request_deadline, config.slow_cel_expressions == "deny")
     listener = _listener_for(config)
     log.info("admission webhook listening", extra={"listen": config.webhook_listen,
                                                     "clientCertificates": bool(config.client_ca_file)})

@@ -3,7 +3,7 @@
 At 50,000 pods the state is millions of long-lived objects; a full (generation 2)
 collection walks them all, 40-100 ms with the GIL held, and lands in whichever
 request is running (a p99 spike under churn). The state holds no reference cycles
-(`docs/live-state.md`), so reference counting alone frees what an event replaces:
+(`docs/design/live-state.md`), so reference counting alone frees what an event replaces:
 the collector has nothing to find there. `freeze_state` moves every object alive
 after a full sync to the permanent generation, which collections skip; later objects
 (events, caches) are still collected as usual, and frozen objects that are replaced

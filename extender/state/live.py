@@ -1,7 +1,7 @@
 """Live cluster state: list and watch the API server, like kube-scheduler's informers.
 
 One `Reflector` thread per kind (Nodes, Pods in all namespaces, Services, ReplicaSets,
-StatefulSets, ReplicationControllers) lists in pages (`limit` + `continue`), then
+StatefulSets, ReplicationControllers, PersistentVolumes, PersistentVolumeClaims) lists in pages (`limit` + `continue`), then
 watches from the list's resourceVersion with bookmarks, renewing the watch when the
 server ends it (`timeoutSeconds`), resuming from the last resourceVersion seen after a
 dropped stream, relisting on `410 Gone`/`Expired`, and backing off (exponential,
@@ -108,6 +108,8 @@ def api_lister(api_client: Any, kind: str) -> Callable[..., Any]:
         "ReplicationController": core.list_replication_controller_for_all_namespaces,
         "ReplicaSet": apps.list_replica_set_for_all_namespaces,
         "StatefulSet": apps.list_stateful_set_for_all_namespaces,
+        "PersistentVolume": core.list_persistent_volume,
+        "PersistentVolumeClaim": core.list_persistent_volume_claim_for_all_namespaces,
     }[kind]
 
 

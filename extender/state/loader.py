@@ -3,12 +3,15 @@ typed lists (`NodeList`, `PodList`), multi-document YAML, or JSON."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import yaml
+
+from extender.gotext import no_lone_surrogates
 
 try:  # libyaml is an order of magnitude faster on 50k-pod dumps
     from yaml import CSafeLoader as SafeLoader
@@ -40,14 +43,31 @@ def _flatten(doc: Any, where: str) -> Iterator[dict[str, Any]]:
     yield doc
 
 
+def documents(text: str | bytes) -> list[Any]:
+    """The JSON document or the YAML documents of `text`, strings decoded as the API
+    server decodes them: an escaped lone surrogate (``"\\ud800"``) becomes U+FFFD (Go's
+    decoder; orjson refuses it and PyYAML keeps a surrogate no encoder accepts)."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    escaped = b"\\u" in raw or b"\\U" in raw
+    if raw.lstrip()[:1] in (b"{", b"["):
+        try:
+            return [orjson.loads(raw)]
+        except orjson.JSONDecodeError:
+            if not escaped:
+                raise
+            try:
+                return [no_lone_surrogates(json.loads(raw))]
+            except ValueError:
+                pass
+            raise
+    docs = list(yaml.load_all(raw, Loader=SafeLoader))
+    return [no_lone_surrogates(d) for d in docs] if escaped else docs
+
+
 def parse_documents(text: str | bytes, where: str = "cluster file") -> list[dict[str, Any]]:
     """Parse JSON or (multi-document) YAML text into a flat list of objects."""
-    stripped = text.lstrip()[:1]
     try:
-        if stripped in ("{", "[", b"{", b"["):
-            docs: list[Any] = [orjson.loads(text)]
-        else:
-            docs = list(yaml.load_all(text, Loader=SafeLoader))
+        docs = documents(text)
     except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
         raise ClusterFileError(f"{where}: cannot parse: {exc}") from exc
     objects: list[dict[str, Any]] = []

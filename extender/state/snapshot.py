@@ -1,4 +1,5 @@
-"""One consistent view of the cluster: a node layer, a pod layer and a workload layer.
+"""One consistent view of the cluster: a node layer, a pod layer, a workload layer and
+a volume layer (PersistentVolumes and their claims).
 
 A request reads one `ClusterSnapshot` from start to end. Layers are immutable and
 shared: a pod event produces a new snapshot with a new pod layer (sharing every
@@ -27,14 +28,22 @@ from extender.state.layers import (
 )
 from extender.state.loader import ClusterFileError
 from extender.state.nodeset import NodeIndex, get_or_build
+from extender.state.volumes import (
+    EMPTY_VOLUMES,
+    VOLUME_KINDS,
+    VolumeLayer,
+    parse_volume,
+    volume_layer,
+)
 
 __all__ = ["WORKLOAD_KINDS", "ClusterSnapshot"]
 MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k
 
 
 class ClusterSnapshot:
-    """`ClusterSnapshot(nodes, pods, workloads)` builds all three layers (files, tests);
-    `from_layers` combines published layers (the store)."""
+    """`ClusterSnapshot(nodes, pods, workloads, volumes=...)` builds the layers (files,
+    tests; `volumes` may be a published layer to share); `from_layers` combines
+    published layers (the store)."""
 
     def __init__(
         self,
@@ -42,6 +51,7 @@ class ClusterSnapshot:
         pods: Iterable[Pod] = (),
         workloads: dict[str, list[dict[str, Any]]] | None = None,
         generation: int = 0,
+        volumes: VolumeLayer | Iterable[Any] = (),
     ) -> None:
         pod_writer = PodLayerWriter()
         for pod in pods:
@@ -50,20 +60,30 @@ class ClusterSnapshot:
         for kind, objects in (workloads or {}).items():
             for obj in objects:
                 work_writer.put(kind, obj)
-        self._setup(NodeIndex(list(nodes)), pod_writer.publish(), work_writer.publish(), generation)
+        layer = volumes if isinstance(volumes, VolumeLayer) else volume_layer(volumes)
+        self._setup(NodeIndex(list(nodes)), pod_writer.publish(), work_writer.publish(), generation, layer)
 
     @classmethod
     def from_layers(
-        cls, nodes: NodeIndex, pods: PodLayer, workloads: WorkloadLayer, generation: int = 0
+        cls, nodes: NodeIndex, pods: PodLayer, workloads: WorkloadLayer, generation: int = 0,
+        volumes: VolumeLayer = EMPTY_VOLUMES,
     ) -> ClusterSnapshot:
         snap = cls.__new__(cls)
-        snap._setup(nodes, pods, workloads, generation)
+        snap._setup(nodes, pods, workloads, generation, volumes)
         return snap
 
-    def _setup(self, nodes: NodeIndex, pods: PodLayer, workloads: WorkloadLayer, generation: int) -> None:
+    def with_pods(self, pods: PodLayer, generation: int | None = None) -> ClusterSnapshot:
+        """This snapshot with another pod layer (every other layer shared)."""
+        return ClusterSnapshot.from_layers(self.nodes, pods, self.workload_layer,
+                                           self.generation if generation is None else generation,
+                                           self.volume_layer)
+
+    def _setup(self, nodes: NodeIndex, pods: PodLayer, workloads: WorkloadLayer, generation: int,
+               volumes: VolumeLayer) -> None:
         self.nodes = nodes
         self.pod_layer = pods
         self.workload_layer = workloads
+        self.volume_layer = volumes
         self.generation = generation
         self._derived: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -71,9 +91,10 @@ class ClusterSnapshot:
         self._memo_lock = threading.Lock()
 
     @property
-    def versions(self) -> tuple[int, int, int]:
-        """(node layer, pod layer, workload layer) versions: equal tuples, equal state."""
-        return (self.nodes.version, self.pod_layer.version, self.workload_layer.version)
+    def versions(self) -> tuple[int, int, int, int]:
+        """(node, pod, workload, volume layer) versions: equal tuples, equal state."""
+        return (self.nodes.version, self.pod_layer.version, self.workload_layer.version,
+                self.volume_layer.version)
 
     @property
     def pods(self) -> list[Pod]:
@@ -123,19 +144,23 @@ class ClusterSnapshot:
         out = {"nodes": len(self.nodes.nodes), "pods": self.pod_layer.count}
         for kind in WORKLOAD_KINDS:
             out[kind.lower() + "s"] = len(self.workloads.get(kind, ()))
+        out["persistentvolumes"] = len(self.volume_layer.volumes)
+        out["persistentvolumeclaims"] = self.volume_layer.claim_count
         return out
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]], generation: int = 0) -> ClusterSnapshot:
-        nodes, pods, workloads = parse_objects(objects)
-        return cls(nodes, pods, workloads, generation)
+        nodes, pods, workloads, volumes = parse_objects(objects)
+        return cls(nodes, pods, workloads, generation, volumes)
 
 
-def parse_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Node], list[Pod], dict[str, list]]:
-    """Validate and parse a whole cluster dump (ClusterFileError names the bad object)."""
+def parse_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Node], list[Pod], dict[str, list], list]:
+    """Validate and parse a whole cluster dump (ClusterFileError names the bad object):
+    nodes, pods, raw workload objects by kind, PV and PVC models."""
     nodes: list[Node] = []
     pods: list[Pod] = []
     workloads: dict[str, list] = {k: [] for k in WORKLOAD_KINDS}
+    volumes: list = []
     seen: set[str] = set()
     for i, obj in enumerate(objects):
         kind = obj.get("kind")
@@ -152,6 +177,8 @@ def parse_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Node], lis
                 pods.append(existing_pod_from_dict(obj))
             elif kind in workloads:
                 workloads[kind].append(obj)
+            elif kind in VOLUME_KINDS:
+                volumes.append(parse_volume(kind, obj))
         except ModelError as exc:
             raise ClusterFileError(f"object #{i} ({kind}): {exc}") from exc
-    return nodes, pods, workloads
+    return nodes, pods, workloads, volumes

@@ -30,16 +30,19 @@ from typing import Any
 from extender import metrics
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, existing_pod_from_dict, node_from_dict
+from extender.model.volumes import PersistentVolume
 from extender.state.layers import WORKLOAD_KINDS, PodLayerWriter, WorkloadLayerWriter
 from extender.state.nodeset import NodeIndex
 from extender.state.snapshot import ClusterSnapshot, parse_objects
+from extender.state.volumes import VOLUME_KINDS, VolumeLayerWriter, parse_volume
 
 log = logging.getLogger("extender.state")
 
-KINDS = ("Node", "Pod", *WORKLOAD_KINDS)
+KINDS = ("Node", "Pod", *WORKLOAD_KINDS, *VOLUME_KINDS)
 # the topology keys of upstream's default (system) spreading, which most pods get
 DEFAULT_TOPOLOGY_KEYS = ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
 PodKey = tuple[str, str]
+CLUSTER_SCOPED = ("Node", "PersistentVolume")
 
 
 @dataclasses.dataclass(slots=True)
@@ -72,7 +75,7 @@ def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
 
 
 class Store:
-    """Nodes, pods and workloads, written by feeds, read as snapshots."""
+    """Nodes, pods, workloads and volumes, written by feeds, read as snapshots."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -81,6 +84,7 @@ class Store:
         self._node_changes: dict[str, Node | None] = {}  # since the last publish
         self._pods = PodLayerWriter()
         self._workloads = WorkloadLayerWriter()
+        self._volumes = VolumeLayerWriter()
         self._assumed: dict[PodKey, Assumed] = {}
         self._shadow: dict[PodKey, Pod | None] = {}  # what the watch says under an assumption
         self._generation = 0
@@ -118,7 +122,8 @@ class Store:
 
     def _combine(self) -> ClusterSnapshot:
         return ClusterSnapshot.from_layers(
-            self._node_layer, self._pods.publish(), self._workloads.publish(), self._generation
+            self._node_layer, self._pods.publish(), self._workloads.publish(), self._generation,
+            self._volumes.publish(),
         )
 
     def keys(self, kind: str) -> set[tuple[str, str]]:
@@ -128,6 +133,8 @@ class Store:
                 return {("", n) for n in self._nodes}
             if kind == "Pod":
                 return self._pods.keys()
+            if kind in VOLUME_KINDS:
+                return self._volumes.keys(kind)
             return set(self._workloads.objects[kind])
 
     # --- writing -------------------------------------------------------------------
@@ -158,6 +165,12 @@ class Store:
                 changed = self._workloads.put(kind, obj)
                 self._dirty |= changed
                 return changed
+        if kind in VOLUME_KINDS:
+            volume = parse_volume(kind, obj)
+            with self._lock:
+                changed = self._volumes.put(volume)
+                self._dirty |= changed
+                return changed
         raise ModelError(f"unknown kind {kind!r}")
 
     def delete(self, kind: str, namespace: str, name: str) -> bool:
@@ -176,6 +189,11 @@ class Store:
                 removed = self._pods.remove(*key) is not None
                 self._dirty |= removed
                 return removed
+            if kind in VOLUME_KINDS:
+                scope = "" if kind in CLUSTER_SCOPED else namespace or "default"
+                removed = self._volumes.remove(kind, scope, name)
+                self._dirty |= removed
+                return removed
             changed = self._workloads.remove(kind, namespace, name)
             self._dirty |= changed
             return changed
@@ -191,7 +209,7 @@ class Store:
         started = time.monotonic()
         stale = self.keys(kind)
         for obj in objects:
-            key = ("", (obj.get("metadata") or {}).get("name") or "") if kind == "Node" else object_key(obj)
+            key = ("", (obj.get("metadata") or {}).get("name") or "") if kind in CLUSTER_SCOPED else object_key(obj)
             stale.discard(key)
             try:
                 changed += self.upsert(kind, obj)
@@ -207,7 +225,7 @@ class Store:
     def load(self, objects: Iterable[Mapping[str, Any]]) -> int:
         """Replace everything with a validated cluster dump (all or nothing); returns
         how many objects changed. Unchanged nodes keep the node layer (and its memos)."""
-        nodes, pods, workloads = parse_objects(objects)
+        nodes, pods, workloads, volumes = parse_objects(objects)
         changed = 0
         with self._lock:
             by_name = {n.name: n for n in nodes}
@@ -228,6 +246,19 @@ class Store:
             for kind in WORKLOAD_KINDS:
                 c, _ = self.replace(kind, workloads[kind])
                 changed += c
+            changed += self._load_volumes(volumes)
+        return changed
+
+    def _load_volumes(self, volumes: list) -> int:
+        """Make the volume layer hold exactly `volumes` (parsed models); caller holds the lock."""
+        changed = 0
+        keep = {("" if isinstance(v, PersistentVolume) else v.namespace, v.name): v for v in volumes}
+        for kind in VOLUME_KINDS:
+            for namespace, name in self._volumes.keys(kind) - keep.keys():
+                changed += self._volumes.remove(kind, namespace, name)
+        for volume in keep.values():
+            changed += self._volumes.put(volume)
+        self._dirty |= bool(changed)
         return changed
 
     def _put_pod(self, pod: Pod) -> bool:

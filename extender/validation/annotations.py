@@ -23,14 +23,20 @@ import cachetools
 
 from extender.features import FeatureGates
 from extender.validation import goschema
-from extender.validation.field import FieldError, child, key, too_long, too_many
+from extender.validation.field import FieldError, child, invalid, key, too_long, too_many
 from extender.validation.gojson import GoJSONError
 from extender.validation.limits import (
     MAX_ANNOTATION_BYTES,
     MAX_EXPRESSIONS_PER_POD,
     MAX_TOLERATIONS_PER_POD,
 )
-from extender.validation.rules import validate_node_affinity, validate_toleration
+from extender.validation.rules import (
+    SEMVER,
+    current_slow_policy,
+    validate_node_affinity,
+    validate_toleration,
+    validate_volume_node_affinity,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +76,15 @@ def _unknown_warning(path: str, segments: tuple) -> str:
     return f'unknown field "{child(path, *segments)}"'
 
 
+VOLUME_NODE_AFFINITY = "volume-node-affinity"
+SCHEMAS = {"tolerations": goschema.TOLERATIONS, "node-affinity": goschema.NODE_AFFINITY,
+           VOLUME_NODE_AFFINITY: goschema.VOLUME_NODE_AFFINITY}
+
+
 def _check(kind: str, text: str, path: str, gates: FeatureGates) -> Checked:
     if len(text) > MAX_ANNOTATION_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_ANNOTATION_BYTES:
         return Checked(None, (too_long(path, MAX_ANNOTATION_BYTES),))
-    schema = goschema.TOLERATIONS if kind == "tolerations" else goschema.NODE_AFFINITY
+    schema = SCHEMAS[kind]
     try:
         decoded = goschema.decode(text, schema)
     except GoJSONError as exc:
@@ -85,8 +96,21 @@ def _check(kind: str, text: str, path: str, gates: FeatureGates) -> Checked:
     if kind == "tolerations":
         checked = _check_tolerations(decoded.value, path, gates)
         return Checked(checked.value, checked.errors, unknown + checked.warnings, checked.expressions, checked.items)
-    errors = tuple(validate_node_affinity(decoded.value, path, gates))
+    if kind == VOLUME_NODE_AFFINITY:
+        errors = tuple(validate_volume_node_affinity(decoded.value, path, gates))
+        unknown += _ignored_fields(decoded.value, path)
+    else:
+        errors = tuple(validate_node_affinity(decoded.value, path, gates))
     return Checked(None if errors else decoded.value, errors, unknown)
+
+
+def _ignored_fields(vna: dict, path: str) -> tuple[str, ...]:
+    """`matchFields` of a PersistentVolume's terms never restrict anything: VolumeBinding
+    matches a volume's affinity against the node's labels alone (`CheckNodeAffinity`)."""
+    terms = ((vna.get("required") or {}).get("nodeSelectorTerms")) or []
+    return tuple(f"{child(path, 'required', 'nodeSelectorTerms', i, 'matchFields')}: ignored: a "
+                 "PersistentVolume's node affinity is matched against node labels only"
+                 for i, term in enumerate(terms) if (term or {}).get("matchFields"))
 
 
 _memo: cachetools.LRUCache = cachetools.LRUCache(8 << 20, getsizeof=lambda c: c[1])
@@ -94,8 +118,9 @@ _memo_lock = threading.Lock()
 
 
 def check_annotation(kind: str, text: str, path: str, gates: FeatureGates) -> Checked:
-    """`kind` is "tolerations" or "node-affinity"; memoised per (kind, text, path, gates)."""
-    memo_key = (kind, text, path, gates)
+    """`kind` is "tolerations", "node-affinity" (a pod's) or "volume-node-affinity" (a
+    PersistentVolume's); memoised per (kind, text, path, gates, slow-expression policy)."""
+    memo_key = (kind, text, path, gates, current_slow_policy())
     with _memo_lock:
         hit = _memo.get(memo_key)
     if hit is not None:
@@ -183,3 +208,50 @@ def check_pod(annotations: Mapping[str, str], spec_tolerations: Sequence[Any], p
         affinity_errors=aff.errors,
         warnings=tuple(warnings),
     )
+
+
+# --- a PersistentVolume -----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class VolumeCheck:
+    """The annotation channel of one PersistentVolume: its decoded VolumeNodeAffinity."""
+
+    affinity: dict | None = None  # None: no annotation, or an invalid one (see errors)
+    errors: tuple[FieldError, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def _semver_in_spec(spec_affinity: Any, path: str) -> tuple[str, ...]:
+    """Warnings for Semver operators in `spec.nodeAffinity`, where an API server with
+    KEP-5721's gate stores them but a kube-scheduler without it cannot read them."""
+    if not isinstance(spec_affinity, Mapping):
+        return ()
+    required_ = spec_affinity.get("required")
+    terms = required_.get("nodeSelectorTerms") if isinstance(required_, Mapping) else None
+    out = []
+    for i, term in enumerate(terms if isinstance(terms, list) else []):
+        exprs = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        for j, rq in enumerate(exprs if isinstance(exprs, list) else []):
+            if isinstance(rq, Mapping) and rq.get("operator") in SEMVER:
+                out.append(f"{child(path, 'required', 'nodeSelectorTerms', i, 'matchExpressions', j, 'operator')}: "
+                           f"{rq['operator']} is read by kube-scheduler's VolumeBinding only with KEP-5721's gate; "
+                           "without it that plugin rejects every node for this term: put the requirement in the "
+                           "node-affinity annotation instead")
+    return tuple(out)
+
+
+def check_volume(annotations: Mapping[str, Any], spec_affinity: Any, prefix: str, gates: FeatureGates,
+                 meta_path: str = "metadata", spec_path: str = "spec") -> VolumeCheck:
+    """Validate a PersistentVolume's `<prefix>/node-affinity` annotation (a JSON
+    VolumeNodeAffinity, read and validated as the API server reads `spec.nodeAffinity`)
+    and warn about extended operators in `spec.nodeAffinity` itself."""
+    name = f"{prefix}/node-affinity"
+    warnings = _semver_in_spec(spec_affinity, child(spec_path, "nodeAffinity"))
+    text = annotations.get(name)
+    if text is None:
+        return VolumeCheck(warnings=warnings)
+    path = key(child(meta_path, "annotations"), name)
+    if not isinstance(text, str):
+        return VolumeCheck(None, (invalid(path, str(text), "annotation values must be strings"),), warnings)
+    checked = check_annotation(VOLUME_NODE_AFFINITY, text, path, gates)
+    return VolumeCheck(checked.value, checked.errors, checked.warnings + warnings)

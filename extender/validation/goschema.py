@@ -180,3 +180,4 @@ NODE_AFFINITY = Struct("NodeAffinity", "v1", {
     "requiredDuringSchedulingIgnoredDuringExecution": Ptr(SELECTOR),
     "preferredDuringSchedulingIgnoredDuringExecution": ListOf(PREFERRED),
 })
+VOLUME_NODE_AFFINITY = Struct("VolumeNodeAffinity", "v1", {"required": Ptr(SELECTOR)})

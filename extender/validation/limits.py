@@ -24,7 +24,20 @@ MAX_ANNOTATION_BYTES = 64 * 1024
 #: An expression whose estimated cost is at least this share of MAX_COST gets a warning.
 COST_WARNING_RATIO = 0.8
 
+#: The admission rule for CEL expressions that cannot be answered in time (issue #23).
+#: A first /filter of a pod evaluates each CEL toleration once per distinct taint of the
+#: cluster (the memo answers the rest).  We claim clusters of 5,000 nodes; the generated
+#: 5,000-node fleet of `perf/generate.py` has 78 distinct taints, so admission assumes 100.
+#: The evaluator does at least 250,000 cost units a second on every expression class of
+#: `perf/cel_bench.py`: the slowest, library-bound quantity parsing, measured 0.35-1 M/s
+#: on the busy 2-core benchmark machine (load 3); comprehensions 6-29 M/s.  So
+#: cost / 250,000 s is an upper bound of one evaluation's time.
+ASSUMED_DISTINCT_TAINTS = 100
+ASSUMED_UNITS_PER_SECOND = 250_000
+
 __all__ = [
+    "ASSUMED_DISTINCT_TAINTS",
+    "ASSUMED_UNITS_PER_SECOND",
     "COST_WARNING_RATIO",
     "MAX_ANNOTATION_BYTES",
     "MAX_COST",

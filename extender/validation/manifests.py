@@ -18,7 +18,7 @@ import orjson
 import yaml
 
 from extender.features import FeatureGates
-from extender.state.loader import SafeLoader, _flatten
+from extender.state.loader import _flatten, documents
 from extender.validation.workloads import check_object
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -54,10 +54,7 @@ def _inputs(paths: list[str], recursive: bool) -> Iterator[tuple[str, bytes | No
 
 
 def _documents(data: bytes) -> Iterator[tuple[int, Any]]:
-    if data.lstrip()[:1] in (b"{", b"["):
-        yield 1, orjson.loads(data)
-        return
-    yield from enumerate(yaml.load_all(data, Loader=SafeLoader), start=1)
+    yield from enumerate(documents(data), start=1)
 
 
 def validate_paths(paths: list[str], prefix: str, gates: FeatureGates, recursive: bool = False) -> Report:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import cachetools
@@ -26,7 +29,13 @@ from extender.validation.field import (
     required,
     too_long,
 )
-from extender.validation.limits import COST_WARNING_RATIO, MAX_COST, MAX_EXPRESSION_BYTES
+from extender.validation.limits import (
+    ASSUMED_DISTINCT_TAINTS,
+    ASSUMED_UNITS_PER_SECOND,
+    COST_WARNING_RATIO,
+    MAX_COST,
+    MAX_EXPRESSION_BYTES,
+)
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 NUMERIC = ("Lt", "Gt")
@@ -70,6 +79,62 @@ def compile_expression(expression: str) -> tuple[str | None, int]:
 
 
 
+@dataclass(frozen=True)
+class SlowExpressionPolicy:
+    """What admission does with a CEL expression that a /filter cannot be expected to
+    answer within the request deadline: warn (default) or deny."""
+
+    request_deadline: float = 4.0
+    deny: bool = False
+
+
+_slow_policy = SlowExpressionPolicy()
+_ADMISSION: ContextVar[bool] = ContextVar("extender_admission", default=False)
+
+
+def configure_slow_expressions(request_deadline: float, deny: bool) -> None:
+    """Set once at start-up (`extender serve` for the webhook, `extender validate`)."""
+    global _slow_policy
+    _slow_policy = SlowExpressionPolicy(request_deadline, deny)
+
+
+@contextmanager
+def admission() -> Iterator[None]:
+    """Validate as admission does (the webhook, `extender validate`): with the slow
+    expression rule.  The scheduling path validates the same pods without it: a slow
+    expression is still evaluated (under the request deadline), never refused there."""
+    token = _ADMISSION.set(True)
+    try:
+        yield
+    finally:
+        _ADMISSION.reset(token)
+
+
+def current_slow_policy() -> SlowExpressionPolicy | None:
+    """The slow-expression policy in force here (None outside admission)."""
+    return _slow_policy if _ADMISSION.get() else None
+
+
+def expected_seconds(cost: int) -> tuple[float, float]:
+    """(seconds per distinct taint, seconds for a first /filter over the assumed number
+    of distinct taints) for an expression of estimated `cost`, at the evaluator's
+    slowest measured speed."""
+    per_taint = cost / ASSUMED_UNITS_PER_SECOND
+    return per_taint, per_taint * ASSUMED_DISTINCT_TAINTS
+
+
+def slow_expression_message(cost: int, policy: SlowExpressionPolicy) -> str | None:
+    """Why an expression may not be answered within the request deadline, or None."""
+    deadline = policy.request_deadline
+    per_taint, per_request = expected_seconds(cost)
+    if deadline <= 0 or per_request <= deadline:
+        return None
+    return (f"estimated cost {cost} may need up to {per_taint:.2g} s per distinct taint, "
+            f"{per_request:.2f} s for the first /filter on a cluster with "
+            f"{ASSUMED_DISTINCT_TAINTS} distinct taints (5,000 nodes), more than the request "
+            f"deadline of {deadline:g} s: the pod may stay Pending")
+
+
 def _reinit_lock_after_fork() -> None:
     """The webhook thread of the gunicorn master may hold the lock when a worker is forked."""
     global _compiled_lock
@@ -109,8 +174,14 @@ def validate_toleration(t: Mapping[str, Any], path: str, gates: FeatureGates,
             errs.append(too_long(where, MAX_EXPRESSION_BYTES))
         else:
             message, cost = compile_expression(expression)
+            policy = current_slow_policy()
+            slow = slow_expression_message(cost, policy) if message is None and policy else None
             if message is not None:
                 errs.append(invalid(where, expression, message))
+            elif slow is not None and policy is not None and policy.deny:
+                errs.append(invalid(where, expression, slow))
+            elif slow is not None:
+                warnings.append(f"{where}: {slow}")
             elif cost >= COST_WARNING_RATIO * MAX_COST:
                 warnings.append(f"{where}: estimated cost {cost} is close to the limit of {MAX_COST}")
         return errs
@@ -165,11 +236,11 @@ def _requirement(rq: Mapping[str, Any], path: str, allow_invalid_values: bool, g
         if len(values) != 1:
             errs.append(required(vpath, "must be specified single value when `operator` is "
                                         "'SemverLt' or 'SemverGt' or 'SemverEq'"))
-        for j, v in enumerate(values):
+        for v in values:  # KEP-5721: field.Invalid on `values`, the whole list as the value
             try:
                 parse_tolerant(v or "")
             except SemverError as exc:
-                errs.append(invalid(child(vpath, j), v or "", str(exc)))
+                errs.append(invalid(vpath, [x or "" for x in values], str(exc)))
     else:
         errs.append(invalid(child(path, "operator"), op, "not a valid selector operator"))
     rq_key = rq.get("key") or ""
@@ -210,18 +281,33 @@ def _term(term: Mapping[str, Any] | None, path: str, allow_invalid_values: bool,
     return errs
 
 
+def _node_selector(selector: Mapping[str, Any], path: str, gates: FeatureGates) -> list[FieldError]:
+    """ValidateNodeSelector (required terms: values must be label values)."""
+    terms_path = child(path, "nodeSelectorTerms")
+    terms = selector.get("nodeSelectorTerms") or []
+    if not terms:
+        return [required(terms_path, "must have at least one node selector term")]
+    errs: list[FieldError] = []
+    for i, term in enumerate(terms):
+        errs += _term(term, child(terms_path, i), False, gates)
+    return errs
+
+
+def validate_volume_node_affinity(vna: Mapping[str, Any], path: str, gates: FeatureGates) -> list[FieldError]:
+    """validateVolumeNodeAffinity for a new PersistentVolume (`required` is mandatory)."""
+    req = vna.get("required")
+    if req is None:
+        return [required(child(path, "required"), "must specify required node constraints")]
+    return _node_selector(req, child(path, "required"), gates)
+
+
 def validate_node_affinity(na: Mapping[str, Any], path: str, gates: FeatureGates) -> list[FieldError]:
     """validateNodeAffinity for a new pod: required values must be label values (except
     for semver operators, whose values are versions), preferred weights 1..100."""
     errs: list[FieldError] = []
     req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req is not None:
-        terms_path = child(path, "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
-        terms = req.get("nodeSelectorTerms") or []
-        if not terms:
-            errs.append(required(terms_path, "must have at least one node selector term"))
-        for i, term in enumerate(terms):
-            errs += _term(term, child(terms_path, i), False, gates)
+        errs += _node_selector(req, child(path, "requiredDuringSchedulingIgnoredDuringExecution"), gates)
     for i, pref in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
         pref = pref or {}
         where = child(path, "preferredDuringSchedulingIgnoredDuringExecution", i)

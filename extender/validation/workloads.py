@@ -4,18 +4,22 @@ Pods are checked where they are; the workload kinds at the path of their pod tem
 (`spec.template` for Deployments, StatefulSets, DaemonSets, ReplicaSets,
 ReplicationControllers and Jobs; `spec.jobTemplate.spec.template` for CronJobs;
 `template` for PodTemplates), so a bad annotation is caught when the workload is
-applied, not when its controller's pods stay Pending. Other kinds are not checked.
+applied, not when its controller's pods stay Pending. PersistentVolumes carry a
+node-affinity annotation of their own. Other kinds are not checked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import orjson
+import yaml
+
 from extender.features import FeatureGates
-from extender.validation.annotations import check_pod
-from extender.validation.field import FieldError, invalid, key
+from extender.validation.annotations import check_pod, check_volume
+from extender.validation.field import FieldError, Raw, invalid, key
 
 TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "Pod": (),
@@ -61,9 +65,18 @@ def _name(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(name), str(meta.get("namespace") or "")
 
 
+PERSISTENT_VOLUME = "PersistentVolume"
+CHECKED_KINDS = (*TEMPLATE_PATHS, PERSISTENT_VOLUME)
+
+
 def check_object(obj: Mapping[str, Any], prefix: str, gates: FeatureGates) -> ObjectCheck:
     kind = str(obj.get("kind") or "")
     name, namespace = _name(obj)
+    if kind == PERSISTENT_VOLUME:
+        meta = _mapping(obj.get("metadata"))
+        check = check_volume(_mapping(meta.get("annotations")), _mapping(obj.get("spec")).get("nodeAffinity"),
+                             prefix, gates)
+        return ObjectCheck(kind, name, namespace, True, check.errors, check.warnings)
     found = pod_template(obj)
     if found is None:
         return ObjectCheck(kind, name, namespace, checked=False)
@@ -78,10 +91,70 @@ def check_object(obj: Mapping[str, Any], prefix: str, gates: FeatureGates) -> Ob
         if value is None:
             continue
         if not isinstance(value, str):  # YAML `key: 5` or a list: the API server wants strings
-            errors.append(invalid(key(f"{meta_path}.annotations", ann), str(value), "annotation values must be strings"))
+            errors.append(invalid(key(f"{meta_path}.annotations", ann), Raw(_json_text(value)),
+                                  "annotation values must be strings"))
             continue
         annotations[ann] = value
     tolerations = _mapping(template.get("spec")).get("tolerations")
     check = check_pod(annotations, tolerations if isinstance(tolerations, list) else [], prefix, gates,
                       meta_path, spec_path)
     return ObjectCheck(kind, name, namespace, True, tuple(errors) + check.errors, check.warnings)
+
+
+def _json_text(value: Any) -> str:
+    """A non-string annotation value as the JSON the user wrote (never a Python repr)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # YAML-only values (dates ...): their YAML text
+        return yaml.safe_dump(value, default_flow_style=True).strip()
+
+
+def ratcheted_gates(old: Mapping[str, Any] | None, kind: str, prefix: str,
+                    gates: FeatureGates) -> FeatureGates:
+    """The gates an UPDATE is validated with: a gated feature the old object already uses
+    stays allowed with its gate off (the KEPs' ratcheting, as Kubernetes' validation
+    options `AllowTaintToleration...: gate on || the old pod spec uses it`)."""
+    found = pod_template({**_mapping(old), "kind": kind}) if old else None
+    if found is None:
+        return gates
+    template = found[0]
+    annotations = _mapping(_mapping(template.get("metadata")).get("annotations"))
+    spec = _mapping(template.get("spec"))
+    tolerations = _list(spec.get("tolerations")) + _list(_json(annotations.get(f"{prefix}/tolerations")))
+    affinity = [_mapping(_mapping(spec.get("affinity")).get("nodeAffinity")),
+                _mapping(_json(annotations.get(f"{prefix}/node-affinity")))]
+    operators = {str(_mapping(t).get("operator") or "") for t in tolerations}
+    semver = {"SemverGt", "SemverLt", "SemverEq"}
+    changes = {}
+    if not gates.cel and any(_mapping(t).get("expression") for t in tolerations):
+        changes["cel"] = True
+    if not gates.comparison_operators and operators & {"Gt", "Lt"}:
+        changes["comparison_operators"] = True
+    if not gates.semver_operators and (operators & semver or _affinity_operators(affinity) & semver):
+        changes["semver_operators"] = True
+    return replace(gates, **changes) if changes else gates
+
+
+def _json(text: Any) -> Any:
+    if not isinstance(text, str):
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _affinity_operators(affinities: list[Mapping[str, Any]]) -> set[str]:
+    """Operators of every matchExpressions requirement, required and preferred terms."""
+    terms: list[Any] = []
+    for na in affinities:
+        terms += _list(_mapping(na.get("requiredDuringSchedulingIgnoredDuringExecution"))
+                       .get("nodeSelectorTerms"))
+        terms += [_mapping(p).get("preference")
+                  for p in _list(na.get("preferredDuringSchedulingIgnoredDuringExecution"))]
+    return {str(_mapping(rq).get("operator") or "") for term in terms
+            for rq in _list(_mapping(term).get("matchExpressions"))}

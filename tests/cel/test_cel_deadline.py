@@ -27,7 +27,6 @@ from extender.model import Taint
 from extender.service import ScoringError
 
 L10 = "[" + ",".join(["0"] * 10) + "]"
-L20 = "[" + ",".join(["0"] * 20) + "]"
 #: runtime cost grows with the key's size, so taints land on both sides of one budget
 NEAR_LIMIT = [
     f"{L10}.all(a, taint.key.split('').all(c, c != 'x'))",
@@ -35,7 +34,16 @@ NEAR_LIMIT = [
     "taint.key.split('').map(c, c + c).filter(c, c != 'xx').size() > 0",
 ]
 TAINTS = [Taint("k" * n, "v", "NoSchedule") for n in (5, 17, 18, 19, 40)]
-SLOW = f"{L20}.all(a, {L20}.all(b, {L20}.all(c, taint.key != '')))"  # ~0.4 s
+
+def slow(n: int) -> str:
+    """n x n quantity parses of distinct strings: library work, ~14 units and tens of
+    microseconds per element (the slowest work per unit there is)."""
+    items = "[" + ",".join(map(str, range(n))) + "]"
+    return (f"{items}.all(a, {items}.all(b, quantity(string(a * {n} + b) + 'Mi')"
+            f".isLessThan(quantity('100Gi'))))")
+
+
+SLOW = slow(100)  # ~0.15 s, estimate above EXPENSIVE_COST
 
 
 def runtime_cost(expression: str, taint: Taint) -> int:
@@ -204,7 +212,7 @@ def test_expensive_evaluations_take_turns_and_cheap_ones_never_wait():
     cache = CelCache()
     taint = Taint("k", "v", "NoSchedule")
     started = threading.Event()
-    hold = SLOW.replace(L20, "[" + ",".join(["0"] * 30) + "]")  # ~1.5 s
+    hold = slow(200)  # ~0.8 s
     holder = threading.Thread(target=lambda: (started.set(), cache.evaluate(hold, taint)))
     holder.start()
     started.wait()

@@ -56,7 +56,7 @@ COMPILE_ERRORS = [
     ("[1, 'a'] == []", "expected type 'int' but found 'string'"),
     ("has(taint)", "invalid argument to has() macro"),
     ("9223372036854775808 > 0", "integer literal 9223372036854775808 is out of range"),
-    ("'%d'.format([1]) == '1'", "function format is not supported by this extender"),
+    ("'%d'.format([1.5]) == '1'", "decimal clause can only be used on integers, was given double"),
     ("taint.?key == 'k'", "found no matching overload for '_==_' applied to "
      "'(optional_type(string), string)'"),
     ("'.?' == taint.key &&", "syntax error"),  # '.?' inside a string is not optional syntax

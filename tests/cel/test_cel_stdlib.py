@@ -69,7 +69,9 @@ ERROR_CASES = [
     ("int('1_000') == 1000", "cannot parse '1_000' as int"),
     ("int('١٢') == 12", "as int"),
     ("uint('-1') == 1u", "as uint"),
-    ("double('1_0.5') == 10.5", "as double"),
+    # Go ParseFloat accepts '1_0.5' (tests/cel/test_cel_go_classes.py); these it rejects
+    ("double('1__0.5') == 10.5", "as double"),
+    ("double('0x10') == 16.0", "as double"),
     ("double('1e400') > 0.0", "out of range"),
     ("int(1e19) > 0", "integer overflow"),
     ("uint(-1) > 0u", "unsigned integer overflow"),

@@ -112,7 +112,10 @@ STATIC_REJECTS = [
      "'(string)'"),
     ("'abc'.reverse() == 'cba'", "found no matching overload for 'reverse' applied to "
      "'string.()'"),
-    ("'%d'.format([1]) == '1'", "function format is not supported by this extender"),
+    ("format('%d', [1]) == '1'", "found no matching overload for 'format' applied to "
+     "'(string, list(int))'"),  # format() is a member function (printf.py)
+    ("'%d'.format(1) == '1'", "found no matching overload for 'format' applied to "
+     "'string.(int)'"),
     ("strings.nope('a') == 'a'", "undeclared reference to 'strings.nope'"),
 ]
 

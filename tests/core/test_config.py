@@ -16,7 +16,7 @@ def write(tmp_path, text: str) -> str:
 
 def test_defaults():
     config = build_config({}, env={})
-    assert config.listen == "0.0.0.0:8888"
+    assert config.listen == "127.0.0.1:8888", "loopback: the bind verb has no authentication"
     assert config.workers == 1
     assert config.weights == {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
     assert config.feature_gates == FeatureGates()
@@ -150,3 +150,19 @@ def test_bad_api_client_settings_are_config_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(ConfigError, match="--in-cluster: cannot configure the API client"):
         select.open_source(Config(in_cluster=True))
+
+
+def test_verbs_beyond_loopback_without_client_certificates_are_warned_about():
+    """Issue 25 item 9: `bind` has no authentication of its own."""
+    from extender.config import exposed_verbs_warning
+
+    assert exposed_verbs_warning(build_config({}, env={})) is None
+    assert exposed_verbs_warning(build_config({"listen": "[::1]:8888"}, env={})) is None
+    warning = exposed_verbs_warning(build_config({"listen": "0.0.0.0:8888"}, env={}))
+    assert warning and "bind" in warning and "--client-ca-file" in warning
+    tls_only = build_config({"listen": "0.0.0.0:8888", "verbs_tls": "true", "tls_cert_file": "c",
+                             "tls_private_key_file": "k"}, env={})
+    assert exposed_verbs_warning(tls_only), "TLS without client certificates still lets anyone bind"
+    mtls = build_config({"listen": "0.0.0.0:8888", "verbs_tls": "true", "tls_cert_file": "c",
+                         "tls_private_key_file": "k", "client_ca_file": "ca"}, env={})
+    assert exposed_verbs_warning(mtls) is None

@@ -62,7 +62,7 @@ def test_gt_details_name_the_taint_and_the_comparison(report):
     assert tt["code"] == "UnschedulableAndUnresolvable"
     assert tt["reasons"][0] == "node(s) had untolerated taint(s)"
     assert any("node.example.com/sla=500:NoSchedule" in r for r in tt["reasons"])
-    assert any("500 > 750 is False" in r for r in tt["reasons"])
+    assert any(r.startswith("toleration[0] node.example.com/sla Gt") and r.endswith("taint value 500 is not greater than 750") for r in tt["reasons"])
 
 
 def test_each_plugin_is_evaluated_for_every_node(report):

@@ -1,6 +1,7 @@
 """The manifests: every overlay renders with a real kustomize, every object validates
 strictly against the Kubernetes 1.35 OpenAPI schemas, and the deployment keeps the
-promises the README makes (sidecar on loopback, least privilege, hardened pods)."""
+promises docs/operate/ makes (sidecar on loopback, least privilege, hardened pods, HA
+through the sidecar's health, kube-scheduler monitored, GKE's quota, kubeadm upgrades)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from extender.config import build_config
 
 OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
 # Objects of these kinds are validated as files of their own (not by the API schemas).
-NOT_API_OBJECTS = {"Kustomization", "Component", "KubeSchedulerConfiguration"}
+NOT_API_OBJECTS = {"Kustomization", "Component", "KubeSchedulerConfiguration", "ClusterConfiguration"}
+REPLACE_DEFAULT = MANIFESTS / "overlays" / "replace-default"
+EXTENDER_DIR = "/etc/kubernetes/scheduling-extender"
 
 
 def render(overlay: str) -> list[dict]:
@@ -65,6 +68,8 @@ def test_every_manifest_file_validates(path):
         kind = doc.get("kind")
         if kind == "KubeSchedulerConfiguration":
             assert check_scheduler_config(doc) == []
+        elif kind == "ClusterConfiguration":
+            check_kubeadm_scheduler(doc)
         elif kind in NOT_API_OBJECTS or path.parent.name == "prometheus":
             continue
         elif path.name == "extender.yaml":
@@ -136,6 +141,7 @@ def test_deployment_topology(second):
     ext = container(pod, "extender")
     assert "--in-cluster" in ext["args"] and "--metrics-listen=0.0.0.0:8889" in ext["args"]
     assert [p["containerPort"] for p in ext["ports"]] == [8889], "no port for the loopback verbs"
+    assert pod["priorityClassName"] == "system-cluster-critical"
     pdb = the(second, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
@@ -158,11 +164,92 @@ def test_pods_are_hardened(overlay):
             assert "limits" in c["resources"] and "requests" in c["resources"], c["name"]
 
 
+def test_probes_tie_kube_scheduler_to_its_sidecar(second):
+    """Issue 25 item 5: a leader whose extender is down must give the lease up. The
+    kubelet restarts kube-scheduler when the extender's /healthz fails (liveness), and
+    waits for the extender before probing at all (startup); kube-scheduler's own
+    readiness stays its /readyz."""
+    pod = the(second, "Deployment")["spec"]["template"]["spec"]
+    sched, ext = container(pod, "kube-scheduler"), container(pod, "extender")
+    metrics_port = {p["name"]: p["containerPort"] for p in ext["ports"]}["metrics"]
+    for probe in ("startupProbe", "livenessProbe"):
+        get = sched[probe]["httpGet"]
+        assert get["path"] == "/healthz" and get["port"] in ("metrics", metrics_port), probe
+        assert get.get("scheme", "HTTP") == "HTTP" and "host" not in get
+    live = sched["livenessProbe"]
+    detection = live["periodSeconds"] * live.get("failureThreshold", 3)
+    assert detection <= 15, f"a dead sidecar stalls the profile {detection} s before the restart"
+    assert sched["startupProbe"]["periodSeconds"] * sched["startupProbe"]["failureThreshold"] >= \
+        ext["startupProbe"]["periodSeconds"] * ext["startupProbe"]["failureThreshold"], \
+        "kube-scheduler may not be restarted while its extender is still allowed to start"
+    assert sched["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 10259, "scheme": "HTTPS"}
+    assert ext["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz", "ready once the state is loaded"
+
+
+def test_resources_leave_room_for_the_advertised_scale(second):
+    """Issue 25 item 10 (docs/operate/sizing.md): kube-scheduler caches every pod and node."""
+    pod = the(second, "Deployment")["spec"]["template"]["spec"]
+
+    def mib(quantity: str) -> float:
+        units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024}
+        return float(quantity[:-2]) * units[quantity[-2:]]
+
+    sched = container(pod, "kube-scheduler")["resources"]
+    assert mib(sched["limits"]["memory"]) >= 2048 and mib(sched["requests"]["memory"]) >= 512
+    ext = container(pod, "extender")["resources"]
+    assert mib(ext["limits"]["memory"]) >= 1024
+
+
+def test_the_scheduler_image_is_an_overlay_variable():
+    """Issue 25 item 3: the base names no version; every overlay that runs kube-scheduler
+    sets it to a real one (the API server's: never newer)."""
+    base = (MANIFESTS / "base" / "deployment.yaml").read_text()
+    assert "registry.k8s.io/kube-scheduler:SET-TO-YOUR-CLUSTER-VERSION" in base
+    import re
+
+    for overlay in OVERLAYS:
+        for obj in render(overlay):
+            if obj["kind"] != "Deployment":
+                continue
+            for c in obj["spec"]["template"]["spec"]["containers"]:
+                if c["name"] == "kube-scheduler":
+                    assert re.fullmatch(r"registry\.k8s\.io/kube-scheduler:v1\.\d+\.\d+", c["image"]), overlay
+
+
+def test_a_resource_quota_admits_the_critical_class_on_gke(second):
+    """Issue 25 item 2: GKE admits system-*-critical pods outside kube-system only where a
+    ResourceQuota covers exactly the scope it limits."""
+    quota = the(second, "ResourceQuota")
+    dep = the(second, "Deployment")
+    assert quota["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    (scope,) = quota["spec"]["scopeSelector"]["matchExpressions"]
+    assert scope == {"scopeName": "PriorityClass", "operator": "In",
+                     "values": ["system-node-critical", "system-cluster-critical"]}
+    assert dep["spec"]["template"]["spec"]["priorityClassName"] in scope["values"]
+    assert int(quota["spec"]["hard"]["pods"]) >= dep["spec"]["replicas"] + 1
+
+
+def test_kube_scheduler_is_scraped_with_delegated_auth(second):
+    """Issue 25 item 6: its secure port authenticates scrapes through the API server."""
+    svc = the(second, "Service", "extended-scheduler-kube-scheduler")
+    labels = the(second, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(10259, "https-sched")]
+    assert svc["metadata"]["labels"]["app.kubernetes.io/name"] == "extended-scheduler", "its own job label"
+    delegator = the(second, "ClusterRoleBinding", "extended-scheduler-auth-delegator")
+    assert delegator["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                    "name": "system:auth-delegator"}
+    sched = container(the(second, "Deployment")["spec"]["template"]["spec"], "kube-scheduler")
+    assert "--bind-address=0.0.0.0" in sched["command"], "reachable by the scraper"
+
+
 def test_rbac_is_least_privilege(second):
     role = the(second, "ClusterRole", "scheduling-extender")
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
                for r in rule["resources"] for v in rule["verbs"]}
-    watch = {("", k) for k in ("nodes", "pods", "services", "replicationcontrollers")} | {
+    watch = {("", k) for k in ("nodes", "pods", "services", "replicationcontrollers", "persistentvolumes",
+                               "persistentvolumeclaims")} | {
         ("apps", k) for k in ("replicasets", "statefulsets")}
     expected = {(g, r, v) for g, r in watch for v in ("get", "list", "watch")}
     expected |= {("", "pods/binding", "create")}
@@ -171,7 +258,8 @@ def test_rbac_is_least_privilege(second):
     assert all("*" not in str(rule) for o in by_kind(second, "Role") + by_kind(second, "ClusterRole")
                for rule in o["rules"])
     bound = {b["roleRef"]["name"] for b in by_kind(second, "ClusterRoleBinding")}
-    assert bound == {"system:kube-scheduler", "system:volume-scheduler", "scheduling-extender"}
+    assert bound == {"system:kube-scheduler", "system:volume-scheduler", "system:auth-delegator",
+                     "scheduling-extender"}
     sa = the(second, "ServiceAccount")["metadata"]
     for binding in by_kind(second, "ClusterRoleBinding") + by_kind(second, "RoleBinding"):
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"],
@@ -185,7 +273,7 @@ def test_rbac_is_least_privilege(second):
 def test_network_policy_admits_only_metrics(second):
     policy = the(second, "NetworkPolicy")
     ports = [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]]
-    assert ports == [8889]
+    assert ports == [8889, 10259], "the extender's and kube-scheduler's metrics"
     dep = the(second, "Deployment")
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= \
         dep["spec"]["template"]["metadata"]["labels"].items()
@@ -204,7 +292,14 @@ def test_replace_default_is_a_static_pod_on_loopback():
     objects = render("replace-default")
     pod = the(objects, "Pod", "scheduling-extender")
     assert pod["metadata"]["namespace"] == "kube-system" and pod["spec"]["hostNetwork"] is True
-    directory = MANIFESTS / "overlays" / "replace-default"
+    ext = container(pod["spec"], "extender")
+    # issue 25 item 8: on the host network 0.0.0.0 is every address of the node
+    assert "--metrics-listen=127.0.0.1:8889" in ext["args"]
+    assert not [a for a in ext["args"] if "0.0.0.0" in a]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert ext[probe]["httpGet"]["host"] == "127.0.0.1" and ext[probe]["httpGet"]["port"] == 8889
+    assert {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v} == {EXTENDER_DIR}
+    directory = REPLACE_DEFAULT
     sched = yaml.safe_load((directory / "kube-scheduler-config.yaml").read_text())
     assert check_scheduler_config(sched) == []
     assert [p["schedulerName"] for p in sched["profiles"]] == ["default-scheduler"]
@@ -214,15 +309,51 @@ def test_replace_default_is_a_static_pod_on_loopback():
     assert config.scheduler_profile == "default-scheduler"
 
 
+def check_kubeadm_scheduler(doc: dict) -> None:
+    """kubeadm's ClusterConfiguration `scheduler:` part (v1beta3 map or v1beta4 list of
+    extraArgs), with exactly the fields kubeadm knows (a typo would be dropped silently)."""
+    assert doc["apiVersion"] in ("kubeadm.k8s.io/v1beta3", "kubeadm.k8s.io/v1beta4")
+    assert set(doc) == {"apiVersion", "kind", "scheduler"}
+    scheduler = doc["scheduler"]
+    assert set(scheduler) == {"extraArgs", "extraVolumes"}
+    args = scheduler["extraArgs"]
+    if doc["apiVersion"].endswith("v1beta4"):
+        assert all(set(a) == {"name", "value"} for a in args)
+        args = {a["name"]: a["value"] for a in args}
+    assert args == {"config": f"{EXTENDER_DIR}/kube-scheduler-config.yaml"}
+    (volume,) = scheduler["extraVolumes"]
+    assert set(volume) == {"name", "hostPath", "mountPath", "readOnly", "pathType"}
+    assert volume["hostPath"] == volume["mountPath"] == EXTENDER_DIR
+    assert volume["readOnly"] is True and volume["pathType"] == "Directory"
+
+
+def test_replace_default_survives_kubeadm_upgrade():
+    """Issue 25 item 8: `kubeadm upgrade` regenerates kube-scheduler.yaml from the
+    ClusterConfiguration; the --config flag and its mount must come from there."""
+    docs = {p.name: yaml.safe_load(p.read_text()) for p in REPLACE_DEFAULT.glob("kubeadm-scheduler*.yaml")}
+    assert set(docs) == {"kubeadm-scheduler.yaml", "kubeadm-scheduler-v1beta3.yaml"}
+    for doc in docs.values():
+        check_kubeadm_scheduler(doc)
+    assert (REPLACE_DEFAULT / "kube-scheduler-config.yaml").is_file()
+
+
 def test_prometheus_operator_overlay_adds_monitor_and_rules():
     objects = render("with-prometheus-operator")
-    monitor = the(objects, "ServiceMonitor")
+    monitor = the(objects, "ServiceMonitor", "scheduling-extender")
     svc = the(objects, "Service", "extended-scheduler-metrics")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     assert monitor["spec"]["jobLabel"] == "app.kubernetes.io/name"
     assert svc["metadata"]["labels"]["app.kubernetes.io/name"] == "scheduling-extender", \
         "the rules select job=scheduling-extender"
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
+    sched_monitor = the(objects, "ServiceMonitor", "extended-scheduler")
+    sched_svc = the(objects, "Service", "extended-scheduler-kube-scheduler")
+    assert sched_monitor["spec"]["selector"]["matchLabels"].items() <= sched_svc["metadata"]["labels"].items()
+    assert not monitor["spec"]["selector"]["matchLabels"].items() <= sched_svc["metadata"]["labels"].items(), \
+        "one job per component"
+    (endpoint,) = sched_monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"]) == ("https-sched", "https")
+    assert endpoint["bearerTokenFile"].endswith("/serviceaccount/token"), "delegated authentication"
     rule = the(objects, "PrometheusRule")
     plain = yaml.safe_load((MANIFESTS / "prometheus" / "rules.yaml").read_text())
     assert rule["spec"] == plain, "regenerate with `python -m tests.deploy.regen`"
@@ -236,7 +367,7 @@ def test_webhook_overlay_turns_the_listener_on():
     assert env["EXTENDER_WEBHOOK_LISTEN"] == "0.0.0.0:9443"
     assert sorted(p["containerPort"] for p in ext["ports"]) == [8889, 9443]
     policy = the(objects, "NetworkPolicy")
-    assert sorted(p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]) == [8889, 9443]
+    assert sorted(p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]) == [8889, 9443, 10259]
 
 
 def test_grafana_dashboard_is_shipped_with_the_operator_overlay():

@@ -18,10 +18,11 @@ import orjson
 import pytest
 import yaml
 from conftest import EXAMPLES, example_pod
-from deploy_tools import MANIFESTS, run, tool
+from deploy_tools import MANIFESTS, ROOT, run, tool
 from live import NAMES, free_port, request, start, stop
 
 RULES = MANIFESTS / "prometheus" / "rules.yaml"
+RULES_TEST = ROOT / "tests" / "deploy" / "rules_test.yaml"
 DASHBOARD = MANIFESTS / "components" / "prometheus-operator" / "grafana-dashboard.json"
 JOB = "scheduling-extender"
 
@@ -29,6 +30,21 @@ JOB = "scheduling-extender"
 def test_promtool_checks_the_rules():
     out = run([tool("promtool"), "check", "rules", str(RULES)])
     assert "SUCCESS" in out
+
+
+def test_promtool_unit_tests_fire_every_alert():
+    """tests/deploy/rules_test.yaml: each alert, the extender's and kube-scheduler's own
+    (issue 25 item 6), fires on its failure; the healthy cases stay quiet."""
+    out = run([tool("promtool"), "test", "rules", str(RULES_TEST)])
+    assert "SUCCESS" in out
+    tests = yaml.safe_load(RULES_TEST.read_text())["tests"]
+    fired = {case["alertname"] for group in tests for case in group["alert_rule_test"] if case.get("exp_alerts")}
+    quiet = {case["alertname"] for group in tests for case in group["alert_rule_test"] if not case.get("exp_alerts")}
+    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r}
+    assert alerts == fired, f"alerts without a firing unit test: {alerts - fired}"
+    assert {a for a in alerts if a.startswith("ExtendedScheduler")} <= quiet
+    assert {"ExtendedSchedulerLeaderless", "ExtendedSchedulerCrashLooping",
+            "ExtendedSchedulerPendingPods"} <= alerts
 
 
 def api(port: int, path: str, **params: str) -> dict:

@@ -13,7 +13,18 @@ answers, in the shapes of `kubectl get --raw` output:
   (ADDED/MODIFIED/DELETED/BOOKMARK, and ERROR with a 410 ``Expired`` Status when the
   resourceVersion is older than the retained history).
 - ``POST .../pods/{name}/binding`` (201; 404 missing pod; 409 already bound),
-  ``GET``/``DELETE`` of one object, ``POST`` to create one.
+  ``GET``/``DELETE`` of one object (DELETE honours a ``preconditions.uid``), ``POST``
+  to create one (``generateName`` too), ``PATCH`` of an object or its ``status``
+  subresource (strategic merge, JSON merge and apply patches: `tests.doubles.patching`).
+- ``fieldSelector`` on list and watch (``status.phase!=Succeeded`` ...): a watched
+  object that stops matching arrives as DELETED, one that starts matching as ADDED,
+  as the real watch cache sends them.
+
+It serves every kind a real kube-scheduler v1.30 lists and watches (the informers of
+its framework: storage, policy and workload kinds as empty lists when a test creates
+none), core and ``events.k8s.io/v1`` events, and accepts anonymous requests (client-go
+sends no credentials over plain http). ``journal=True`` keeps every change, never
+compacted, for truth checks that replay a run in resourceVersion order (`journal`).
 
 Tests change the truth from Python (`create`/`update`/`delete`/`bind`/`terminate`) and
 inject faults through `server.faults` (cut streams mid-event, expire history, fail or
@@ -44,6 +55,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.doubles.patching import JSON_PATCH, PatchError, apply_patch, field_selector
+
 
 @dataclass(frozen=True)
 class Resource:
@@ -59,8 +72,16 @@ class Resource:
         return "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
 
 
+    @property
+    def key(self) -> str:
+        """The double's name for the resource: the plural, `plural.group` outside core
+        and apps (`events` is core, `events.events.k8s.io` the newer API)."""
+        group = self.group_version.rpartition("/")[0]
+        return self.plural if group in ("", "apps") or self.plural != "events" else f"{self.plural}.{group}"
+
+
 RESOURCES: dict[str, Resource] = {
-    r.plural: r
+    r.key: r
     for r in (
         Resource("nodes", "Node", "v1", namespaced=False),
         Resource("pods", "Pod", "v1"),
@@ -68,8 +89,24 @@ RESOURCES: dict[str, Resource] = {
         Resource("replicationcontrollers", "ReplicationController", "v1"),
         Resource("replicasets", "ReplicaSet", "apps/v1"),
         Resource("statefulsets", "StatefulSet", "apps/v1"),
+        # the rest of what kube-scheduler's informers list and watch (empty unless a
+        # test creates some), and the events it writes
+        Resource("namespaces", "Namespace", "v1", namespaced=False),
+        Resource("persistentvolumes", "PersistentVolume", "v1", namespaced=False),
+        Resource("persistentvolumeclaims", "PersistentVolumeClaim", "v1"),
+        Resource("storageclasses", "StorageClass", "storage.k8s.io/v1", namespaced=False),
+        Resource("csinodes", "CSINode", "storage.k8s.io/v1", namespaced=False),
+        Resource("csidrivers", "CSIDriver", "storage.k8s.io/v1", namespaced=False),
+        Resource("csistoragecapacities", "CSIStorageCapacity", "storage.k8s.io/v1"),
+        Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1"),
+        Resource("events", "Event", "v1"),
+        Resource("events", "Event", "events.k8s.io/v1"),
+        # leader election (kube-scheduler with leaderElect: true)
+        Resource("leases", "Lease", "coordination.k8s.io/v1"),
     )
 }
+# (group/version, plural) -> the double's key, for request paths
+_BY_PATH: dict[tuple[str, str], str] = {(r.group_version, r.plural): k for k, r in RESOURCES.items()}
 
 Key = tuple[str, str]  # (namespace or "", name)
 
@@ -141,6 +178,18 @@ class _Event:
     type: str
     namespace: str
     obj: dict  # full object with kind/apiVersion, never mutated after creation
+    prev: dict | None = None  # the object before a MODIFIED/DELETED (field-selector watches)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the journal: a write to the truth, in resourceVersion order."""
+
+    rv: int
+    at: float  # time.monotonic() of the write
+    resource: str
+    type: str  # ADDED, MODIFIED, DELETED
+    obj: dict  # the object after the write (before it, for DELETED); never mutated
 
 
 class _Snapshot:
@@ -161,8 +210,10 @@ class FakeApiServer:
         history: int = 100_000,
         bookmark_interval: float = 1.0,
         default_watch_timeout: float = 1800.0,
+        journal: bool = False,
     ):
         self.faults = Faults()
+        self.journal: list[Change] | None = [] if journal else None
         self.history = history
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
@@ -234,9 +285,12 @@ class FakeApiServer:
         """Add an object (ADDED event); 409 ApiError if it exists. Returns the stored copy."""
         return self._write(resource, obj, create=True)
 
-    def update(self, resource: str, obj: dict) -> dict:
-        """Replace an object (MODIFIED event); 404 ApiError if missing."""
-        return self._write(resource, obj, create=False)
+    def update(self, resource: str, obj: dict, precondition: str | None = None) -> dict:
+        """Replace an object (MODIFIED event); 404 ApiError if missing. With a
+        `precondition` resourceVersion (what an HTTP PUT carries), 409 Conflict unless it
+        is the stored one, atomically: optimistic concurrency, which leader election
+        relies on."""
+        return self._write(resource, obj, create=False, precondition=precondition)
 
     def apply(self, resource: str, obj: dict) -> dict:
         """Create or replace, whichever applies."""
@@ -254,8 +308,31 @@ class FakeApiServer:
             self._rv += 1
             gone = copy.deepcopy(old)
             gone["metadata"]["resourceVersion"] = str(self._rv)
-            self._emit(resource, "DELETED", gone)
+            self._emit(resource, "DELETED", gone, old)
             return gone
+
+    def patch(self, resource: str, name: str, namespace: str, body: dict, content_type: str,
+              subresource: str = "") -> dict:
+        """What `PATCH` does (see `tests.doubles.patching`): through the `status`
+        subresource only `status` changes, otherwise everything but `status`."""
+        with self._cond:
+            key = (namespace if RESOURCES[resource].namespaced else "", name)
+            old = self._objects[resource].get(key)
+            if old is None:
+                raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
+            try:
+                new = apply_patch(old, body, content_type)
+            except PatchError as e:
+                code = 415 if "content type" in str(e) or "JSON patch" in str(e) else 422
+                raise ApiError(code, "UnsupportedMediaType" if code == 415 else "Invalid", str(e)) from None
+            if subresource == "status":
+                new = {**old, "status": new.get("status", {})}
+            elif subresource:
+                raise ApiError(404, "NotFound", f"PATCH of {resource}/{subresource} is not served")
+            elif "status" in old:
+                new["status"] = old["status"]
+            new["metadata"] = {**new.get("metadata", {}), "name": name}
+            return self._write(resource, new, create=False)
 
     def get(self, resource: str, name: str, namespace: str = "") -> dict | None:
         with self._cond:
@@ -275,6 +352,22 @@ class FakeApiServer:
             pods = self._objects["pods"]
             return {k: p["spec"]["nodeName"] for k in keys
                     if (p := pods.get(k)) is not None and p.get("spec", {}).get("nodeName")}
+
+    def scheduling_states(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str]]:
+        """(namespace, name) -> (spec.nodeName, the PodScheduled condition's reason and
+        message) for those of `keys` that exist, without copying the pods."""
+        out = {}
+        with self._cond:
+            pods = self._objects["pods"]
+            for k in keys:
+                p = pods.get(k)
+                if p is None:
+                    continue
+                cond = next((c for c in (p.get("status") or {}).get("conditions") or []
+                             if c.get("type") == "PodScheduled"), {})
+                out[k] = ((p.get("spec") or {}).get("nodeName") or "", cond.get("reason", ""),
+                          cond.get("message", ""))
+        return out
 
     def all_objects(self) -> list[dict]:
         """Every object of every kind (the same documents a cluster file holds)."""
@@ -376,11 +469,13 @@ class FakeApiServer:
             md.pop("namespace", None)
         return obj
 
-    def _write(self, resource: str, obj: dict, create: bool) -> dict:
+    def _write(self, resource: str, obj: dict, create: bool, precondition: str | None = None) -> dict:
         if resource not in RESOURCES:
             raise ApiError(404, "NotFound", f"the server could not find resource {resource!r}")
         obj = self._stamp(resource, copy.deepcopy(obj))
         md = obj["metadata"]
+        if create and not md.get("name") and md.get("generateName"):
+            md["name"] = f"{md['generateName']}{next(self._snap_ids):05x}"
         if not md.get("name"):
             raise ApiError(422, "Invalid", "metadata.name: Required value")
         with self._cond:
@@ -390,6 +485,10 @@ class FakeApiServer:
                 raise ApiError(409, "AlreadyExists", f'{resource} "{key[1]}" already exists')
             if not create and old is None:
                 raise ApiError(404, "NotFound", f'{resource} "{key[1]}" not found')
+            if precondition and old is not None and old["metadata"].get("resourceVersion") != precondition:
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{key[1]}": the '
+                                                "object has been modified; please apply your changes to the "
+                                                "latest version and try again")
             self._rv += 1
             md["resourceVersion"] = str(self._rv)
             if old is None:
@@ -399,19 +498,22 @@ class FakeApiServer:
                 md["uid"] = old["metadata"].get("uid")
                 md["creationTimestamp"] = old["metadata"].get("creationTimestamp")
             self._objects[resource][key] = obj
-            self._emit(resource, "ADDED" if old is None else "MODIFIED", obj)
+            self._emit(resource, "ADDED" if old is None else "MODIFIED", obj, old)
             return copy.deepcopy(obj)
 
-    def _emit(self, resource: str, type_: str, obj: dict) -> None:
+    def _emit(self, resource: str, type_: str, obj: dict, prev: dict | None = None) -> None:
         """Append to the history (caller holds the lock) and wake the watchers."""
         log = self._log[resource]
-        log.append(_Event(self._rv, type_, obj["metadata"].get("namespace", ""), obj))
+        log.append(_Event(self._rv, type_, obj["metadata"].get("namespace", ""), obj, prev))
+        if self.journal is not None:
+            self.journal.append(Change(self._rv, time.monotonic(), resource, type_, obj))
         while len(log) > self.history:
             self._oldest[resource] = log.popleft().rv
         self._cond.notify_all()
 
     def _list(self, resource: str, namespace: str, query: dict[str, str]) -> dict:
         res = RESOURCES[resource]
+        selected = _selector(query)
         limit = int(query.get("limit") or 0)
         if limit < 0:
             raise ApiError(400, "BadRequest", "limit must be non-negative")
@@ -435,7 +537,8 @@ class FakeApiServer:
                     self._snapshots[snap_id] = snap
                     while len(self._snapshots) > 64:
                         self._snapshots.pop(next(iter(self._snapshots)))
-        items = [o for k, o in snap.items if not namespace or k[0] == namespace]
+        items = [o for k, o in snap.items
+                 if (not namespace or k[0] == namespace) and (selected is None or selected(o))]
         end = len(items) if not limit else start + limit
         page = items[start:end]
         metadata: dict[str, Any] = {"resourceVersion": str(snap.rv)}
@@ -452,24 +555,36 @@ class FakeApiServer:
             "items": [_without_type(o) for o in page],
         }
 
-    def _initial_events(self, resource: str, namespace: str) -> tuple[int, list[_Event]]:
+    def _initial_events(self, resource: str, namespace: str, selected=None) -> tuple[int, list[_Event]]:
         """A watch without a resourceVersion starts with ADDED for everything that exists."""
         with self._cond:
             events = [
                 _Event(int(o["metadata"]["resourceVersion"]), "ADDED", k[0], o)
                 for k, o in sorted(self._objects[resource].items())
-                if not namespace or k[0] == namespace
+                if (not namespace or k[0] == namespace) and (selected is None or selected(o))
             ]
             return self._rv, events
 
 
 def plural_of(obj: dict) -> str:
-    """The resource name for a kind-tagged object ("Pod" -> "pods")."""
-    kind = obj.get("kind")
-    for r in RESOURCES.values():
-        if r.kind == kind:
-            return r.plural
+    """The resource name for a kind-tagged object ("Pod" -> "pods"); an `apiVersion`,
+    when the object has one, picks between kinds of the same name ("Event")."""
+    kind, version = obj.get("kind"), obj.get("apiVersion")
+    for key, r in RESOURCES.items():
+        if r.kind == kind and (not version or r.group_version == version):
+            return key
     raise ValueError(f"the API-server double does not serve kind {kind!r}")
+
+
+def _selector(query: dict[str, str]):
+    """The `fieldSelector` of a request as a predicate (None: everything); 400 when the
+    double cannot evaluate it. A `labelSelector` is refused: nothing here sends one."""
+    if query.get("labelSelector"):
+        raise ApiError(400, "BadRequest", "the double does not support labelSelector")
+    try:
+        return field_selector(query.get("fieldSelector") or "")
+    except PatchError as e:
+        raise ApiError(400, "BadRequest", str(e)) from None
 
 
 def _without_type(obj: dict) -> dict:
@@ -503,11 +618,11 @@ def _parse_path(path: str) -> tuple[str, str, str, str]:
     else:
         raise ApiError(404, "NotFound", f"the server could not find the requested resource {path}")
     namespace = ""
-    if len(rest) >= 2 and rest[0] == "namespaces":
+    if len(rest) >= 3 and rest[0] == "namespaces":  # (namespaces/NAME alone is a Namespace)
         namespace, rest = rest[1], rest[2:]
-    if not rest or rest[0] not in RESOURCES or RESOURCES[rest[0]].group_version != gv:
+    resource = _BY_PATH.get((gv, rest[0])) if rest else None
+    if resource is None:
         raise ApiError(404, "NotFound", f"the server could not find the requested resource {path}")
-    resource = rest[0]
     if namespace and not RESOURCES[resource].namespaced:
         raise ApiError(404, "NotFound", f"{resource} is not namespaced")
     name = rest[1] if len(rest) > 1 else ""
@@ -561,9 +676,6 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     raise ApiError(code, "InternalError", f"injected failure {code}")
                 url = urlsplit(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-                for sel in ("labelSelector", "fieldSelector"):
-                    if query.get(sel):
-                        raise ApiError(400, "BadRequest", f"the double does not support {sel}")
                 resource, ns, name, sub = _parse_path(url.path)
                 getattr(self, f"_{method.lower()}")(resource, ns, name, sub, query)
             except ApiError as e:
@@ -583,9 +695,14 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def do_DELETE(self) -> None:
             self._dispatch("DELETE")
 
+        def do_PATCH(self) -> None:
+            self._dispatch("PATCH")
+
         # -- verbs
 
         def _get(self, resource: str, ns: str, name: str, sub: str, query: dict) -> None:
+            if sub == "status" and name:
+                sub = ""  # GET pods/NAME/status: the object, as the real server answers
             if sub:
                 raise ApiError(405, "MethodNotAllowed", f"GET {sub} is not supported")
             if name:
@@ -620,12 +737,29 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             body.setdefault("metadata", {})["name"] = name
             if ns:
                 body["metadata"]["namespace"] = ns
-            self._send_json(200, api.update(resource, body))
+            self._send_json(200, api.update(resource, body, precondition=body["metadata"].get("resourceVersion")))
 
         def _delete(self, resource: str, ns: str, name: str, sub: str, query: dict) -> None:
+            options = self._body()  # DeleteOptions (read it all: the connection is kept alive)
             if not name or sub:
                 raise ApiError(405, "MethodNotAllowed", "DELETE needs an object path")
+            uid = (options.get("preconditions") or {}).get("uid")
+            if uid:
+                current = api.get(resource, name, ns)
+                if current is not None and current["metadata"].get("uid") != uid:
+                    raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}, "
+                                   f"UID in object meta: {current['metadata'].get('uid')}")
             self._send_json(200, api.delete(resource, name, ns))
+
+        def _patch(self, resource: str, ns: str, name: str, sub: str, query: dict) -> None:
+            content_type = self.headers.get("Content-Type") or ""
+            if content_type.startswith(JSON_PATCH):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                raise ApiError(415, "UnsupportedMediaType", "the double does not support JSON patch")
+            body = self._body()
+            if not name:
+                raise ApiError(405, "MethodNotAllowed", "PATCH needs an object path")
+            self._send_json(200, api.patch(resource, name, ns, body, content_type, sub))
 
         # -- watch
 
@@ -637,6 +771,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             res = RESOURCES[resource]
             bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
             timeout = float(query.get("timeoutSeconds") or api.default_watch_timeout)
+            selected = _selector(query)
             rv_arg = query.get("resourceVersion") or ""
             try:
                 since = int(rv_arg) if rv_arg else 0
@@ -658,12 +793,13 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 return self._silent()
             pending: list[_Event] = []
             if since == 0:
-                since, pending = api._initial_events(resource, ns)
+                since, pending = api._initial_events(resource, ns, selected)
             deadline = time.monotonic() + timeout
             next_bookmark = time.monotonic() + api.bookmark_interval
             while True:
                 for ev in pending:
-                    if not self._send_event(ev.type, ev.obj):
+                    type_ = ev.type if selected is None else _selected_type(ev, selected)
+                    if type_ and not self._send_event(type_, ev.obj):
                         return
                 pending = []
                 now = time.monotonic()
@@ -722,6 +858,20 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             return True
 
     return Handler
+
+
+def _selected_type(ev: _Event, selected) -> str:
+    """The event a field-selector watch sends for `ev` ("" for none): an object entering
+    the selection is ADDED, one leaving it DELETED, as the watch cache filters."""
+    now = ev.type != "DELETED" and selected(ev.obj)
+    before = ev.prev is not None and selected(ev.prev)
+    if ev.type == "ADDED" or ev.prev is None:
+        return ev.type if (selected(ev.obj)) else ""
+    if now and before:
+        return "MODIFIED"
+    if now:
+        return "ADDED"
+    return "DELETED" if before else ""
 
 
 def _events_after(log: deque[_Event], since: int, namespace: str) -> list[_Event]:

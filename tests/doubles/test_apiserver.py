@@ -18,12 +18,13 @@ def api():
         yield server
 
 
-def request(api: FakeApiServer, method: str, path: str, body: dict | None = None):
+def request(api: FakeApiServer, method: str, path: str, body: dict | None = None,
+            content_type: str = "application/json"):
     """One HTTP request; returns (status, decoded JSON body)."""
     u = urlsplit(api.url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
     data = json.dumps(body).encode() if body is not None else None
-    conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+    conn.request(method, path, body=data, headers={"Content-Type": content_type})
     resp = conn.getresponse()
     out = resp.status, json.loads(resp.read() or b"null")
     conn.close()
@@ -218,3 +219,92 @@ def test_kubeconfig_works_with_the_kubernetes_client(api, tmp_path):
     nodes = core.list_node()
     assert [n.metadata.name for n in nodes.items] == ["n1"]
     assert nodes.items[0].metadata.labels == {"zone": "z"}
+
+
+def test_kube_scheduler_kinds_are_served_empty(api):
+    for path in ("/api/v1/namespaces", "/api/v1/persistentvolumes", "/api/v1/persistentvolumeclaims",
+                 "/apis/storage.k8s.io/v1/storageclasses", "/apis/storage.k8s.io/v1/csinodes",
+                 "/apis/storage.k8s.io/v1/csidrivers", "/apis/storage.k8s.io/v1/csistoragecapacities",
+                 "/apis/policy/v1/poddisruptionbudgets"):
+        status, body = request(api, "GET", path + "?limit=500&resourceVersion=0")
+        assert status == 200 and body["items"] == [], path
+    assert request(api, "GET", "/apis/events.k8s.io/v1")[0] == 404  # discovery: tolerated
+    for path in ("/api/v1/namespaces/default/events", "/apis/events.k8s.io/v1/namespaces/default/events"):
+        status, made = request(api, "POST", path, {"metadata": {"generateName": "p."}, "reason": "Scheduled"})
+        assert status == 201 and made["metadata"]["name"].startswith("p.")
+    assert [e["reason"] for e in api.objects("events")] == ["Scheduled"]
+    assert len(api.objects("events.events.k8s.io")) == 1
+
+
+def test_status_patch_merges_conditions_by_type(api):
+    created = api.create("pods", pod("p"))
+    created["status"] = {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}
+    api.update("pods", created)
+    patch = {"$setElementOrder/conditions": [{"type": "Ready"}, {"type": "PodScheduled"}],
+             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+             "nominatedNodeName": "n1"}
+    path = "/api/v1/namespaces/default/pods/p/status"
+    status, out = request(api, "PATCH", path, {"status": patch, "spec": {"nodeName": "ignored"}},
+                          "application/strategic-merge-patch+json")
+    assert status == 200
+    assert [c["type"] for c in out["status"]["conditions"]] == ["Ready", "PodScheduled"]
+    assert out["status"]["nominatedNodeName"] == "n1" and "nodeName" not in out["spec"]
+    again = {"status": {"conditions": [{"type": "PodScheduled", "reason": "SchedulerError"}],
+                        "nominatedNodeName": None}}
+    out = request(api, "PATCH", path, again, "application/strategic-merge-patch+json")[1]
+    assert out["status"]["conditions"][1] == {"type": "PodScheduled", "status": "False", "reason": "SchedulerError"}
+    assert "nominatedNodeName" not in out["status"]
+    apply = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+             "status": {"conditions": [{"type": "DisruptionTarget", "status": "True"}]}}
+    out = request(api, "PATCH", path + "?fieldManager=kube-scheduler&force=true", apply,
+                  "application/apply-patch+yaml")[1]
+    assert [c["type"] for c in out["status"]["conditions"]] == ["Ready", "PodScheduled", "DisruptionTarget"]
+    assert request(api, "PATCH", path, [], "application/json-patch+json")[0] == 415
+
+
+def test_field_selector_watch_turns_a_pod_leaving_the_selection_into_deleted(api):
+    api.create("pods", pod("done"))
+    api.create("pods", pod("running"))
+    selector = "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
+    _, listed = request(api, "GET", f"/api/v1/pods?{selector}")
+    rv = listed["metadata"]["resourceVersion"]
+    finished = api.get("pods", "done", "default")
+    finished["status"] = {"phase": "Succeeded"}
+    api.update("pods", finished)
+    api.update("pods", {**api.get("pods", "running", "default"), "status": {"phase": "Running"}})
+    events = watch_lines(api, f"/api/v1/pods?{selector}&watch=true&resourceVersion={rv}", until=2)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("DELETED", "done"), ("MODIFIED", "running")]
+    _, after = request(api, "GET", f"/api/v1/pods?{selector}")
+    assert [p["metadata"]["name"] for p in after["items"]] == ["running"]
+    assert request(api, "GET", "/api/v1/pods?fieldSelector=spec.hostIP%3Dx")[0] == 400
+
+
+def test_delete_with_a_stale_uid_precondition_is_a_conflict(api):
+    made = api.create("pods", pod("p"))
+    stale = {"preconditions": {"uid": "not-" + made["metadata"]["uid"]}}
+    assert request(api, "DELETE", "/api/v1/namespaces/default/pods/p", stale)[0] == 409
+    fresh = {"preconditions": {"uid": made["metadata"]["uid"]}}
+    assert request(api, "DELETE", "/api/v1/namespaces/default/pods/p", fresh)[0] == 200
+    assert api.get("pods", "p", "default") is None
+
+
+def test_leases_are_served_with_optimistic_concurrency(api):
+    """Leader election: create the lease, then PUT with the resourceVersion read; a PUT
+    carrying a stale one is a 409 Conflict, so two candidates never both win."""
+    path = "/apis/coordination.k8s.io/v1/namespaces/scheduling-extender/leases"
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "extended-scheduler", "namespace": "scheduling-extender"},
+             "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+    assert request(api, "GET", f"{path}/extended-scheduler")[0] == 404
+    status, created = request(api, "POST", path, lease)
+    assert status == 201
+    read = created["metadata"]["resourceVersion"]
+    first = {**created, "spec": {**created["spec"], "holderIdentity": "b"}}
+    status, updated = request(api, "PUT", f"{path}/extended-scheduler", first)
+    assert status == 200 and updated["spec"]["holderIdentity"] == "b"
+    second = {**created, "spec": {**created["spec"], "holderIdentity": "c"}}
+    assert second["metadata"]["resourceVersion"] == read
+    status, body = request(api, "PUT", f"{path}/extended-scheduler", second)
+    assert status == 409 and body["reason"] == "Conflict"
+    assert api.get("leases", "extended-scheduler", "scheduling-extender")["spec"]["holderIdentity"] == "b"

@@ -1,5 +1,5 @@
 """Hostile bodies against a live `extender serve`: hypothesis and schemathesis
-(docs/openapi.yaml) generate them; every answer must be a non-5xx JSON answer, a canary
+(docs/reference/openapi.yaml) generate them; every answer must be a non-5xx JSON answer, a canary
 request's answer must never change, and no worker may restart.
 
 Used by tests/hardening/test_fuzz.py (a slice in `make test`) and by `make fuzz`:
@@ -25,7 +25,7 @@ import psutil
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 ROOT = Path(__file__).resolve().parents[2]
-OPENAPI = ROOT / "docs" / "openapi.yaml"
+OPENAPI = ROOT / "docs" / "reference" / "openapi.yaml"
 VERBS = ("/filter", "/prioritize", "/scheduler/filter", "/a/b/prioritize")
 NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]  # examples/cluster.yaml
 PREFIX = "scheduling-extender.io"

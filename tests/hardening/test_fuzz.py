@@ -1,5 +1,5 @@
 """A slice of `make fuzz` in every test run: 5,000 generated bodies (hypothesis and
-schemathesis over docs/openapi.yaml) against a live server; 0 5xx, 0 non-JSON answers,
+schemathesis over docs/reference/openapi.yaml) against a live server; 0 5xx, 0 non-JSON answers,
 0 worker restarts, the canary's answer unchanged. A smaller run for the gthread class."""
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,17 @@ def assert_filter_matches_fresh_file(source: LiveSource, api: FakeApiServer, tmp
             got = live.post(f"/{verb}", data=request, content_type="application/json")
             assert got.status_code == want.status_code == 200
             assert orjson.loads(got.data) == orjson.loads(want.data), (verb, body["metadata"]["name"])
+
+
+@contextmanager
+def synced_live(api: FakeApiServer, tmp_path: Path, **kw: Any) -> Iterator[LiveSource]:
+    """A started live source whose every kind has listed once; stopped afterwards."""
+    source = start_live(api, tmp_path, **kw)
+    try:
+        assert source.wait_synced(20), source.readiness()
+        yield source
+    finally:
+        source.stop()
 
 
 def start_live(api: FakeApiServer, tmp_path: Path, **kw: Any) -> LiveSource:

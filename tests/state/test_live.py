@@ -8,7 +8,7 @@ import time
 
 import pytest
 from conftest import EXAMPLES
-from live_truth import assert_filter_matches_fresh_file, start_live, wait_converged
+from live_truth import assert_filter_matches_fresh_file, start_live, synced_live, wait_converged
 
 from extender import metrics
 from extender.state import load_objects
@@ -24,12 +24,8 @@ def api():
 
 @pytest.fixture
 def live(api, tmp_path):
-    source = start_live(api, tmp_path)
-    try:
-        assert source.wait_synced(20), source.readiness()
+    with synced_live(api, tmp_path) as source:
         yield source
-    finally:
-        source.stop()
 
 
 def counter(metric, *labels) -> float:

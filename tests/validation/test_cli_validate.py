@@ -100,5 +100,7 @@ def test_annotation_that_is_not_a_string_is_an_error(tmp_path, capsys):
     pod.write_text("kind: Pod\nmetadata:\n  name: p\n  annotations:\n    scheduling-extender.io/tolerations:\n"
                    "    - {key: k, operator: Exists}\n")
     assert main(["validate", str(pod)]) == 1
-    assert ("metadata.annotations[scheduling-extender.io/tolerations]: Invalid value: \"[{'key': 'k', "
-            "'operator': 'Exists'}]\": annotation values must be strings") in capsys.readouterr().out
+    # the value as JSON, not a Python repr ("[{'key': 'k', ...}]"): issue #23
+    assert ('metadata.annotations[scheduling-extender.io/tolerations]: Invalid value: '
+            '[{"key":"k","operator":"Exists"}]: annotation values must be strings'
+            ) in capsys.readouterr().out

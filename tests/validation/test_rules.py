@@ -145,9 +145,15 @@ AFFINITY_RULES = [
     (required(term({"key": "k", "operator": "SemverGt", "values": ["1.0.0", "2.0.0"]})),
      [f"{REQ}[0].matchExpressions[0].values: Required value: must be specified single value when `operator` is "
       "'SemverLt' or 'SemverGt' or 'SemverEq'"]),
+    # KEP-5721's ValidateNodeSelectorRequirement: field.Invalid on `values`, the whole list
     (required(term({"key": "k", "operator": "SemverGt", "values": ["v1.2.x"]})),
-     [f'{REQ}[0].matchExpressions[0].values[0]: Invalid value: "v1.2.x": Invalid character(s) found in patch '
-      'number "x"']),
+     [f'{REQ}[0].matchExpressions[0].values: Invalid value: []string{{"v1.2.x"}}: Invalid character(s) found '
+      'in patch number "x"']),
+    (required(term({"key": "k", "operator": "SemverGt", "values": ["1.0.0", "x"]})),
+     [f"{REQ}[0].matchExpressions[0].values: Required value: must be specified single value when `operator` is "
+      "'SemverLt' or 'SemverGt' or 'SemverEq'",
+      f'{REQ}[0].matchExpressions[0].values: Invalid value: []string{{"1.0.0", "x"}}: Invalid character(s) found '
+      'in major number "x"']),
     (required(term({"key": "k", "operator": "SemverGt", "values": ["1.2.3+meta"]})), []),
     (required(term({"key": "k", "operator": "Bogus", "values": ["a"]})),
      [f'{REQ}[0].matchExpressions[0].operator: Invalid value: "Bogus": not a valid selector operator']),

@@ -9,13 +9,13 @@ import pytest
 import yaml
 
 from extender.config import env_name
-from extender.validation.workloads import TEMPLATE_PATHS
+from extender.validation.workloads import CHECKED_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENT = ROOT / "manifests" / "components" / "webhook"
 PLURALS = {"Pod": "pods", "Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets",
            "ReplicaSet": "replicasets", "ReplicationController": "replicationcontrollers", "Job": "jobs",
-           "CronJob": "cronjobs"}
+           "CronJob": "cronjobs", "PersistentVolume": "persistentvolumes"}
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +34,10 @@ def test_webhook_configuration(rendered):
     assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "scheduling-extender"]} in \
         hook["namespaceSelector"]["matchExpressions"]
     routed = {r for rule in hook["rules"] for r in rule["resources"]}
-    assert routed == {PLURALS[k] for k in TEMPLATE_PATHS if k != "PodTemplate"}
+    assert routed == {PLURALS[k] for k in CHECKED_KINDS if k != "PodTemplate"}
     assert all(rule["operations"] == ["CREATE", "UPDATE"] for rule in hook["rules"])
+    scopes = {r: rule["scope"] for rule in hook["rules"] for r in rule["resources"]}
+    assert scopes.pop("persistentvolumes") == "Cluster" and set(scopes.values()) == {"Namespaced"}
 
 
 def test_deployment_service_and_certificate_line_up(rendered):

@@ -15,6 +15,7 @@ from extender.cel.lib import (
     ip,
     lists,
     optional,
+    printf,
     quantity,
     regex,
     semver,
@@ -25,7 +26,7 @@ from extender.cel.lib import (
 )
 
 _MODULES = (stdlib, strings, regex, sets, lists, semver, quantity, compare, ip, urls, optional,
-            format)
+            format, printf)
 
 SIGNATURES: list[str] = [sig for m in _MODULES for sig in m.SIGNATURES]
 FUNCTIONS: dict = {}
@@ -35,8 +36,6 @@ for _m in _MODULES:
 #: name -> why it is unsupported (all are part of the Kubernetes 1.35 base environment).
 #: Optional *syntax* (``x.?f``, ``m[?k]``, ``[?e]``, ``{?k: v}``) is supported by a
 #: rewrite before parsing (``extender.cel.optsyntax``).
-UNSUPPORTED: dict[str, str] = {
-    "format": "cel-go's locale-dependent string formatting is not reproduced",
-}
+UNSUPPORTED: dict[str, str] = {}
 
 REGISTRY = build_registry(SIGNATURES)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from celpy import celtypes as T
-
 from extender.cel.lib.quantity import Quantity, quantity_compare
 from extender.cel.lib.semver import Semver, semver_compare
 from extender.cel.values import cel_function, kind
@@ -25,17 +23,17 @@ def _compare(a: Any, b: Any) -> int:
 
 @cel_function("compareTo")
 def compare_to(a: Any, b: Any) -> Any:
-    return T.IntType(_compare(a, b))
+    return int(_compare(a, b))
 
 
 @cel_function("isGreaterThan")
 def is_greater_than(a: Any, b: Any) -> Any:
-    return T.BoolType(_compare(a, b) == 1)
+    return bool(_compare(a, b) == 1)
 
 
 @cel_function("isLessThan")
 def is_less_than(a: Any, b: Any) -> Any:
-    return T.BoolType(_compare(a, b) == -1)
+    return bool(_compare(a, b) == -1)
 
 
 SIGNATURES: list[str] = []  # declared by the semver and quantity libraries

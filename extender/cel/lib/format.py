@@ -25,8 +25,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from celpy import celtypes as T
-
 from extender.cel.lib import gourl
 from extender.cel.lib.optional import NONE, Optional
 from extender.cel.values import EvalError, cel_function, kind, want
@@ -153,13 +151,16 @@ class Format:
     """Opaque CEL value of type ``kubernetes.NamedFormat``; equal when the names are."""
 
     cel_type = "Format"
+    strict_equality = True
     __slots__ = ("name", "validate", "max_regex_size")
 
     def __init__(self, name: str, validate, max_regex_size: int) -> None:
         self.name, self.validate, self.max_regex_size = name, validate, max_regex_size
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, Format) and self.name == other.name
+        if not isinstance(other, Format):  # Kubernetes' Equal: no such overload
+            raise TypeError("Format.Equal: no such overload")
+        return self.name == other.name
 
     def __repr__(self) -> str:
         return f"Format({self.name})"
@@ -208,7 +209,7 @@ def validate(fmt: Any, s: Any) -> Any:
     errors = fmt.validate(str(s))
     if not errors:
         return NONE
-    return Optional(T.ListType([T.StringType(e) for e in errors]))
+    return Optional(list([str(e) for e in errors]))
 
 
 def _constant(f: Format):

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from celpy import celtypes as T
-
 from extender.cel.lib.goquote import go_quote
 from extender.cel.lib.netip import Addr, AddrError, Prefix, parse_addr, parse_prefix
 from extender.cel.values import EvalError, cel_function, kind, want
@@ -27,13 +25,16 @@ class IP:
     """Opaque CEL value of type ``net.IP``; equal when the addresses are equal."""
 
     cel_type = "IP"
+    strict_equality = True
     __slots__ = ("addr",)
 
     def __init__(self, addr: Addr) -> None:
         self.addr = addr
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, IP) and self.addr == other.addr
+        if not isinstance(other, IP):  # Kubernetes' Equal: no such overload
+            raise TypeError("IP.Equal: no such overload")
+        return self.addr == other.addr
 
     def cel_string(self) -> str:
         return str(self.addr)
@@ -47,13 +48,16 @@ class CIDR:
     (so ``cidr('10.0.0.1/8') != cidr('10.0.0.0/8')``, as in Go)."""
 
     cel_type = "CIDR"
+    strict_equality = True
     __slots__ = ("prefix",)
 
     def __init__(self, prefix: Prefix) -> None:
         self.prefix = prefix
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, CIDR) and self.prefix == other.prefix
+        if not isinstance(other, CIDR):  # Kubernetes' Equal: no such overload
+            raise TypeError("CIDR.Equal: no such overload")
+        return self.prefix == other.prefix
 
     def cel_string(self) -> str:
         return str(self.prefix)
@@ -113,26 +117,26 @@ def is_ip(s: Any) -> Any:
     try:
         parse_ip(str(s))
     except EvalError:
-        return T.BoolType(False)
-    return T.BoolType(True)
+        return False
+    return True
 
 
 @cel_function("ip.isCanonical")
 def is_canonical(s: Any) -> Any:
     """Invalid input is an error, not ``false`` (as upstream)."""
     want(s, "string")
-    return T.BoolType(str(parse_ip(str(s))) == str(s))
+    return bool(str(parse_ip(str(s))) == str(s))
 
 
 @cel_function("family")
 def family(v: Any) -> Any:
-    return T.IntType(4 if _ip(v).is4 else 6)
+    return int(4 if _ip(v).is4 else 6)
 
 
 def _predicate(name: str, method: str):
     @cel_function(name)
     def impl(v: Any) -> Any:
-        return T.BoolType(getattr(_ip(v), method)())
+        return bool(getattr(_ip(v), method)())
 
     return impl
 
@@ -149,15 +153,15 @@ def is_cidr(s: Any) -> Any:
     try:
         parse_cidr(str(s))
     except EvalError:
-        return T.BoolType(False)
-    return T.BoolType(True)
+        return False
+    return True
 
 
 @cel_function("containsIP")
 def contains_ip(c: Any, other: Any) -> Any:
     prefix = _cidr(c)
     addr = parse_ip(str(other)) if kind(other) == "string" else _ip(other)
-    return T.BoolType(prefix.contains(addr))
+    return bool(prefix.contains(addr))
 
 
 @cel_function("containsCIDR")
@@ -165,8 +169,8 @@ def contains_cidr(c: Any, other: Any) -> Any:
     prefix = _cidr(c)
     inner = parse_cidr(str(other)) if kind(other) == "string" else _cidr(other)
     if inner.addr.bits != prefix.addr.bits or inner.length < prefix.length:
-        return T.BoolType(False)
-    return T.BoolType(Prefix(inner.addr, prefix.length).masked() == prefix.masked())
+        return False
+    return bool(Prefix(inner.addr, prefix.length).masked() == prefix.masked())
 
 
 @cel_function("masked")
@@ -176,7 +180,7 @@ def masked(c: Any) -> Any:
 
 @cel_function("prefixLength")
 def prefix_length(c: Any) -> Any:
-    return T.IntType(_cidr(c).length)
+    return int(_cidr(c).length)
 
 
 _PREDICATES = {"isUnspecified": "is_unspecified", "isLoopback": "is_loopback",

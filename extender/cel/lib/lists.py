@@ -45,7 +45,7 @@ def slice_(items: Any, start: Any, end: Any) -> Any:
         )
     if b > len(items):
         raise EvalError(f"cannot slice({a}, {b}), list is length {len(items)}")
-    return T.ListType(items[a:b])
+    return list(items[a:b])
 
 
 def _flatten(items: list, depth: int) -> list:
@@ -64,7 +64,7 @@ def flatten(items: Any, depth: Any = None) -> Any:
     d = 1 if depth is None else _int(depth)
     if d < 0:
         raise EvalError("level must be non-negative")
-    return T.ListType(_flatten(items, d))
+    return list(_flatten(items, d))
 
 
 @cel_function("distinct")
@@ -74,18 +74,18 @@ def distinct(items: Any) -> Any:
     for x in items:
         if not any(cel_equal(x, y) for y in out):
             out.append(x)
-    return T.ListType(out)
+    return list(out)
 
 
 @cel_function("lists.range")
 def range_(n: Any) -> Any:
-    return T.ListType([T.IntType(i) for i in range(max(0, _int(n)))])
+    return list([int(i) for i in range(max(0, _int(n)))])
 
 
 @cel_function("reverse")
 def reverse(items: Any) -> Any:
     want(items, "list")
-    return T.ListType(list(reversed(items)))
+    return list(list(reversed(items)))
 
 
 def _check_sortable(items: list) -> None:
@@ -108,13 +108,13 @@ def sort_values(items: list, keys: list | None = None) -> list:
 @cel_function("sort")
 def sort(items: Any) -> Any:
     want(items, "list")
-    return T.ListType(sort_values(list(items)))
+    return list(sort_values(list(items)))
 
 
 @cel_function("isSorted")
 def is_sorted(items: Any) -> Any:
     want(items, "list")
-    return T.BoolType(all(cel_compare(a, b) <= 0 for a, b in zip(items, items[1:],
+    return bool(all(cel_compare(a, b) <= 0 for a, b in zip(items, items[1:],
                                                                   strict=False)))
 
 
@@ -122,7 +122,7 @@ def is_sorted(items: Any) -> Any:
 def sum_(items: Any) -> Any:
     want(items, "list")
     if not items:
-        return T.IntType(0)
+        return 0
     k = kind(items[0])
     if any(kind(x) != k for x in items):
         raise EvalError("sum of list elements of different types")
@@ -134,7 +134,7 @@ def sum_(items: Any) -> Any:
         total = 0.0
         for x in items:
             total += float(x)
-        return T.DoubleType(total)
+        return float(total)
     if k == "duration":
         return T.DurationType(sum(items, datetime.timedelta(0)))
     raise TypeError(k)
@@ -168,7 +168,7 @@ def index_of(target: Any, item: Any, offset: Any = None) -> Any:
     want(target, "list")
     if offset is not None:
         raise TypeError("list.indexOf takes one argument")
-    return T.IntType(next((i for i, x in enumerate(target) if cel_equal(x, item)), -1))
+    return int(next((i for i, x in enumerate(target) if cel_equal(x, item)), -1))
 
 
 @cel_function("lastIndexOf")
@@ -180,8 +180,8 @@ def last_index_of(target: Any, item: Any, offset: Any = None) -> Any:
         raise TypeError("list.lastIndexOf takes one argument")
     for i in range(len(target) - 1, -1, -1):
         if cel_equal(target[i], item):
-            return T.IntType(i)
-    return T.IntType(-1)
+            return int(i)
+    return -1
 
 
 SIGNATURES = [

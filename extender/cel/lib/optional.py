@@ -22,10 +22,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from celpy import celtypes as T
-from celpy.evaluation import CELEvalError
-
-from extender.cel.values import EvalError, cel_equal, cel_function, kind, want
+from extender.cel.values import CelError, cel_equal, cel_function, kind, want
 
 _UTC = datetime.UTC
 
@@ -103,17 +100,15 @@ def optional_none() -> Any:
 
 @cel_function("hasValue")
 def has_value(opt: Any) -> Any:
-    return T.BoolType(_opt(opt).has_value)
+    return bool(_opt(opt).has_value)
 
 
 def value(opt: Any) -> Any:
     """``<opt>.value()``; the error text is cel-go's, without a function-name prefix."""
-    if isinstance(opt, CELEvalError):
-        return opt
     if not isinstance(opt, Optional):
-        return CELEvalError(f"no such overload: value({kind(opt)})", TypeError, ())
+        raise CelError(f"no such overload: value({kind(opt)})")
     if not opt.has_value:
-        return CELEvalError("optional.none() dereference", EvalError, ())
+        raise CelError("optional.none() dereference")
     return opt.value
 
 
@@ -143,7 +138,7 @@ def last(items: Any) -> Any:
 
 def _unwrap(items: Any) -> Any:
     want(items, "list")
-    return T.ListType([_opt(x).value for x in items if _opt(x).has_value])
+    return list([_opt(x).value for x in items if _opt(x).has_value])
 
 
 optional_unwrap = cel_function("optional.unwrap")(_unwrap)
@@ -178,7 +173,7 @@ def _lookup(target: Any, key: Any) -> Any:
         i = int(key)
         return Optional(target[i]) if 0 <= i < len(target) else NONE
     if k == "list" and kind(key) == "double" and float(key).is_integer():
-        return _lookup(target, T.IntType(int(key)))
+        return _lookup(target, int(int(key)))
     raise TypeError(f"{k}[?{kind(key)}]")
 
 

@@ -12,8 +12,6 @@ import decimal
 from decimal import Decimal
 from typing import Any
 
-from celpy import celtypes as T
-
 from extender.cel.values import INT64_MAX, INT64_MIN, EvalError, cel_function, kind, want
 
 SPLIT_RE = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
@@ -119,16 +117,25 @@ def parse_quantity(s: str) -> Decimal:
 
 
 class Quantity:
-    """Opaque CEL value of type ``kubernetes.Quantity``; ``==`` compares values."""
+    """Opaque CEL value of type ``kubernetes.Quantity``.
+
+    Kubernetes' ``Quantity.Equal`` compares values, but only with a ``Quantity`` *value*
+    on its right: ``add()`` and ``sub()`` return a pointer (``&Quantity{}``), so
+    ``quantity('2') == quantity('1').add(1)`` is a "no such overload" error there, while
+    ``quantity('1').add(1) == quantity('2')`` is true.  ``by_reference`` marks the results
+    of ``add``/``sub``; any other type on the right is the same error."""
 
     cel_type = "Quantity"
-    __slots__ = ("value",)
+    strict_equality = True
+    __slots__ = ("value", "by_reference")
 
-    def __init__(self, value: Decimal) -> None:
-        self.value = value
+    def __init__(self, value: Decimal, by_reference: bool = False) -> None:
+        self.value, self.by_reference = value, by_reference
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, Quantity) and self.value == other.value
+        if not isinstance(other, Quantity) or other.by_reference:
+            raise TypeError("Quantity.Equal: no such overload")
+        return self.value == other.value
 
     def __repr__(self) -> str:
         return f"quantity({self.value})"
@@ -155,8 +162,8 @@ def is_quantity(s: Any) -> Any:
     try:
         parse_quantity(str(s))
     except QuantityError:
-        return T.BoolType(False)
-    return T.BoolType(True)
+        return False
+    return True
 
 
 def _as_int64(d: Decimal) -> int | None:
@@ -168,7 +175,7 @@ def _as_int64(d: Decimal) -> int | None:
 
 @cel_function("isInteger")
 def is_integer(q: Any) -> Any:
-    return T.BoolType(_as_int64(_q(q)) is not None)
+    return bool(_as_int64(_q(q)) is not None)
 
 
 @cel_function("asInteger")
@@ -176,18 +183,18 @@ def as_integer(q: Any) -> Any:
     i = _as_int64(_q(q))
     if i is None:
         raise EvalError("cannot convert value to integer")
-    return T.IntType(i)
+    return int(i)
 
 
 @cel_function("asApproximateFloat")
 def as_approximate_float(q: Any) -> Any:
-    return T.DoubleType(float(_q(q)))
+    return float(float(_q(q)))
 
 
 @cel_function("sign")
 def sign(q: Any) -> Any:
     d = _q(q)
-    return T.IntType((d > 0) - (d < 0))
+    return int((d > 0) - (d < 0))
 
 
 def _operand(v: Any) -> Decimal:
@@ -199,13 +206,13 @@ def _operand(v: Any) -> Decimal:
 @cel_function("add")
 def add(q: Any, other: Any) -> Any:
     a, b = _q(q), _operand(other)
-    return Quantity(_ctx(a, b).add(a, b))
+    return Quantity(_ctx(a, b).add(a, b), by_reference=True)
 
 
 @cel_function("sub")
 def sub(q: Any, other: Any) -> Any:
     a, b = _q(q), _operand(other)
-    return Quantity(_ctx(a, b).subtract(a, b))
+    return Quantity(_ctx(a, b).subtract(a, b), by_reference=True)
 
 
 def quantity_compare(a: Any, b: Any) -> int:

@@ -12,7 +12,6 @@ from functools import lru_cache
 from typing import Any
 
 import re2
-from celpy import celtypes as T
 
 from extender.cel.values import EvalError, cel_function, want
 
@@ -20,8 +19,22 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would log every failed compile to stderr via absl
 
 
+def _go_only_error(pattern: str) -> str | None:
+    """What Go's regexp/syntax rejects and C++ RE2 accepts: the ``\\C`` (any byte)
+    escape, which Go reports as an invalid escape sequence."""
+    i = pattern.find("\\")
+    while i >= 0:
+        if pattern[i + 1 : i + 2] == "C":
+            return "invalid escape sequence: `\\C`"
+        i = pattern.find("\\", i + 2)
+    return None
+
+
 @lru_cache(maxsize=512)
 def _compile(pattern: str) -> tuple[Any, str | None]:
+    go_only = _go_only_error(pattern)
+    if go_only is not None:
+        return None, go_only
     try:
         return re2.compile(pattern, _OPTIONS), None
     except re2.error as exc:
@@ -49,7 +62,7 @@ def pattern_error(pattern: str) -> str | None:
 def matches(text: Any, pattern: Any) -> Any:
     want(text, "string")
     want(pattern, "string")
-    return T.BoolType(compile_pattern(pattern).search(str(text)) is not None)
+    return bool(compile_pattern(pattern).search(str(text)) is not None)
 
 
 @cel_function("find")
@@ -57,7 +70,7 @@ def find(text: Any, pattern: Any) -> Any:
     want(text, "string")
     want(pattern, "string")
     m = compile_pattern(pattern).search(str(text))
-    return T.StringType(m.group() if m is not None else "")
+    return str(m.group() if m is not None else "")
 
 
 def go_find_all(rx: Any, s: str, n: int = -1) -> list[str]:
@@ -85,9 +98,9 @@ def find_all(text: Any, pattern: Any, limit: Any = None) -> Any:
         want(limit, "int")
         n = int(limit)
         if n == 0:
-            return T.ListType([])
+            return list([])
     found = go_find_all(compile_pattern(pattern), str(text), n)
-    return T.ListType([T.StringType(x) for x in found])
+    return list([str(x) for x in found])
 
 
 SIGNATURES = [

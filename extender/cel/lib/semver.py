@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from celpy import celtypes as T
-
 from extender.cel.values import GO_SPACE, INT64_MAX, EvalError, cel_function, kind, want
 from extender.matching.semver import SemverError, Version, compare, parse, parse_tolerant
 
@@ -20,13 +18,16 @@ class Semver:
     """Opaque CEL value of type ``kubernetes.Semver``; ``==`` is blang Compare == 0."""
 
     cel_type = "Semver"
+    strict_equality = True
     __slots__ = ("version",)
 
     def __init__(self, version: Version) -> None:
         self.version = version
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, Semver) and compare(self.version, other.version) == 0
+        if not isinstance(other, Semver):  # Kubernetes' Equal: no such overload
+            raise TypeError("Semver.Equal: no such overload")
+        return compare(self.version, other.version) == 0
 
     def __repr__(self) -> str:
         return f"semver({str(self.version)!r})"
@@ -62,13 +63,13 @@ def is_semver(s: Any, normalize: Any = None) -> Any:
     try:
         _to_semver(s, normalize)
     except EvalError:
-        return T.BoolType(False)
-    return T.BoolType(True)
+        return False
+    return True
 
 
-def _as_int64(v: int) -> T.IntType:
+def _as_int64(v: int) -> int:
     """Go ``int64(uint64)``: wraps above MaxInt64."""
-    return T.IntType(v - 2**64 if v > INT64_MAX else v)
+    return int(v - 2**64 if v > INT64_MAX else v)
 
 
 @cel_function("major")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from celpy import celtypes as T
-
 from extender.cel.values import cel_equal, cel_function, want
 
 
@@ -21,21 +19,21 @@ def _has(container: list, item: Any) -> bool:
 def contains(a: Any, b: Any) -> Any:
     want(a, "list")
     want(b, "list")
-    return T.BoolType(all(_has(a, x) for x in b))
+    return bool(all(_has(a, x) for x in b))
 
 
 @cel_function("sets.equivalent")
 def equivalent(a: Any, b: Any) -> Any:
     want(a, "list")
     want(b, "list")
-    return T.BoolType(all(_has(a, x) for x in b) and all(_has(b, x) for x in a))
+    return bool(all(_has(a, x) for x in b) and all(_has(b, x) for x in a))
 
 
 @cel_function("sets.intersects")
 def intersects(a: Any, b: Any) -> Any:
     want(a, "list")
     want(b, "list")
-    return T.BoolType(any(_has(b, x) for x in a))
+    return bool(any(_has(b, x) for x in a))
 
 
 SIGNATURES = [

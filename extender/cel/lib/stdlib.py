@@ -24,6 +24,7 @@ from extender.cel.values import (
     UINT64_MAX,
     CelType,
     EvalError,
+    Uint,
     cel_compare,
     cel_equal,
     cel_function,
@@ -34,7 +35,7 @@ from extender.cel.values import (
     want,
 )
 
-B = T.BoolType
+B = bool
 
 
 def _same(a: Any, b: Any, *kinds: str) -> str:
@@ -52,13 +53,13 @@ def add(a: Any, b: Any) -> Any:
     if ka == kb == "uint":
         return check_uint(int(a) + int(b))
     if ka == kb == "double":
-        return T.DoubleType(float(a) + float(b))
+        return float(float(a) + float(b))
     if ka == kb == "string":
-        return T.StringType(str.__add__(a, b))
+        return str(str.__add__(a, b))
     if ka == kb == "bytes":
-        return T.BytesType(bytes.__add__(a, b))
+        return bytes(bytes.__add__(a, b))
     if ka == kb == "list":
-        return T.ListType(list(a) + list(b))
+        return list(list(a) + list(b))
     if {ka, kb} <= {"timestamp", "duration"} and (ka, kb) != ("timestamp", "timestamp"):
         return timevals.add(a, b)
     raise TypeError(f"{ka} + {kb}")
@@ -75,7 +76,7 @@ def sub(a: Any, b: Any) -> Any:
         return check_int(int(a) - int(b))
     if k == "uint":
         return check_uint(int(a) - int(b))
-    return T.DoubleType(float(a) - float(b))
+    return float(float(a) - float(b))
 
 
 @cel_function("_*_")
@@ -85,7 +86,7 @@ def mul(a: Any, b: Any) -> Any:
         return check_int(int(a) * int(b))
     if k == "uint":
         return check_uint(int(a) * int(b))
-    return T.DoubleType(float(a) * float(b))
+    return float(float(a) * float(b))
 
 
 def _trunc_div(a: int, b: int) -> int:
@@ -100,9 +101,9 @@ def div(a: Any, b: Any) -> Any:
         fa, fb = float(a), float(b)
         if fb == 0.0:
             if fa == 0.0 or math.isnan(fa):
-                return T.DoubleType(math.nan)
-            return T.DoubleType(math.copysign(math.inf, fa) * math.copysign(1.0, fb))
-        return T.DoubleType(fa / fb)
+                return float(math.nan)
+            return float(math.copysign(math.inf, fa) * math.copysign(1.0, fb))
+        return float(fa / fb)
     if int(b) == 0:
         raise EvalError("division by zero")
     q = _trunc_div(int(a), int(b))
@@ -117,7 +118,7 @@ def mod(a: Any, b: Any) -> Any:
     if k == "int" and int(a) == INT64_MIN and int(b) == -1:  # cel-go modInt64Checked
         raise EvalError("integer overflow")
     r = int(a) - _trunc_div(int(a), int(b)) * int(b)
-    return T.IntType(r) if k == "int" else T.UintType(r)
+    return int(r) if k == "int" else Uint(r)
 
 
 @cel_function("-_")
@@ -126,7 +127,7 @@ def neg(a: Any) -> Any:
     if k == "int":
         return check_int(-int(a))
     if k == "double":
-        return T.DoubleType(-float(a))
+        return float(-float(a))
     if k == "duration":
         return timevals.neg(a)
     raise TypeError(k)
@@ -217,7 +218,7 @@ def index(container: Any, key: Any) -> Any:
 def size(v: Any) -> Any:
     k = kind(v)
     if k in ("string", "bytes", "list", "map"):
-        return T.IntType(len(v))
+        return int(len(v))
     raise TypeError(k)
 
 
@@ -243,10 +244,6 @@ def ends_with(s: Any, suffix: Any) -> Any:
 
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _UINT_RE = re.compile(r"[0-9]+")
-_FLOAT_RE = re.compile(
-    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
-    re.IGNORECASE,
-)
 
 
 @cel_function("int")
@@ -258,13 +255,15 @@ def to_int(v: Any) -> Any:
         f = float(v)
         if math.isnan(f) or f <= INT64_MIN or f >= INT64_MAX:
             raise EvalError("integer overflow")
-        return T.IntType(int(f))
+        return int(int(f))
     if k == "string":
         if not _INT_RE.fullmatch(v):
             raise EvalError(f"cannot parse {str(v)!r} as int")
         return check_int(int(v))
     if k == "timestamp":
-        return T.IntType(int(v.timestamp()))
+        return int(int(v.timestamp()))
+    if k == "duration":  # cel-go: the duration in nanoseconds
+        return check_int(timevals.nanoseconds(v))
     raise TypeError(k)
 
 
@@ -277,7 +276,7 @@ def to_uint(v: Any) -> Any:
         f = float(v)
         if math.isnan(f) or f < 0 or f >= UINT64_MAX:
             raise EvalError("unsigned integer overflow")
-        return T.UintType(int(f))
+        return Uint(int(f))
     if k == "string":
         if not _UINT_RE.fullmatch(v):
             raise EvalError(f"cannot parse {str(v)!r} as uint")
@@ -289,15 +288,64 @@ def to_uint(v: Any) -> Any:
 def to_double(v: Any) -> Any:
     k = kind(v)
     if k in NUMERIC:
-        return T.DoubleType(float(v))
+        return float(v)
     if k == "string":
-        if not _FLOAT_RE.fullmatch(v):
-            raise EvalError(f"cannot parse {str(v)!r} as double")
-        f = float(v)
-        if math.isinf(f) and "inf" not in v.lower():
-            raise EvalError(f"value out of range: {str(v)!r}")
-        return T.DoubleType(f)
+        return go_parse_float(str(v))
     raise TypeError(k)
+
+
+_GO_DECIMAL = re.compile(r"[+-]?(?=\.?[0-9])[0-9_]*(?:\.[0-9_]*)?(?:[eE][+-]?[0-9_]+)?")
+_GO_HEX = re.compile(r"[+-]?0[xX](?=[._]*[0-9a-fA-F])[0-9a-fA-F_]*(?:\.[0-9a-fA-F_]*)?"
+                     r"[pP][+-]?[0-9_]+")
+_GO_SPECIAL = re.compile(r"([+-]?)(inf|infinity)|nan", re.IGNORECASE)
+
+
+def _go_underscores_ok(s: str) -> bool:
+    """Go strconv ``underscoreOK``: an underscore only between digits (a base prefix
+    counts as a digit)."""
+    saw = "^"
+    i = 0
+    if s[:1] in "+-":
+        s = s[1:]
+    hexa = False
+    if len(s) >= 2 and s[0] == "0" and s[1].lower() in "box":
+        i, saw, hexa = 2, "0", s[1].lower() == "x"
+    for c in s[i:]:
+        if c.isdigit() and c.isascii() or hexa and c.lower() in "abcdef":
+            saw = "0"
+        elif c == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        elif saw == "_":
+            return False
+        else:
+            saw = "!"
+    return saw != "_"
+
+
+def go_parse_float(text: str) -> float:
+    """Go ``strconv.ParseFloat(s, 64)``, which cel-go's ``double(string)`` uses: decimal
+    and hexadecimal (``0x1.8p1``, a ``p`` exponent required) literals, ``_`` between
+    digits, ``inf``/``infinity``/``nan`` in any case (only the infinities signed); out of
+    range is an error, underflow gives zero."""
+    special = _GO_SPECIAL.fullmatch(text)
+    if special:
+        if special.group(2) is None:
+            return math.nan
+        return -math.inf if special.group(1) == "-" else math.inf
+    hexa = _GO_HEX.fullmatch(text)
+    if not (hexa or _GO_DECIMAL.fullmatch(text)) or (
+            "_" in text and not _go_underscores_ok(text)):
+        raise EvalError(f"cannot parse {text!r} as double")
+    digits = text.replace("_", "")
+    try:
+        value = float.fromhex(digits) if hexa else float(digits)
+    except OverflowError:
+        value = math.inf
+    if math.isinf(value):
+        raise EvalError(f"value out of range: {text!r}")
+    return value
 
 
 def go_format_double(f: float) -> str:
@@ -338,23 +386,23 @@ def to_string(v: Any) -> Any:
     if k == "string":
         return v
     if k == "bool":
-        return T.StringType("true" if v else "false")
+        return str("true" if v else "false")
     if k in ("int", "uint"):
-        return T.StringType(str(int(v)))
+        return str(str(int(v)))
     if k == "double":
-        return T.StringType(go_format_double(float(v)))
+        return str(go_format_double(float(v)))
     if k == "bytes":
         try:
-            return T.StringType(bytes(v).decode("utf-8"))
+            return str(bytes(v).decode("utf-8"))
         except UnicodeDecodeError:
             raise EvalError("invalid UTF-8 in bytes") from None
     if k == "timestamp":
-        return T.StringType(str(v))
+        return timevals.rfc3339_nano(v)
     if k == "duration":
-        return T.StringType(go_format_duration_seconds(v))
+        return str(go_format_duration_seconds(v))
     conv = getattr(v, "cel_string", None)
     if conv is not None:
-        return T.StringType(conv())
+        return str(conv())
     raise TypeError(k)
 
 
@@ -381,7 +429,7 @@ def to_bytes(v: Any) -> Any:
     if k == "bytes":
         return v
     if k == "string":
-        return T.BytesType(str(v).encode("utf-8", "surrogatepass"))
+        return bytes(str(v).encode("utf-8", "surrogatepass"))
     raise TypeError(k)
 
 
@@ -423,6 +471,8 @@ def to_duration(v: Any) -> Any:
         return v
     if k == "string":
         return T.DurationType(parse_go_duration(str(v)))
+    if k == "int":  # cel-go: nanoseconds (microsecond resolution here)
+        return timevals.from_nanoseconds(int(v))
     raise TypeError(k)
 
 
@@ -477,7 +527,7 @@ SIGNATURES = [
     "string.contains(string) -> bool", "string.startsWith(string) -> bool",
     "string.endsWith(string) -> bool",
     "int(int) -> int", "int(uint) -> int", "int(double) -> int", "int(string) -> int",
-    "int(timestamp) -> int",
+    "int(timestamp) -> int", "int(duration) -> int",
     "uint(uint) -> uint", "uint(int) -> uint", "uint(double) -> uint", "uint(string) -> uint",
     "double(double) -> double", "double(int) -> double", "double(uint) -> double",
     "double(string) -> double",
@@ -487,6 +537,7 @@ SIGNATURES = [
     "bool(bool) -> bool", "bool(string) -> bool",
     "bytes(bytes) -> bytes", "bytes(string) -> bytes",
     "duration(duration) -> duration", "duration(string) -> duration",
+    "duration(int) -> duration",
     "timestamp(timestamp) -> timestamp", "timestamp(string) -> timestamp",
     "timestamp(int) -> timestamp",
     "dyn(A) -> dyn", "type(A) -> type",

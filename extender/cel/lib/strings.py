@@ -4,20 +4,16 @@ Python ``str`` indexes code points like Go's ``[]rune``; Go ``strings.SplitN`` /
 ``strings.Replace`` / ``strings.TrimSpace`` semantics are reproduced explicitly where
 Python's built-ins differ (``split`` with n, empty separators, the whitespace set).
 ``reverse()`` is strings v3 and is not part of Kubernetes 1.35's environment.
-``format()`` is declared unsupported: cel-go's pre-v4 implementation is locale-dependent
-(``%e`` renders as ``1.05 × 10⁰³`` under en_US) and we would rather fail compilation than
-return a subtly different string.
+``format()`` lives in ``extender.cel.lib.printf``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from celpy import celtypes as T
-
 from extender.cel.values import GO_SPACE, EvalError, cel_function, kind, want
 
-S = T.StringType
+S = str
 
 
 def _int(v: Any) -> int:
@@ -60,20 +56,20 @@ def _last_index_of(s: str, sub: str, offset: int) -> int:
 def index_of_string(s: Any, sub: Any, offset: Any = None) -> Any:
     want(sub, "string")
     off = 0 if offset is None else _int(offset)
-    return T.IntType(_index_of(str(s), str(sub), off))
+    return int(_index_of(str(s), str(sub), off))
 
 
 def last_index_of_string(s: Any, sub: Any, offset: Any = None) -> Any:
     want(sub, "string")
     if offset is None:
         if sub == "":
-            return T.IntType(len(s))
+            return int(len(s))
         if len(sub) > len(s):  # cel-go v0.26: -1, also for '' (no offset -1 error)
-            return T.IntType(-1)
+            return -1
         off = len(s) - 1
     else:
         off = _int(offset)
-    return T.IntType(_last_index_of(str(s), str(sub), off))
+    return int(_last_index_of(str(s), str(sub), off))
 
 
 @cel_function("lowerAscii")
@@ -115,7 +111,7 @@ def split(s: Any, sep: Any, n: Any = None) -> Any:
     want(s, "string")
     want(sep, "string")
     count = -1 if n is None else _int(n)
-    return T.ListType([S(p) for p in go_split_n(str(s), str(sep), count)])
+    return list([S(p) for p in go_split_n(str(s), str(sep), count)])
 
 
 @cel_function("substring")

@@ -29,6 +29,26 @@ def _nanos(d: datetime.timedelta) -> int:
     return (d // _US) * 1000
 
 
+def nanoseconds(d: datetime.timedelta) -> int:
+    """A duration in nanoseconds (cel-go ``int(duration)``)."""
+    return _nanos(d)
+
+
+def from_nanoseconds(n: int) -> T.DurationType:
+    """cel-go ``duration(int)``: nanoseconds (truncated to microseconds here)."""
+    return duration(datetime.timedelta(microseconds=int(n / 1000)))
+
+
+def rfc3339_nano(ts: Any) -> str:
+    """Go ``Time.Format(time.RFC3339Nano)`` in UTC (cel-go ``string(timestamp)``): the
+    fraction without trailing zeros, ``Z`` for UTC."""
+    utc = ts.astimezone(datetime.UTC)
+    text = f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S}"
+    if utc.microsecond:
+        text += "." + f"{utc.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
 def duration(d: datetime.timedelta) -> T.DurationType:
     """A duration result, or "integer overflow" outside int64 nanoseconds (cel-go)."""
     if not INT64_MIN <= _nanos(d) <= INT64_MAX:
@@ -87,7 +107,7 @@ def _accessor(name: str):
         if kind(v) == "duration":
             if tz is not None:
                 raise TypeError("duration accessors take no time zone")
-            return T.IntType(_DURATION[name](_nanos(v)))
+            return int(_DURATION[name](_nanos(v)))
         if kind(v) != "timestamp" or (tz is not None and kind(tz) != "string"):
             raise TypeError(kind(v))
         local, years = _local(v, tz)

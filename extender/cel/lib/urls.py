@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from celpy import celtypes as T
-
 from extender.cel.lib import gourl
 from extender.cel.values import EvalError, cel_function, kind, want
 
@@ -23,20 +21,23 @@ class URLValue:
     field by field (so ``url('HTTP://x') == url('http://x')``, as in Go)."""
 
     cel_type = "URL"
+    strict_equality = True
     __slots__ = ("text", "url")
 
     def __init__(self, text: str, url: gourl.URL) -> None:
         self.text, self.url = text, url
 
     def cel_equals(self, other: Any) -> bool:
-        return isinstance(other, URLValue) and self.url == other.url
+        if not isinstance(other, URLValue):  # Kubernetes' Equal: no such overload
+            raise TypeError("URLValue.Equal: no such overload")
+        return self.url == other.url
 
     def __repr__(self) -> str:
         return f"url({self.text!r})"
 
 
-def _s(b: bytes) -> T.StringType:
-    return T.StringType(b.decode("utf-8", "replace"))
+def _s(b: bytes) -> str:
+    return str(b.decode("utf-8", "replace"))
 
 
 def _url(v: Any) -> gourl.URL:
@@ -62,8 +63,8 @@ def is_url(s: Any) -> Any:
     try:
         gourl.parse_request_uri(str(s))
     except gourl.URLError:
-        return T.BoolType(False)
-    return T.BoolType(True)
+        return False
+    return True
 
 
 @cel_function("getScheme")
@@ -94,7 +95,7 @@ def get_escaped_path(u: Any) -> Any:
 @cel_function("getQuery")
 def get_query(u: Any) -> Any:
     query = gourl.parse_query(_url(u).raw_query)
-    return T.MapType({_s(k): T.ListType([_s(v) for v in vs]) for k, vs in query.items()})
+    return dict({_s(k): list([_s(v) for v in vs]) for k, vs in query.items()})
 
 
 SIGNATURES = [

@@ -1,0 +1,297 @@
+"""`GET /explain/{namespace}/{pod}` and `POST /explain` on the side listener
+(`--metrics-listen`, with `--explain-endpoint`): "why is my pod pending?" answered from
+the live state, for `kubectl extender why` and `kubectl extender explain -f`.
+
+The answer is `extender explain --output json`'s contract (`extender.explain`) plus the
+`state` it was computed on (mode, resourceVersion, age, object counts). By default each
+result is the summary view (nodes grouped by reason with counts and a few examples;
+`filter`, `prioritize` and `nodes` cut down to those examples, `omittedNodes` says how
+many were left out); `?nodes=all` returns every node. `?examples=N` (0..50) and
+`?candidates=a,b` as for the CLI.
+
+Never on the verbs' path: the side listener's own threads serve it. Bounded: one
+explanation at a time per process, a token bucket (`--explain-rate`, `--explain-burst`;
+429 with Retry-After), the verbs' `--request-deadline` on CEL work (503, retry: finished
+evaluations stay memoised), CEL's cost limits as for the verbs, the listener's 1 MiB
+body limit, and a cap on the answer's size. Read-only: the scheduler_* metrics do not
+count it, nothing is assumed or answered. Like the verbs, it answers an error (503)
+while the state has not synced or is stale, never an explanation of a partial state.
+
+The pod of a GET is read from the API server with the extender's own credentials (the
+live state keeps only what counting needs of other pods), or from the cluster file.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+import orjson
+
+from extender.cel.deadline import DeadlineExceeded, request_deadline
+from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
+from extender.model.parse import ModelError
+from extender.ratelimit import TokenBucket
+from extender.server.listener import JSON, Reply
+from extender.service import Extender
+from extender.state import ClusterSnapshot, FileSource, readiness
+
+log = logging.getLogger("extender.explain")
+
+MAX_ANSWER_BYTES = 32 << 20  # ~500 bytes per node in the full view: 60k+ nodes
+API_TIMEOUT = (3.0, 5.0)  # (connect, read) seconds for reading the pod
+# RFC 1123 subdomain (pod names) and label (namespaces), as the API server validates them
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DISABLED = ("the explain endpoint is off: start the extender with --explain-endpoint=true "
+            "(env EXTENDER_EXPLAIN_ENDPOINT, config explainEndpoint: true)")
+
+
+class Refused(Exception):
+    """An answer other than an explanation: HTTP status, message, extra headers."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+        self.extra = extra or {}
+
+    def reply(self) -> Reply:
+        return self.status, JSON, orjson.dumps({"error": str(self), **self.extra}), self.headers
+
+
+def _retry_after(seconds: float) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+# --- where the explained pod comes from ------------------------------------------------
+
+PodReader = Callable[[str, str], dict[str, Any]]  # (namespace, name) -> raw pod, or Refused
+
+
+def api_pod_reader(api_client: Any) -> PodReader:
+    """GET the pod from the API server (the extender's service account: it watches
+    pods, so it may read them)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core = client.CoreV1Api(api_client)
+
+    def read(namespace: str, name: str) -> dict[str, Any]:
+        try:
+            response = core.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                _request_timeout=API_TIMEOUT)
+            try:
+                return orjson.loads(response.data)
+            finally:
+                response.release_conn()
+        except ApiException as exc:
+            if exc.status == 404:
+                raise Refused(404, f"pod {namespace}/{name} not found") from None
+            raise Refused(502, f"reading pod {namespace}/{name} from the API server: "
+                          f"{exc.status} {exc.reason}") from None
+        except Exception as exc:  # unreachable server, timeout, unreadable answer
+            raise Refused(502, f"reading pod {namespace}/{name} from the API server: {exc}") from None
+
+    return read
+
+
+def file_pod_reader(source: FileSource) -> PodReader:
+    """The pod as the cluster file holds it (read again for each request: file mode is
+    for demos and tests, and the endpoint is rate-limited)."""
+    from extender.state.loader import load_objects
+
+    def read(namespace: str, name: str) -> dict[str, Any]:
+        try:
+            objects = load_objects(source.path)
+        except ValueError as exc:
+            raise Refused(503, f"reading the cluster file: {exc}") from None
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            if obj.get("kind") == "Pod" and meta.get("name") == name and (meta.get("namespace") or "default") == namespace:
+                return obj
+        raise Refused(404, f"pod {namespace}/{name} not found in the cluster file")
+
+    return read
+
+
+def pod_reader_for(source: Any) -> PodReader | None:
+    api_client = getattr(source, "api_client", None)
+    if api_client is not None:
+        return api_pod_reader(api_client)
+    if isinstance(source, FileSource):
+        return file_pod_reader(source)
+    return None
+
+
+# --- the state an answer was computed on -----------------------------------------------
+
+
+def newest_version(versions: dict[str, str]) -> str:
+    """The highest of the kinds' resourceVersions (etcd revisions: integers; opaque
+    strings are compared only when every one is an integer)."""
+    numbers = [int(v) for v in versions.values() if v.isdigit()]
+    if numbers and len(numbers) == len(versions):
+        return str(max(numbers))
+    return versions.get("Pod", "")
+
+
+def state_info(source: Any) -> dict[str, Any]:
+    """Mode, readiness, resourceVersions and age of `source`, read *before* its snapshot
+    is taken: the snapshot then holds at least everything up to these versions."""
+    ok, why = readiness(source)
+    reflectors = getattr(source, "reflectors", None)
+    mode = "live" if reflectors else "file" if isinstance(source, FileSource) else type(source).__name__
+    info: dict[str, Any] = {"mode": mode, "ready": ok, "status": why}
+    if reflectors:
+        versions = {kind: r.resource_version for kind, r in reflectors.items()}
+        info["resourceVersion"] = newest_version(versions)
+        info["resourceVersions"] = versions
+    if isinstance(source, FileSource):
+        info["path"] = str(source.path)
+    age = getattr(source, "age", None)
+    if age is not None:
+        # live: seconds since the least recently confirmed kind was confirmed (events,
+        # bookmarks); file: seconds since the file stopped matching what is served
+        info["ageSeconds"] = round(age(), 3)
+    return info
+
+
+def refusal(source: Any, info: dict[str, Any]) -> str | None:
+    """Why no explanation may be computed now, or None: the verbs' own test when the
+    source has one (`unready()`: (reason, message) before every kind has listed and once
+    the state is stale), else what /readyz says."""
+    unready = getattr(source, "unready", None)
+    if unready is not None:
+        why = unready()
+        if not why:
+            return None
+        return why[1] if isinstance(why, tuple) else str(why)
+    return None if info["ready"] else info["status"]
+
+
+def with_snapshot(info: dict[str, Any], snapshot: ClusterSnapshot) -> dict[str, Any]:
+    return {**info, "generation": snapshot.generation, "objects": snapshot.counts()}
+
+
+# --- the routes ------------------------------------------------------------------------
+
+
+class ExplainRoutes:
+    """The listener's `dispatch` for `/explain` (see the module docstring)."""
+
+    def __init__(self, engine: Extender, enabled: bool, rate: float = 1.0, burst: int = 5,
+                 deadline: float | None = None, reader: PodReader | None = None) -> None:
+        self.engine = engine
+        self.enabled = enabled
+        self.bucket = TokenBucket(rate, burst)
+        self.deadline = engine.config.request_deadline if deadline is None else deadline
+        self.reader = reader if reader is not None else pod_reader_for(engine.source)
+        self._busy = threading.Lock()
+
+    def __call__(self, method: str, target: str, body: bytes | None) -> Reply | None:
+        path, _, query = target.partition("?")
+        if path != "/explain" and not path.startswith("/explain/"):
+            return None
+        try:
+            if not self.enabled:
+                raise Refused(404, DISABLED)
+            if method == "POST" and path == "/explain":
+                return self._answer(query, lambda: _pod_from_body(body or b""))
+            if method == "GET" and path.startswith("/explain/"):
+                namespace, name = _pod_path(path)
+                return self._answer(query, lambda: self._read(namespace, name))
+            raise Refused(405, "use GET /explain/NAMESPACE/POD or POST /explain with a pod")
+        except Refused as refused:
+            return refused.reply()
+
+    def _read(self, namespace: str, name: str) -> dict[str, Any]:
+        if self.reader is None:
+            raise Refused(404, "this cluster state has no pod objects to read: POST the pod to /explain")
+        return self.reader(namespace, name)
+
+    def _answer(self, query: str, pod: Callable[[], dict[str, Any]]) -> Reply:
+        options = _options(query)
+        wait = self.bucket.try_take()
+        if wait:
+            raise Refused(429, f"too many explanations: at most {self.bucket.rate:g} per second "
+                          f"(burst {self.bucket.burst}); retry in {wait:.1f}s", _retry_after(wait))
+        if not self._busy.acquire(blocking=False):
+            raise Refused(429, "another explanation is being computed; retry", _retry_after(1))
+        try:
+            return self._explain(options, pod)
+        finally:
+            self._busy.release()
+
+    def _explain(self, options: dict[str, Any], pod: Callable[[], dict[str, Any]]) -> Reply:
+        source = self.engine.source
+        info = state_info(source)
+        why = refusal(source, info)
+        if why is not None:
+            raise Refused(503, f"cluster state not synced or stale: {why}", _retry_after(5), {"state": info})
+        pod_raw = pod()
+        snapshot = source.snapshot()
+        try:
+            with request_deadline(self.deadline):
+                result = explain_pod(self.engine, pod_raw, options["candidates"], snapshot, options["examples"],
+                                     every_node=options["all"])
+        except ModelError as exc:
+            raise Refused(422, f"the pod cannot be explained: {exc}") from None
+        except DeadlineExceeded as exc:
+            raise Refused(503, f"{exc} (finished evaluations are kept: a retry gets further)",
+                          _retry_after(1)) from None
+        answer = {"results": [result], "state": with_snapshot(info, snapshot),
+                  "view": "all" if options["all"] else "summary"}
+        data = orjson.dumps(answer)
+        if len(data) > MAX_ANSWER_BYTES:
+            raise Refused(413, f"the answer would be {len(data)} bytes, over the limit of {MAX_ANSWER_BYTES}: "
+                          "use the summary view or ?candidates=")
+        return 200, JSON, data, {}
+
+
+def _pod_path(path: str) -> tuple[str, str]:
+    parts = path[len("/explain/"):].split("/")
+    if len(parts) != 2:
+        raise Refused(404, "expected /explain/NAMESPACE/POD")
+    namespace, name = (unquote(p) for p in parts)
+    if not _NAMESPACE.fullmatch(namespace):
+        raise Refused(400, f"invalid namespace {namespace[:100]!r}")
+    if not _NAME.fullmatch(name):
+        raise Refused(400, f"invalid pod name {name[:300]!r}")
+    return namespace, name
+
+
+def _pod_from_body(body: bytes) -> dict[str, Any]:
+    """A Pod object as JSON (the plugin converts YAML). JSON only: YAML aliases make
+    small bodies expand into huge documents."""
+    try:
+        pod = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise Refused(400, f"the body must be a Pod as JSON: {exc}") from None
+    if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
+        raise Refused(400, "the body must be one Pod object (kind: Pod)")
+    return pod
+
+
+def _options(query: str) -> dict[str, Any]:
+    params = parse_qs(query, keep_blank_values=True)
+
+    def one(name: str, default: str) -> str:
+        values = params.get(name)
+        return values[-1] if values else default
+
+    view = one("nodes", "summary")
+    if view not in ("summary", "all"):
+        raise Refused(400, f"nodes: expected summary or all, got {view[:50]!r}")
+    examples = one("examples", str(EXAMPLES))
+    if not examples.isdigit() or int(examples) > MAX_EXAMPLES:
+        raise Refused(400, f"examples: expected an integer 0..{MAX_EXAMPLES}, got {examples[:50]!r}")
+    raw = one("candidates", "")
+    candidates = [c for c in (part.strip() for part in raw.split(",")) if c] or None
+    return {"all": view == "all", "examples": int(examples), "candidates": candidates}

@@ -1,0 +1,49 @@
+"""Fixtures of the end-to-end suite (see tests/e2e/README.md).
+
+Every test here needs the real kube-scheduler: without `$KUBE_SCHEDULER_BINARY` each one
+is reported SKIPPED with the reason (`pytest -ra` lists it), never passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.e2e.harness import E2ECluster, require_binary
+
+
+@pytest.fixture(scope="session")
+def kube_scheduler() -> str:
+    """The kube-scheduler binary's path (skips the test when it is not configured)."""
+    return require_binary()
+
+
+@pytest.fixture
+def start_cluster(kube_scheduler, tmp_path, request) -> Iterator[Callable[..., E2ECluster]]:
+    """`start_cluster(objects, **E2ECluster kwargs)`: the double loaded with `objects`,
+    `extender serve` and kube-scheduler running; all stopped after the test. When the
+    test fails, both processes' log tails are added to its report."""
+    started: list[E2ECluster] = []
+
+    def start(objects=(), **kwargs) -> E2ECluster:
+        workdir = tmp_path / f"cluster{len(started)}"
+        workdir.mkdir()
+        cluster = E2ECluster(workdir, kube_scheduler, **kwargs)
+        started.append(cluster)
+        return cluster.start(objects)
+
+    yield start
+    report = getattr(request.node, "rep_call", None)
+    for cluster in started:
+        if report is not None and report.failed:
+            request.node.add_report_section("call", "e2e logs", cluster.logs())
+        cluster.stop()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    if rep.when == "call":
+        item.rep_call = rep
+    return rep

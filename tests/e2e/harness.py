@@ -1,0 +1,398 @@
+"""The real kube-scheduler, `extender serve` as shipped and the API-server double, together.
+
+`E2ECluster` starts, in this order:
+
+1. the API-server double (`tests.doubles.apiserver`, with its journal on, so the truth
+   checker can replay every change in resourceVersion order);
+2. `extender serve --config manifests/base/extender.yaml --kubeconfig ...`: the console
+   script (or `python -m extender`) with the shipped configuration file; only the
+   listen addresses differ (free loopback ports instead of 8888/8889);
+3. the real kube-scheduler (`$KUBE_SCHEDULER_BINARY`, v1.30.6 code; `.ci/kube-scheduler`
+   unpacks it) with a configuration
+   generated from `manifests/base/kube-scheduler-config.yaml` (`scheduler_config`): only
+   `clientConnection` (kubeconfig, JSON instead of protobuf, qps/burst), the extender's
+   URL (its port) and leader election (off) change; profiles, plugins, extender verbs,
+   weight, timeouts, `pluginConfig` are the shipped ones.
+
+Tests create nodes and pods (`node`, `pod`, `spread` build them), wait for the scheduler
+(`wait_settled`: every pod bound or reported unschedulable) and check the outcome
+against the truth (`tests.e2e.truth`), computed from the double's objects, never from
+the extender's view. See tests/e2e/README.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+from tests.doubles.apiserver import FakeApiServer, plural_of
+from tests.e2e import truth
+from tests.e2e.wiretap import WireTap
+from tests.server.live import free_port, request
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEDULER_CONFIG = ROOT / "manifests" / "base" / "kube-scheduler-config.yaml"
+EXTENDER_CONFIG = ROOT / "manifests" / "base" / "extender.yaml"
+BINARY_ENV = "KUBE_SCHEDULER_BINARY"
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+PREFIX = "scheduling-extender.io"  # the annotation channel (extender.yaml keeps the default)
+Key = tuple[str, str]
+
+
+def scheduler_name() -> str:
+    """The profile pods must name in `spec.schedulerName` (the shipped one)."""
+    (profile,) = yaml.safe_load(SCHEDULER_CONFIG.read_text())["profiles"]
+    return profile["schedulerName"]
+
+
+SCHEDULER_NAME = scheduler_name()
+
+
+def scheduler_binary() -> str | None:
+    """`$KUBE_SCHEDULER_BINARY` (`.ci/run` unpacks it); None when unset."""
+    return os.environ.get(BINARY_ENV) or None
+
+
+def scheduler_config(kubeconfig: Path, extender_port: int, qps: int = 5000) -> dict:
+    """The shipped KubeSchedulerConfiguration with only what a test run must change."""
+    config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
+    config["clientConnection"] = {**config.get("clientConnection", {}), "kubeconfig": str(kubeconfig),
+                                  "contentType": "application/json", "qps": qps, "burst": qps}
+    config["leaderElection"] = {"leaderElect": False}
+    (extender,) = config["extenders"]
+    url = urlsplit(extender["urlPrefix"])
+    extender["urlPrefix"] = urlunsplit(url._replace(netloc=f"127.0.0.1:{extender_port}"))
+    return config
+
+
+def extender_command() -> list[str]:
+    """The shipped entry point: the `extender` console script beside this Python, or
+    `python -m extender` when it is not installed as a script."""
+    script = Path(sys.executable).with_name("extender")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "extender"]
+
+
+# ---- objects --------------------------------------------------------------------------
+
+
+def node(name: str, zone: str = "a", cpu: str = "8", memory: str = "32Gi", pods: str = "110",
+         taints: Iterable[dict] = (), labels: dict | None = None, unschedulable: bool = False) -> dict:
+    """A ready node with `kubernetes.io/hostname` and `topology.kubernetes.io/zone` labels."""
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = [dict(t) for t in taints]
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {HOST: name, ZONE: zone, "kubernetes.io/os": "linux",
+                                                  **(labels or {})}},
+            "spec": spec,
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
+                       "capacity": {"cpu": cpu, "memory": memory, "pods": pods},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(name: str, labels: dict | None = None, *, namespace: str = "default", cpu: str = "100m",
+        memory: str = "64Mi", priority: int = 0, spread: Iterable[dict] = (), tolerations: Iterable[dict] = (),
+        node_selector: dict | None = None, affinity: dict | None = None, annotations: dict | None = None,
+        node_name: str = "", scheduler: str = SCHEDULER_NAME, **spec_extra: Any) -> dict:
+    """A pod for the extended scheduler (or already on `node_name`, Running)."""
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler, "priority": priority,
+        "containers": [{"name": "c", "image": "registry.example.com/app:1",
+                        "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        **spec_extra,
+    }
+    if spread:
+        spec["topologySpreadConstraints"] = [dict(c) for c in spread]
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        spec["affinity"] = copy.deepcopy(affinity)
+    if node_name:
+        spec["nodeName"] = node_name
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if annotations:
+        metadata["annotations"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in annotations.items()}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec,
+            "status": {"phase": "Running" if node_name else "Pending"}}
+
+
+def spread(key: str, labels: dict, max_skew: int = 1, when: str = "DoNotSchedule", **fields: Any) -> dict:
+    """A topology spread constraint selecting `labels` (fields: nodeTaintsPolicy, ...)."""
+    return {"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": dict(labels)}, **fields}
+
+
+def key_of(obj: dict) -> Key:
+    md = obj["metadata"]
+    return md.get("namespace") or "default", md["name"]
+
+
+# ---- processes ------------------------------------------------------------------------
+
+
+class Process:
+    """A child process with its output in a log file; `stop` ends it (SIGTERM, then kill)."""
+
+    def __init__(self, name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.name, self.cmd, self.log = name, cmd, log
+        self._out = log.open("wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.close()
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.02) -> Any:
+    """Poll until `predicate()` is truthy (returned) or `timeout` passes (None)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value or None
+        time.sleep(interval)
+
+
+# ---- the cluster ----------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """Where `wait_settled` left the pods it waited for."""
+
+    bound: dict[Key, str] = field(default_factory=dict)  # pod -> node
+    unschedulable: dict[Key, str] = field(default_factory=dict)  # pod -> PodScheduled message
+    pending: list[Key] = field(default_factory=list)  # neither (only after a timeout)
+    seconds: float = 0.0
+
+    def nodes_of(self, keys: Iterable[Key]) -> dict[Key, str]:
+        return {k: self.bound[k] for k in keys if k in self.bound}
+
+
+class E2ECluster:
+    """See the module docstring. `start()` returns once the extender is ready and the
+    scheduler has listed and is watching pods; `stop()` ends everything it started."""
+
+    def __init__(self, workdir: Path, binary: str, extender_flags: Iterable[str] = (),
+                 scheduler_config_edit: Callable[[dict], None] | None = None, verbosity: int = 2,
+                 history: int = 20_000) -> None:
+        self.workdir = workdir
+        self.binary = binary
+        self.extender_flags = list(extender_flags)
+        self.scheduler_config_edit = scheduler_config_edit
+        self.verbosity = verbosity
+        self.api = FakeApiServer(history=history, journal=True)
+        self.tap: WireTap | None = None
+        self.extender: Process | None = None
+        self.scheduler: Process | None = None
+        self.extender_port = self.metrics_port = 0
+
+    # -- lifecycle
+
+    def start(self, objects: Iterable[dict] = ()) -> E2ECluster:
+        self.api.start()
+        self.api.load(objects)
+        kubeconfig = self.api.write_kubeconfig(self.workdir / "kubeconfig")
+        self.start_extender(kubeconfig)
+        self.tap = WireTap(self.extender_port).start()
+        self.start_scheduler(kubeconfig)
+        return self
+
+    def start_extender(self, kubeconfig: Path) -> None:
+        self.extender_port, self.metrics_port = free_port(), free_port()
+        env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "KUBECONFIG")}
+        cmd = [*extender_command(), "serve", "--config", str(EXTENDER_CONFIG), "--kubeconfig", str(kubeconfig),
+               "--listen", f"127.0.0.1:{self.extender_port}",
+               "--metrics-listen", f"127.0.0.1:{self.metrics_port}", *self.extender_flags]
+        self.extender = Process("extender", cmd, self.workdir / "extender.log", env)
+        if not wait_for(lambda: self._ready() or not self.extender.alive(), timeout=60) or not self._ready():
+            raise RuntimeError(f"extender serve did not become ready:\n{self.extender.tail()}")
+
+    def start_scheduler(self, kubeconfig: Path) -> None:
+        config = scheduler_config(kubeconfig, self.tap.port if self.tap else self.extender_port)
+        if self.scheduler_config_edit is not None:
+            self.scheduler_config_edit(config)
+        path = self.workdir / "kube-scheduler-config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.api_requests_before = len(self.api.requests)
+        cmd = [self.binary, "--config", str(path), "--secure-port", "0", f"-v={self.verbosity}"]
+        self.scheduler = Process("kube-scheduler", cmd, self.workdir / "kube-scheduler.log")
+        # watching pods (after listing every informer's kind) = its caches are syncing
+        if not wait_for(lambda: self._scheduler_watching() or not self.scheduler.alive(), timeout=60) \
+                or not self.scheduler.alive():
+            raise RuntimeError(f"kube-scheduler did not start:\n{self.scheduler.tail()}")
+
+    def _ready(self) -> bool:
+        try:
+            return request(self.metrics_port, "GET", "/readyz")[0] == 200
+        except OSError:
+            return False
+
+    def _scheduler_watching(self) -> bool:
+        return any(r.startswith("GET /api/v1/pods?") and "watch=true" in r and "fieldSelector" in r
+                   for r in list(self.api.requests))
+
+    def stop(self) -> None:
+        for proc in (self.scheduler, self.extender):
+            if proc is not None:
+                proc.stop()
+        if self.tap is not None:
+            self.tap.stop()
+        self.api.stop()
+
+    def __enter__(self) -> E2ECluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def logs(self, chars: int = 4000) -> str:
+        """The tails of both processes' logs (for failure messages)."""
+        return "\n".join(f"--- {p.name} ({p.log}) ---\n{p.tail(chars)}" for p in (self.scheduler, self.extender) if p)
+
+    # -- the truth, from the tests
+
+    def create(self, *objects: dict) -> list[dict]:
+        """Create nodes, pods or anything else the double serves (kind-tagged dicts)."""
+        return [self.api.create(plural_of(o), o) for o in objects]
+
+    def patch_node(self, name: str, patch: dict) -> dict:
+        """A strategic-merge patch of a node (taint, cordon, relabel)."""
+        return self.api.patch("nodes", name, "", patch, "application/strategic-merge-patch+json")
+
+    def set_taints(self, name: str, taints: list[dict]) -> dict:
+        node = self.api.get("nodes", name)
+        node.setdefault("spec", {})["taints"] = [dict(t) for t in taints]
+        return self.api.update("nodes", node)
+
+    def cordon(self, name: str) -> dict:
+        return self.patch_node(name, {"spec": {"unschedulable": True}})
+
+    def relabel(self, name: str, labels: dict[str, str | None]) -> dict:
+        return self.patch_node(name, {"metadata": {"labels": labels}})
+
+    def pod_state(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str]]:
+        """pod -> (nodeName, PodScheduled reason, its message) in the truth (missing pods absent)."""
+        return self.api.scheduling_states(keys)
+
+    def wait_settled(self, pods: Iterable[dict | Key], timeout: float = 60.0, quiet: float = 1.0) -> Outcome:
+        """Wait until every pod is bound or reported Unschedulable (PodScheduled=False)
+        and nothing was bound for `quiet` seconds (unschedulable pods are retried by the
+        scheduler; a later bind resets the clock). Raises with both logs when a pod is
+        still neither at `timeout`, or a process died."""
+        keys = [p if isinstance(p, tuple) else key_of(p) for p in pods]
+        started = time.monotonic()
+        deadline = started + timeout
+        last_bound, last_change = -1, time.monotonic()
+        while True:
+            states = self.pod_state(keys)
+            bound = sum(1 for s in states.values() if s[0])
+            if bound != last_bound:
+                last_bound, last_change = bound, time.monotonic()
+            open_ = [k for k in keys if k in states and not states[k][0] and states[k][1] != "Unschedulable"]
+            now = time.monotonic()
+            if not open_ and now - last_change >= quiet:
+                break
+            for proc in (self.scheduler, self.extender):
+                if proc is not None and not proc.alive():
+                    raise AssertionError(f"{proc.name} exited with {proc.proc.returncode}\n{self.logs()}")
+            if now >= deadline:
+                raise AssertionError(f"{len(open_)} of {len(keys)} pods neither bound nor unschedulable after "
+                                     f"{timeout:.0f} s, e.g. {open_[:3]}\n{self.logs()}")
+            time.sleep(0.05)
+        out = Outcome(seconds=time.monotonic() - started)
+        for k in keys:
+            node_name, reason, message = states.get(k, ("", "", ""))
+            if node_name:
+                out.bound[k] = node_name
+            elif reason == "Unschedulable":
+                out.unschedulable[k] = message
+            else:
+                out.pending.append(k)
+        return out
+
+    def replay(self, oracles: dict | None = None, **kwargs: Any) -> truth.Report:
+        """Every bind checked against the truth when it was decided (`tests.e2e.truth`)."""
+        decisions = self.tap.decision_times() if self.tap else None
+        return truth.replay(self.api, oracles, PREFIX, decisions=decisions, **kwargs)
+
+    def pending_but_feasible(self, keys: Iterable[Key], oracles: dict | None = None) -> dict[Key, str]:
+        """Unbound pods among `keys` that some node admits in the final truth."""
+        return truth.pending_but_feasible(self.api, keys, oracles, PREFIX)
+
+    def events(self, involved: Key | None = None) -> list[dict]:
+        """Events the scheduler wrote (core and events.k8s.io), optionally for one pod."""
+        out = []
+        for resource in ("events", "events.events.k8s.io"):
+            for e in self.api.objects(resource):
+                obj = e.get("involvedObject") or e.get("regarding") or {}
+                if involved is None or (obj.get("namespace"), obj.get("name")) == involved:
+                    out.append(e)
+        return out
+
+    def extender_metric(self, name: str, labels: str = "") -> float:
+        """The sum of a metric's samples on the extender's /metrics (`labels`: a
+        substring every counted sample's label set contains)."""
+        text = request(self.metrics_port, "GET", "/metrics")[1].decode()
+        total, seen = 0.0, False
+        for line in text.splitlines():
+            if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{") and labels in line:
+                total += float(line.rsplit(" ", 1)[1])
+                seen = True
+        if not seen:
+            raise AssertionError(f"metric {name}{{{labels}}} not exported")
+        return total
+
+
+def require_binary() -> str:
+    """The kube-scheduler binary, or a pytest skip that says why (never a silent pass)."""
+    import pytest
+
+    binary = scheduler_binary()
+    if binary is None:
+        pytest.skip(f"{BINARY_ENV} is not set: the end-to-end tests need the real kube-scheduler "
+                    "(`.ci/kube-scheduler` unpacks it for .ci/run and make; or export the path of a v1.30 binary)")
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        raise AssertionError(f"{BINARY_ENV}={binary} is not an executable file")
+    return binary
+
+
+def keep_logs(cluster: E2ECluster, dest: Path) -> None:
+    """Copy both logs next to the test's tmp dir (kept by pytest for failed tests)."""
+    for proc in (cluster.scheduler, cluster.extender):
+        if proc is not None and proc.log.exists() and proc.log.parent != dest:
+            shutil.copy(proc.log, dest / proc.log.name)

@@ -1,0 +1,365 @@
+"""The truth of an end-to-end run, from the API-server double's objects alone.
+
+`replay(api)` walks the double's journal (every write, in resourceVersion order) and
+checks every bind (a pod's `spec.nodeName` going from empty to a node) against the
+cluster as it was just before that bind: the node's taints, cordon, labels and
+allocatable then, and the pods bound then. It shares no code with `extender/`: the rules
+are restated here from upstream (and the independent checker `perf/check.py`, whose
+toleration, selector and semver helpers it reuses):
+
+* **TaintToleration**: every `NoSchedule`/`NoExecute` taint tolerated; tolerations from
+  `spec` and from the `<prefix>/tolerations` annotation; Equal/Exists/Gt/Lt/Semver*; CEL
+  expressions through Python oracles the test supplies. A `NoExecute` taint counts as
+  tolerated only by a `spec.tolerations` entry the kubelet understands (Equal, Exists,
+  Gt, Lt; no expression), as the extender documents (README "NoExecute").
+* **NodeUnschedulable**: a cordoned node needs a toleration of
+  `node.kubernetes.io/unschedulable:NoSchedule`.
+* **NodeAffinity**: `nodeSelector`, required node affinity from `spec` and from the
+  `<prefix>/node-affinity` annotation (both must hold).
+* **PodTopologySpread** (`DoNotSchedule` only): upstream `filtering.go` — nodes count
+  as domains when they carry every constraint's topology key and pass the constraint's
+  inclusion policies (`nodeAffinityPolicy` default Honor, `nodeTaintsPolicy` default
+  Ignore; Honor = no untolerated NoSchedule/NoExecute taint); matching pods counted in
+  the pod's namespace, terminating ones excluded, `matchLabelKeys` added to the
+  selector; `minDomains` more than the domains makes the global minimum 0; the node
+  passes when `count(its domain) + selfMatch - globalMin <= maxSkew`.
+* **NodeResourcesFit**: cpu, memory and pod count within the node's allocatable.
+
+A violation on a node (or, for spread, on any node) that changed less than
+`race_window` seconds before the bind is reported as `raced`, not as a violation: the
+scheduler decided on a snapshot taken before the change, exactly as upstream does.
+
+`pending_but_feasible(api)` checks the other direction on the final objects: a pod the
+scheduler left unbound that some node admits under every rule above.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from perf.check import (
+    UNSCHEDULABLE_TAINT,
+    Oracle,
+    affinity_ok,
+    selector_matches,
+    tolerates,
+)
+
+NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "NoExecute"
+KUBELET_OPERATORS = ("", "Equal", "Exists", "Gt", "Lt")
+Key = tuple[str, str]
+_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def quantity(text: Any, milli: bool = False) -> int:
+    """A resource quantity as an integer (millis when `milli`, else units)."""
+    s = str(text)
+    if s.endswith("m"):
+        value = float(s[:-1]) / 1000
+    else:
+        for suffix, factor in _UNITS.items():
+            if s.endswith(suffix):
+                value = float(s[: -len(suffix)]) * factor
+                break
+        else:
+            value = float(s)
+    return round(value * 1000) if milli else round(value)
+
+
+def requests_of(pod: Mapping[str, Any]) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) a pod requests (its containers summed)."""
+    cpu = mem = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        req = (c.get("resources") or {}).get("requests") or {}
+        cpu += quantity(req.get("cpu", 0), milli=True)
+        mem += quantity(req.get("memory", 0))
+    return cpu, mem
+
+
+def allocatable_of(node: Mapping[str, Any]) -> tuple[int, int, int]:
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return (quantity(alloc.get("cpu", "1000"), milli=True), quantity(alloc.get("memory", "1Ti")),
+            int(alloc.get("pods", 110)))
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    md = obj["metadata"]
+    return md.get("namespace") or "default", md["name"]
+
+
+def _annotation_list(pod: Mapping[str, Any], name: str) -> list:
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(name)
+    return json.loads(text) if text else []
+
+
+def untolerated_taints(pod: Mapping[str, Any], node: Mapping[str, Any], prefix: str,
+                       oracles: Mapping[str, Oracle]) -> list[str]:
+    """The node's NoSchedule/NoExecute taints the pod does not tolerate (see the module
+    docstring for the NoExecute rule)."""
+    spec_tols = list((pod.get("spec") or {}).get("tolerations") or [])
+    all_tols = spec_tols + _annotation_list(pod, f"{prefix}/tolerations")
+    kubelet_tols = [t for t in spec_tols if not t.get("expression")
+                    and (t.get("operator") or "") in KUBELET_OPERATORS]
+    out = []
+    for t in (node.get("spec") or {}).get("taints") or []:
+        taint = (t.get("key", ""), t.get("value", ""), t.get("effect", ""))
+        if taint[2] not in (NO_SCHEDULE, NO_EXECUTE):
+            continue
+        tols = kubelet_tols if taint[2] == NO_EXECUTE else all_tols
+        if not any(tolerates(tol, taint, oracles) for tol in tols):
+            out.append(f"{taint[0]}={taint[1]}:{taint[2]}")
+    return out
+
+
+def tolerates_cordon(pod: Mapping[str, Any], prefix: str, oracles: Mapping[str, Oracle]) -> bool:
+    tols = list((pod.get("spec") or {}).get("tolerations") or []) + _annotation_list(pod, f"{prefix}/tolerations")
+    return any(tolerates(t, UNSCHEDULABLE_TAINT, oracles) for t in tols)
+
+
+@dataclass(frozen=True)
+class Violation:
+    pod: str
+    node: str
+    rule: str
+    detail: str
+    raced: bool = False  # the node state changed within the race window before the bind
+
+    def __str__(self) -> str:
+        return f"{self.pod} on {self.node}: {self.rule}: {self.detail}{' (raced a node change)' if self.raced else ''}"
+
+
+@dataclass
+class Report:
+    binds: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    raced: list[Violation] = field(default_factory=list)
+
+    def by_rule(self) -> Counter:
+        return Counter(v.rule for v in self.violations)
+
+
+class ClusterView:
+    """Nodes and pods at one moment of the replay (or at the end), with the checks."""
+
+    def __init__(self, prefix: str, oracles: Mapping[str, Oracle]) -> None:
+        self.prefix = prefix
+        self.oracles = oracles
+        self.nodes: dict[str, dict] = {}
+        self.node_changed: dict[str, float] = {}
+        self.pods: dict[Key, dict] = {}
+        self.by_node: dict[str, set[Key]] = {}
+
+    def put_node(self, obj: dict, at: float = 0.0) -> None:
+        self.nodes[obj["metadata"]["name"]] = obj
+        self.node_changed[obj["metadata"]["name"]] = at
+
+    def drop_node(self, name: str, at: float = 0.0) -> None:
+        self.nodes.pop(name, None)
+        self.node_changed[name] = at
+
+    def put_pod(self, obj: dict | None, key: Key) -> None:
+        old = self.pods.pop(key, None)
+        if old is not None and (old_node := old["spec"].get("nodeName")):
+            self.by_node.get(old_node, set()).discard(key)
+        if obj is not None:
+            self.pods[key] = obj
+            if where := obj["spec"].get("nodeName"):
+                self.by_node.setdefault(where, set()).add(key)
+
+    # -- the rules
+
+    def violations(self, pod: dict, node_name: str) -> list[tuple[str, str]]:
+        """(rule, detail) for every rule `pod` breaks on `node_name` in this view (the pod
+        itself not counted as placed)."""
+        node = self.nodes.get(node_name)
+        if node is None:
+            return [("NodeExists", "no such node")]
+        out = []
+        if (node.get("spec") or {}).get("unschedulable") and not tolerates_cordon(pod, self.prefix, self.oracles):
+            out.append(("NodeUnschedulable", "node is cordoned"))
+        bad = untolerated_taints(pod, node, self.prefix, self.oracles)
+        if bad:
+            out.append(("TaintToleration", "untolerated " + ", ".join(bad)))
+        if not affinity_ok(pod, node, self.prefix):
+            out.append(("NodeAffinity", "nodeSelector / required node affinity do not match"))
+        out.extend(("PodTopologySpread", d) for d in self.spread_problems(pod, node))
+        fit = self.fit_problem(pod, node_name)
+        if fit:
+            out.append(("NodeResourcesFit", fit))
+        return out
+
+    def fit_problem(self, pod: dict, node_name: str) -> str:
+        acpu, amem, apods = allocatable_of(self.nodes[node_name])
+        me = key_of(pod)
+        others = [self.pods[k] for k in self.by_node.get(node_name, ()) if k != me]
+        cpu, mem = requests_of(pod)
+        for p in others:
+            c, m = requests_of(p)
+            cpu, mem = cpu + c, mem + m
+        if cpu > acpu or mem > amem or len(others) + 1 > apods:
+            return f"requests cpu {cpu}m memory {mem} pods {len(others) + 1} > allocatable {acpu}m {amem} {apods}"
+        return ""
+
+    def _eligible(self, pod: dict, constraint: dict, keys: list[str], node: dict) -> bool:
+        labels = node["metadata"].get("labels") or {}
+        if not all(k in labels for k in keys):
+            return False
+        if constraint.get("nodeAffinityPolicy", "Honor") == "Honor" and not affinity_ok(pod, node, self.prefix):
+            return False
+        if constraint.get("nodeTaintsPolicy", "Ignore") == "Honor" and untolerated_taints(
+                pod, node, self.prefix, self.oracles):
+            return False
+        return True
+
+    def spread_problems(self, pod: dict, node: dict) -> list[str]:
+        constraints = [c for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []
+                       if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"]
+        if not constraints:
+            return []
+        namespace, me = key_of(pod)[0], key_of(pod)
+        pod_labels = pod["metadata"].get("labels") or {}
+        keys = [c["topologyKey"] for c in constraints]
+        labels = node["metadata"].get("labels") or {}
+        problems = []
+        for c in constraints:
+            key = c["topologyKey"]
+            if key not in labels:
+                problems.append(f"node lacks topology key {key}")
+                continue
+            selector = _with_match_label_keys(c.get("labelSelector"), c.get("matchLabelKeys") or [], pod_labels)
+            domains: Counter = Counter()
+            for name, other in self.nodes.items():
+                if not self._eligible(pod, c, keys, other):
+                    continue
+                d = other["metadata"]["labels"][key]
+                domains[d] += sum(1 for k in self.by_node.get(name, ()) if k != me and k[0] == namespace
+                                  and _counts(self.pods[k])
+                                  and selector_matches(selector, self.pods[k]["metadata"].get("labels") or {}))
+            low = min(domains.values()) if domains else 0
+            if len(domains) < int(c.get("minDomains") or 1):
+                low = 0
+            self_match = 1 if selector_matches(selector, pod_labels) else 0
+            skew = domains.get(labels[key], 0) + self_match - low
+            if skew > int(c["maxSkew"]):
+                problems.append(f"{key}: skew {skew} > maxSkew {c['maxSkew']} (domain {labels[key]} has "
+                                f"{domains.get(labels[key], 0)}, minimum {low}, {len(domains)} domains)")
+        return problems
+
+
+def _counts(pod: Mapping[str, Any]) -> bool:
+    """Counted by PodTopologySpread: not terminating, not Succeeded/Failed."""
+    return (pod["metadata"].get("deletionTimestamp") is None
+            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+
+
+def _with_match_label_keys(selector: dict | None, keys: list[str], pod_labels: Mapping[str, str]) -> dict | None:
+    """The selector with `key In (pod's value)` for each of `matchLabelKeys` the pod has."""
+    if selector is None or not keys:
+        return selector
+    extra = [{"key": k, "operator": "In", "values": [pod_labels[k]]} for k in keys if k in pod_labels]
+    return {**selector, "matchExpressions": [*(selector.get("matchExpressions") or []), *extra]}
+
+
+def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = "scheduling-extender.io",
+           decisions: Mapping[Key, list[float]] | None = None, race_window: float = 0.5,
+           only: Callable[[Key], bool] | None = None) -> Report:
+    """Check every bind recorded in `api.journal` (see the module docstring) against
+    the cluster when the scheduler placed the pod: `decisions` (pod -> times of its
+    `filter` calls, from `tests.e2e.wiretap`) date each placement to the last call
+    before its bind (binds run concurrently, so their order in the API is not the
+    order of decisions); without them a placement is dated at its bind. `only` limits
+    the checked binds to some pods (every pod still counts for the others)."""
+    if api.journal is None:
+        raise ValueError("the API-server double was started without journal=True")
+    changes = list(api.journal)
+    # (time, sequence, change, is_placement); a placement puts the bound pod at its decision
+    timeline: list[tuple[float, int, Any, bool]] = []
+    unbound: set[Key] = set()
+    for seq, change in enumerate(changes):
+        if change.resource == "pods" and change.type != "DELETED":
+            key = key_of(change.obj)
+            if not change.obj["spec"].get("nodeName"):
+                unbound.add(key)
+            elif key in unbound:
+                unbound.discard(key)
+                at = change.at
+                if decisions is not None:
+                    at = max((t for t in decisions.get(key, ()) if t <= change.at), default=change.at)
+                timeline.append((at, seq, change, True))
+                continue
+        timeline.append((change.at, seq, change, False))
+    timeline.sort(key=lambda entry: (entry[0], entry[1]))
+    view = ClusterView(prefix, oracles or {})
+    report = Report()
+    last_node_change = float("-inf")
+    for at, _, change, placement in timeline:
+        if change.resource == "nodes":
+            if change.type == "DELETED":
+                view.drop_node(change.obj["metadata"]["name"], change.at)
+            else:
+                view.put_node(change.obj, change.at)
+            last_node_change = change.at
+            continue
+        if change.resource != "pods":
+            continue
+        key = key_of(change.obj)
+        if change.type == "DELETED":
+            view.put_pod(None, key)
+            continue
+        if placement and (only is None or only(key)):
+            node_name = change.obj["spec"]["nodeName"]
+            report.binds += 1
+            for rule, detail in view.violations(change.obj, node_name):
+                changed = last_node_change if rule == "PodTopologySpread" else view.node_changed.get(node_name, 0.0)
+                raced = at - changed < race_window
+                v = Violation(f"{key[0]}/{key[1]}", node_name, rule, detail, raced)
+                (report.raced if raced else report.violations).append(v)
+        current = view.pods.get(key)
+        if current is not None and current["spec"].get("nodeName") and not change.obj["spec"].get("nodeName"):
+            continue  # a status write of the unbound copy, dated after its placement
+        view.put_pod(change.obj, key)
+    return report
+
+
+def final_view(api: Any, oracles: Mapping[str, Oracle] | None = None,
+               prefix: str = "scheduling-extender.io") -> ClusterView:
+    view = ClusterView(prefix, oracles or {})
+    for n in api.objects("nodes"):
+        view.put_node(n)
+    for p in api.objects("pods"):
+        view.put_pod(p, key_of(p))
+    return view
+
+
+def pending_but_feasible(api: Any, keys: Iterable[Key], oracles: Mapping[str, Oracle] | None = None,
+                         prefix: str = "scheduling-extender.io") -> dict[Key, str]:
+    """Of `keys`, the pods still unbound in the final truth that some node admits under
+    every rule (pod -> one such node): a wrong "unschedulable"."""
+    view = final_view(api, oracles, prefix)
+    out = {}
+    for key in keys:
+        pod = view.pods.get(key)
+        if pod is None or pod["spec"].get("nodeName"):
+            continue
+        for name in view.nodes:
+            if not view.violations(pod, name):
+                out[key] = name
+                break
+    return out
+
+
+def final_skew(api: Any, keys: Iterable[Key], topology_key: str,
+               eligible: Callable[[dict], bool] = lambda node: True) -> int:
+    """max - min of `keys`' bound pods over the domains of `topology_key` among the
+    `eligible` nodes carrying it (empty domains count): the skew a user sees at the end."""
+    nodes = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(topology_key)
+             for n in api.objects("nodes") if eligible(n)}
+    counts = Counter({d: 0 for d in nodes.values() if d is not None})
+    for where, _, _ in api.scheduling_states(list(keys)).values():
+        if where and nodes.get(where) is not None:
+            counts[nodes[where]] += 1
+    return max(counts.values()) - min(counts.values()) if counts else 0

@@ -1,0 +1,172 @@
+"""`kubectl extender` against a running extender (`extender serve --kubeconfig`, live
+state from the API-server double), reached through the double's service proxy with a
+kubeconfig, as in a cluster; also by `kubectl` itself (plugin discovery), `--url` and
+`--port-forward`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import EXAMPLES, example_pod
+
+from extender.kubectl_plugin import PluginError, Response, ask
+from extender.state import load_objects
+from tests.deploy.deploy_tools import kubectl
+from tests.doubles.apiserver import FakeApiServer
+from tests.doubles.service_proxy import add_service_proxy
+from tests.scheduler.harness import Served
+from tests.server.live import free_port
+
+pytestmark = pytest.mark.gunicorn
+NAMESPACE, SERVICE = "scheduling-extender", "extended-scheduler-metrics"
+
+
+@pytest.fixture(scope="module")
+def extender(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("plugin")
+    with FakeApiServer(bookmark_interval=0.2) as api:
+        api.load(load_objects(EXAMPLES / "cluster.yaml"))
+        api.create("pods", example_pod("sla-gt"))  # Pending
+        api.create("services", {"metadata": {"name": SERVICE, "namespace": NAMESPACE},
+                                "spec": {"ports": [{"name": "metrics", "port": 8889, "targetPort": "metrics"}]}})
+        kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
+        metrics_port = free_port()
+        served = Served(kubeconfig, tmp / "extender.log", "--explain-endpoint", "true",
+                        "--metrics-listen", f"127.0.0.1:{metrics_port}")
+        add_service_proxy(api, {(NAMESPACE, SERVICE): f"127.0.0.1:{metrics_port}"})
+        try:
+            yield api, kubeconfig, metrics_port, tmp
+        finally:
+            served.stop()
+
+
+def plugin(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "extender.kubectl_plugin", *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_why_prints_the_table_through_the_service_proxy(extender):
+    api, kubeconfig, _, _ = extender
+    proc = plugin("why", "sla-gt", "--kubeconfig", str(kubeconfig))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["POD", "default/sla-gt"]
+    assert lines[1].startswith("STATE     live, resourceVersion ")
+    assert lines[2] == ("RESULT    4/10 nodes are available: 1 node(s) were unschedulable, "
+                        "5 node(s) had untolerated taint(s).")
+    assert any(line.split()[:3] == ["NODES", "PLUGIN", "REASON"] for line in lines)
+    assert any("toleration[0] node.example.com/sla Gt '750' (NoSchedule): does not tolerate: "
+               "taint value 500 is not greater than 750" in line for line in lines)
+    assert any("e.g. spot-c1" in line for line in lines)
+    proxied = [r for r in api.requests if "/services/" in r and "/proxy/explain/default/sla-gt" in r]
+    assert proxied, "the request went through the API server's service proxy"
+    assert any(r.startswith("GET /api/v1/namespaces/default/pods/sla-gt") for r in api.requests)
+
+
+def test_json_output_is_the_endpoints_answer(extender):
+    _, kubeconfig, port, _ = extender
+    proc = plugin("why", "sla-gt", "-n", "default", "--kubeconfig", str(kubeconfig), "-o", "json", "--all-nodes")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["view"] == "all" and report["state"]["mode"] == "live"
+    (result,) = report["results"]
+    assert result["filter"]["NodeNames"] == ["od-a1", "od-b1", "spot-a1", "spot-b1"]
+    assert len(result["nodes"]) == 10
+    # the same with --url straight to the side listener
+    direct = plugin("why", "sla-gt", "--url", f"http://127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
+                    "-o", "json", "--all-nodes")
+    assert direct.returncode == 0, direct.stderr
+    assert json.loads(direct.stdout)["results"] == report["results"]
+
+
+def test_explain_a_pod_file_not_created_yet(extender, tmp_path):
+    api, kubeconfig, _, _ = extender
+    proc = plugin("explain", "-f", str(EXAMPLES / "pods" / "cel-rack-regex.yaml"), "--kubeconfig", str(kubeconfig),
+                  "-o", "yaml")
+    assert proc.returncode == 0, proc.stderr
+    import yaml
+
+    report = yaml.safe_load(proc.stdout)
+    assert report["results"][0]["pod"] == "default/cel-rack-regex"
+    assert "dev-a1" in report["results"][0]["filter"]["NodeNames"]
+    assert any(r.startswith("POST /api/v1/namespaces/scheduling-extender/services/") for r in api.requests)
+
+
+def test_the_namespace_comes_from_the_context(extender, tmp_path):
+    _, kubeconfig, _, _ = extender
+    config = json.loads(Path(kubeconfig).read_text())
+    config["contexts"][0]["context"]["namespace"] = "shop"
+    shop = tmp_path / "kubeconfig-shop"
+    shop.write_text(json.dumps(config))
+    proc = plugin("why", "web-7d9f-0", "--kubeconfig", str(shop))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].split() == ["POD", "shop/web-7d9f-0"]
+
+
+def test_errors_read_like_kubectl(extender):
+    api, kubeconfig, _, _ = extender
+    proc = plugin("why", "nope", "--kubeconfig", str(kubeconfig))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == 'error: Error from server (NotFound): pods "nope" not found'
+    api.faults.fail_requests, api.faults.fail_status = 1, 403
+    api.faults.fail_match = "GET /api/v1/namespaces/default/pods/sla-gt"
+    proc = plugin("why", "sla-gt", "--kubeconfig", str(kubeconfig))
+    api.faults.fail_requests, api.faults.fail_match = 0, ""
+    assert proc.returncode == 1 and "Error from server (Forbidden)" in proc.stderr
+    proc = plugin("why", "sla-gt", "--kubeconfig", str(kubeconfig), "--service", f"{NAMESPACE}/missing:metrics")
+    assert proc.returncode == 1 and 'services "missing" not found' in proc.stderr
+    proc = plugin("why", "sla-gt", "--kubeconfig", str(kubeconfig), "--service", "nonsense")
+    assert proc.returncode == 1 and "expected NAMESPACE/NAME[:PORT]" in proc.stderr
+
+
+def test_kubectl_finds_the_plugin(extender, tmp_path):
+    _, kubeconfig, _, _ = extender
+    script = Path(sys.executable).parent / "kubectl-extender"
+    assert script.exists(), f"{script}: the package's console script (pip install -e .)"
+    env = {**os.environ, "PATH": f"{script.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "KUBECONFIG": str(kubeconfig)}
+    proc = subprocess.run([kubectl(), "extender", "why", "sla-gt"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].split() == ["POD", "default/sla-gt"]
+
+
+def test_port_forward_runs_kubectl_port_forward(extender, tmp_path):
+    _, kubeconfig, port, _ = extender
+    calls = tmp_path / "calls"
+    fake = tmp_path / "kubectl"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {calls}\necho 'Forwarding from 127.0.0.1:{port} -> 8889'\n"
+                    "exec sleep 60\n")
+    fake.chmod(0o755)
+    proc = plugin("why", "sla-gt", "--port-forward", "--kubeconfig", str(kubeconfig), env={"KUBECTL": str(fake)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].split() == ["POD", "default/sla-gt"]
+    assert calls.read_text().split() == ["port-forward", "-n", NAMESPACE, f"service/{SERVICE}", ":metrics",
+                                         "--kubeconfig", str(kubeconfig)]
+
+
+class Scripted:
+    def __init__(self, *responses: Response) -> None:
+        self.responses = list(responses)
+
+    def describe(self) -> str:
+        return "scripted"
+
+    def send(self, method, path, body):
+        return self.responses.pop(0)
+
+
+def test_busy_and_unready_answers_are_retried_after_retry_after():
+    answer = orjson.dumps({"results": []})
+    assert ask(Scripted(Response(429, b'{"error":"busy"}', "0"), Response(503, b"{}", "0"),
+                        Response(200, answer, None)), "GET", "/explain/a/b") == {"results": []}
+    with pytest.raises(PluginError, match="too long"):
+        ask(Scripted(Response(429, b'{"error":"too long"}', "60")), "GET", "/explain/a/b")
+    with pytest.raises(PluginError, match="NetworkPolicy"):
+        ask(Scripted(Response(503, b'{"message":"error trying to reach service: refused"}', None)), "GET", "/x")
