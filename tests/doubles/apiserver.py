@@ -28,7 +28,10 @@ compacted, for truth checks that replay a run in resourceVersion order (`journal
 
 Tests change the truth from Python (`create`/`update`/`delete`/`bind`/`terminate`) and
 inject faults through `server.faults` (cut streams mid-event, expire history, fail or
-slow requests, events for objects never listed). Every change gets the next global
+slow requests (a write whose client gave up during the delay is not applied, as the
+API server cancels a request's context when its client goes away), hang new watch
+streams, events for objects never listed) and `freeze_watches()` (the open streams
+fall silent, their TCP connections stay open). Every change gets the next global
 resourceVersion, as etcd's revision does.
 
 Usage::
@@ -44,6 +47,8 @@ import base64
 import copy
 import itertools
 import json
+import select
+import socket
 import threading
 import time
 from collections import Counter, deque
@@ -147,6 +152,9 @@ class Faults:
     fail_status: int = 500
     fail_match: str = ""  # substring of "METHOD /path?query" the failure applies to
     delay_seconds: float = 0.0  # sleep before answering every request (slow server)
+    delay_match: str = ""  # only requests whose "METHOD /path?query" contains this
+    hang_watches: bool = False  # new watch streams: headers, then nothing, never ended
+    hang_agent: str = ""  # ... only those whose User-Agent contains this
     fired: Counter = field(default_factory=Counter)  # faults that fired, by counter name
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -234,6 +242,7 @@ class FakeApiServer:
         self._snapshots: dict[str, _Snapshot] = {}
         self._snap_ids = itertools.count(1)
         self._closing = False
+        self._freezes: list[str] = []  # freeze_watches calls (agents), in order
         self._httpd = QuietServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -442,6 +451,15 @@ class FakeApiServer:
             obj["metadata"]["resourceVersion"] = str(self._rv)
             self._emit(resource, type_, obj)
             return self._rv
+
+    def freeze_watches(self, agent: str = "") -> None:
+        """Every watch stream open now (whose client's User-Agent contains `agent`) falls
+        silent for good: no events, no bookmarks, no end, the TCP connection open (a
+        stuck proxy, a half-dead connection). New streams are served normally (unless
+        `faults.hang_watches`)."""
+        with self._cond:
+            self._freezes.append(agent)
+            self._cond.notify_all()
 
     def close_watches(self) -> None:
         """End every open watch stream cleanly (as an API server restart would)."""
@@ -655,9 +673,26 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _body(self) -> dict:
+        def _raw_body(self) -> bytes:
+            cached = getattr(self, "_cached_body", None)
+            if cached is not None:
+                self._cached_body = None
+                return cached
             n = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(n) if n else b""
+            return self.rfile.read(n) if n else b""
+
+        def _client_gone(self) -> bool:
+            """The client closed its connection (its request context would be cancelled:
+            a real API server does not apply a write whose client went away before it
+            reached storage)."""
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
+
+        def _body(self) -> dict:
+            raw = self._raw_body()
             try:
                 body = json.loads(raw or b"{}")
             except ValueError as e:
@@ -669,8 +704,14 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def _dispatch(self, method: str) -> None:
             line = f"{method} {self.path}"
             api.requests.append(line)
-            if api.faults.delay_seconds:
+            if api.faults.delay_seconds and api.faults.delay_match in line:
+                self._cached_body = self._raw_body()  # read, so a closed client shows as EOF
                 time.sleep(api.faults.delay_seconds)
+                if method != "GET" and self._client_gone():  # timed out meanwhile: not applied
+                    with api.faults.lock:
+                        api.faults.fired["aborted_writes"] += 1
+                    self.close_connection = True
+                    return
             try:
                 code = api.faults.take_failure(line)
                 if code is not None:
@@ -788,6 +829,11 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 err = status(410, "Expired", f"too old resource version: {since} ({current})")
                 self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
                 return self._chunk(b"")
+            agent = self.headers.get("User-Agent") or ""
+            with api._cond:
+                epoch = len(api._freezes)
+            if api.faults.hang_watches and api.faults.hang_agent in agent:
+                return self._silent()
             pending: list[_Event] = []
             if since == 0:
                 since, pending = api._initial_events(resource, ns, selected)
@@ -814,6 +860,8 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 with api._cond:
                     if api._closing:
                         return self._chunk(b"")
+                    if any(a in agent for a in api._freezes[epoch:]):
+                        break
                     log = api._log[resource]
                     if since < api._oldest[resource]:
                         err = status(410, "Expired", f"too old resource version: {since}")
@@ -828,6 +876,15 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                         continue
                     pending = _events_after(log, since, ns)
                     since = log[-1].rv
+            self._silent()
+
+        def _silent(self) -> None:
+            """Send nothing more and keep the connection open until the server stops or
+            closes its watches."""
+            with api._cond:
+                while not api._closing:
+                    api._cond.wait(timeout=0.5)
+            self.close_connection = True
 
         def _send_event(self, type_: str, obj: dict) -> bool:
             line = json.dumps({"type": type_, "object": obj}).encode() + b"\n"

@@ -13,6 +13,7 @@ the scheduler sent for each pod (`last_pod`): the scheduler's own re-serializati
 from __future__ import annotations
 
 import http.client
+import random
 import threading
 import time
 from collections import defaultdict
@@ -41,6 +42,10 @@ class WireTap:
         self.upstream_port = upstream_port
         self.connect_wait = connect_wait
         self.calls: list[Call] = []
+        # (low, high) seconds slept, uniformly, before a `bind` is forwarded: what
+        # kube-scheduler's PreBind plugins (volume binding, DRA) add between a pod's
+        # filter answer and its bind (perf/inflight_mix.py)
+        self.prebind: tuple[float, float] = (0.0, 0.0)
         self.last_pod: dict[Key, dict] = {}
         self._lock = threading.Lock()
         self._httpd = QuietServer(("127.0.0.1", 0), _handler(self))
@@ -106,6 +111,8 @@ def _handler(tap: WireTap) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             at = time.monotonic()
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if tap.prebind[1] and self.path.rstrip("/").endswith("/bind"):
+                time.sleep(random.uniform(*tap.prebind))
             deadline = at + tap.connect_wait
             while True:
                 conn = getattr(self, "_upstream", None)
