@@ -46,10 +46,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check extender tests perf
 
 perf: $(PERFSTAMP)
-	$(BIN)/python -m perf run --full
+	$(WITH_SCHEDULER) $(BIN)/python -m perf run --full
 
 perf-quick: $(PERFSTAMP)
-	$(BIN)/python -m perf run --quick
+	$(WITH_SCHEDULER) $(BIN)/python -m perf run --quick
 
 # Nightly-style hostile-input run (a 5,000-body slice runs in `make test`).
 FUZZ_BODIES ?= 100000
@@ -61,13 +61,15 @@ SOAK_MINUTES ?= 30
 soak: $(PERFSTAMP)
 	$(BIN)/python -m perf.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
-# kube-scheduler simulator bursts (20 x 1,000) with and without in-flight accounting
+# Bursts (20 x 1,000, hard zone + hostname spread) through the real kube-scheduler, with
+# and without the extender's in-flight accounting, checked against the truth.
 perf-scheduler: $(PERFSTAMP)
-	$(BIN)/python -m perf.scheduler_sim
+	$(WITH_SCHEDULER) $(BIN)/python -m perf.scheduler_bursts
 
-# The five scheduler_perf-like workloads end to end at 5,000 nodes (also part of `make perf`).
+# The five scheduler_perf-like workloads through the real kube-scheduler at 5,000 nodes,
+# with the extender and with kube-scheduler's in-tree plugins (also part of `make perf`).
 perf-scheduler-e2e: $(PERFSTAMP)
-	$(BIN)/python -m perf.scheduler_e2e
+	$(WITH_SCHEDULER) $(BIN)/python -m perf.scheduler_e2e
 
 clean:
 	rm -rf $(VENV) build *.egg-info perf/out

@@ -11,6 +11,7 @@ from pathlib import Path
 from extender import __version__
 from extender.config import (
     SETTINGS,
+    Config,
     ConfigError,
     build_config,
     env_name,
@@ -33,8 +34,9 @@ HELP = {
     "kubeconfig": "live mode: watch the API server with this kubeconfig; with no FILE, "
     "$KUBECONFIG or ~/.kube/config",
     "in_cluster": "live mode: watch the API server with the pod's service account",
-    "max_staleness": "live mode: /readyz fails once a watch has been failing this many seconds "
-    "(default 60)",
+    "max_staleness": "live mode: seconds the cluster state may go unconfirmed by the API server "
+    "(an event, a bookmark, or a probe of a silent watch); past it /readyz fails and the verbs "
+    "answer an Error, as they do until every kind has listed once (default 60, at least 2)",
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
     "weights": "score plugin weights, e.g. TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
@@ -52,7 +54,8 @@ HELP = {
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
     "request_deadline": "seconds a filter/prioritize request may spend (CEL evaluation); past it "
     "the request answers an Error, never a verdict; 0 disables (default 4, below "
-    "kube-scheduler's 5 s httpTimeout)",
+    "kube-scheduler's 5 s httpTimeout). It also bounds bind's API call, counted from the "
+    "request's arrival (4 s when 0)",
     "slow_cel_expressions": "warn (default) or deny: what the admission webhook and `extender "
     "validate` do with a CEL toleration whose estimated cost a first /filter on a 5,000-node "
     "cluster (100 distinct taints) could not evaluate within --request-deadline",
@@ -69,11 +72,13 @@ HELP = {
     "with --cluster); false (default): every answer is computed",
     "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
     "`profile` label of the scheduler_* metrics (default default-scheduler)",
-    "inflight_wait": "seconds a filter/prioritize/preempt waits at most for pods of its namespace "
-    "answered earlier and not yet bound (the next pod then counts them); 0 disables; off in file "
-    "mode (default 1)",
-    "assume_ttl": "seconds a pod bound through the bind verb is counted on its node before the "
-    "cluster state shows it (default 30)",
+    "inflight_wait": "seconds a filter/prioritize/preempt waits at most for a pod answered "
+    "earlier and not yet bound that one of its DoNotSchedule spread constraints selects (same "
+    "namespace; the next pod then counts it); a pod that did not come back in time is not waited "
+    "for again; 0 disables; off in file mode (default 1)",
+    "assume_ttl": "deprecated, no effect: a pod bound through the bind verb stays counted on its "
+    "node until the cluster state shows it (bound, deleted, or gone after a relist), never by "
+    "a timer; accepted so existing configurations keep working",
     "explain_endpoint": "true: serve GET /explain/NAMESPACE/POD and POST /explain on --metrics-listen "
     "(live explanations for `kubectl extender why`); off by default: whoever reaches that port "
     "can read any pod's scheduling constraints and the nodes' taints and labels (default false)",
@@ -199,6 +204,10 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     check_metrics_listen(config.metrics_listen)
     setup_logging(config.log_level)
+    if config.assume_ttl != Config.assume_ttl:
+        logging.getLogger("extender").warning(
+            "--assume-ttl is deprecated and has no effect: an assumed pod stays counted until the "
+            "cluster state shows it", extra={"assume_ttl": config.assume_ttl})
     if warning := exposed_verbs_warning(config):
         logging.getLogger("extender").warning(warning)
     source = open_source(config, serving=True)  # a bad cluster file fails fast

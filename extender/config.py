@@ -65,7 +65,7 @@ class Config:
     verbs_tls: bool = False  # serve the verbs' --listen over HTTPS with the same files
     scheduler_profile: str = "default-scheduler"
     inflight_wait: float = 1.0
-    assume_ttl: float = 30.0
+    assume_ttl: float = 30.0  # deprecated, no effect: assumptions end by observation only
     # /explain on the side listener: off, it shows any pod's constraints and the nodes'
     # taints and labels to whoever reaches --metrics-listen (docs/operate/troubleshooting.md)
     explain_endpoint: bool = False
@@ -204,7 +204,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "cluster": ("cluster", _str),
     "kubeconfig": ("kubeconfig", _str),
     "in_cluster": ("inCluster", _bool),
-    "max_staleness": ("maxStaleness", _float_at_least(1)),
+    "max_staleness": ("maxStaleness", _float_at_least(2)),
     "annotation_prefix": ("annotationPrefix", _prefix),
     "feature_gates": ("featureGates", _gates),
     "weights": ("weights", _weights),

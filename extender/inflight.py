@@ -10,17 +10,22 @@ The design (docs/reference/bind-preempt.md):
 * **pending**: after answering `filter` for A with at least one feasible node, A is
   pending: it will come back through `bind` (kube-scheduler runs one scheduling cycle
   at a time, so by the time B's `filter` arrives A's cycle is over).
-* **settle**: before answering `filter`/`prioritize`/`preempt` for B, wait until no
-  other pod of B's namespace is pending (only same-namespace pods are ever counted by
-  topology spread), up to `wait` seconds after that pod was answered. A pod that never
-  comes back (another extender or a Reserve plugin rejected it, it was deleted, the
-  scheduler restarted) therefore costs the next pod of its namespace at most `wait`.
+* **settle**: before answering `filter`/`prioritize`/`preempt` for B, wait for the
+  pending pods that can change B's answer, and only those: same namespace *and*
+  selected by one of B's DoNotSchedule spread constraints (the pod's own, or the
+  cluster defaults where they apply, `matchLabelKeys` included: `selectors`). Every
+  other pod goes straight on: kube-scheduler runs one cycle at a time, so each wait
+  stalls every pod behind it. Each pending pod is waited for at most `wait` seconds
+  after it was answered; one that did not come back in time (rejected after our filter
+  by another plugin or extender, deleted, the scheduler restarted) is never waited for
+  again, however often it is filtered afterwards. A pending pod the state shows bound,
+  terminating, or deleted after it was seen is done.
 * **assumed**: `bind` turns A into an assumed pod on its node *before* calling the API
   (as kube-scheduler's `assume`), in the cluster state's `Store` (its assumed-pods
-  overlay on the pod layer). An assumption ends when the watch shows the pod bound,
-  when the API call fails (`forget`), or `ttl` seconds after the bind (a watch that
-  lags longer than that undercounts; the default is far above its normal latency).
-  A source without a store (a static snapshot: explain, unit tests) records none.
+  overlay on the pod layer). An assumption ends when the state shows the pod (bound,
+  deleted, or absent from a relist) or when the API call fails (`forget`), never by a
+  timer. A source without a store (a static snapshot: explain, unit tests) records
+  none.
 
 Waiting never happens on a thread that must not block (the gunicorn worker's event
 loop, which must stay free to read A's `bind`): `may_block()` says whether the current
@@ -33,7 +38,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from extender import metrics
 from extender.model import Pod
@@ -41,12 +49,24 @@ from extender.model import Pod
 log = logging.getLogger("extender.inflight")
 
 Key = tuple[str, str]  # (namespace, name)
+GIVEN_UP = 10_000  # pods remembered as "did not come back in time" (oldest forgotten first)
+
+
+class Selector(Protocol):
+    """What `settle` needs of a label selector (`podtopologyspread.selector.LabelSelector`)."""
+
+    def matches(self, labels) -> bool: ...
+
+
+# pod -> the selectors of its DoNotSchedule spread constraints (empty: it waits for nobody)
+Selectors = Callable[[Pod], Sequence[Selector]]
 
 
 @dataclass(slots=True)
 class _Pending:
     pod: Pod
     since: float
+    seen: bool  # the state held the pod when it was answered (its absence later: deleted)
 
 
 def may_block() -> bool:
@@ -54,17 +74,32 @@ def may_block() -> bool:
     return threading.current_thread() is not threading.main_thread()
 
 
+def _everyone(pod: Pod) -> Sequence[Selector]:
+    """Without a spread plugin to ask: every pod of the namespace may matter."""
+    return (_ALL,)
+
+
+class _All:
+    def matches(self, labels) -> bool:
+        return True
+
+
+_ALL = _All()
+
+
 class InFlight:
     """Pending pods of one process, and assumptions through the source's store."""
 
-    def __init__(self, source, wait: float = 1.0, ttl: float = 30.0, clock=time.monotonic) -> None:
+    def __init__(self, source, wait: float = 1.0, selectors: Selectors = _everyone,
+                 clock=time.monotonic) -> None:
         self.source = source
         self.store = getattr(source, "store", None)  # FileSource and LiveSource have one
         self.wait = wait
-        self.ttl = ttl
+        self.selectors = selectors
         self.clock = clock
         self._cond = threading.Condition()
         self._pending: dict[Key, _Pending] = {}
+        self._given_up: OrderedDict[tuple[str, str, str], None] = OrderedDict()
 
     @property
     def enabled(self) -> bool:
@@ -72,30 +107,44 @@ class InFlight:
 
     # --- filter: pending ------------------------------------------------------------
 
-    def answered(self, pod: Pod) -> None:
-        """A's filter answer named at least one feasible node: A will come back."""
+    def answered(self, pod: Pod, snapshot=None) -> None:
+        """A's filter answer named at least one feasible node: A will come back (unless
+        A already failed to come back in time once)."""
         if not self.enabled:
             return
+        key = (pod.namespace, pod.name)
+        snapshot = snapshot if snapshot is not None else self.source.snapshot()
+        seen = snapshot.pod_layer.get(*key) is not None
         with self._cond:
-            self._pending[(pod.namespace, pod.name)] = _Pending(pod, self.clock())
+            if (pod.namespace, pod.name, pod.uid) in self._given_up:
+                return
+            self._pending[key] = _Pending(pod, self.clock(), seen)
             self._gauge()
 
     def has_pending(self) -> bool:
         return bool(self._pending)
 
     def settle(self, pod: Pod) -> None:
-        """Block until no other pod of `pod`'s namespace is pending (each waited for at
-        most `wait` seconds after it was answered). A pending pod the state already
-        shows on a node is done (bound by us, or, without bindVerb, seen by the watch)."""
+        """Block until no pending pod that can change `pod`'s answer is left (see the
+        module docstring); each is waited for at most `wait` seconds after it was
+        answered."""
         if not self.enabled or not self._pending or not may_block():
             return
         key = (pod.namespace, pod.name)
+        with self._cond:
+            others = [(k, p.pod.labels) for k, p in self._pending.items() if k[0] == pod.namespace and k != key]
+        if not others:
+            return
+        selectors = self.selectors(pod)
+        relevant = [k for k, labels in others if any(s.matches(labels) for s in selectors)]
+        if not relevant:
+            return
         started = self.clock()
         with self._cond:
             while True:
                 now = self.clock()
                 self._expire(now)
-                blocking = [k for k in self._pending if k[0] == pod.namespace and k != key]
+                blocking = [k for k in relevant if k in self._pending]
                 if blocking:
                     blocking = self._unconfirmed(blocking)
                 if not blocking:
@@ -105,12 +154,13 @@ class InFlight:
         metrics.INFLIGHT_WAIT_SECONDS.observe(self.clock() - started)
 
     def _unconfirmed(self, blocking: list[Key]) -> list[Key]:
-        """Under the lock: drop the pending pods the state shows on a node."""
+        """Under the lock: drop the pending pods the state shows bound (by us, or,
+        without bindVerb, seen by the watch), terminating, or gone after being seen."""
         layer = self.source.snapshot().pod_layer
         left = []
         for k in blocking:
             seen = layer.get(*k)
-            if seen is not None and seen.node_name:
+            if (seen is None and self._pending[k].seen) or (seen is not None and (seen.node_name or seen.terminating)):
                 del self._pending[k]
             else:
                 left.append(k)
@@ -119,12 +169,16 @@ class InFlight:
         return left
 
     def _expire(self, now: float) -> None:
-        """Under the lock: stop waiting for pods answered more than `wait` ago."""
+        """Under the lock: stop waiting for pods answered more than `wait` ago, and
+        never wait for them again."""
         late = [k for k, p in self._pending.items() if now - p.since >= self.wait]
         for k in late:
-            log.warning("pod answered but never bound; no longer waiting for it",
+            log.warning("pod answered but never bound; no longer waiting for it, nor when it is filtered again",
                         extra={"pod": f"{k[0]}/{k[1]}", "waited": self.wait})
-            del self._pending[k]
+            pod = self._pending.pop(k).pod
+            self._given_up[(pod.namespace, pod.name, pod.uid)] = None
+            if len(self._given_up) > GIVEN_UP:
+                self._given_up.popitem(last=False)
             metrics.INFLIGHT_EXPIRED_TOTAL.inc()
         if late:
             self._gauge()
@@ -149,12 +203,18 @@ class InFlight:
             if pod is None:
                 pod = self.source.snapshot().pod_layer.get(namespace, name)
             if pod is not None:
-                self.store.assume(replace(pod, uid=uid or pod.uid), node, self.ttl)
+                self.store.assume(replace(pod, uid=uid or pod.uid), node)
                 assumed = True
         with self._cond:
             self._pending.pop(key, None)
+            self._given_up.pop((namespace, name, uid), None)
             self._gauge()
         return assumed
+
+    def bound(self, namespace: str, name: str) -> None:
+        """The binding call succeeded: the assumption now ends only by observation."""
+        if self.store is not None:
+            self.store.bound(namespace, name)
 
     def forget(self, namespace: str, name: str) -> None:
         """The binding failed: the pod is neither pending nor assumed any more."""

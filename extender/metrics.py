@@ -278,6 +278,14 @@ INFLIGHT_EXPIRED_TOTAL = Counter(
     "Pods answered by filter whose bind did not arrive within --inflight-wait.",
 )
 
+ASSUMED_PODS = Gauge(
+    "extender_assumed_pods",
+    "Pods the bind verb counts on their node (kube-scheduler's assumed pods) that the "
+    "cluster state does not show bound yet; each ends when the watch shows the pod bound, "
+    "deleted or gone after a relist, or when its binding call fails, never by a timer.",
+    multiprocess_mode="liveall",
+)
+
 BINDINGS_TOTAL = Counter(
     "extender_bindings_total",
     "Bindings created through the bind verb, by result (success or error).",
@@ -290,6 +298,24 @@ PREEMPTION_NODES_TOTAL = Counter(
     ["result"],
 )
 
+UNRESOLVABLE_FOR_PREEMPTION_TOTAL = Counter(
+    "extender_filter_unresolvable_for_preemption_total",
+    "Nodes a filter answer with no feasible node put in FailedAndUnresolvableNodes rather "
+    "than FailedNodes (rejected for skew or not seen yet, hosting lower-priority pods): "
+    "kube-scheduler's preemption dry run would find no victim there and fail the attempt.",
+)
+
+UNREADY_ANSWERS_TOTAL = Counter(
+    "extender_unready_answers_total",
+    "Verb calls answered with an Error (filter, bind) or HTTP 503 (prioritize, preempt) "
+    "because the cluster state cannot give a verdict: not synced yet (every watched kind "
+    "lists once first), stale (not confirmed by the API server within --max-staleness), "
+    "or unconfigured.",
+    ["verb", "reason"],
+)
+for _verb in ERROR_ANSWER_VERBS:
+    for _reason in ("not_synced", "stale", "unconfigured"):
+        UNREADY_ANSWERS_TOTAL.labels(_verb, _reason)
 EVENTS_TOTAL = Counter(
     "extender_events_total",
     "Events about pods the filter left with no feasible node (--record-events), by "

@@ -14,6 +14,24 @@ Per candidate node, with that node's victims removed from the cluster:
 * PodTopologySpread is recomputed without the victims, node by node (each candidate
   is judged with only its own victims gone, as upstream evaluates each candidate);
 * the victims of the nodes that remain are returned unchanged (`NodeNameToMetaVictims`).
+
+Which nodes reach the dry run at all is decided by our `filter` (`unresolvable_without_victims`).
+kube-scheduler runs DefaultPreemption on every node whose status is not
+UnschedulableAndUnresolvable, re-running only its in-tree filters: a node our filter
+rejected for skew passed all of those, so the dry run reprieves every pod there, finds
+zero victims and (v1.30 `DryRunPreemption`) records the Error "expected at least one
+victim pod on node"; with no other candidate the whole preemption attempt fails with
+it, logged as an error at every retry. In-tree PodTopologySpread would have evicted
+lower-priority matching pods there; through the extender protocol no node reaches
+`preempt` without in-tree victims, so that cannot be had. What can: when our filter
+finds no feasible node, each node it rejects as Unschedulable (preemption might help)
+that hosts a pod of lower priority than the preemptor (the dry run's potential
+victims) is answered in FailedAndUnresolvableNodes instead, with the same reason: the
+dry run skips it, preemption on the nodes the in-tree filters rejected (capacity)
+still happens, and the pod's event says "Preemption is not helpful for scheduling"
+for those nodes instead of an error. Nodes without such pods stay Unschedulable (the
+dry run answers "No preemption victims found" there, no error), as do all nodes of a
+pod that never preempts (`preemptionPolicy: Never`).
 """
 
 from __future__ import annotations
@@ -21,12 +39,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from extender import metrics
 from extender.api.wire import WireError, go_fields
 from extender.errors import ScoringError
-from extender.framework.status import Code
+from extender.framework.status import Code, Status
+from extender.framework.verdicts import Failures
 from extender.model import Pod
 from extender.state import ClusterSnapshot
 from extender.state.layers import PodLayerWriter
+
+LOWEST_PRIORITY = "lowest priority per node"  # snapshot memo key
+TERMINAL_PHASES = ("Succeeded", "Failed")  # kube-scheduler's informer never sees these
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,3 +199,44 @@ def surviving_nodes(engine, snapshot: ClusterSnapshot, pod: Pod, args: Preemptio
         if again.feasible_names == [name]:
             kept[name] = args.victims[name]
     return kept
+
+
+def lowest_priorities(snapshot: ClusterSnapshot) -> dict[str, int]:
+    """Node name -> the lowest priority of the pods on it (once per snapshot)."""
+
+    def compute() -> dict[str, int]:
+        lowest: dict[str, int] = {}
+        for p in snapshot.pods:
+            if p.node_name and p.phase not in TERMINAL_PHASES:
+                seen = lowest.get(p.node_name)
+                if seen is None or p.priority < seen:
+                    lowest[p.node_name] = p.priority
+        return lowest
+
+    return snapshot.memo(LOWEST_PRIORITY, compute)
+
+
+def unresolvable_without_victims(snapshot: ClusterSnapshot, pod: Pod, failures: Failures) -> Failures:
+    """`failures` (of a filter answer with no feasible node) with each Unschedulable
+    node that hosts a pod of lower priority than `pod` made UnschedulableAndUnresolvable,
+    same reasons: kube-scheduler's dry run would find no victim there and fail the
+    preemption attempt (see the module docstring)."""
+    if not pod.preempts or not any(status.code is Code.UNSCHEDULABLE for status, _ in failures):
+        return failures
+    lowest = lowest_priorities(snapshot)
+    out: Failures = []
+    moved = 0
+    for status, names in failures:
+        if status.code is not Code.UNSCHEDULABLE:
+            out.append((status, names))
+            continue
+        stay = [n for n in names if lowest.get(n, pod.priority) >= pod.priority]
+        move = [n for n in names if lowest.get(n, pod.priority) < pod.priority]
+        if stay:
+            out.append((status, stay))
+        if move:
+            out.append((Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, status.reasons, status.details), move))
+            moved += len(move)
+    if moved:
+        metrics.UNRESOLVABLE_FOR_PREEMPTION_TOTAL.inc(moved)
+    return out

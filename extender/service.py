@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
 from extender import metrics
 from extender.api.templates import (
@@ -29,9 +30,10 @@ from extender.api.wire import (
     host_priority_list,
     none_feasible_in,
 )
-from extender.binding import BindingArgs, PostBinding, binder_for
+from extender.binding import DEFAULT_BIND_SECONDS, BindingArgs, PostBinding, binder_for, refused
 from extender.binding import bind as bind_pod
 from extender.caching import ByteLRU, budget, set_memory_limit
+from extender.cel import deadline
 from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.config import Config
 from extender.errors import ScoringError
@@ -41,6 +43,7 @@ from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.runner import evaluation_counters
 from extender.framework.shape import pod_shape
 from extender.framework.status import Code, unschedulable
+from extender.gate import Gate
 from extender.inflight import InFlight
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, node_from_dict, pod_from_dict
@@ -49,7 +52,12 @@ from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.tainttoleration import TaintToleration
 from extender.plugins.volumenodeaffinity import VolumeNodeAffinity
-from extender.preemption import PreemptionArgs, meta_victims_json, surviving_nodes
+from extender.preemption import (
+    PreemptionArgs,
+    meta_victims_json,
+    surviving_nodes,
+    unresolvable_without_victims,
+)
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 from extender.state.nodeset import new_templates, template_budget
@@ -112,12 +120,16 @@ class Extender:
         self.config = config
         # pods answered here and not yet bound / seen bound (extender.inflight)
         self.source = source
+        self.gate = Gate(source)  # no verdict on a partial or stale state (extender.gate)
         self.binder = binder_for(source) if binder is True else binder
-        self.inflight = InFlight(source, inflight_wait(config, self.binder), config.assume_ttl)
         self.cel = cel
         metrics.set_profile(config.scheduler_profile)  # one profile per process
         self.handle = Handle(config.feature_gates, cel, config.plugin_args, config.annotation_prefix)
-        self.framework = Framework(build_plugins(self.handle), config.weights, fast=fast)
+        plugins = build_plugins(self.handle)
+        self.framework = Framework(plugins, config.weights, fast=fast)
+        spread = next(p for p in plugins if isinstance(p, PodTopologySpread))
+        self.inflight = InFlight(source, inflight_wait(config, self.binder),
+                                 lambda pod: spread.hard_selectors(pod, source.snapshot()))
         # request bytes -> Pod (frozen)
         self._parsed = ByteLRU("parsed-pods", max_entries=PARSED_PODS)
         # per pod shape (see remembered_answer); the config decides unless told here
@@ -205,16 +217,33 @@ class Extender:
 
     # --- the two verbs ---------------------------------------------------------------
 
+    def pending_pod(self, args_pod: dict[str, Any], key: bytes | None = None) -> Pod:
+        """The pod being scheduled: the cluster state's copy when it holds the same pod
+        (same UID, not bound), else `ExtenderArgs.Pod`. kube-scheduler re-serializes the
+        pod from its own Go types, so a field its version does not know (a toleration's
+        `expression` before v1.35) never reaches us in the request; the state's copy is
+        what the API server stores."""
+        pod = self.parse_pod(args_pod, key)
+        stored = self.source.snapshot().pod_layer.get(pod.namespace, pod.name)
+        if stored is None or stored.raw is None or not pod.uid or stored.uid != pod.uid:
+            return pod
+        return self.parse_pod(stored.raw, orjson.dumps(stored.raw))
+
     def _inputs(self, args: ExtenderArgs) -> tuple[ClusterSnapshot, Pod, Candidates]:
         """The snapshot, the pod and the candidates; ModelError for invalid arguments.
         The snapshot is taken once the pods answered before this one are accounted for."""
-        pod = self.parse_pod(args.pod, args.pod_key)
+        pod = self.pending_pod(args.pod, args.pod_key)
         self.inflight.settle(pod)
         snapshot = self.source.snapshot()
         return snapshot, pod, self.resolve(snapshot, args.node_names, args.nodes, args.names_key)
 
-    def _filtered(self, args: ExtenderArgs) -> tuple[Candidates, FilterOutcome] | dict[str, Any]:
+    def _filtered(
+        self, args: ExtenderArgs,
+    ) -> tuple[Candidates, FilterOutcome, ClusterSnapshot, Pod] | dict[str, Any]:
         """The filter outcome, or an ExtenderFilterResult carrying the error."""
+        refusal = self.gate.refusal("filter")
+        if refusal is not None:
+            return error_filter_result(refusal)
         try:
             snapshot, pod, cands = self._inputs(args)
         except ModelError as exc:
@@ -223,14 +252,18 @@ class Extender:
         if outcome.error:
             log.error("filter failed", extra={"pod": pod.key, "error": outcome.error})
             return error_filter_result(outcome.error)
-        return cands, outcome
+        return cands, outcome, snapshot, pod
 
     @staticmethod
-    def _filter_result(cands: Candidates, outcome: FilterOutcome) -> dict[str, Any]:
+    def _filter_result(cands: Candidates, outcome: FilterOutcome, snapshot: ClusterSnapshot,
+                       pod: Pod) -> dict[str, Any]:
+        failures = outcome.failures
+        if not outcome.feasible_names:  # kube-scheduler may try preemption next
+            failures = unresolvable_without_victims(snapshot, pod, failures)
         if cands.raw_by_name is not None:
             items = [cands.raw_by_name[name] for name in outcome.feasible_names]
-            return filter_result(None, items, outcome.failures)
-        return filter_result(outcome.feasible_names, None, outcome.failures)
+            return filter_result(None, items, failures)
+        return filter_result(outcome.feasible_names, None, failures)
 
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
         """The ExtenderFilterResult as Python objects (explain, tests, embedding)."""
@@ -243,7 +276,7 @@ class Extender:
             except DeadlineExceeded as exc:
                 return self._out_of_time(exc)
         if answer[1].feasible_names:
-            self.inflight.answered(self.parse_pod(args.pod, args.pod_key))
+            self.inflight.answered(answer[3], answer[2])
         return result
 
     @staticmethod
@@ -258,7 +291,8 @@ class Extender:
 
         Raises ModelError for invalid arguments and ScoringError when scoring itself
         fails (the server answers 400 / 500; kube-scheduler logs and ignores any
-        prioritize failure)."""
+        prioritize failure); StateNotReady (503) when the state cannot give a verdict."""
+        self.gate.check("prioritize")
         snapshot, pod, cands = self._inputs(args)
         with request_deadline(self.config.request_deadline):
             try:
@@ -281,6 +315,9 @@ class Extender:
         """`filter`'s ExtenderFilterResult as JSON (the HTTP server's entry point); a
         batch verdict over a candidate set that serves many requests is written from
         the set's pre-encoded names, without a dict per node, once per pod shape."""
+        refusal = self.gate.refusal("filter")
+        if refusal is not None:
+            return encode(error_filter_result(refusal))
         try:
             snapshot, pod, cands = self._inputs(args)
         except ModelError as exc:
@@ -291,7 +328,7 @@ class Extender:
             except DeadlineExceeded as exc:
                 return encode(self._out_of_time(exc))
         if feasible_in(answer):
-            self.inflight.answered(pod)  # it comes back through bind: the next pod waits
+            self.inflight.answered(pod, snapshot)  # it comes back through bind: the next pod waits
         elif self.events is not None and none_feasible_in(answer):
             self.events.offer(pod, cands)  # explained and recorded off this path
         return answer
@@ -301,14 +338,16 @@ class Extender:
         if outcome.error:
             log.error("filter failed", extra={"pod": pod.key, "error": outcome.error})
             return encode(error_filter_result(outcome.error)), False
-        if outcome.verdict is not None and cands.nodes.templates is not None:
-            return filter_json(outcome.verdict, outcome.extra), True
-        return encode(self._filter_result(cands, outcome)), True
+        verdict = outcome.verdict
+        if verdict is not None and cands.nodes.templates is not None and (verdict.status_of < 0).any():
+            return filter_json(verdict, outcome.extra), True
+        return encode(self._filter_result(cands, outcome, state.read(SNAPSHOT_KEY), pod)), True
 
     def prioritize_bytes(self, args: ExtenderArgs) -> bytes:
         """`prioritize`'s HostPriorityList as JSON (the HTTP server's entry point),
         written into a per-candidate-list template without a dict per host, once per
         pod shape."""
+        self.gate.check("prioritize")
         snapshot, pod, cands = self._inputs(args)
         with request_deadline(self.config.request_deadline):
             try:
@@ -325,13 +364,22 @@ class Extender:
     # --- inside kube-scheduler: bind and preempt ----------------------------------------
 
     def bind(self, args: BindingArgs) -> dict[str, str]:
-        """`ExtenderBindingResult` for one binding (see extender.binding)."""
-        return bind_pod(self.inflight, self.binder, args)
+        """`ExtenderBindingResult` for one binding (see extender.binding): the API call
+        gets what is left of the request's deadline (`--request-deadline`, counted from
+        its arrival; 4 s when that is off)."""
+        refusal = self.gate.refusal("bind")
+        if refusal is not None:
+            return refused(self.inflight, args, refusal)
+        with request_deadline(self.config.request_deadline or DEFAULT_BIND_SECONDS):
+            left = deadline.remaining()
+        return bind_pod(self.inflight, self.binder, args, left)
 
     def preempt(self, args: PreemptionArgs) -> dict[str, Any]:
         """`ExtenderPreemptionResult`: the candidates where the preemptor then passes our
-        filters, with their victims (see extender.preemption). ModelError for a bad pod."""
-        pod = self.parse_pod(args.pod)
+        filters, with their victims (see extender.preemption). ModelError for a bad pod,
+        StateNotReady when the state cannot give a verdict."""
+        self.gate.check("preempt")
+        pod = self.pending_pod(args.pod)
         self.inflight.settle(pod)
         with request_deadline(self.config.request_deadline):
             try:

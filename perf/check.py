@@ -216,7 +216,7 @@ class Checker:
         self.spread = SpreadCounter(existing_pods)
         self._eligible: dict[str, dict[int, list[str]]] = {}
 
-    def _eligible_nodes(self, pod: Mapping[str, Any], constraints: list[Mapping[str, Any]]
+    def eligible_nodes(self, pod: Mapping[str, Any], constraints: list[Mapping[str, Any]]
                         ) -> dict[int, list[str]]:
         """Per constraint index: nodes that count as domains (upstream inclusion rules)."""
         spec = pod.get("spec") or {}
@@ -254,7 +254,7 @@ class Checker:
             return []
         problems = []
         labels = node["metadata"].get("labels") or {}
-        eligible = self._eligible_nodes(pod, constraints)
+        eligible = self.eligible_nodes(pod, constraints)
         namespace = pod["metadata"].get("namespace") or "default"
         pod_labels = pod["metadata"].get("labels") or {}
         for i, c in enumerate(constraints):
@@ -277,7 +277,9 @@ class Checker:
                                 f"min {min_match}, {len(domains)} domains)")
         return problems
 
-    def check_one(self, pod: Mapping[str, Any], node_name: str) -> list[Violation]:
+    def check_one(self, pod: Mapping[str, Any], node_name: str, spread: bool = True) -> list[Violation]:
+        """The rules `pod` breaks on `node_name` given the placements replayed so far
+        (`spread=False`: all but topology spread, which depends on their order)."""
         key = f"{pod['metadata'].get('namespace', 'default')}/{pod['metadata']['name']}"
         node = self.nodes.get(node_name)
         if node is None:
@@ -293,7 +295,7 @@ class Checker:
                                  "untolerated: " + ", ".join(f"{k}={v}:{e}" for k, v, e in bad)))
         if not affinity_ok(pod, node, self.prefix):
             out.append(Violation(key, node_name, "NodeAffinity", "nodeSelector/affinity mismatch"))
-        for problem in self._spread_violations(pod, node):
+        for problem in self._spread_violations(pod, node) if spread else ():
             out.append(Violation(key, node_name, "PodTopologySpread", problem))
         return out
 

@@ -1,7 +1,7 @@
 """The churn benchmark: every answer computed against a cluster that changes between pods.
 
     .venv/bin/python -m perf.churn [--nodes 5000] [--pods 50000] [--requests 400]
-                                   [--reuse off,on] [--out perf/out/churn-5000.json]
+                                   [--reuse off,on] [--distinct] [--out perf/out/churn-5000.json]
 
 What a cluster does to the extender, end to end:
 
@@ -20,7 +20,11 @@ What a cluster does to the extender, end to end:
    event so far (its `extender_watch_events_total`): the bound pod and the next pending
    pod are visible, as they are in a cluster where the informer is ms behind.
 4. The same with `--remember-answers false` and `true` (the bar is "off": reuse of
-   an answer per pod shape ends at the next bind anyway).
+   an answer per pod shape ends at the next bind anyway), and once more with reuse off
+   where no two pods are alike (`--distinct`, `perf.workloads.no_two_alike`: each pod's
+   app label, spread selectors, Gt/Lt and Semver thresholds and CEL expressions are its
+   own, with the same verdicts): what a cluster of many small teams looks like, where
+   nothing computed for one pod's constraints serves the next.
 
 The waits and the double's work are outside the timed pair; the wall clock of the pair
 includes everything the server does, including cyclic-GC passes over the state.
@@ -46,7 +50,7 @@ import orjson
 from perf.http_driver import Connection, extender_bin, free_port, handler_means, handler_totals
 from perf.live_state import DOUBLE, ROOT
 from perf.stats import summarize
-from perf.workloads import mixed_pods
+from perf.workloads import mixed_pods, no_two_alike
 from tests.server.live import request
 
 BARS = {  # issue 13: nodes -> (p50 ms, p99 ms, RSS MB, initial sync s)
@@ -249,10 +253,15 @@ def _py_spy(ext: Extender, out: Path) -> subprocess.Popen:
     return proc
 
 
+DISTINCT = "off, no two pods alike"
+
+
 def run_size(nodes: int, pods: int, requests: int, reuse: list[bool], out_dir: Path,
-             log=print, profile_dir: Path | None = None, warmup: int = WARMUP) -> dict[str, Any]:
-    """Both reuse settings at one size, against one double (the second setting starts
-    from the cluster the first one left: `requests` more pods, all bound)."""
+             log=print, profile_dir: Path | None = None, warmup: int = WARMUP,
+             distinct: bool = False) -> dict[str, Any]:
+    """Both reuse settings (and, with `distinct`, reuse off on pods of which no two share
+    a shape) at one size, against one double (each run starts from the cluster the one
+    before left: `requests` more pods, all bound)."""
     out: dict[str, Any] = {"nodes": nodes, "pods": pods, "requests": requests,
                            "loadavg_before": round(os.getloadavg()[0], 2), "runs": {}}
     workdir = Path(tempfile.mkdtemp(prefix="extender-churn-"))
@@ -262,16 +271,19 @@ def run_size(nodes: int, pods: int, requests: int, reuse: list[bool], out_dir: P
     log(f"churn {nodes}/{pods}: double up in {out['double_start_s']} s")
     try:
         names = double.node_names()
-        for k, on in enumerate(reuse):
-            label = "on" if on else "off"
-            ext = Extender(double.kubeconfig, on, out_dir / f"churn-server-{nodes}-{label}.log")
+        runs = [("on" if on else "off", on) for on in reuse] + ([(DISTINCT, False)] if distinct else [])
+        for k, (label, on) in enumerate(runs):
+            tag = "distinct" if label == DISTINCT else label
+            ext = Extender(double.kubeconfig, on, out_dir / f"churn-server-{nodes}-{tag}.log")
             try:
                 sync = ext.wait_ready()
                 time.sleep(1.0)
                 rss_synced = ext.rss_mb()
                 log(f"  reuse {label}: synced in {sync:.1f} s, worker RSS {rss_synced['worker_mb']} MB")
                 batch = mixed_pods(warmup + requests, start=(k + 1) * 1_000_000)
-                spy = _py_spy(ext, profile_dir / f"churn-{nodes}-{label}.txt") if profile_dir else None
+                if label == DISTINCT:
+                    batch = no_two_alike(batch)
+                spy = _py_spy(ext, profile_dir / f"churn-{nodes}-{tag}.txt") if profile_dir else None
                 try:
                     res = churn(double, ext, names, batch, warmup)
                 finally:
@@ -307,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--requests", type=int, default=400, help="pods scheduled per reuse setting")
     parser.add_argument("--reuse", default="off,on", help="comma list of off/on")
+    parser.add_argument("--distinct", action="store_true",
+                        help="also a run with reuse off where no two pods are alike (perf.workloads.no_two_alike)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--profile", type=Path, default=None,
                         help="directory: py-spy records the serving worker during each churn (collapsed stacks)")
@@ -315,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     reuse = [r.strip() == "on" for r in ns.reuse.split(",") if r.strip()]
     result = run_size(ns.nodes, ns.pods, ns.requests, reuse, out_dir,
-                      log=lambda m: print(m, file=sys.stderr, flush=True), profile_dir=ns.profile)
+                      log=lambda m: print(m, file=sys.stderr, flush=True), profile_dir=ns.profile,
+                      distinct=ns.distinct)
     text = json.dumps(result, indent=2)
     (ns.out or out_dir / f"churn-{ns.nodes}.json").write_text(text + "\n")
     print(text)

@@ -160,6 +160,8 @@ def _node(rng: random.Random, index: int, zone: str, cell: str, rack: str,
         "spec": spec,
         "status": {
             "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            # what kube-scheduler's NodeResourcesFit reads (the extender does not)
+            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
             "nodeInfo": {"kernelVersion": kernel, "kubeletVersion": "v1.34.1"},
         },
     }

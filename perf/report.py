@@ -136,7 +136,9 @@ def render_churn(churn: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["**Under churn** (the bar): `extender serve --kubeconfig` fed by the API-server double, "
              "mixed workload, HTTP `NodeNames`, a bind between every two pods (visible before the "
-             "next filter), a node relabel per 100 pods; latencies in ms, p50 / p99.", "",
+             "next filter), a node relabel per 100 pods; latencies in ms, p50 / p99. The last row of "
+             "a size: the same with no two pods alike (labels, selectors, thresholds and CEL expressions of "
+             "their own, `perf.workloads.no_two_alike`).", "",
              "| nodes / pods | answer reuse | filter | prioritize | pair | bar (pair) | met "
              "| initial sync s | worker RSS MB synced → after | 1-min load |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -159,31 +161,45 @@ def render_churn(churn: list[dict[str, Any]]) -> list[str]:
 
 
 def render_scheduler_e2e(e2e: dict[str, Any] | None) -> list[str]:
-    """The end-to-end table (perf/scheduler_e2e.py): pods/s through the kube-scheduler
-    simulator next to kube-scheduler's own thresholds, and what bounds the rate."""
+    """The end-to-end table (perf/scheduler_e2e.py): pods/s through the real
+    kube-scheduler with the extender, next to the same kube-scheduler running its
+    in-tree plugins (the ratio is the headline) and to its own thresholds, and where
+    the time goes."""
     if not e2e:
         return []
     if e2e.get("error"):
-        return [f"End to end through the kube-scheduler simulator: failed ({e2e['error'][:300]}).", ""]
-    lines = [f"**End to end through the kube-scheduler simulator, {e2e['nodes']:,} nodes** "
-             f"({e2e['cluster_pods']:,} pods running, {e2e['pods_per_workload']:,} pods scheduled per "
-             "workload; `extender serve --kubeconfig` as shipped against the API-server double, the "
-             "simulator configured like manifests/: filter, prioritize, bind and preempt verbs, "
-             "nodeCacheCapable, weight 1). Per pod: extender = filter + prioritize round trips "
-             f"(of which in-flight wait = filter waiting for the previous pod's bind; simulated PreBind "
-             f"work before each bind: {'-'.join(dict.fromkeys(f'{x:g}' for x in e2e.get('bind_delay_ms') or [0]))} ms), "
-             "simulator = its own "
-             "in-tree work in the cycle; binds overlap the next cycles.", "",
-             "| workload | pods/s | kube-scheduler threshold | extender ms/pod (in-flight wait) "
-             "| simulator ms/pod | bind round trip ms | violations | unschedulable (wrongly) | 1-min load |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for name, w in (e2e.get("workloads") or {}).items():
+        return [f"End to end through the real kube-scheduler: failed ({e2e['error'][:300]}).", ""]
+    modes = e2e.get("modes") or {}
+    base = (modes.get("in-tree") or {}).get("workloads") or {}
+    ext = (modes.get("extender") or {}).get("workloads") or {}
+    lines = [f"**End to end through the real kube-scheduler ({e2e.get('kube_scheduler', 'v1.30.6')}), "
+             f"{e2e['nodes']:,} nodes** ({e2e['cluster_pods']:,} pods running, {e2e['pods_per_workload']:,} "
+             "pods created pending per workload, timed from the first create to the last bind). extender: "
+             "`extender serve` and kube-scheduler configured as shipped (manifests/base); in-tree: the same "
+             "kube-scheduler and configuration without the extender, its four plugins enabled again, on "
+             "the same pods, in the same run. Per pod (ms): algorithm = kube-scheduler's filter + score "
+             "(extender calls included); extender calls = the algorithm minus the in-tree plugins (HTTP, "
+             "JSON on both sides, our handler); handler = our server's own time for filter + prioritize; "
+             "wait = in-flight wait inside filter; bind = our bind handler (its API call included, beside "
+             "the next cycles).", "",
+             "| workload | in-tree pods/s | extender pods/s | **ratio** | kube-scheduler threshold "
+             "| algorithm in-tree / extender | extender calls | handler | wait | bind "
+             "| problems / wrongly unschedulable (both modes) | 1-min load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in ext or base:
+        b, w = base.get(name) or {}, ext.get(name) or {}
+        handler = w.get("extender_handler_mean_ms") or {}
+        served = (handler.get("filter") or 0) + (handler.get("prioritize") or 0) if handler else None
+        checks = (f"{sum(x.get('problems') or 0 for x in (b, w))} / "
+                  f"{sum(x.get('wrongly_unschedulable') or 0 for x in (b, w))}")
+        threshold = w.get("kube_scheduler_threshold_pods_per_s") or b.get("kube_scheduler_threshold_pods_per_s")
         lines.append(
-            f"| {name} | {_fmt(w.get('pods_per_s'), 0)} | {_fmt(w.get('kube_scheduler_threshold_pods_per_s'), 0)} "
-            f"| {_fmt(w.get('extender_ms_per_pod'))} ({_fmt(w.get('inflight_wait_ms_per_pod'))}) "
-            f"| {_fmt(w.get('simulator_ms_per_pod'))} | {_fmt(_get(w, 'round_trip_mean_ms', 'bind'))} "
-            f"| {_fmt(w.get('violations'))} | {_fmt(w.get('unschedulable'))} ({_fmt(w.get('wrongly_unschedulable'))}) "
-            f"| {_fmt(w.get('loadavg'), 1)} |")
+            f"| {name} | {_fmt(b.get('pods_per_s'), 0)} | {_fmt(w.get('pods_per_s'), 0)} "
+            f"| **{_fmt((e2e.get('ratio') or {}).get(name))}** | {_fmt(threshold, 0)} "
+            f"| {_fmt(b.get('algorithm_ms_per_pod'))} / {_fmt(w.get('algorithm_ms_per_pod'))} "
+            f"| {_fmt(w.get('extender_calls_ms_per_pod'))} | {_fmt(served)} "
+            f"| {_fmt(w.get('inflight_wait_ms_per_pod'))} | {_fmt(handler.get('bind'))} "
+            f"| {checks} | {_fmt(w.get('loadavg') or b.get('loadavg'), 1)} |")
     lines.append("")
     return lines
 

@@ -1,36 +1,48 @@
-"""End to end through the kube-scheduler simulator: pods/s for the scheduler_perf-like
-workloads, next to kube-scheduler's own thresholds at 5,000 nodes.
+"""End to end through the real kube-scheduler: pods/s for the scheduler_perf-like
+workloads, next to kube-scheduler's own thresholds at 5,000 nodes and next to the same
+kube-scheduler running its in-tree plugins on the same pods, in the same run.
 
-    .venv/bin/python -m perf.scheduler_e2e [--nodes 5000] [--cluster-pods 50000]
-                                           [--pods 500] [--workloads sp-hard-spread,...]
+    KUBE_SCHEDULER_BINARY=/path/kube-scheduler .venv/bin/python -m perf.scheduler_e2e \\
+        [--nodes 5000] [--cluster-pods 50000] [--pods 1000] [--workloads sp-hard-spread,...]
+
+(`make perf-scheduler-e2e` sets the binary through `.ci/kube-scheduler`; `make perf`
+runs it at 5,000 nodes, `make perf-quick` at 500.)
 
 1. The API-server double runs in its own process (`perf.churn.Double`), loaded with
-   `perf.generate`'s cluster (nodes, their taints and labels, the pods already running).
-2. One `extender serve --kubeconfig` with its defaults, as shipped, lists and watches it
-   (`tests.scheduler.harness.Served`).
-3. The kube-scheduler simulator (`tests.doubles.scheduler`), configured like manifests/
-   (filter, prioritize, bind and preempt verbs, nodeCacheCapable, weight 1,
-   percentageOfNodesToScore 100), schedules `--pods` pods of each `perf.workloads.
-   SCHEDULER_PERF` workload in turn, all against the same cluster (each workload's
-   pods are a different app, so one does not count another's). The pods are created
-   pending before the clock starts, as scheduler_perf creates them; pods/s is the wall
-   clock from the first scheduling cycle to the last bind. The binding cycle goes
-   straight to the extender's bind (`--bind-delay-ms 0`): these pods have no volumes,
-   so upstream's PreBind plugins have nothing to do (the tests' 0-5 ms of simulated
-   PreBind work would be the simulator's time, and would show up as the extender's
-   in-flight wait).
+   `perf.generate`'s cluster: nodes with taints, labels and allocatable, pods running.
+2. Two modes in turn against that double, each with a fresh kube-scheduler (v1.30.6
+   code, `$KUBE_SCHEDULER_BINARY`) configured exactly as tests/e2e configure it
+   (`tests.e2e.harness.scheduler_config`, from manifests/base/kube-scheduler-config.yaml):
+   - **in-tree**: no extender; TaintToleration, NodeAffinity, NodeUnschedulable and
+     PodTopologySpread enabled again: the baseline. The workloads' pods need nothing
+     the in-tree plugins lack (their tolerations are the default Exists ones), so both
+     modes schedule the very same pods;
+   - **extender**: `extender serve --config manifests/base/extender.yaml` as shipped
+     and the shipped configuration (the four plugins off, filter/prioritize/preempt/
+     bind verbs).
+   Each mode schedules a 50-pod warm-up (untimed), then each workload of
+   `perf.workloads.SCHEDULER_PERF`: `--pods` pods created pending (as scheduler_perf
+   creates them), timed from the first create to the last bind the double reports.
+   The workloads' pods are deleted at the end of a mode, so both start from one cluster.
+3. Where the time goes, per pod, from kube-scheduler's own metrics (a loopback secure
+   port) and the extender's: the wall clock per pod; the scheduling algorithm
+   (`scheduling_algorithm_duration`: filter + score, extender calls included; the
+   sequential part of a cycle), of it the in-tree plugins
+   (`framework_extension_point_duration` PreFilter/Filter/PreScore/Score); what is left
+   of the algorithm is the extender calls as the scheduler sees them (HTTP, both sides'
+   JSON, our handler); our handler time per verb (decode, engine, encode; `bind`
+   includes its API call) and the in-flight wait inside `filter`; the wall clock outside
+   the algorithm (queue, assume, informer events; binds run beside the next cycles);
+   and the attempt (`scheduling_attempt_duration`: cycle plus its binding cycle).
+4. Checks on the truth (the double's binds): every placement tolerates its node's
+   taints, matches its affinity and cordon (`perf.check`, independent of `extender/`);
+   hard spread holds in the end state (max - min over the eligible domains <= maxSkew,
+   which every valid sequence of decisions keeps; tests/e2e replays every decision); a
+   pod left unscheduled has no feasible node in the end state.
 
-Where the time goes, per pod: the extender's filter + prioritize round trips (on the
-scheduling cycle's critical path; with the server's own handler time beside them), the
-bind round trip (in the binding threads, overlapping the next cycles), and the
-simulator's own in-tree work (the cycle's wall clock minus its extender calls:
-NodeResourcesFit, LeastAllocated, JSON, selectHost). Every placement is replayed
-through `perf.check.Checker` (taints, affinity, hard spread; 0 violations expected),
-and every pod left unscheduled is checked against the final state: a node it
-tolerates, matches and fits without breaking a hard spread is a wrong "unschedulable".
-
-Results go to perf/out/scheduler_e2e.json and are printed; `make perf` puts them in the
-report. Throughput is reported, never asserted.
+The headline is the ratio extender / in-tree per workload, which holds across machines
+better than pods/s. Results go to perf/out/scheduler_e2e.json and are printed; `make
+perf` puts them in the report. Throughput is reported, never asserted.
 """
 
 from __future__ import annotations
@@ -40,10 +52,13 @@ import http.client
 import json
 import os
 import shutil
+import socket
+import ssl
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -52,27 +67,29 @@ import orjson
 
 from perf.check import Checker
 from perf.churn import Double
-from perf.http_driver import handler_means, handler_totals
+from perf.http_driver import free_port, handler_means, handler_totals
 from perf.live_state import ROOT
-from perf.workloads import CEL_ORACLES, SCHEDULER_PERF
+from perf.workloads import CEL_ORACLES, SCHEDULER_PERF, Workload
 
 # (nodes, pods already in the cluster, pods scheduled per workload, workloads or None = all)
 FULL = (5000, 50_000, 1000, None)
-QUICK = (500, 5_000, 100, ("sp-hard-spread", "sp-default-spread"))
+QUICK = (500, 5_000, 60, None)
+MODES = ("in-tree", "extender")
+WARMUP = 50
+Key = tuple[str, str]
 
 
 class RemoteApi:
-    """The part of `FakeApiServer`'s in-process API the simulator uses, over the REST
-    API of a double in another process (so the double's work is not the simulator's)."""
+    """Pods in the double (another process) over its REST API, one connection per thread."""
 
     def __init__(self, port: int) -> None:
         self.port = port
         self._local = threading.local()
 
-    def _call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+            conn = self._local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
         data = orjson.dumps(body) if body is not None else None
         conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
@@ -81,192 +98,351 @@ class RemoteApi:
             raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {payload[:200]!r}")
         return resp.status, orjson.loads(payload)
 
-    @staticmethod
-    def _path(resource: str, name: str = "", namespace: str = "") -> str:
-        base = f"/api/v1/namespaces/{quote(namespace)}/{resource}" if namespace else f"/api/v1/{resource}"
-        return f"{base}/{quote(name)}" if name else base
+    def items(self, path: str) -> tuple[list[dict], str]:
+        body = self.call("GET", path)[1]
+        return body["items"], body["metadata"]["resourceVersion"]
 
-    def objects(self, resource: str) -> list[dict]:
-        return self._call("GET", self._path(resource))[1]["items"]
+    def create_pod(self, pod: dict) -> None:
+        self.call("POST", f"/api/v1/namespaces/{quote(pod['metadata']['namespace'])}/pods", pod)
 
-    def create(self, resource: str, obj: dict) -> dict:
-        ns = obj["metadata"].get("namespace", "default")
-        return self._call("POST", self._path(resource, namespace=ns), obj)[1]
-
-    def get(self, resource: str, name: str, namespace: str = "") -> dict | None:
-        status, obj = self._call("GET", self._path(resource, name, namespace))
-        return None if status == 404 else obj
-
-    def update(self, resource: str, obj: dict) -> dict:
-        md = obj["metadata"]
-        return self._call("PUT", self._path(resource, md["name"], md.get("namespace", "")), obj)[1]
-
-    def delete(self, resource: str, name: str, namespace: str = "") -> dict:
-        return self._call("DELETE", self._path(resource, name, namespace))[1]
-
-    def bind(self, namespace: str, name: str, node: str) -> dict:
-        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace},
-                   "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        return self._call("POST", self._path("pods", name, namespace) + "/binding", binding)[1]
+    def delete_pod(self, key: Key) -> None:
+        self.call("DELETE", f"/api/v1/namespaces/{quote(key[0])}/pods/{quote(key[1])}")
 
 
-def _ms(seconds: float, count: int) -> float | None:
-    return round(seconds / count * 1000, 3) if count else None
+class BindWatch:
+    """A pod watch from one resourceVersion on: when each pod got its node, and which
+    were reported unschedulable (PodScheduled=False, Unschedulable), as the double says."""
+
+    def __init__(self, port: int, resource_version: str) -> None:
+        self.bound: dict[Key, tuple[str, float]] = {}
+        self.unschedulable: set[Key] = set()
+        self._conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+        self._conn.request("GET", f"/api/v1/pods?watch=true&resourceVersion={resource_version}")
+        self._resp = self._conn.getresponse()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="bind-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while line := self._resp.readline():
+                event = orjson.loads(line)
+                obj = event.get("object") or {}
+                md = obj.get("metadata") or {}
+                key = (md.get("namespace") or "default", md.get("name") or "")
+                where = (obj.get("spec") or {}).get("nodeName")
+                with self._lock:
+                    if where and key not in self.bound and event.get("type") != "DELETED":
+                        self.bound[key] = (where, time.monotonic())
+                    elif any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+                             for c in (obj.get("status") or {}).get("conditions") or []):
+                        self.unschedulable.add(key)
+        except (OSError, http.client.HTTPException, ValueError):
+            return
+
+    def settled(self, keys: list[Key]) -> tuple[int, int]:
+        with self._lock:
+            bound = sum(1 for k in keys if k in self.bound)
+            return bound, sum(1 for k in keys if k not in self.bound and k in self.unschedulable)
+
+    def close(self) -> None:
+        # shutdown, not close: close() would wait for the reader thread's lock forever
+        if self._conn.sock is not None:
+            self._conn.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=10)
+        self._conn.close()
 
 
-def wrongly_unschedulable(checker: Checker, pods: list[dict], nodes: list[dict], placed: dict[str, int]
-                          ) -> list[str]:
-    """Pods left unscheduled although, in the final state, some node tolerates, matches
-    and has room for them without breaking a hard spread (`placed`: node -> pods added)."""
-    from tests.doubles.scheduler import allocatable_of, requests_of
+class SchedulerMetrics:
+    """kube-scheduler's /metrics on its loopback secure port (self-signed, anonymous)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._ctx = ssl.create_default_context()
+        self._ctx.check_hostname = False
+        self._ctx.verify_mode = ssl.CERT_NONE
+
+    def get(self, path: str) -> tuple[int, str]:
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10, context=self._ctx)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode()
+        finally:
+            conn.close()
+
+    def healthy(self) -> bool:
+        """Serving (v1.30 has no /readyz here; the warm-up pods show it schedules)."""
+        try:
+            return self.get("/healthz")[0] == 200
+        except OSError:
+            return False
+
+    def totals(self) -> dict[str, float]:
+        """Sums and counts of the histograms the breakdown uses, for this profile."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        out: Counter = Counter()
+        for family in text_string_to_metric_families(self.get("/metrics")[1]):
+            for s in family.samples:
+                labels = s.labels
+                if s.name in ("scheduler_scheduling_attempt_duration_seconds_sum",
+                              "scheduler_scheduling_attempt_duration_seconds_count"):
+                    out[f"attempt_{labels.get('result')}_{s.name.rsplit('_', 1)[1]}"] += s.value
+                elif s.name in ("scheduler_scheduling_algorithm_duration_seconds_sum",
+                                "scheduler_scheduling_algorithm_duration_seconds_count"):
+                    out[f"algorithm_{s.name.rsplit('_', 1)[1]}"] += s.value
+                elif s.name == "scheduler_framework_extension_point_duration_seconds_sum":
+                    out[f"point_{labels.get('extension_point')}"] += s.value
+        return dict(out)
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items()}
+
+
+def _ms(seconds: float | None, count: int) -> float | None:
+    return round(seconds / count * 1000, 3) if count and seconds is not None else None
+
+
+def _for_profile(pod: dict, scheduler_name: str) -> dict:
+    pod["spec"]["schedulerName"] = scheduler_name
+    return pod
+
+
+class Mode:
+    """One kube-scheduler (and, in extender mode, one `extender serve`) against the double."""
+
+    def __init__(self, name: str, binary: str, kubeconfig: Path, workdir: Path) -> None:
+        from tests.e2e.harness import start_extender, start_scheduler, wait_for
+
+        self.name = name
+        self.extender = None
+        self.extender_metrics = 0
+        workdir.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        extender_port = None
+        if name == "extender":
+            self.extender, extender_port, self.extender_metrics = start_extender(
+                kubeconfig, workdir, ("--log-level", "warning"), timeout=600)
+        self.extender_sync_s = round(time.monotonic() - t0, 2)
+        port = free_port()
+        self.scheduler = start_scheduler(binary, kubeconfig, workdir, extender_port, secure_port=port)
+        self.metrics = SchedulerMetrics(port)
+        if not wait_for(lambda: self.metrics.healthy() or not self.scheduler.alive(), 600, 0.2) \
+                or not self.scheduler.alive():
+            self.stop()
+            raise RuntimeError(f"kube-scheduler ({name}) did not start serving:\n{self.scheduler.tail()}")
+        self.scheduler_sync_s = round(time.monotonic() - t0 - self.extender_sync_s, 2)
+
+    def extender_totals(self) -> tuple[dict[str, tuple[float, float]], float]:
+        if self.extender is None:
+            return {}, 0.0
+        from tests.server.live import request
+
+        text = request(self.extender_metrics, "GET", "/metrics")[1].decode()
+        wait = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("extender_inflight_wait_seconds_sum"))
+        return handler_totals(self.extender_metrics), wait
+
+    def stop(self) -> None:
+        self.scheduler.stop()
+        if self.extender is not None:
+            self.extender.stop()
+
+
+def run_batch(api: RemoteApi, watch: BindWatch, pods: list[dict], timeout: float) -> tuple[float, float]:
+    """Create `pods`, wait until every one is bound or reported unschedulable (and the
+    binds have stopped for a second); (seconds from the first create to the last bind,
+    seconds spent creating)."""
+    keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
+    t0 = time.monotonic()
+    for pod in pods:
+        api.create_pod(pod)
+    created = time.monotonic() - t0
+    deadline = t0 + timeout
+    last, since = (-1, -1), time.monotonic()
+    while time.monotonic() < deadline:
+        state = watch.settled(keys)
+        if state != last:
+            last, since = state, time.monotonic()
+        if sum(state) == len(keys) and time.monotonic() - since > 1.0:
+            break
+        time.sleep(0.05)
+    else:
+        raise RuntimeError(f"{len(keys) - sum(last)} of {len(keys)} pods neither bound nor unschedulable "
+                           f"after {timeout:.0f} s")
+    ends = [watch.bound[k][1] for k in keys if k in watch.bound]
+    return (max(ends) - t0 if ends else 0.0), created
+
+
+def check_placements(checker: Checker, placements: list[tuple[dict, str]]) -> list[str]:
+    """Taints, cordon, affinity of every placement; hard spread on the end state."""
+    problems = [str(v.as_dict()) for pod, node in placements for v in checker.check_one(pod, node, spread=False)]
+    if not placements:
+        return problems
+    pod = placements[0][0]
+    hard = [c for c in pod["spec"].get("topologySpreadConstraints") or []
+            if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"]
+    if not hard:
+        return problems
+    eligible = checker.eligible_nodes(pod, hard)
+    for i, c in enumerate(hard):
+        key = c["topologyKey"]
+        counts = Counter({checker.nodes[n]["metadata"]["labels"][key]: 0 for n in eligible[i]})
+        counts.update(checker.nodes[n]["metadata"]["labels"][key] for _, n in placements if n in eligible[i])
+        skew = max(counts.values()) - min(counts.values()) if counts else 0
+        if skew > int(c["maxSkew"]):
+            problems.append(f"{key}: end-state skew {skew} > maxSkew {c['maxSkew']}")
+    return problems
+
+
+def wrongly_unschedulable(checker: Checker, pods: list[dict], nodes: list[dict],
+                          used: dict[str, tuple[int, int]]) -> list[str]:
+    """Pods left unscheduled although, in the end state, some node tolerates, matches and
+    has room for them without breaking a hard spread (`checker` has every placement)."""
+    from tests.e2e.truth import allocatable_of, requests_of
 
     wrong = []
     for pod in pods:
         cpu, mem = requests_of(pod)
         for node in nodes:
             name = node["metadata"]["name"]
-            acpu, amem = allocatable_of(node)
-            used = placed.get(name, (0, 0))
-            if used[0] + cpu > acpu or used[1] + mem > amem:
-                continue
-            if not checker.check_one(pod, name):
+            acpu, amem, _ = allocatable_of(node)
+            have = used.get(name, (0, 0))
+            if have[0] + cpu <= acpu and have[1] + mem <= amem and not checker.check_one(pod, name):
                 wrong.append(f"{pod['metadata']['name']}: {name} was feasible")
                 break
     return wrong
 
 
+def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: list[tuple[Workload, float]],
+             pods: int, nodes: list[dict], existing: list[dict], workdir: Path, log,
+             warmup: int = WARMUP) -> dict[str, Any]:
+    from tests.e2e.harness import SCHEDULER_NAME
+    from tests.e2e.truth import requests_of
+
+    _, rv = api.items("/api/v1/namespaces/perf/pods?limit=1")
+    watch = BindWatch(double.port, rv)
+    mode = Mode(name, binary, double.kubeconfig, workdir / name)
+    made: list[Key] = []
+    out: dict[str, Any] = {"extender_sync_s": mode.extender_sync_s, "scheduler_sync_s": mode.scheduler_sync_s,
+                           "workloads": {}}
+    try:
+        warm = [_for_profile(SCHEDULER_PERF[-1][0].pod(900_000 + i), SCHEDULER_NAME) for i in range(warmup)]
+        for p in warm:
+            p["metadata"]["name"] = f"warmup-{p['metadata']['name']}"
+        made += [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in warm]
+        run_batch(api, watch, warm, timeout=600)
+        checker = Checker(nodes, existing, CEL_ORACLES)
+        used: dict[str, list[int]] = {n["metadata"]["name"]: [0, 0] for n in nodes}
+        for p in existing:
+            if (where := p["spec"].get("nodeName")) in used:
+                c, m = requests_of(p)
+                used[where][0] += c
+                used[where][1] += m
+        for index, (w, threshold) in enumerate(chosen):
+            batch = [_for_profile(w.pod(800_000 + index * 100_000 + i), SCHEDULER_NAME) for i in range(pods)]
+            keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in batch]
+            made += keys
+            sched_before, (handler_before, wait_before) = mode.metrics.totals(), mode.extender_totals()
+            wall, create_s = run_batch(api, watch, batch, timeout=3600)
+            sched = _delta(sched_before, mode.metrics.totals())
+            handler_after, wait_after = mode.extender_totals()
+            placements = [(p, watch.bound[k][0]) for p, k in zip(batch, keys, strict=True) if k in watch.bound]
+            problems = check_placements(checker, placements)
+            checker.replay(placements)  # commit them: the next workloads and the checks see them
+            for p, where in placements:
+                c, m = requests_of(p)
+                used[where][0] += c
+                used[where][1] += m
+            left = [p for p, k in zip(batch, keys, strict=True) if k not in watch.bound]
+            wrong = wrongly_unschedulable(checker, left, nodes, {k: (v[0], v[1]) for k, v in used.items()})
+            scheduled = len(placements)
+            cycles = int(sched.get("attempt_scheduled_count", 0) + sched.get("attempt_unschedulable_count", 0)
+                         + sched.get("attempt_error_count", 0))
+            cycle_s = sum(v for k, v in sched.items() if k.startswith("attempt_") and k.endswith("_sum"))
+            in_tree_s = sum(sched.get(f"point_{p}", 0.0) for p in ("PreFilter", "Filter", "PreScore", "Score"))
+            algorithm_s = sched.get("algorithm_sum", 0.0)
+            handler = handler_means(handler_before, handler_after)
+            res = {
+                "description": w.description, "kube_scheduler_threshold_pods_per_s": threshold,
+                "pods": pods, "scheduled": scheduled, "unschedulable": len(left), "attempts": cycles,
+                "wall_s": round(wall, 2), "create_s": round(create_s, 2),
+                "pods_per_s": round(scheduled / wall, 1) if wall > 0 else None,
+                # per pod (ms). The algorithm (filter + score) is the sequential part of
+                # the scheduling cycle; an attempt also counts its binding cycle, which
+                # runs beside the next pods' cycles
+                "wall_ms_per_pod": _ms(wall, scheduled),
+                "attempt_ms_per_pod": _ms(cycle_s, pods),
+                "algorithm_ms_per_pod": _ms(algorithm_s, pods),
+                "in_tree_plugins_ms_per_pod": _ms(in_tree_s, pods),
+                "extender_calls_ms_per_pod": _ms(algorithm_s - in_tree_s, pods) if mode.extender else None,
+                "outside_algorithm_ms_per_pod": _ms(wall - algorithm_s, pods),
+                "extender_handler_mean_ms": handler or None,
+                "inflight_wait_ms_per_pod": _ms(wait_after - wait_before, pods) if mode.extender else None,
+                "problems": len(problems), "problem_examples": problems[:5],
+                "wrongly_unschedulable": len(wrong), "wrongly_unschedulable_examples": wrong[:5],
+                "loadavg": round(os.getloadavg()[0], 2),
+            }
+            out["workloads"][w.name] = res
+            log(f"  {name} {w.name}: {res['pods_per_s']} pods/s (kube-scheduler threshold {threshold:g}); "
+                f"per pod: wall {res['wall_ms_per_pod']} ms, algorithm {res['algorithm_ms_per_pod']} ms, "
+                f"in-tree plugins {res['in_tree_plugins_ms_per_pod']}, "
+                f"extender calls {res['extender_calls_ms_per_pod']} (our handler {handler}, in-flight wait "
+                f"{res['inflight_wait_ms_per_pod']}); unschedulable {len(left)}, problems {len(problems)}, "
+                f"wrongly unschedulable {len(wrong)}, load {res['loadavg']}")
+    finally:
+        mode.stop()
+        watch.close()
+        for key in made:  # the next mode starts from the same cluster
+            api.delete_pod(key)
+    return out
+
+
 def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str, ...] | None,
-                  log=print, workdir: Path | None = None, bind_delay_ms: tuple[float, float] = (0.0, 0.0)
-                  ) -> dict[str, Any]:
-    """Every workload of SCHEDULER_PERF (or the named ones) through one double, one
-    extender and one simulator; see the module docstring."""
-    from tests.doubles.scheduler import Scheduler, key_of, requests_of
-    from tests.scheduler.harness import Served
+                  log=print, workdir: Path | None = None, modes: tuple[str, ...] = MODES,
+                  binary: str | None = None, warmup: int = WARMUP) -> dict[str, Any]:
+    """The chosen workloads (default: all five) in each mode; see the module docstring."""
+    from tests.e2e.harness import BINARY_ENV, scheduler_binary
 
     unknown = sorted(set(workloads or ()) - {w.name for w, _ in SCHEDULER_PERF})
     if unknown:
         raise ValueError(f"unknown workloads {unknown}; known: {[w.name for w, _ in SCHEDULER_PERF]}")
+    if set(modes) - set(MODES):
+        raise ValueError(f"unknown modes {sorted(set(modes) - set(MODES))}; known: {list(MODES)}")
+    binary = binary or scheduler_binary()
+    if binary is None:
+        raise ValueError(f"{BINARY_ENV} is not set: the benchmark runs the real kube-scheduler "
+                         "(`make perf-scheduler-e2e` sets it through .ci/kube-scheduler)")
     chosen = [(w, t) for w, t in SCHEDULER_PERF if workloads is None or w.name in workloads]
     own_dir = workdir is None
     workdir = workdir or Path(tempfile.mkdtemp(prefix="extender-sched-e2e-"))
     out: dict[str, Any] = {"nodes": nodes, "cluster_pods": cluster_pods, "pods_per_workload": pods,
-                           "bind_delay_ms": list(bind_delay_ms),
-                           "loadavg_before": round(os.getloadavg()[0], 2), "workloads": {}}
+                           "kube_scheduler": "v1.30.6", "warmup_pods": warmup,
+                           "loadavg_before": round(os.getloadavg()[0], 2), "modes": {}}
     started = time.monotonic()
     double = Double(nodes, cluster_pods, workdir)
-    served = sched = None
     try:
-        t0 = time.monotonic()
-        served = Served(double.kubeconfig, workdir / "extender.log")  # defaults, as shipped
-        out["extender_sync_s"] = round(time.monotonic() - t0, 2)
         api = RemoteApi(double.port)
-        node_dicts = api.objects("nodes")
-        existing = api.objects("pods")
-        log(f"scheduler e2e {nodes} nodes / {cluster_pods} pods: up in {time.monotonic() - started:.1f} s "
-            f"(extender synced in {out['extender_sync_s']} s)")
-        placements: list[tuple[dict, str]] = []
-        lock = threading.Lock()
-        sched = Scheduler(api, served.url, weight=1, seed=1, max_attempts=3,
-                          bind_delay=(bind_delay_ms[0] / 1000, bind_delay_ms[1] / 1000),
-                          on_assume=lambda key, node: placements.append((sched._pods[key], node)))
-        checker = Checker(node_dicts, existing, CEL_ORACLES)
-        added: dict[str, tuple[int, int]] = {}
-        for index, (w, threshold) in enumerate(chosen):
-            batch = [w.pod(800_000 + index * 100_000 + i) for i in range(pods)]
-            sched.submit(batch)
-            time.sleep(0.5)  # the pending pods' watch events reach the extender untimed
-            before_stats = (sched.stats.scheduled, sched.stats.unschedulable, sched.stats.cycles,
-                            sched.stats.cycle_seconds, sched.stats.bind_errors, sched.stats.cycle_cpu_seconds)
-            before_calls = {v: list(t) for v, t in sched.ext.timings.items()}
-            before_handler = handler_totals(served.port)
-            before_wait = _inflight_wait(served)
-            first = len(placements)
-            t0 = time.perf_counter()
-            sched.run(timeout=3600)
-            wall = time.perf_counter() - t0
-            handler = handler_means(before_handler, handler_totals(served.port))
-            wait_s = _inflight_wait(served) - before_wait
-            calls = {v: (t[0] - before_calls.get(v, [0, 0.0])[0], t[1] - before_calls.get(v, [0, 0.0])[1])
-                     for v, t in sched.ext.timings.items()}
-            scheduled = sched.stats.scheduled - before_stats[0]
-            unschedulable = sched.stats.unschedulable - before_stats[1]
-            cycles = sched.stats.cycles - before_stats[2]
-            cycle_s = sched.stats.cycle_seconds - before_stats[3]
-            with lock:
-                mine = placements[first:]
-            violations = checker.replay(mine)
-            for pod, node in mine:
-                cpu, mem = requests_of(pod)
-                prev = added.get(node, (0, 0))
-                added[node] = (prev[0] + cpu, prev[1] + mem)
-            placed_keys = {key_of(p) for p, _ in mine}
-            # the truth: every placed pod is bound in the API to the node it was placed on
-            truth = {key_of(p): (p.get("spec") or {}).get("nodeName") for p in api.objects("pods")
-                     if key_of(p) in placed_keys}
-            mismatches = [f"{k[0]}/{k[1]}: placed on {node}, bound to {truth.get(k)}"
-                          for k, node in ((key_of(p), n) for p, n in mine) if truth.get(k) != node]
-            left = [p for p in batch if key_of(p) not in placed_keys]
-            used = _used_by_node(node_dicts, existing, added)
-            wrong = wrongly_unschedulable(checker, left, node_dicts, used)
-            on_path = sum(calls.get(v, (0, 0.0))[1] for v in ("filter", "prioritize", "preempt"))
-            res = {
-                "description": w.description, "kube_scheduler_threshold_pods_per_s": threshold,
-                "pods": pods, "scheduled": scheduled, "unschedulable": unschedulable,
-                "bind_errors": sched.stats.bind_errors - before_stats[4], "cycles": cycles,
-                "wall_s": round(wall, 2), "pods_per_s": round(pods / wall, 1) if wall > 0 else None,
-                # per pod: what bounds the rate (the cycle is sequential; binds overlap it)
-                "extender_ms_per_pod": _ms(on_path, pods),
-                # of which filter waited for the previous pod's bind (--inflight-wait)
-                "inflight_wait_ms_per_pod": _ms(wait_s, pods),
-                "simulator_ms_per_pod": _ms(cycle_s - on_path, pods),
-                # CPU time of the scheduling thread in its cycles (socket calls included):
-                # below simulator_ms_per_pod when the machine or the GIL is busy
-                "simulator_thread_cpu_ms_per_pod": _ms(sched.stats.cycle_cpu_seconds - before_stats[5], pods),
-                "outside_cycles_ms_per_pod": _ms(wall - cycle_s, pods),
-                "round_trip_mean_ms": {v: _ms(s, n) for v, (n, s) in calls.items() if n},
-                "server_handler_mean_ms": handler,
-                "violations": len(violations),
-                "truth_mismatches": len(mismatches), "truth_mismatch_examples": mismatches[:5],
-                "violation_examples": [v.as_dict() for v in violations[:5]],
-                "wrongly_unschedulable": len(wrong), "wrongly_unschedulable_examples": wrong[:5],
-                "errors": sched.errors[-5:] if sched.errors else [],
-                "loadavg": round(os.getloadavg()[0], 2),
-            }
-            out["workloads"][w.name] = res
-            log(f"  {w.name}: {res['pods_per_s']} pods/s (kube-scheduler {threshold:g}); per pod: extender "
-                f"{res['extender_ms_per_pod']} ms (in-flight wait {res['inflight_wait_ms_per_pod']}), simulator {res['simulator_ms_per_pod']} ms; "
-                f"scheduled {scheduled}, unschedulable {unschedulable}, violations {len(violations)}, "
-                f"wrongly unschedulable {len(wrong)}, load {res['loadavg']}")
+        node_dicts, _ = api.items("/api/v1/nodes")
+        existing, _ = api.items("/api/v1/pods")
+        out["double_start_s"] = round(time.monotonic() - started, 1)
+        log(f"scheduler e2e {nodes} nodes / {cluster_pods} pods: double up in {out['double_start_s']} s")
+        for name in modes:
+            out["modes"][name] = run_mode(name, binary, double, api, chosen, pods, node_dicts, existing,
+                                          workdir, log, warmup)
     finally:
-        if sched is not None:
-            sched.close()
-        if served is not None:
-            served.stop()
         double.stop()
     if own_dir:
         shutil.rmtree(workdir, ignore_errors=True)
+    if "in-tree" in out["modes"] and "extender" in out["modes"]:
+        base, ext = out["modes"]["in-tree"]["workloads"], out["modes"]["extender"]["workloads"]
+        out["ratio"] = {n: round(ext[n]["pods_per_s"] / base[n]["pods_per_s"], 2)
+                        for n in ext if n in base and ext[n]["pods_per_s"] and base[n]["pods_per_s"]}
+        log(f"extender / in-tree pods/s: {out['ratio']}")
     out["elapsed_s"] = round(time.monotonic() - started, 1)
     return out
-
-
-def _inflight_wait(served) -> float:
-    """Seconds the extender's verbs have waited for pods answered but not yet bound."""
-    return served.metric("extender_inflight_wait_seconds_sum")
-
-
-def _used_by_node(nodes: list[dict], existing: list[dict], added: dict[str, tuple[int, int]]
-                  ) -> dict[str, tuple[int, int]]:
-    """cpu/memory requested per node: the cluster's running pods plus the placed ones."""
-    from tests.doubles.scheduler import requests_of
-
-    used = {n["metadata"]["name"]: list(added.get(n["metadata"]["name"], (0, 0))) for n in nodes}
-    for pod in existing:
-        where = (pod.get("spec") or {}).get("nodeName")
-        if where in used:
-            cpu, mem = requests_of(pod)
-            used[where][0] += cpu
-            used[where][1] += mem
-    return {k: (v[0], v[1]) for k, v in used.items()}
 
 
 def for_report(full: bool, notes: list[str], log=print) -> dict[str, Any]:
@@ -274,16 +450,17 @@ def for_report(full: bool, notes: list[str], log=print) -> dict[str, Any]:
     placement becomes a note of the report rather than ending the run."""
     nodes, cluster_pods, pods, workloads = FULL if full else QUICK
     try:
-        out = run_workloads(nodes, cluster_pods, pods, workloads, log=log)
+        out = run_workloads(nodes, cluster_pods, pods, workloads, log=log, warmup=WARMUP if full else 20)
     except Exception as exc:  # report, keep going
         notes.append(f"scheduler e2e {nodes} nodes failed: {type(exc).__name__}: {exc}")
         log(f"scheduler e2e failed: {exc}")
         return {"nodes": nodes, "error": f"{type(exc).__name__}: {exc}"}
-    for name, w in out["workloads"].items():
-        if w["violations"] or w["wrongly_unschedulable"] or w["bind_errors"] or w["truth_mismatches"]:
-            notes.append(f"scheduler e2e {name}: {w['violations']} violations, {w['wrongly_unschedulable']} "
-                         f"wrongly unschedulable, {w['bind_errors']} bind errors, {w['truth_mismatches']} "
-                         f"pods not bound where placed: {(w['violation_examples'] + w['truth_mismatch_examples'] + w['wrongly_unschedulable_examples'])[:3]}")
+    for mode, m in out["modes"].items():
+        for name, w in m["workloads"].items():
+            if w["problems"] or w["wrongly_unschedulable"]:
+                notes.append(f"scheduler e2e {mode} {name}: {w['problems']} placement problems, "
+                             f"{w['wrongly_unschedulable']} wrongly unschedulable: "
+                             f"{(w['problem_examples'] + w['wrongly_unschedulable_examples'])[:3]}")
     return out
 
 
@@ -293,17 +470,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster-pods", type=int, default=FULL[1])
     parser.add_argument("--pods", type=int, default=FULL[2], help="pods scheduled per workload")
     parser.add_argument("--workloads", default="", help="comma list (default: all five)")
-    parser.add_argument("--bind-delay-ms", default="0",
-                        help="simulated PreBind work before each bind: MS or MIN,MAX (uniform)")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma list of in-tree, extender")
     parser.add_argument("--out", type=Path, default=ROOT / "perf" / "out" / "scheduler_e2e.json")
     ns = parser.parse_args(argv)
     names = tuple(w for w in ns.workloads.split(",") if w) or None
+    modes = tuple(m for m in ns.modes.split(",") if m)
     try:
-        low, _, high = ns.bind_delay_ms.partition(",")
-        delay = (float(low), float(high or low))
-        result = run_workloads(ns.nodes, ns.cluster_pods, ns.pods, names,
-                               log=lambda m: print(m, file=sys.stderr, flush=True), bind_delay_ms=delay)
-    except ValueError as exc:  # a bad --workloads or --bind-delay-ms
+        result = run_workloads(ns.nodes, ns.cluster_pods, ns.pods, names, modes=modes,
+                               log=lambda m: print(m, file=sys.stderr, flush=True))
+    except ValueError as exc:  # a bad --workloads / --modes, or no binary
         parser.error(str(exc))
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(result, indent=2)

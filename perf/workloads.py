@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from perf.generate import CNI_KEY, HOSTNAME_KEY, KERNEL_KEY, SLA_KEY, ZONE_KEY
+from perf.generate import CNI_KEY, HOSTNAME_KEY, KERNEL_KEY, SLA_KEY, SLA_VALUES, ZONE_KEY
 
 ANNOTATION_PREFIX = "scheduling-extender.io"
 
@@ -277,6 +277,82 @@ def distinct_shapes(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                              "perf.example.com/pod": pod["metadata"]["name"]}}
         out.append({**pod, "metadata": meta})
     return out
+
+
+def no_two_alike(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same pods as many small teams would write them: every value a pod's
+    constraints carry is its own. Its app label (and every spread selector and
+    matchLabels naming it), its Gt/Lt and Semver thresholds (spec and annotation
+    tolerations and node affinity: same meaning, another number), and its CEL
+    expressions (`... && taint.value != '<pod name>'`: a program of its own, true where
+    the original is) differ from every other pod's, so nothing computed for one pod's
+    constraints (selector counts, verdicts per toleration set, compiled programs)
+    serves the next."""
+    out = []
+    for i, pod in enumerate(pods):
+        pod = json.loads(json.dumps(pod))
+        name = pod["metadata"]["name"]
+        team = f"team-{i}"
+        labels = pod["metadata"].setdefault("labels", {})
+        old_app = labels.get("app")
+        labels["app"] = team
+        spec = pod["spec"]
+        for c in spec.get("topologySpreadConstraints") or []:
+            match = (c.get("labelSelector") or {}).get("matchLabels") or {}
+            if old_app is not None and match.get("app") == old_app:
+                match["app"] = team
+        spec["tolerations"] = [_own(t, i, name) for t in spec.get("tolerations") or []]
+        _own_terms(spec.get("affinity"), i)
+        annotations = pod["metadata"].get("annotations") or {}
+        for key in list(annotations):
+            value = json.loads(annotations[key])
+            if key.endswith("/tolerations"):
+                value = [_own(t, i, name) for t in value]
+            else:
+                _own_terms({"nodeAffinity": value}, i)
+            annotations[key] = json.dumps(value)
+        out.append(pod)
+    return out
+
+
+def _own(toleration: dict[str, Any], i: int, name: str) -> dict[str, Any]:
+    """The toleration with a value of its own and the same verdicts on generated taints."""
+    t = dict(toleration)
+    if t.get("expression"):
+        t["expression"] = f"({t['expression']}) && taint.value != '{name}'"
+    elif t.get("operator") in ("Gt", "Lt") and t.get("value", "").isdigit():
+        t["value"] = str(_same_verdicts(int(t["value"]), t["operator"], i))
+    elif t.get("operator", "").startswith("Semver") and t.get("value"):
+        t["value"] = _patched(t["value"], i)
+    return t
+
+
+def _same_verdicts(value: int, operator: str, i: int) -> int:
+    """Another threshold with the same verdict on every generated SLA taint value: Gt
+    moves up short of the next value above, Lt down short of the next value below."""
+    values = sorted(int(v) for v in SLA_VALUES)
+    if operator == "Gt":
+        room = min((v for v in values if v > value), default=value + 10) - value - 1
+        return value + (1 + i % room if room > 0 else 0)
+    room = value - max((v for v in values if v < value), default=value - 10) - 1
+    return value - (1 + i % room if room > 0 else 0)
+
+
+def _own_terms(affinity: dict[str, Any] | None, i: int) -> None:
+    node_affinity = (affinity or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = list(required.get("nodeSelectorTerms") or [])
+    terms += [p.get("preference") or {} for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+    for term in terms:
+        for req in term.get("matchExpressions") or []:
+            if req.get("operator", "").startswith("Semver"):
+                req["values"] = [_patched(v, i) for v in req.get("values") or []]
+
+
+def _patched(version: str, i: int) -> str:
+    """`version` with a build-metadata suffix of its own: the same order for every
+    comparison (semver ignores build metadata), another string."""
+    return f"{version}+team{i}"
 
 
 def workload_of(pod: dict[str, Any]) -> str:

@@ -130,6 +130,7 @@ class Pod:
     phase: str = ""
     terminating: bool = False
     nominated_node_name: str = ""
+    preempts: bool = True  # spec.preemptionPolicy is not Never
     tolerations_error: str | None = None
     affinity_error: str | None = None
     raw: Mapping[str, Any] | None = None

@@ -204,25 +204,51 @@ def _is_deleting(meta: Mapping[str, Any]) -> bool:
     return meta.get("deletionTimestamp") is not None
 
 
+# What `pod_from_dict` reads, kept from a pending pod in the cluster state (see below).
+PENDING_FIELDS = {
+    "metadata": ("name", "namespace", "uid", "labels", "annotations", "ownerReferences", "deletionTimestamp"),
+    "spec": ("nodeName", "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priority",
+             "volumes"),
+    "status": ("phase", "nominatedNodeName"),
+}
+
+
+def pending_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a pod `pod_from_dict` reads, as the API server holds them."""
+    out: dict[str, Any] = {}
+    for part, names in PENDING_FIELDS.items():
+        section = raw.get(part)
+        if isinstance(section, Mapping):
+            out[part] = {n: section[n] for n in names if n in section}
+    return out
+
+
 def existing_pod_from_dict(raw: Any) -> Pod:
     """A pod already in the cluster: only what counting and defaulting read.
 
     Skips tolerations, affinity and annotations; at 100k pods that saves time and memory.
+    A pod not yet bound keeps, in `raw`, the fields `pod_from_dict` reads
+    (`pending_fields`): when kube-scheduler asks about it, that copy is preferred over
+    `ExtenderArgs.Pod`, which the scheduler re-serializes from its own Go types and so
+    strips of every field its version does not know (a CEL toleration `expression`
+    reaches us from v1.30 as `{}`).
     """
     raw = _obj(raw, "pod")
     meta = _obj(raw.get("metadata"), "pod.metadata")
     spec = _obj(raw.get("spec"), "pod.spec")
     status = _obj(raw.get("status"), "pod.status")
+    node_name = _str(spec.get("nodeName"), "pod.spec.nodeName")
     return Pod(
         namespace=_str(meta.get("namespace"), "pod.metadata.namespace") or "default",
         name=_str(meta.get("name"), "pod.metadata.name"),
         uid=_str(meta.get("uid"), "pod.metadata.uid"),
         labels=_str_map(meta.get("labels"), "pod.metadata.labels"),
-        node_name=_str(spec.get("nodeName"), "pod.spec.nodeName"),
+        node_name=node_name,
         priority=_int(spec.get("priority"), "pod.spec.priority", bits=32),
         phase=_str(status.get("phase"), "pod.status.phase"),
         terminating=_is_deleting(meta),
         nominated_node_name=_str(status.get("nominatedNodeName"), "pod.status.nominatedNodeName"),
+        raw=None if node_name else pending_fields(raw),
     )
 
 
@@ -288,6 +314,7 @@ def pod_from_dict(raw: Any, annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX, 
         phase=_str(status.get("phase"), "pod.status.phase"),
         terminating=_is_deleting(meta),
         nominated_node_name=_str(status.get("nominatedNodeName"), "pod.status.nominatedNodeName"),
+        preempts=_str(spec.get("preemptionPolicy"), "pod.spec.preemptionPolicy") != "Never",
         tolerations_error=tol_err,
         affinity_error=aff_err,
         raw=raw if keep_raw else None,

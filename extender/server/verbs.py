@@ -10,8 +10,10 @@ project's benchmark machine Flask's request/response objects cost ~0.9 ms per pa
 Error mapping: malformed JSON -> 400, oversized body -> 413, well-formed but invalid
 args -> 200 with `Error` set for filter (what kube-scheduler expects) and 400 for
 prioritize, including a score plugin failing on the pod (e.g. a preferred term that does
-not parse fails PreScore: the input is at fault), anything unexpected -> 500. Clients
-never see a stack trace; every error is logged.
+not parse fails PreScore: the input is at fault), a cluster state that cannot give a
+verdict (not synced yet, stale: `extender.gate`) -> 200 with `Error` for filter and
+bind, 503 for prioritize and preempt, anything unexpected -> 500. Clients never see a
+stack trace; every error is logged.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterable
 from extender import metrics
 from extender.api.wire import WireError, decode_args, decode_json, encode, error_filter_result
 from extender.binding import decode_binding_args
+from extender.gate import StateNotReady
 from extender.model.parse import ModelError
 from extender.preemption import decode_preemption_args
 from extender.server.budget import BODIES, RETRY_AFTER_SECONDS, SMALL_REQUEST, shed
@@ -81,6 +84,8 @@ def _answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
     except ModelError as exc:
         log.warning("invalid arguments", extra={"verb": verb, "error": str(exc)})
         result = 400, encode({"error": str(exc)})
+    except StateNotReady as exc:  # prioritize, preempt: no Error field (extender.gate)
+        result = 503, encode({"error": str(exc)})
     except ScoringError as exc:  # a plugin refused the pod: the request is at fault
         log.warning("scoring failed", extra={"verb": verb, "error": str(exc)})
         result = 400, encode({"error": str(exc)})

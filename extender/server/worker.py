@@ -23,8 +23,11 @@ thread in turn hands on. So expensive work waits for its slot in its own queue
 without holding a thread that cheap work needs: a cheap pod waits at most for the
 loop's current request, never behind an expensive one (one whose expression is not
 compiled yet waits for a pool thread: compiles and mid-cost runs, each bounded).
-Requests that block (`bind`) or may wait for a bind, chunked and large bodies go to a
-pool thread, in the pool lane, from the start. Every hop keeps the request's arrival
+Requests that may wait for a bind, chunked and large bodies go to a pool thread, in
+the pool lane, from the start. `bind` (an API call that may take until its deadline)
+has a lane of its own: `BIND_THREADS` threads with their own queue, so binds never
+queue behind filter work nor hold the threads filter work needs, however slow the
+API server (kube-scheduler runs each binding in a goroutine of its own). Every hop keeps the request's arrival
 time: its deadline (`--request-deadline`) counts from when its first byte came, so a
 request that waited in a queue past it answers an `Error`, never a verdict; the lane
 only decides where work runs, never its result (the cost limit is the same
@@ -71,6 +74,7 @@ from gunicorn import http, util
 from gunicorn.http2 import negotiation
 from gunicorn.workers import gthread
 
+from extender.binding import BIND_CONNECTIONS
 from extender.cel import deadline, lane
 from extender.cel.limits import EXPENSIVE_SLOTS
 from extender.server.budget import BODIES, RETRY_AFTER_SECONDS
@@ -86,6 +90,8 @@ READ_CHUNK = 256 << 10
 BURST = 16  # requests answered per readiness event before other connections get a turn
 # `inline_request_size` verdicts
 INCOMPLETE, ELSEWHERE, HEAD_TOO_LARGE, BODY_TOO_LARGE, MALFORMED = 0, -1, -2, -3, -4
+BIND_LANE = -1  # where `bind` runs (next to the CEL lanes: no CEL, a pool of its own)
+BIND_THREADS = BIND_CONNECTIONS  # one API connection each
 
 
 class Conn(gthread.TConn):
@@ -310,10 +316,12 @@ class InlineWorker(DeadlineWorker):
         # the expensive lane: one thread per slot, so expensive CEL never holds a pool thread
         self.expensive_pool = futures.ThreadPoolExecutor(
             max_workers=EXPENSIVE_SLOTS, thread_name_prefix="cel-expensive")
+        self.bind_pool = futures.ThreadPoolExecutor(max_workers=BIND_THREADS, thread_name_prefix="bind")
         try:
             super().init_process()  # loads the app, then runs the loop
         finally:
             self.expensive_pool.shutdown(wait=False, cancel_futures=True)
+            self.bind_pool.shutdown(wait=False, cancel_futures=True)
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
@@ -379,10 +387,14 @@ class InlineWorker(DeadlineWorker):
             framing.reset()
             arrived = conn.request_started or time.monotonic()
             request, buf = bytes(buf[:size]), buf[size:]
-            # complete: a pool thread answers it, never waits for the client; off_loop:
-            # it blocks (bind) or may wait for a bind
+            # complete: a pool thread answers it, never waits for the client; bind: its
+            # own lane; off_loop: it may wait for a bind
+            verb = self._verb(request)
+            if verb == "bind":
+                self._dispatch(conn, request, buf, BIND_LANE, arrived)
+                return
             if (size > INLINE_MAX_BYTES or chunked or not self.answer_on_loop
-                    or self._off_loop(request)):
+                    or (verb is not None and self.off_loop is not None and self.off_loop(verb))):
                 self._dispatch(conn, request, buf, lane.POOL, arrived)
                 return
             try:
@@ -444,14 +456,14 @@ class InlineWorker(DeadlineWorker):
                 return False
         return True
 
-    def _off_loop(self, request: bytes | bytearray) -> bool:
-        """`bind` (an API call) and, while pods are in flight, any verb that may wait for
-        a `bind` (`extender.inflight`) are answered by a pool thread (the app decides)."""
-        if self.off_loop is None or not request.startswith(b"POST /"):
-            return False
+    def _verb(self, request: bytes | bytearray) -> str | None:
+        """The verb a `POST` request calls, if any (the app then decides where it runs:
+        `bind` in its lane; while pods are in flight, any verb that may wait for a `bind`
+        (`extender.inflight`) on a pool thread)."""
+        if self.answer_verb is None or not request.startswith(b"POST /"):
+            return None
         end = request.find(b" ", 5)
-        verb = verb_of(bytes(request[5:end]).decode("latin-1").partition("?")[0]) if end > 0 else None
-        return verb is not None and self.off_loop(verb)
+        return verb_of(bytes(request[5:end]).decode("latin-1").partition("?")[0]) if end > 0 else None
 
     def _answer(self, conn, request: bytes) -> bool:
         """Parse and answer one complete request; True if the connection stays open."""
@@ -562,7 +574,7 @@ class InlineWorker(DeadlineWorker):
         conn.initialized = False
 
     def _submit(self, conn, request: bytes, where: int, arrived: float) -> None:
-        pool = self.tpool if where == lane.POOL else self.expensive_pool
+        pool = {lane.POOL: self.tpool, BIND_LANE: self.bind_pool}.get(where, self.expensive_pool)
         try:
             pool.submit(self._answer_in_lane, conn, request, where, arrived)
         except RuntimeError:  # the worker is shutting down
@@ -573,7 +585,7 @@ class InlineWorker(DeadlineWorker):
         the loop; a request that needs a costlier lane moves on, unanswered."""
         kept = False
         try:
-            with lane.running_in(where), deadline.arrived(arrived):
+            with lane.running_in(lane.POOL if where == BIND_LANE else where), deadline.arrived(arrived):
                 kept = self._answer(conn, request)
         except lane.Elsewhere as moved:
             self._fresh_parser(conn)

@@ -9,14 +9,30 @@ jittered) on errors. Responses are read raw (`_preload_content=False`) and decod
 orjson straight into the store's slim models: the client's generated models would cost
 seconds and hundreds of MB at 50,000 pods.
 
-Readiness: every kind's initial list has synced, and no kind has been failing for
-longer than `max_staleness` seconds.
+A watch can also fall silent without failing (a stuck proxy, a half-dead TCP
+connection): nothing arrives, and on a quiet cluster nothing would arrive anyway. A
+real API server sends a bookmark about once a minute, and the resourceVersion is
+global (etcd's revision: Leases and Events move it every few seconds), so neither
+silence nor a newer resourceVersion elsewhere says that *this* kind changed. Each
+reflector therefore has a watchdog: once its stream has been silent for
+`probe_interval` (a third of what `--max-staleness` leaves after a probe), it asks the
+server the exact question with a one-second watch from the stream's resourceVersion
+(`probe`): no event means nothing of this kind changed since, and the state is
+confirmed current; an event the stream has not delivered (after a short grace) means
+the stream is dead, and it is restarted from its resourceVersion (the server replays
+what was missed; `410` relists). The sockets use TCP keep-alive, and a watch read
+gives up after `WATCH_READ_TIMEOUT`.
+
+Readiness (and whether the verbs may answer at all, `unready`): every kind's initial
+list has synced, and every kind was confirmed current (a list, an event, a bookmark or
+a probe) within `max_staleness` seconds.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,7 +53,14 @@ log = logging.getLogger("extender.state")
 PAGE_SIZE = 500
 WATCH_SECONDS = (300, 600)  # client-go's reflector: a random 5-10 minutes per watch
 CONNECT_TIMEOUT = 10.0
-READ_SLACK = 60.0  # a watch read silent this long past its timeout is a dead stream
+# a watch read that waits this long is a dead connection (the watchdog finds dead
+# streams much sooner when something changed; this only reclaims the socket)
+WATCH_READ_TIMEOUT = 90.0
+PROBE_WATCH_SECONDS = 1  # a probe's timeoutSeconds (the API counts in whole seconds)
+PROBE_READ_SLACK = 2.0  # a probe that has not ended this long after that failed
+DELIVERY_GRACE = 0.5  # seconds the stream gets to deliver what a probe saw
+# TCP keep-alive on every API connection: idle seconds, probe interval, probe count
+KEEPALIVE = (15, 5, 3)
 
 
 class Expired(Exception):
@@ -95,6 +118,43 @@ def _status_of(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+def probe_interval(max_staleness: float) -> float:
+    """How long a stream may be silent before its watchdog probes: a third of what
+    `max_staleness` leaves after one probe, so a quiet, healthy kind is confirmed
+    (silence + check tick + probe <= max_staleness) before it could look stale."""
+    return max(0.2, (max_staleness - PROBE_WATCH_SECONDS - PROBE_READ_SLACK / 2) / 3)
+
+
+def keepalive_socket_options() -> list[tuple[int, int, int]]:
+    """urllib3's default socket options (TCP_NODELAY) plus TCP keep-alive (`KEEPALIVE`):
+    a peer that vanished without a FIN or RST is noticed in ~30 s, not after the
+    kernel's two hours."""
+    import urllib3
+
+    idle, interval, count = KEEPALIVE
+    options = list(urllib3.connection.HTTPConnection.default_socket_options)
+    options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval), ("TCP_KEEPCNT", count)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
+
+
+def _abort(response: Any) -> None:
+    """End a streaming response from another thread: shutting the socket down wakes a
+    read blocked on it (closing alone does not, on Linux)."""
+    if response is None:
+        return
+    conn = getattr(response, "connection", None) or getattr(response, "_connection", None)
+    sock = getattr(conn, "sock", None)
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        response.close()
+    except Exception:  # noqa: BLE001 - ending it is best effort; it may be gone already
+        pass
+
+
 class Reflector:
     """List then watch one kind into the store (see the module docstring)."""
 
@@ -112,15 +172,20 @@ class Reflector:
         self.watch_seconds = watch_seconds
         self.resource_version = ""
         self.synced = threading.Event()
-        self.last_ok = time.monotonic()
+        now = time.monotonic()
+        self.confirmed_at = now  # the state was last known current (list, event, bookmark, probe)
+        self.heard_at = now  # the stream last delivered something (or connected)
         self.failing_since: float | None = None
         self._response: Any = None
+        self._restart: str | None = None  # why the watchdog ended the stream
+        self._relist = False  # the watchdog asks for a relist (a probe got 410)
         self._stop = threading.Event()
 
     # --- health ----------------------------------------------------------------------
 
     def _ok(self) -> None:
-        self.last_ok = time.monotonic()
+        """The stream delivered something: the state is current as of now."""
+        self.confirmed_at = self.heard_at = time.monotonic()
         self.failing_since = None
 
     def _failed(self, reason: str, exc: BaseException) -> None:
@@ -132,12 +197,17 @@ class Reflector:
     def failing_for(self) -> float:
         return 0.0 if self.failing_since is None else time.monotonic() - self.failing_since
 
+    def unconfirmed_for(self) -> float:
+        """Seconds since the state of this kind was last known current."""
+        return time.monotonic() - self.confirmed_at
+
     # --- the loop ----------------------------------------------------------------------
 
     def run(self) -> None:
         while not self._stop.is_set():
             try:
-                if not self.resource_version:
+                if not self.resource_version or self._relist:
+                    self._relist = False
                     self.relist()
                 self.watch()
             except Expired as exc:
@@ -148,6 +218,9 @@ class Reflector:
             except Exception as exc:  # noqa: BLE001 - any failure: back off and retry
                 if self._stop.is_set():
                     break
+                if self._restart is not None:  # the watchdog ended the stream: resume now
+                    self._restart = None
+                    continue
                 status = _status_of(exc)
                 if status == 410:  # a list's continue token expired: start the list over
                     metrics.WATCH_ERRORS_TOTAL.labels(self.kind, "expired").inc()
@@ -155,16 +228,13 @@ class Reflector:
                 else:
                     self._failed(f"http {status}" if status else type(exc).__name__, exc)
                 self._stop.wait(self.backoff.next())
+            else:
+                self._restart = None
 
     def stop(self) -> None:
         self._stop.set()
         time.sleep(0)  # let a watch that just connected publish its response
-        response = self._response
-        if response is not None:
-            try:
-                response.close()  # unblocks a read in the watch
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
+        _abort(self._response)
 
     def relist(self) -> None:
         """List every page, apply it to the store, remember the list's resourceVersion."""
@@ -211,10 +281,13 @@ class Reflector:
         response = self.lister(
             watch=True, resource_version=self.resource_version, allow_watch_bookmarks=True,
             timeout_seconds=timeout, _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT, timeout + READ_SLACK),
+            _request_timeout=(CONNECT_TIMEOUT, WATCH_READ_TIMEOUT),
         )
         self._response = response
-        self._ok()
+        # the server answered; its replay of what we missed follows (not proof yet
+        # that the state is current: the watchdog asks when the stream stays silent)
+        self.heard_at = time.monotonic()
+        self.failing_since = None
         try:
             buffer = b""
             for chunk in response.stream(None, decode_content=False):
@@ -277,6 +350,91 @@ class Reflector:
             self.resource_version = rv
         self._ok()
 
+    # --- the watchdog: silent streams ----------------------------------------------------
+
+    def watchdog(self, interval: float) -> None:
+        """(its own thread) Probe whenever the open stream has been silent for
+        `interval` seconds; see the module docstring."""
+        while not self._stop.wait(interval / 2):
+            if self._response is None or not self.synced.is_set():
+                continue  # listing, connecting or backing off: the loop reports on those
+            if time.monotonic() - max(self.heard_at, self.confirmed_at) >= interval:
+                self.probe()
+
+    def probe(self) -> str:
+        """Ask the server whether this kind changed after the stream's resourceVersion;
+        returns what was concluded: "current" (nothing changed, the state is confirmed),
+        "delivered" (the stream caught up meanwhile), "restarted" (the stream missed
+        events: it is ended and resumed), "relist" (the resourceVersion is too old for
+        the server) or "failed" (no answer: the state stays unconfirmed)."""
+        since = self.resource_version
+        if not since:
+            return "failed"
+        started = time.monotonic()
+        try:
+            seen = self._probe_events(since)
+        except Expired:
+            self._end_stream("expired", "the stream's resourceVersion is too old for the server; relisting",
+                             relist=True)
+            return "relist"
+        except Exception as exc:  # noqa: BLE001 - unreachable, timed out, refused
+            status = _status_of(exc)
+            self._failed(f"probe: http {status}" if status else f"probe: {type(exc).__name__}", exc)
+            return "failed"
+        if seen is None:  # nothing of this kind after `since`, as of the probe's end
+            self.confirmed_at = max(self.confirmed_at, time.monotonic())
+            self.failing_since = None
+            return "current"
+        if self._stop.wait(DELIVERY_GRACE) or self._delivered(seen, started):
+            return "delivered"
+        self._end_stream("silent", "the watch stream is silent while the server has newer events; resuming it")
+        return "restarted"
+
+    def _probe_events(self, since: str) -> str | None:
+        """A one-second watch from `since`: the resourceVersion of the last event it
+        saw, None if there was none. Raises Expired on 410."""
+        response = self.lister(
+            watch=True, resource_version=since, allow_watch_bookmarks=False,
+            timeout_seconds=PROBE_WATCH_SECONDS, _preload_content=False,
+            _request_timeout=(CONNECT_TIMEOUT, PROBE_WATCH_SECONDS + PROBE_READ_SLACK),
+        )
+        try:
+            data = response.read()  # the server ends the stream after timeoutSeconds
+        finally:
+            response.release_conn()
+        last = None
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                event = orjson.loads(line)
+                type_, obj = event["type"], event["object"]
+            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                raise WatchError(f"unreadable probe event: {line[:200]!r}") from exc
+            if type_ == "ERROR":
+                if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
+                    raise Expired(obj.get("message") or "expired")
+                raise WatchError(f"probe error: {obj.get('code')} {obj.get('message')}")
+            if type_ != "BOOKMARK":
+                last = (obj.get("metadata") or {}).get("resourceVersion") or "?"
+        return last
+
+    def _delivered(self, rv: str, since: float) -> bool:
+        """Has the stream delivered the event with resourceVersion `rv` (numbers, as
+        etcd's are; otherwise: has it delivered anything since `since`)?"""
+        try:
+            return int(self.resource_version or 0) >= int(rv)
+        except ValueError:
+            return self.heard_at > since
+
+    def _end_stream(self, reason: str, message: str, relist: bool = False) -> None:
+        metrics.WATCH_ERRORS_TOTAL.labels(self.kind, reason).inc()
+        log.warning(message, extra={"kind": self.kind, "resource_version": self.resource_version,
+                                    "silent_for": round(time.monotonic() - self.heard_at, 1)})
+        self._restart = reason
+        self._relist = relist
+        _abort(self._response)
+
 
 class LiveSource:
     """The `ClusterSource` fed by the API server (see the module docstring)."""
@@ -291,6 +449,7 @@ class LiveSource:
         self.store = store or Store()
         self.freeze_after_sync = freeze_after_sync
         self.max_staleness = max_staleness
+        self.probe_interval = probe_interval(max_staleness)
         self.api_client = api_client
         self.reflectors = {
             kind: Reflector(kind, api_lister(api_client, kind), self.store, page_size, backoff(), watch_seconds)
@@ -299,15 +458,15 @@ class LiveSource:
         for reflector in self.reflectors.values():
             reflector.freeze_after_sync = freeze_after_sync
         self._threads: list[threading.Thread] = []
+        self._all_synced = False
         for kind in KINDS:
-            metrics.WATCH_SECONDS_SINCE_SYNC.labels(kind).set_function(
-                lambda r=self.reflectors[kind]: time.monotonic() - r.last_ok
-            )
+            metrics.WATCH_SECONDS_SINCE_SYNC.labels(kind).set_function(self.reflectors[kind].unconfirmed_for)
 
     @classmethod
     def connect(cls, kubeconfig: str | None, in_cluster: bool, **kw: Any) -> LiveSource:
         """Build the API client from a kubeconfig (the file, $KUBECONFIG or
-        ~/.kube/config) or the in-cluster service account."""
+        ~/.kube/config) or the in-cluster service account: TCP keep-alive on its
+        sockets, and a pool with room for every kind's watch and probe."""
         from kubernetes import client, config
 
         configuration = client.Configuration()
@@ -315,13 +474,17 @@ class LiveSource:
             config.load_incluster_config(client_configuration=configuration)
         else:
             config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        configuration.socket_options = keepalive_socket_options()
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 2 * len(KINDS) + 4)
         return cls(client.ApiClient(configuration), **kw)
 
     def start(self) -> LiveSource:
         for kind, reflector in self.reflectors.items():
-            thread = threading.Thread(target=reflector.run, name=f"watch-{kind}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            for target, name in ((reflector.run, "watch"), (lambda r=reflector: r.watchdog(self.probe_interval),
+                                                             "watchdog")):
+                thread = threading.Thread(target=target, name=f"{name}-{kind}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
         if self.freeze_after_sync:
             threading.Thread(target=self._freeze_when_synced, name="freeze-state", daemon=True).start()
         return self
@@ -348,22 +511,34 @@ class LiveSource:
     def snapshot(self) -> ClusterSnapshot:
         return self.store.snapshot()
 
+    def unready(self) -> tuple[str, str] | None:
+        """Why no verdict may be computed now, as (reason, message), or None: a kind has
+        not listed once yet ("not_synced"), or a kind was last confirmed current more
+        than `max_staleness` seconds ago ("stale"). Cheap: called on every verb."""
+        reflectors = self.reflectors
+        if not self._all_synced:
+            waiting = [k for k, r in reflectors.items() if not r.synced.is_set()]
+            if waiting:
+                return "not_synced", "cluster state not synced yet: initial list pending for " + ", ".join(waiting)
+            self._all_synced = True  # as an informer's HasSynced: a later relist keeps it
+        now = time.monotonic()
+        limit = self.max_staleness
+        stale = [k for k, r in reflectors.items() if now - r.confirmed_at > limit]
+        if not stale:
+            return None
+        detail = ", ".join(f"{k} ({now - reflectors[k].confirmed_at:.0f}s"
+                           + (", failing" if reflectors[k].failing_since is not None else "") + ")" for k in stale)
+        return "stale", f"cluster state stale: not confirmed by the API server within {limit:g}s: {detail}"
+
     def readiness(self) -> tuple[bool, str]:
-        """(ready, why): every kind listed once, none failing longer than max staleness."""
-        metrics.CLUSTER_STATE_AGE.set(max(r.failing_for() for r in self.reflectors.values()))
-        waiting = [k for k, r in self.reflectors.items() if not r.synced.is_set()]
-        if waiting:
-            return False, "initial list not synced yet: " + ", ".join(waiting)
-        stale = [f"{k} ({r.failing_for():.0f}s)" for k, r in self.reflectors.items()
-                 if r.failing_for() > self.max_staleness]
-        if stale:
-            return False, f"watch failing longer than {self.max_staleness:g}s: " + ", ".join(stale)
-        return True, "ok"
+        """(ready, why): the verbs' condition (`unready`)."""
+        metrics.CLUSTER_STATE_AGE.set(self.age())
+        why = self.unready()
+        return (True, "ok") if why is None else (False, why[1])
 
     def ready(self) -> bool:
         return self.readiness()[0]
 
     def age(self) -> float:
-        """Seconds since the least recently confirmed kind was last confirmed."""
-        now = time.monotonic()
-        return max((now - r.last_ok for r in self.reflectors.values()), default=0.0)
+        """Seconds since the least recently confirmed kind was last confirmed current."""
+        return max((r.unconfirmed_for() for r in self.reflectors.values()), default=0.0)

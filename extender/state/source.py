@@ -89,6 +89,10 @@ class UnconfiguredSource:
     def readiness(self) -> tuple[bool, str]:
         return False, self.reason
 
+    def unready(self) -> tuple[str, str]:
+        """The verbs answer an Error, never a verdict over an empty state."""
+        return "unconfigured", self.reason
+
 
 def _last_good_dir() -> Path | None:
     """A private directory for last-good copies, removed when its creator exits."""

@@ -10,9 +10,12 @@ whole request; a changed layer is published (sealed and combined with the unchan
 ones) at most once per read, so bursts of events cost one publish.
 
 Assumed pods (kube-scheduler's cache; the `bind` verb) are an overlay on the pod layer:
-`assume` puts the pod, bound to its node, into the pod layer before the API call; the
-watch event that shows it bound confirms it; `forget` (the bind failed) or the expiry
-of its deadline restores what the watch last said.
+`assume` puts the pod, bound to its node, into the pod layer before the API call;
+`forget` (the call failed) restores what the watch last said. A successful binding
+(`bound`) is never expired by a timer, as upstream's cache never expires an assumed pod
+whose binding succeeded: the assumption ends only when the state shows the pod bound
+(to any node), deleted, replaced by a pod of another UID, or absent from a relist
+that started after the binding succeeded. Until then it is the only truth we have.
 """
 
 from __future__ import annotations
@@ -38,9 +41,14 @@ log = logging.getLogger("extender.state")
 KINDS = ("Node", "Pod", *WORKLOAD_KINDS, *VOLUME_KINDS)
 # the topology keys of upstream's default (system) spreading, which most pods get
 DEFAULT_TOPOLOGY_KEYS = ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
-DEFAULT_ASSUME_SECONDS = 30.0
 PodKey = tuple[str, str]
 CLUSTER_SCOPED = ("Node", "PersistentVolume")
+
+
+@dataclasses.dataclass(slots=True)
+class Assumed:
+    pod: Pod  # bound to its node
+    bound_at: float | None = None  # monotonic time the binding call succeeded
 
 
 def prepare_nodes(nodes: NodeIndex) -> None:
@@ -56,8 +64,9 @@ def node_fingerprint(node: Node) -> tuple:
 
 
 def pod_fingerprint(pod: Pod) -> tuple:
+    # `raw`: a pending pod's scheduling fields (None once bound), see existing_pod_from_dict
     return (pod.uid, pod.labels, pod.node_name, pod.phase, pod.terminating,
-            pod.nominated_node_name, pod.priority)
+            pod.nominated_node_name, pod.priority, pod.raw)
 
 
 def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -77,7 +86,7 @@ class Store:
         self._pods = PodLayerWriter()
         self._workloads = WorkloadLayerWriter()
         self._volumes = VolumeLayerWriter()
-        self._assumed: dict[PodKey, tuple[Pod, float]] = {}
+        self._assumed: dict[PodKey, Assumed] = {}
         self._shadow: dict[PodKey, Pod | None] = {}  # what the watch says under an assumption
         self._generation = 0
         self._snapshot = self._combine()
@@ -87,13 +96,12 @@ class Store:
 
     def snapshot(self) -> ClusterSnapshot:
         """The current consistent state (publishes pending changes first)."""
-        if self._dirty or self._assumed:
+        if self._dirty:
             return self.publish()
         return self._snapshot
 
     def publish(self) -> ClusterSnapshot:
         with self._lock:
-            self._expire_assumed()
             if not self._dirty:
                 return self._snapshot
             if self._node_changes:
@@ -178,8 +186,7 @@ class Store:
             if kind == "Pod":
                 key = (namespace or "default", name)
                 if key in self._assumed:
-                    self._assumed.pop(key)
-                    self._shadow.pop(key, None)
+                    self._end_assumption(key)
                 removed = self._pods.remove(*key) is not None
                 self._dirty |= removed
                 return removed
@@ -196,8 +203,11 @@ class Store:
         """Make `kind` hold exactly `objects` (a relist, consumed page by page: the lock
         is taken per object, so readers and other kinds' feeds are never held up by a
         50,000-pod list). Unchanged objects touch nothing. Returns (changed, rejected);
-        unparseable objects are logged, counted and skipped."""
+        unparseable objects are logged, counted and skipped. A pod assumed by `bind` is
+        removed only if its binding succeeded before this list started (a list taken
+        before may not show it yet)."""
         changed = rejected = 0
+        started = time.monotonic()
         stale = self.keys(kind)
         for obj in objects:
             key = ("", (obj.get("metadata") or {}).get("name") or "") if kind in CLUSTER_SCOPED else object_key(obj)
@@ -208,6 +218,8 @@ class Store:
                 rejected += 1
                 log.error("object rejected", extra={"kind": kind, "object": "/".join(key), "error": str(exc)})
         for namespace, name in stale:
+            if kind == "Pod" and self._listed_too_early((namespace, name), started):
+                continue
             changed += self.delete(kind, namespace, name)
         return changed, rejected
 
@@ -252,12 +264,13 @@ class Store:
 
     def _put_pod(self, pod: Pod) -> bool:
         key = (pod.namespace, pod.name)
-        if key in self._assumed:
-            if not pod.node_name:  # not bound yet as far as the watch knows: keep ours
+        assumed = self._assumed.get(key)
+        if assumed is not None:
+            other = pod.uid and assumed.pod.uid and pod.uid != assumed.pod.uid  # deleted, recreated
+            if not pod.node_name and not other:  # not bound yet as far as the watch knows: keep ours
                 self._shadow[key] = pod
                 return False
-            self._assumed.pop(key)  # confirmed (or bound elsewhere: the watch wins)
-            self._shadow.pop(key, None)
+            self._end_assumption(key)  # confirmed (or bound elsewhere, or replaced: the watch wins)
         old = self._pods.get(*key)
         if old is not None and pod_fingerprint(old) == pod_fingerprint(pod):
             return False
@@ -267,24 +280,32 @@ class Store:
 
     # --- assumed pods (the overlay for the bind verb) -------------------------------
 
-    def assume(self, pod: Pod, node_name: str, ttl: float = DEFAULT_ASSUME_SECONDS) -> None:
+    def assume(self, pod: Pod, node_name: str) -> None:
         """Count `pod` on `node_name` from now on, before the binding API call returns."""
         key = (pod.namespace, pod.name)
         with self._lock:
             if key not in self._assumed:
                 self._shadow[key] = self._pods.get(*key)
             bound = dataclasses.replace(pod, node_name=node_name, raw=None)
-            self._assumed[key] = (bound, time.monotonic() + ttl)
+            self._assumed[key] = Assumed(bound)
             self._pods.put(bound)
             self._dirty = True
+            metrics.ASSUMED_PODS.set(len(self._assumed))
+
+    def bound(self, namespace: str, name: str) -> None:
+        """The binding call succeeded: from now on only the state ends the assumption."""
+        with self._lock:
+            assumed = self._assumed.get((namespace, name))
+            if assumed is not None:
+                assumed.bound_at = time.monotonic()
 
     def forget(self, namespace: str, name: str) -> bool:
         """Drop an assumption (the bind failed): the pod is what the watch last said."""
         key = (namespace, name)
         with self._lock:
-            if self._assumed.pop(key, None) is None:
+            if key not in self._assumed:
                 return False
-            watched = self._shadow.pop(key, None)
+            watched = self._end_assumption(key)
             if watched is None:
                 self._pods.remove(*key)
             else:
@@ -295,13 +316,17 @@ class Store:
     def assumed(self) -> dict[PodKey, str]:
         """Assumed pods still waiting for the watch: (namespace, name) -> node name."""
         with self._lock:
-            return {k: pod.node_name for k, (pod, _) in self._assumed.items()}
+            return {k: a.pod.node_name for k, a in self._assumed.items()}
 
-    def _expire_assumed(self) -> None:
-        if not self._assumed:
-            return
-        now = time.monotonic()
-        for key in [k for k, (_, deadline) in self._assumed.items() if deadline <= now]:
-            log.warning("assumed pod expired before the watch confirmed it",
-                        extra={"pod": "/".join(key)})
-            self.forget(*key)
+    def _end_assumption(self, key: PodKey) -> Pod | None:
+        """Under the lock: drop the overlay entry; returns what the watch last said."""
+        self._assumed.pop(key)
+        metrics.ASSUMED_PODS.set(len(self._assumed))
+        return self._shadow.pop(key, None)
+
+    def _listed_too_early(self, key: PodKey, started: float) -> bool:
+        """An assumed pod missing from a list that started before its binding succeeded
+        (or while the call is still out): the watch from that list will show it."""
+        with self._lock:
+            assumed = self._assumed.get(key)
+            return assumed is not None and (assumed.bound_at is None or assumed.bound_at >= started)

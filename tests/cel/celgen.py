@@ -123,7 +123,7 @@ class Gen:
             return f"{g('string', d, s)}.{m}({arg})"
         if k == 8:  # type()
             t = self.pick(list(TYPE_NAMES))
-            other = self.pick(list(set(TYPE_NAMES.values())))
+            other = self.pick(sorted(set(TYPE_NAMES.values())))
             return f"type({g(t, d, s)}) {self.pick(['==', '!='])} {other}"
         if k == 9:
             if r.random() < 0.5:  # optional syntax (rewritten before parsing here)

@@ -18,11 +18,15 @@ three declared fields, so the difference does not show.
 from __future__ import annotations
 
 import math
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -278,6 +282,13 @@ def explain(expression: str, taint: tuple[str, str, str], ref: Outcome) -> str |
 def test_generator_is_seeded_and_varied():
     first = [Gen(i).expression() for i in range(50)]
     assert first == [Gen(i).expression() for i in range(50)]
+    # the same in another process with another hash seed (no set order in the choices)
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from celgen import Gen; " \
+           "print(repr([Gen(i).expression() for i in range(50)]))"
+    other = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)],
+                           env={**os.environ, "PYTHONHASHSEED": "12345"},
+                           capture_output=True, text=True, check=True)
+    assert other.stdout.strip() == repr(first)
     assert len(set(first)) >= 48  # a few tiny expressions may repeat
 
 

@@ -167,3 +167,19 @@ def test_verbs_beyond_loopback_without_client_certificates_are_warned_about():
     mtls = build_config({"listen": "0.0.0.0:8888", "verbs_tls": "true", "tls_cert_file": "c",
                          "tls_private_key_file": "k", "client_ca_file": "ca"}, env={})
     assert exposed_verbs_warning(mtls) is None
+
+
+def test_assume_ttl_is_still_accepted_but_deprecated(tmp_path):
+    """A public flag: kept working (flag, env, file key) with a deprecation note in
+    --help; it no longer has any effect (assumptions end by observation)."""
+    from extender.cli import build_parser
+
+    assert build_config({"assume_ttl": "5"}, env={}).assume_ttl == 5
+    assert build_config({}, env={"EXTENDER_ASSUME_TTL": "7"}).assume_ttl == 7
+    assert build_config({}, env={}, config_file=write(tmp_path, "assumeTTL: 9\n")).assume_ttl == 9
+    serve = next(a for a in build_parser()._subparsers._group_actions[0].choices.values() if a.prog.endswith("serve"))
+    help_text = " ".join(serve.format_help().split())
+    assert "--assume-ttl ASSUME_TTL deprecated, no effect" in help_text
+    assert "at least 2" in help_text  # --max-staleness
+    with pytest.raises(ConfigError, match="--max-staleness: must be >= 2"):
+        build_config({"max_staleness": "1"}, env={})

@@ -139,6 +139,10 @@ def _validate(cfg: dict[str, Any], errors: list[str]) -> None:
                 for j, plugin in enumerate((sets or {}).get(kind) or []):
                     if not plugin.get("name"):
                         errors.append(f"profiles[{i}].plugins.{point}.{kind}[{j}].name: Required value")
+        for j, plugin_config in enumerate(profile.get("pluginConfig") or []):
+            if plugin_config.get("name") == "DefaultPreemption":
+                _default_preemption_args(plugin_config.get("args") or {},
+                                         f"profiles[{i}].pluginConfig[{j}].args", errors)
     binders = 0
     for i, ext in enumerate(cfg.get("extenders") or []):
         where = f"extenders[{i}]"
@@ -152,6 +156,28 @@ def _validate(cfg: dict[str, Any], errors: list[str]) -> None:
                 errors.append(f"{where}.managedResources[{j}].name: must be an extended resource name")
     if binders > 1:
         errors.append("extenders: only one extender can implement bind")
+
+
+DEFAULT_PREEMPTION_ARGS = {"apiVersion": "string", "kind": "string",
+                           "minCandidateNodesPercentage": "int32", "minCandidateNodesAbsolute": "int32"}
+
+
+def _default_preemption_args(args: dict[str, Any], path: str, errors: list[str]) -> None:
+    """`DefaultPreemptionArgs` and upstream's ValidateDefaultPreemptionArgs (the
+    defaults 10 / 100 apply to a missing field)."""
+    found: list[str] = []
+    _check(args, DEFAULT_PREEMPTION_ARGS, path, found)
+    errors.extend(found)
+    if found:
+        return
+    pct = args.get("minCandidateNodesPercentage", 10)
+    absolute = args.get("minCandidateNodesAbsolute", 100)
+    if not 0 <= pct <= 100:
+        errors.append(f"{path}.minCandidateNodesPercentage: not in valid range [0, 100], got {pct}")
+    if absolute < 0:
+        errors.append(f"{path}.minCandidateNodesAbsolute: not in valid range [0, inf), got {absolute}")
+    if pct == 0 and absolute == 0:
+        errors.append(f"{path}: minCandidateNodesPercentage and minCandidateNodesAbsolute cannot both be zero")
 
 
 def check_scheduler_config(cfg: Any) -> list[str]:

@@ -56,6 +56,13 @@ def changed(path: str, value) -> dict:
     ("leaderElection.resourceLock", "endpoints",
      "leaderElection.resourceLock: must be one of ('leases', 'endpointsleases', 'configmapsleases'), got 'endpoints'"),
     ("kind", "KubeSchedulerConfig", "kind: expected KubeSchedulerConfiguration, got 'KubeSchedulerConfig'"),
+    ("profiles.0.pluginConfig", [{"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 101}}],
+     "profiles[0].pluginConfig[0].args.minCandidateNodesPercentage: not in valid range [0, 100], got 101"),
+    ("profiles.0.pluginConfig", [{"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 0,
+                                                                         "minCandidateNodesAbsolute": 0}}],
+     "profiles[0].pluginConfig[0].args: minCandidateNodesPercentage and minCandidateNodesAbsolute cannot both be zero"),
+    ("profiles.0.pluginConfig", [{"name": "DefaultPreemption", "args": {"minCandidateNodes": 5}}],
+     "profiles[0].pluginConfig[0].args.minCandidateNodes: unknown field"),
     ("extenders.0.managedResources", [{"name": "foo"}],
      "extenders[0].managedResources[0].name: must be an extended resource name"),
 ])

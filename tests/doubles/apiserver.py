@@ -1,7 +1,7 @@
 """An in-memory Kubernetes API server speaking the real wire protocol on 127.0.0.1.
 
 There is no kube-apiserver binary on the build machines, so the live state source, the
-`bind` verb and the scheduler simulator are tested against this double. It holds the
+`bind` verb and the real kube-scheduler (tests/e2e) run against this double. It holds the
 truth (objects by kind/namespace/name) in memory and answers what the real server
 answers, in the shapes of `kubectl get --raw` output:
 
@@ -28,7 +28,10 @@ compacted, for truth checks that replay a run in resourceVersion order (`journal
 
 Tests change the truth from Python (`create`/`update`/`delete`/`bind`/`terminate`) and
 inject faults through `server.faults` (cut streams mid-event, expire history, fail or
-slow requests, events for objects never listed). Every change gets the next global
+slow requests (a write whose client gave up during the delay is not applied, as the
+API server cancels a request's context when its client goes away), hang new watch
+streams, events for objects never listed) and `freeze_watches()` (the open streams
+fall silent, their TCP connections stay open). Every change gets the next global
 resourceVersion, as etcd's revision does.
 
 Usage::
@@ -44,6 +47,8 @@ import base64
 import copy
 import itertools
 import json
+import select
+import socket
 import threading
 import time
 from collections import Counter, deque
@@ -147,6 +152,9 @@ class Faults:
     fail_status: int = 500
     fail_match: str = ""  # substring of "METHOD /path?query" the failure applies to
     delay_seconds: float = 0.0  # sleep before answering every request (slow server)
+    delay_match: str = ""  # only requests whose "METHOD /path?query" contains this
+    hang_watches: bool = False  # new watch streams: headers, then nothing, never ended
+    hang_agent: str = ""  # ... only those whose User-Agent contains this
     fired: Counter = field(default_factory=Counter)  # faults that fired, by counter name
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -197,6 +205,17 @@ class _Snapshot:
         self.items = items
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A client that hangs up (a watcher stopped, a process killed at teardown) ends
+    its connection's thread quietly instead of printing a traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FakeApiServer:
     """The truth plus an HTTP front end; see the module docstring."""
 
@@ -223,7 +242,8 @@ class FakeApiServer:
         self._snapshots: dict[str, _Snapshot] = {}
         self._snap_ids = itertools.count(1)
         self._closing = False
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._freezes: list[str] = []  # freeze_watches calls (agents), in order
+        self._httpd = QuietServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -231,7 +251,8 @@ class FakeApiServer:
 
     def start(self) -> FakeApiServer:
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="fake-apiserver", daemon=True
+            # a short poll: stop() returns at once instead of within up to 0.5 s
+            target=self._httpd.serve_forever, args=(0.05,), name="fake-apiserver", daemon=True
         )
         self._thread.start()
         return self
@@ -349,9 +370,10 @@ class FakeApiServer:
             return {k: p["spec"]["nodeName"] for k in keys
                     if (p := pods.get(k)) is not None and p.get("spec", {}).get("nodeName")}
 
-    def scheduling_states(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str]]:
+    def scheduling_states(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str, str]]:
         """(namespace, name) -> (spec.nodeName, the PodScheduled condition's reason and
-        message) for those of `keys` that exist, without copying the pods."""
+        message, status.nominatedNodeName) for those of `keys` that exist, without
+        copying the pods."""
         out = {}
         with self._cond:
             pods = self._objects["pods"]
@@ -362,7 +384,7 @@ class FakeApiServer:
                 cond = next((c for c in (p.get("status") or {}).get("conditions") or []
                              if c.get("type") == "PodScheduled"), {})
                 out[k] = ((p.get("spec") or {}).get("nodeName") or "", cond.get("reason", ""),
-                          cond.get("message", ""))
+                          cond.get("message", ""), (p.get("status") or {}).get("nominatedNodeName") or "")
         return out
 
     def all_objects(self) -> list[dict]:
@@ -429,6 +451,15 @@ class FakeApiServer:
             obj["metadata"]["resourceVersion"] = str(self._rv)
             self._emit(resource, type_, obj)
             return self._rv
+
+    def freeze_watches(self, agent: str = "") -> None:
+        """Every watch stream open now (whose client's User-Agent contains `agent`) falls
+        silent for good: no events, no bookmarks, no end, the TCP connection open (a
+        stuck proxy, a half-dead connection). New streams are served normally (unless
+        `faults.hang_watches`)."""
+        with self._cond:
+            self._freezes.append(agent)
+            self._cond.notify_all()
 
     def close_watches(self) -> None:
         """End every open watch stream cleanly (as an API server restart would)."""
@@ -642,9 +673,26 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _body(self) -> dict:
+        def _raw_body(self) -> bytes:
+            cached = getattr(self, "_cached_body", None)
+            if cached is not None:
+                self._cached_body = None
+                return cached
             n = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(n) if n else b""
+            return self.rfile.read(n) if n else b""
+
+        def _client_gone(self) -> bool:
+            """The client closed its connection (its request context would be cancelled:
+            a real API server does not apply a write whose client went away before it
+            reached storage)."""
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
+
+        def _body(self) -> dict:
+            raw = self._raw_body()
             try:
                 body = json.loads(raw or b"{}")
             except ValueError as e:
@@ -656,8 +704,14 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def _dispatch(self, method: str) -> None:
             line = f"{method} {self.path}"
             api.requests.append(line)
-            if api.faults.delay_seconds:
+            if api.faults.delay_seconds and api.faults.delay_match in line:
+                self._cached_body = self._raw_body()  # read, so a closed client shows as EOF
                 time.sleep(api.faults.delay_seconds)
+                if method != "GET" and self._client_gone():  # timed out meanwhile: not applied
+                    with api.faults.lock:
+                        api.faults.fired["aborted_writes"] += 1
+                    self.close_connection = True
+                    return
             try:
                 code = api.faults.take_failure(line)
                 if code is not None:
@@ -775,6 +829,11 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 err = status(410, "Expired", f"too old resource version: {since} ({current})")
                 self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
                 return self._chunk(b"")
+            agent = self.headers.get("User-Agent") or ""
+            with api._cond:
+                epoch = len(api._freezes)
+            if api.faults.hang_watches and api.faults.hang_agent in agent:
+                return self._silent()
             pending: list[_Event] = []
             if since == 0:
                 since, pending = api._initial_events(resource, ns, selected)
@@ -801,6 +860,8 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 with api._cond:
                     if api._closing:
                         return self._chunk(b"")
+                    if any(a in agent for a in api._freezes[epoch:]):
+                        break
                     log = api._log[resource]
                     if since < api._oldest[resource]:
                         err = status(410, "Expired", f"too old resource version: {since}")
@@ -815,6 +876,15 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                         continue
                     pending = _events_after(log, since, ns)
                     since = log[-1].rv
+            self._silent()
+
+        def _silent(self) -> None:
+            """Send nothing more and keep the connection open until the server stops or
+            closes its watches."""
+            with api._cond:
+                while not api._closing:
+                    api._cond.wait(timeout=0.5)
+            self.close_connection = True
 
         def _send_event(self, type_: str, obj: dict) -> bool:
             line = json.dumps({"type": type_, "object": obj}).encode() + b"\n"

@@ -49,7 +49,8 @@ EXTENDER_CONFIG = ROOT / "manifests" / "base" / "extender.yaml"
 BINARY_ENV = "KUBE_SCHEDULER_BINARY"
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
-PREFIX = "scheduling-extender.io"  # the annotation channel (extender.yaml keeps the default)
+PREFIX = "scheduling-extender.io"
+CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}  # the annotation channel (extender.yaml keeps the default)
 Key = tuple[str, str]
 
 
@@ -67,12 +68,19 @@ def scheduler_binary() -> str | None:
     return os.environ.get(BINARY_ENV) or None
 
 
-def scheduler_config(kubeconfig: Path, extender_port: int, qps: int = 5000) -> dict:
-    """The shipped KubeSchedulerConfiguration with only what a test run must change."""
+def scheduler_config(kubeconfig: Path, extender_port: int | None, qps: int = 5000) -> dict:
+    """The shipped KubeSchedulerConfiguration with only what a test run must change.
+    `extender_port` None: the in-tree baseline, the same configuration without the
+    extender and with the four plugins it replaces enabled again."""
     config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
     config["clientConnection"] = {**config.get("clientConnection", {}), "kubeconfig": str(kubeconfig),
                                   "contentType": "application/json", "qps": qps, "burst": qps}
     config["leaderElection"] = {"leaderElect": False}
+    if extender_port is None:
+        del config["extenders"]
+        for profile in config["profiles"]:
+            profile["plugins"]["multiPoint"].pop("disabled")
+        return config
     (extender,) = config["extenders"]
     url = urlsplit(extender["urlPrefix"])
     extender["urlPrefix"] = urlunsplit(url._replace(netloc=f"127.0.0.1:{extender_port}"))
@@ -187,6 +195,55 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
         time.sleep(interval)
 
 
+def launch_extender(kubeconfig: Path, workdir: Path, flags: Iterable[str] = ()) -> tuple[Process, int, int]:
+    """`extender serve` as shipped against `kubeconfig`, started (not yet ready):
+    (process, verbs port, metrics port)."""
+    port, metrics_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "KUBECONFIG")}
+    cmd = [*extender_command(), "serve", "--config", str(EXTENDER_CONFIG), "--kubeconfig", str(kubeconfig),
+           "--listen", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics_port}", *flags]
+    return Process("extender", cmd, workdir / "extender.log", env), port, metrics_port
+
+
+def wait_extender_ready(proc: Process, metrics_port: int, timeout: float = 120.0) -> None:
+    """Until its /readyz answers 200 (state listed); RuntimeError with its log otherwise."""
+    def ready() -> bool:
+        try:
+            return request(metrics_port, "GET", "/readyz")[0] == 200
+        except OSError:
+            return False
+
+    if not wait_for(lambda: ready() or not proc.alive(), timeout) or not ready():
+        proc.stop()
+        raise RuntimeError(f"extender serve did not become ready:\n{proc.tail()}")
+
+
+def start_extender(kubeconfig: Path, workdir: Path, flags: Iterable[str] = (),
+                   timeout: float = 120.0) -> tuple[Process, int, int]:
+    """`launch_extender`, then `wait_extender_ready`."""
+    proc, port, metrics_port = launch_extender(kubeconfig, workdir, flags)
+    wait_extender_ready(proc, metrics_port, timeout)
+    return proc, port, metrics_port
+
+
+def start_scheduler(binary: str, kubeconfig: Path, workdir: Path, extender_port: int | None,
+                    edit: Callable[[dict], None] | None = None, verbosity: int = 2,
+                    secure_port: int = 0) -> Process:
+    """kube-scheduler with the generated configuration (`scheduler_config`; `edit` may
+    change it further); `extender_port` None runs the in-tree baseline. `secure_port`:
+    serve /metrics, /healthz and /readyz there (self-signed, anonymous) instead of nothing."""
+    config = scheduler_config(kubeconfig, extender_port)
+    if edit is not None:
+        edit(config)
+    path = workdir / "kube-scheduler-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    cmd = [binary, "--config", str(path), f"-v={verbosity}", f"--secure-port={secure_port}"]
+    if secure_port:
+        cmd += ["--bind-address=127.0.0.1", f"--cert-dir={workdir / 'certs'}",
+                "--authorization-always-allow-paths=/metrics,/healthz,/readyz,/livez"]
+    return Process("kube-scheduler", cmd, workdir / "kube-scheduler.log")
+
+
 # ---- the cluster ----------------------------------------------------------------------
 
 
@@ -209,8 +266,11 @@ class E2ECluster:
 
     def __init__(self, workdir: Path, binary: str, extender_flags: Iterable[str] = (),
                  scheduler_config_edit: Callable[[dict], None] | None = None, verbosity: int = 2,
-                 history: int = 20_000) -> None:
+                 history: int = 20_000, in_tree: bool = False) -> None:
+        """`in_tree`: no extender; kube-scheduler runs its own TaintToleration,
+        NodeAffinity, NodeUnschedulable and PodTopologySpread (the baseline)."""
         self.workdir = workdir
+        self.in_tree = in_tree
         self.binary = binary
         self.extender_flags = list(extender_flags)
         self.scheduler_config_edit = scheduler_config_edit
@@ -224,55 +284,48 @@ class E2ECluster:
     # -- lifecycle
 
     def start(self, objects: Iterable[dict] = ()) -> E2ECluster:
+        """The extender and kube-scheduler start side by side (the wiretap holds the
+        scheduler's first calls until the extender listens); returns once both are up."""
         self.api.start()
         self.api.load(objects)
         kubeconfig = self.api.write_kubeconfig(self.workdir / "kubeconfig")
-        self.start_extender(kubeconfig)
-        self.tap = WireTap(self.extender_port).start()
+        if not self.in_tree:
+            self.extender, self.extender_port, self.metrics_port = launch_extender(
+                kubeconfig, self.workdir, self.extender_flags)
+            self.tap = WireTap(self.extender_port).start()
         self.start_scheduler(kubeconfig)
+        if self.extender is not None:
+            wait_extender_ready(self.extender, self.metrics_port)
         return self
 
     def start_extender(self, kubeconfig: Path) -> None:
-        self.extender_port, self.metrics_port = free_port(), free_port()
-        env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "KUBECONFIG")}
-        cmd = [*extender_command(), "serve", "--config", str(EXTENDER_CONFIG), "--kubeconfig", str(kubeconfig),
-               "--listen", f"127.0.0.1:{self.extender_port}",
-               "--metrics-listen", f"127.0.0.1:{self.metrics_port}", *self.extender_flags]
-        self.extender = Process("extender", cmd, self.workdir / "extender.log", env)
-        if not wait_for(lambda: self._ready() or not self.extender.alive(), timeout=60) or not self._ready():
-            raise RuntimeError(f"extender serve did not become ready:\n{self.extender.tail()}")
+        """The extender alone, ready (`start` launches it beside kube-scheduler)."""
+        self.extender, self.extender_port, self.metrics_port = start_extender(
+            kubeconfig, self.workdir, self.extender_flags)
 
     def start_scheduler(self, kubeconfig: Path) -> None:
-        config = scheduler_config(kubeconfig, self.tap.port if self.tap else self.extender_port)
-        if self.scheduler_config_edit is not None:
-            self.scheduler_config_edit(config)
-        path = self.workdir / "kube-scheduler-config.yaml"
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.api_requests_before = len(self.api.requests)
-        cmd = [self.binary, "--config", str(path), "--secure-port", "0", f"-v={self.verbosity}"]
-        self.scheduler = Process("kube-scheduler", cmd, self.workdir / "kube-scheduler.log")
+        self.scheduler = start_scheduler(self.binary, kubeconfig, self.workdir,
+                                         None if self.in_tree else self.tap.port,
+                                         edit=self.scheduler_config_edit, verbosity=self.verbosity)
         # watching pods (after listing every informer's kind) = its caches are syncing
         if not wait_for(lambda: self._scheduler_watching() or not self.scheduler.alive(), timeout=60) \
                 or not self.scheduler.alive():
             raise RuntimeError(f"kube-scheduler did not start:\n{self.scheduler.tail()}")
-
-    def _ready(self) -> bool:
-        try:
-            return request(self.metrics_port, "GET", "/readyz")[0] == 200
-        except OSError:
-            return False
 
     def _scheduler_watching(self) -> bool:
         return any(r.startswith("GET /api/v1/pods?") and "watch=true" in r and "fieldSelector" in r
                    for r in list(self.api.requests))
 
     def stop(self) -> None:
-        for proc in (self.scheduler, self.extender):
-            if proc is not None:
-                proc.stop()
+        if self.extender is not None and self.extender.alive():
+            self.extender.proc.terminate()  # its graceful exit overlaps the rest
+        if self.scheduler is not None:
+            self.scheduler.stop()
         if self.tap is not None:
             self.tap.stop()
         self.api.stop()
+        if self.extender is not None:
+            self.extender.stop()
 
     def __enter__(self) -> E2ECluster:
         return self
@@ -300,30 +353,43 @@ class E2ECluster:
         return self.api.update("nodes", node)
 
     def cordon(self, name: str) -> dict:
-        return self.patch_node(name, {"spec": {"unschedulable": True}})
+        """`kubectl cordon` plus what the node lifecycle controller then adds: the
+        `node.kubernetes.io/unschedulable:NoSchedule` taint (TaintNodesByCondition)."""
+        node = self.api.get("nodes", name)
+        node["spec"]["unschedulable"] = True
+        node["spec"]["taints"] = [*(node["spec"].get("taints") or []), CORDON_TAINT]
+        return self.api.update("nodes", node)
 
     def relabel(self, name: str, labels: dict[str, str | None]) -> dict:
         return self.patch_node(name, {"metadata": {"labels": labels}})
 
-    def pod_state(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str]]:
-        """pod -> (nodeName, PodScheduled reason, its message) in the truth (missing pods absent)."""
+    def pod_state(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str, str]]:
+        """pod -> (nodeName, PodScheduled reason, its message, nominatedNodeName) in the
+        truth (missing pods absent)."""
         return self.api.scheduling_states(keys)
 
-    def wait_settled(self, pods: Iterable[dict | Key], timeout: float = 60.0, quiet: float = 1.0) -> Outcome:
+    def wait_until_bound(self, keys: list[Key], count: int, timeout: float = 60.0) -> bool:
+        """True once at least `count` of `keys` are bound (False at `timeout`)."""
+        return bool(wait_for(lambda: sum(1 for s in self.pod_state(keys).values() if s[0]) >= count,
+                             timeout, interval=0.01))
+
+    def wait_settled(self, pods: Iterable[dict | Key], timeout: float = 60.0, quiet: float = 0.5) -> Outcome:
         """Wait until every pod is bound or reported Unschedulable (PodScheduled=False)
-        and nothing was bound for `quiet` seconds (unschedulable pods are retried by the
-        scheduler; a later bind resets the clock). Raises with both logs when a pod is
-        still neither at `timeout`, or a process died."""
+        without a nominated node (a preemptor waits for its victims to go), and nothing
+        was bound or nominated for `quiet` seconds (unschedulable pods are retried by the
+        scheduler; a later change resets the clock). Raises with both logs when a pod is
+        still open at `timeout`, or a process died."""
         keys = [p if isinstance(p, tuple) else key_of(p) for p in pods]
         started = time.monotonic()
         deadline = started + timeout
-        last_bound, last_change = -1, time.monotonic()
+        last_seen, last_change = None, time.monotonic()
         while True:
             states = self.pod_state(keys)
-            bound = sum(1 for s in states.values() if s[0])
-            if bound != last_bound:
-                last_bound, last_change = bound, time.monotonic()
-            open_ = [k for k in keys if k in states and not states[k][0] and states[k][1] != "Unschedulable"]
+            seen = (sum(1 for s in states.values() if s[0]), sum(1 for s in states.values() if s[3]))
+            if seen != last_seen:
+                last_seen, last_change = seen, time.monotonic()
+            open_ = [k for k, (where, reason, _, nominated) in states.items()
+                     if not where and (reason != "Unschedulable" or nominated)]
             now = time.monotonic()
             if not open_ and now - last_change >= quiet:
                 break
@@ -336,7 +402,7 @@ class E2ECluster:
             time.sleep(0.05)
         out = Outcome(seconds=time.monotonic() - started)
         for k in keys:
-            node_name, reason, message = states.get(k, ("", "", ""))
+            node_name, reason, message, _ = states.get(k, ("", "", "", ""))
             if node_name:
                 out.bound[k] = node_name
             elif reason == "Unschedulable":
@@ -344,6 +410,14 @@ class E2ECluster:
             else:
                 out.pending.append(k)
         return out
+
+    def wait_for_verb(self, verb: str, timeout: float = 30.0) -> bool:
+        """True once the scheduler has called `verb` through the wiretap."""
+        return bool(wait_for(lambda: verb in self.tap.verbs(), timeout))
+
+    def deleted_pods(self) -> list[Key]:
+        """Pods deleted so far (preemption victims), in order, from the double's journal."""
+        return [key_of(c.obj) for c in list(self.api.journal or ()) if c.resource == "pods" and c.type == "DELETED"]
 
     def replay(self, oracles: dict | None = None, **kwargs: Any) -> truth.Report:
         """Every bind checked against the truth when it was decided (`tests.e2e.truth`)."""

@@ -1,9 +1,11 @@
 """The truth of an end-to-end run, from the API-server double's objects alone.
 
-`replay(api)` walks the double's journal (every write, in resourceVersion order) and
-checks every bind (a pod's `spec.nodeName` going from empty to a node) against the
-cluster as it was just before that bind: the node's taints, cordon, labels and
-allocatable then, and the pods bound then. It shares no code with `extender/`: the rules
+`replay(api, decisions=...)` walks the double's journal (every write, in resourceVersion
+order) and checks every bind (a pod's `spec.nodeName` going from empty to a node) against
+the cluster as it was when the scheduler decided it: the node's taints, cordon, labels
+and allocatable then, and the pods placed before it. Binds run concurrently, so their
+order in the API is not the order of decisions: each placement is dated by the wiretap
+(`tests.e2e.wiretap`: the pod's last `filter` call before its bind). It shares no code with `extender/`: the rules
 are restated here from upstream (and the independent checker `perf/check.py`, whose
 toleration, selector and semver helpers it reuses):
 
@@ -143,7 +145,10 @@ class Report:
 
 
 class ClusterView:
-    """Nodes and pods at one moment of the replay (or at the end), with the checks."""
+    """Nodes and pods at one moment of the replay (or at the end), with the checks.
+    What the rules sum over pods (requests per node, matching pods per node for each
+    spread selector asked about) is kept up to date as pods come and go, so a replay of
+    20,000 binds costs O(binds x nodes), not O(binds x pods)."""
 
     def __init__(self, prefix: str, oracles: Mapping[str, Oracle]) -> None:
         self.prefix = prefix
@@ -151,7 +156,10 @@ class ClusterView:
         self.nodes: dict[str, dict] = {}
         self.node_changed: dict[str, float] = {}
         self.pods: dict[Key, dict] = {}
-        self.by_node: dict[str, set[Key]] = {}
+        self.used: dict[str, list[int]] = {}  # node -> [cpu m, memory, pods] of the pods bound there
+        self._by_namespace: dict[str, set[Key]] = {}
+        # (namespace, selector as JSON) -> (selector, matching counted pods per node)
+        self._matching: dict[tuple[str, str], tuple[dict, Counter]] = {}
 
     def put_node(self, obj: dict, at: float = 0.0) -> None:
         self.nodes[obj["metadata"]["name"]] = obj
@@ -163,12 +171,43 @@ class ClusterView:
 
     def put_pod(self, obj: dict | None, key: Key) -> None:
         old = self.pods.pop(key, None)
-        if old is not None and (old_node := old["spec"].get("nodeName")):
-            self.by_node.get(old_node, set()).discard(key)
+        if old is not None:
+            self._account(old, -1)
+            self._by_namespace[key[0]].discard(key)
         if obj is not None:
             self.pods[key] = obj
-            if where := obj["spec"].get("nodeName"):
-                self.by_node.setdefault(where, set()).add(key)
+            self._by_namespace.setdefault(key[0], set()).add(key)
+            self._account(obj, 1)
+
+    def _account(self, pod: dict, sign: int) -> None:
+        where = pod["spec"].get("nodeName")
+        if not where:
+            return
+        cpu, mem = requests_of(pod)
+        used = self.used.setdefault(where, [0, 0, 0])
+        used[0] += sign * cpu
+        used[1] += sign * mem
+        used[2] += sign
+        if not _counts(pod):
+            return
+        namespace, labels = key_of(pod)[0], pod["metadata"].get("labels") or {}
+        for (ns, _), (selector, per_node) in self._matching.items():
+            if ns == namespace and selector_matches(selector, labels):
+                per_node[where] += sign
+
+    def matching(self, namespace: str, selector: dict | None) -> Counter:
+        """Counted pods of `namespace` matching `selector`, per node."""
+        key = (namespace, json.dumps(selector, sort_keys=True))
+        hit = self._matching.get(key)
+        if hit is None:
+            per_node: Counter = Counter()
+            for k in self._by_namespace.get(namespace, ()):
+                p = self.pods[k]
+                if p["spec"].get("nodeName") and _counts(p) and selector_matches(
+                        selector, p["metadata"].get("labels") or {}):
+                    per_node[p["spec"]["nodeName"]] += 1
+            hit = self._matching[key] = (selector or {}, per_node)
+        return hit[1]
 
     # -- the rules
 
@@ -193,15 +232,13 @@ class ClusterView:
         return out
 
     def fit_problem(self, pod: dict, node_name: str) -> str:
+        """`pod` (not bound in this view) added to what is bound on the node."""
         acpu, amem, apods = allocatable_of(self.nodes[node_name])
-        me = key_of(pod)
-        others = [self.pods[k] for k in self.by_node.get(node_name, ()) if k != me]
+        used = self.used.get(node_name, [0, 0, 0])
         cpu, mem = requests_of(pod)
-        for p in others:
-            c, m = requests_of(p)
-            cpu, mem = cpu + c, mem + m
-        if cpu > acpu or mem > amem or len(others) + 1 > apods:
-            return f"requests cpu {cpu}m memory {mem} pods {len(others) + 1} > allocatable {acpu}m {amem} {apods}"
+        cpu, mem, count = cpu + used[0], mem + used[1], used[2] + 1
+        if cpu > acpu or mem > amem or count > apods:
+            return f"requests cpu {cpu}m memory {mem} pods {count} > allocatable {acpu}m {amem} {apods}"
         return ""
 
     def _eligible(self, pod: dict, constraint: dict, keys: list[str], node: dict) -> bool:
@@ -220,7 +257,7 @@ class ClusterView:
                        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"]
         if not constraints:
             return []
-        namespace, me = key_of(pod)[0], key_of(pod)
+        namespace = key_of(pod)[0]
         pod_labels = pod["metadata"].get("labels") or {}
         keys = [c["topologyKey"] for c in constraints]
         labels = node["metadata"].get("labels") or {}
@@ -231,14 +268,11 @@ class ClusterView:
                 problems.append(f"node lacks topology key {key}")
                 continue
             selector = _with_match_label_keys(c.get("labelSelector"), c.get("matchLabelKeys") or [], pod_labels)
+            per_node = self.matching(namespace, selector) if selector is not None else Counter()
             domains: Counter = Counter()
             for name, other in self.nodes.items():
-                if not self._eligible(pod, c, keys, other):
-                    continue
-                d = other["metadata"]["labels"][key]
-                domains[d] += sum(1 for k in self.by_node.get(name, ()) if k != me and k[0] == namespace
-                                  and _counts(self.pods[k])
-                                  and selector_matches(selector, self.pods[k]["metadata"].get("labels") or {}))
+                if self._eligible(pod, c, keys, other):
+                    domains[other["metadata"]["labels"][key]] += per_node.get(name, 0)
             low = min(domains.values()) if domains else 0
             if len(domains) < int(c.get("minDomains") or 1):
                 low = 0
@@ -359,7 +393,7 @@ def final_skew(api: Any, keys: Iterable[Key], topology_key: str,
     nodes = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(topology_key)
              for n in api.objects("nodes") if eligible(n)}
     counts = Counter({d: 0 for d in nodes.values() if d is not None})
-    for where, _, _ in api.scheduling_states(list(keys)).values():
+    for where, *_ in api.scheduling_states(list(keys)).values():
         if where and nodes.get(where) is not None:
             counts[nodes[where]] += 1
     return max(counts.values()) - min(counts.values()) if counts else 0

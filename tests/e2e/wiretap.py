@@ -13,14 +13,17 @@ the scheduler sent for each pod (`last_pod`): the scheduler's own re-serializati
 from __future__ import annotations
 
 import http.client
+import random
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import orjson
+
+from tests.doubles.apiserver import QuietServer
 
 Key = tuple[str, str]
 
@@ -35,14 +38,20 @@ class Call:
 
 
 class WireTap:
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, connect_wait: float = 60.0) -> None:
         self.upstream_port = upstream_port
+        self.connect_wait = connect_wait
         self.calls: list[Call] = []
+        # (low, high) seconds slept, uniformly, before a `bind` is forwarded: what
+        # kube-scheduler's PreBind plugins (volume binding, DRA) add between a pod's
+        # filter answer and its bind (perf/inflight_mix.py)
+        self.prebind: tuple[float, float] = (0.0, 0.0)
         self.last_pod: dict[Key, dict] = {}
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd = QuietServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="wiretap", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="wiretap",
+                                        daemon=True)
 
     @property
     def port(self) -> int:
@@ -102,17 +111,26 @@ def _handler(tap: WireTap) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             at = time.monotonic()
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            conn = getattr(self, "_upstream", None)
-            if conn is None:
-                conn = self._upstream = http.client.HTTPConnection("127.0.0.1", tap.upstream_port, timeout=30)
-            try:
-                conn.request("POST", self.path, body, {"Content-Type": "application/json"})
-                resp = conn.getresponse()
-                status, payload = resp.status, resp.read()
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
-                self._upstream = None
-                status, payload = 502, f"wiretap: extender unreachable: {exc}".encode()
+            if tap.prebind[1] and self.path.rstrip("/").endswith("/bind"):
+                time.sleep(random.uniform(*tap.prebind))
+            deadline = at + tap.connect_wait
+            while True:
+                conn = getattr(self, "_upstream", None)
+                if conn is None:
+                    conn = self._upstream = http.client.HTTPConnection("127.0.0.1", tap.upstream_port, timeout=30)
+                try:
+                    conn.request("POST", self.path, body, {"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    status, payload = resp.status, resp.read()
+                    break
+                except (OSError, http.client.HTTPException) as exc:
+                    conn.close()
+                    self._upstream = None
+                    if isinstance(exc, ConnectionRefusedError) and time.monotonic() < deadline:
+                        time.sleep(0.05)  # the extender is still starting
+                        continue
+                    status, payload = 502, f"wiretap: extender unreachable: {exc}".encode()
+                    break
             tap.record(self.path.rstrip("/").rsplit("/", 1)[-1], body, at, time.monotonic() - at)
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -1,5 +1,5 @@
-"""The bind and preempt verbs and the in-flight accounting, in process (the simulator
-tests drive the same code through a real server).
+"""The bind and preempt verbs and the in-flight accounting, in process (tests/e2e drive
+the same code through a real server and the real kube-scheduler).
 
 Wire formats follow kube-scheduler's extender/v1 types: ExtenderBindingArgs
 {PodName, PodNamespace, PodUID, Node} -> ExtenderBindingResult {Error};
@@ -10,6 +10,7 @@ ExtenderPreemptionResult {NodeNameToMetaVictims: {node: {Pods: [{UID}], NumPDBVi
 from __future__ import annotations
 
 import threading
+import time
 
 import orjson
 import pytest
@@ -63,10 +64,12 @@ class Recorder:
         self.engine_box = engine_box
         self.fail = fail
         self.calls: list[tuple] = []
+        self.timeouts: list[float] = []
         self.seen_during_call: list[str] = []
 
-    def __call__(self, namespace, name, uid, node_name):
+    def __call__(self, namespace, name, uid, node_name, timeout):
         self.calls.append((namespace, name, uid, node_name))
+        self.timeouts.append(timeout)
         seen = self.engine_box[0].source.snapshot().pod_layer.get(namespace, name)
         self.seen_during_call.append(seen.node_name if seen is not None else "")
         if self.fail:
@@ -149,7 +152,7 @@ def test_the_next_pod_waits_for_the_pending_bind_and_counts_it():
 
 def test_waiters_are_released_only_once_the_bound_pod_is_in_the_state():
     """The store assumption comes first: a pod released earlier could read a snapshot
-    without the bound pod (found by the simulator: 1 placement in 20,000 over maxSkew)."""
+    without the bound pod (found by the former kube-scheduler simulator: 1 placement in 20,000 over maxSkew)."""
     engine, _ = engine_with(NODES, wait=30.0)
     names(engine, pod("w1"), ["a1", "b1"])
     store = engine.source.store
@@ -282,3 +285,170 @@ def test_inflight_accounting_is_off_without_api_access():
     assert engine.inflight.counts()["pending"] == 0
     engine, _ = engine_with(NODES)
     assert engine.inflight.enabled and engine.inflight.wait == 5.0  # engine_with binds
+
+
+# --- bind within kube-scheduler's httpTimeout ------------------------------------------
+
+
+def test_bind_gets_only_the_time_left_before_the_request_deadline():
+    from extender.cel import deadline
+
+    engine, recorder = engine_with(NODES)
+    engine.config = Config(inflight_wait=5.0, request_deadline=3.0)
+    with deadline.arrived(time.monotonic() - 1.0):  # the request waited 1 s for a thread
+        assert engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")) == {"Error": ""}
+    assert 1.5 < recorder.timeouts[0] <= 2.0
+
+
+def test_bind_past_its_deadline_answers_error_without_calling_the_api():
+    from extender.cel import deadline
+
+    engine, recorder = engine_with(NODES + [pod("w1")])
+    names(engine, pod("w1"), ["a1", "b1"])
+    with deadline.arrived(time.monotonic() - 10.0):
+        result = engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))
+    assert "past its deadline" in result["Error"]
+    assert recorder.calls == []
+    assert engine.inflight.counts() == {"pending": 0, "assumed": 0}
+
+
+def test_a_binding_call_slower_than_the_deadline_is_an_error_and_forgotten(tmp_path):
+    """The API answers the binding after 3 s; kube-scheduler's httpTimeout would pass
+    first (the old client waited 10 s and bound the pod after the scheduler gave up)."""
+    from extender.binding import ApiBinder
+    from extender.state.live import LiveSource
+    from tests.doubles.apiserver import FakeApiServer
+
+    with FakeApiServer() as api:
+        api.create("pods", pod("w1"))
+        source = LiveSource.connect(str(api.write_kubeconfig(tmp_path / "kubeconfig")), False)
+        engine = Extender(Config(request_deadline=0.5), StoreSource(NODES + [pod("w1")]),
+                          binder=ApiBinder(source.api_client))
+        api.faults.delay_seconds, api.faults.delay_match = 3.0, "/binding"
+        result = engine.bind(BindingArgs("w1", "default", "", "a1"))
+        assert "no answer from the API server within 0.50 s" in result["Error"]
+        assert engine.inflight.counts() == {"pending": 0, "assumed": 0}
+        assert engine.source.snapshot().pod_layer.get("default", "w1").node_name == ""
+        engine.binder.close()
+
+
+# --- waits only for pods that can change the answer ---------------------------------------
+
+
+def waits(engine, the_pod, candidates=("a1", "b1")) -> bool:
+    """Whether `the_pod`'s filter is held while the pods answered before are pending."""
+    thread, out = filter_in_thread(engine, the_pod, list(candidates))
+    thread.join(timeout=0.3)
+    held = thread.is_alive()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    return held
+
+
+def test_pods_that_cannot_change_the_answer_never_wait():
+    """The issue's cases: a bare pod (system defaults are ScheduleAnyway), a pod whose
+    selector does not select the pending one, a soft constraint only."""
+    engine, _ = engine_with(NODES, wait=2.0)
+    names(engine, pod("w1"), ["a1", "b1"])  # pending web pod
+    other = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"app": "db"}}}]
+    soft = [{**SPREAD[0], "whenUnsatisfiable": "ScheduleAnyway"}]
+    assert not waits(engine, pod("bare", labels={"app": "web"}, spread=()))
+    assert not waits(engine, pod("db", labels={"app": "db"}, spread=other))
+    assert not waits(engine, pod("soft", spread=soft))
+    assert engine.inflight.counts()["pending"] >= 1  # w1 was not given up on meanwhile
+    assert waits(engine, pod("w2"))  # its selector selects w1
+
+
+def test_match_label_keys_and_list_defaults_decide_who_waits():
+    keyed = [{**SPREAD[0], "labelSelector": {"matchLabels": {"app": "web"}},
+              "matchLabelKeys": ["pod-template-hash"]}]
+    engine, _ = engine_with(NODES, wait=2.0)
+    names(engine, pod("w1", labels={"app": "web", "pod-template-hash": "v1"}, spread=keyed), ["a1", "b1"])
+    assert not waits(engine, pod("w2", labels={"app": "web", "pod-template-hash": "v2"}, spread=keyed))
+    assert waits(engine, pod("w3", labels={"app": "web", "pod-template-hash": "v1"}, spread=keyed))
+    # cluster defaults (List, DoNotSchedule) through the pod's Service
+    service = {"kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"selector": {"app": "web"}}}
+    args = {"PodTopologySpread": {"defaultingType": "List", "defaultConstraints": [
+        {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]}}
+    box: list = []
+    engine = Extender(Config(inflight_wait=2.0, plugin_args=args), StoreSource(NODES + [service]),
+                      binder=Recorder(box))
+    box.append(engine)
+    names(engine, pod("w1", spread=()), ["a1", "b1"])
+    assert waits(engine, pod("w2", spread=()))
+    assert not waits(engine, pod("lone", labels={"app": "lone"}, spread=()))  # no Service selects it
+
+
+def test_a_pod_that_timed_out_once_is_not_waited_for_again():
+    engine, _ = engine_with(NODES, wait=0.2)
+    names(engine, pod("w1"), ["a1", "b1"])
+    waits(engine, pod("w2"))  # w2 waits out w1's 0.2 s
+    names(engine, pod("w1"), ["a1", "b1"])  # w1 is filtered again (its cycle failed elsewhere)
+    assert engine.inflight.counts()["pending"] == 1  # w2 only: w1 is not pending again
+    engine.bind(BindingArgs("w2", "default", "uid-w2", "a1"))
+    assert not waits(engine, pod("w3"))
+
+
+def test_a_pending_pod_deleted_from_the_state_releases_its_waiters():
+    engine, _ = engine_with(NODES + [pod("w1")], wait=30.0)
+    names(engine, pod("w1"), ["a1", "b1"])
+    thread, out = filter_in_thread(engine, pod("w2"), ["a1", "b1"])
+    thread.join(timeout=0.3)
+    assert thread.is_alive()
+    engine.source.store.delete("Pod", "default", "w1")  # the watch's DELETED
+    thread.join(timeout=5)
+    assert not thread.is_alive() and out["result"] == ["a1", "b1"]
+
+
+# --- preemption for spread: no dry-run error storm ----------------------------------------
+
+
+def failed_maps(engine, the_pod, candidates) -> tuple[dict, dict]:
+    code, result = post(engine, "filter", {"Pod": the_pod, "NodeNames": candidates})
+    assert code == 200 and result["Error"] == ""
+    return result["FailedNodes"] or {}, result["FailedAndUnresolvableNodes"] or {}
+
+
+def spread_engine(victim_priority: int):
+    """Zone a: 2 web pods on a1 (priority `victim_priority`), zone b: none on b1 but a
+    filler; a web pod fits nowhere once b1 is out of the candidates."""
+    objects = [node("a1", "a"), node("b1", "b"),
+               pod("w-a1", node_name="a1", spread=()), pod("w-a2", node_name="a1", spread=())]
+    for o in objects[2:]:
+        o["spec"]["priority"] = victim_priority
+    return Extender(Config(), StoreSource(objects), binder=None)
+
+
+def preemptor(priority: int, policy: str = "") -> dict:
+    p = pod("hi")
+    p["spec"]["priority"] = priority
+    if policy:
+        p["spec"]["preemptionPolicy"] = policy
+    return p
+
+
+def test_skew_only_nodes_hosting_lower_priority_pods_are_unresolvable_when_nothing_fits():
+    """kube-scheduler's dry run (in-tree filters only) would find no victim on a1 and
+    fail the whole preemption with "expected at least one victim pod on node"."""
+    engine = spread_engine(victim_priority=0)
+    failed, unresolvable = failed_maps(engine, preemptor(1000), ["a1"])
+    assert failed == {}
+    assert unresolvable == {"a1": "node(s) didn't match pod topology spread constraints"}
+
+
+@pytest.mark.parametrize("priority, policy", [(0, ""), (1000, "Never")])
+def test_skew_stays_unschedulable_where_the_dry_run_has_nothing_to_fail_on(priority, policy):
+    """No lower-priority pod there (equal priority is no victim), or a pod that never
+    preempts: upstream's code, Unschedulable."""
+    engine = spread_engine(victim_priority=0)
+    failed, unresolvable = failed_maps(engine, preemptor(priority, policy), ["a1"])
+    assert failed == {"a1": "node(s) didn't match pod topology spread constraints"} and unresolvable == {}
+
+
+def test_answers_with_a_feasible_node_keep_unschedulable_skew_nodes():
+    engine = spread_engine(victim_priority=0)
+    code, result = post(engine, "filter", {"Pod": preemptor(1000), "NodeNames": ["a1", "b1"]})
+    assert result["NodeNames"] == ["b1"]
+    assert result["FailedNodes"] == {"a1": "node(s) didn't match pod topology spread constraints"}

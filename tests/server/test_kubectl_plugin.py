@@ -20,8 +20,7 @@ from extender.state import load_objects
 from tests.deploy.deploy_tools import kubectl
 from tests.doubles.apiserver import FakeApiServer
 from tests.doubles.service_proxy import add_service_proxy
-from tests.scheduler.harness import Served
-from tests.server.live import free_port
+from tests.e2e.harness import start_extender
 
 pytestmark = pytest.mark.gunicorn
 NAMESPACE, SERVICE = "scheduling-extender", "extended-scheduler-metrics"
@@ -36,9 +35,7 @@ def extender(tmp_path_factory):
         api.create("services", {"metadata": {"name": SERVICE, "namespace": NAMESPACE},
                                 "spec": {"ports": [{"name": "metrics", "port": 8889, "targetPort": "metrics"}]}})
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
-        metrics_port = free_port()
-        served = Served(kubeconfig, tmp / "extender.log", "--explain-endpoint", "true",
-                        "--metrics-listen", f"127.0.0.1:{metrics_port}")
+        served, _, metrics_port = start_extender(kubeconfig, tmp, ("--explain-endpoint", "true"))
         add_service_proxy(api, {(NAMESPACE, SERVICE): f"127.0.0.1:{metrics_port}"})
         try:
             yield api, kubeconfig, metrics_port, tmp

@@ -192,14 +192,80 @@ def test_assumed_pods_overlay():
     assert s.assumed() == {} and s.snapshot().pod_layer.get("ns", "p").node_name == "n0"
 
 
-def test_assumed_pods_expire_and_unknown_pods_are_forgotten():
+def _bound_assumption(s: Store, name: str = "p", uid: str = "") -> None:
+    """`bind` as the verb does it: assume before the call, `bound` once it succeeded."""
+    raw = pod(name, "")
+    raw["metadata"]["uid"] = uid
+    s.assume(existing_pod_from_dict(raw), "n0")
+    s.bound("ns", name)
+
+
+def test_a_successful_binding_is_never_expired_by_a_timer(monkeypatch):
+    """Upstream never expires an assumed pod whose binding succeeded: with the watch
+    broken, the assumption is the only truth (the old 30 s --assume-ttl dropped it)."""
     s = Store()
     s.upsert("Node", node("n0"))
-    s.assume(existing_pod_from_dict(pod("never-seen", "")), "n0", ttl=0.05)
+    _bound_assumption(s, "never-seen")
+    later = time.monotonic() + 3600
+    monkeypatch.setattr(time, "monotonic", lambda: later)
     assert s.snapshot().pod_layer.get("ns", "never-seen").node_name == "n0"
-    time.sleep(0.1)
-    assert s.snapshot().pod_layer.get("ns", "never-seen") is None
+    assert s.assumed() == {("ns", "never-seen"): "n0"}
+
+
+@pytest.mark.parametrize("observation", ["bound here", "bound elsewhere", "deleted", "recreated"])
+def test_a_successful_binding_ends_when_the_state_shows_the_pod(observation):
+    s = Store()
+    s.upsert("Node", node("n0"))
+    s.upsert("Node", node("n1"))
+    s.upsert("Pod", {**pod("p", ""), "metadata": {**pod("p", "")["metadata"], "uid": "u1"}})
+    _bound_assumption(s, "p", uid="u1")
+    watched = pod("p", "")
+    watched["metadata"]["uid"] = "u1"
+    if observation == "bound here":
+        watched["spec"]["nodeName"] = "n0"
+        s.upsert("Pod", watched)
+    elif observation == "bound elsewhere":
+        watched["spec"]["nodeName"] = "n1"
+        s.upsert("Pod", watched)
+    elif observation == "deleted":
+        s.delete("Pod", "ns", "p")
+    else:  # deleted and created again under the same name: not the pod we bound
+        watched["metadata"]["uid"] = "u2"
+        s.upsert("Pod", watched)
     assert s.assumed() == {}
+    held = s.snapshot().pod_layer.get("ns", "p")
+    want = {"bound here": "n0", "bound elsewhere": "n1", "deleted": None, "recreated": ""}[observation]
+    assert (held.node_name if held is not None else None) == want
+
+
+def test_a_relist_ends_a_successful_binding_only_if_it_started_after_it():
+    s = Store()
+    s.upsert("Node", node("n0"))
+    # a list that started before the binding succeeded may not show the pod yet: kept
+    before = iter([node("n0")])
+    pods_before = iter(())
+
+    def listed_before():
+        yield from pods_before
+        _bound_assumption(s, "late")  # the binding succeeds while the list is read
+
+    s.replace("Node", before)
+    s.replace("Pod", listed_before())
+    assert s.assumed() == {("ns", "late"): "n0"}
+    # a list that started after it succeeded and does not show the pod: it is gone
+    s.replace("Pod", iter(()))
+    assert s.assumed() == {}
+    assert s.snapshot().pod_layer.get("ns", "late") is None
+
+
+def test_a_binding_still_in_flight_survives_a_relist_and_a_failed_one_is_forgotten():
+    s = Store()
+    s.upsert("Node", node("n0"))
+    s.assume(existing_pod_from_dict(pod("p", "")), "n0")  # the call is out
+    s.replace("Pod", iter(()))
+    assert s.assumed() == {("ns", "p"): "n0"}
+    assert s.forget("ns", "p")
+    assert s.snapshot().pod_layer.get("ns", "p") is None and s.assumed() == {}
 
 
 def test_replaced_state_is_freed_by_reference_counting(tmp_path):

@@ -31,7 +31,9 @@ from extender.plugins.podtopologyspread.common import (
     EligibleSets,
     Inclusion,
     constraints_for,
+    counts_pods,
 )
+from extender.plugins.podtopologyspread.selector import LabelSelector
 from extender.state.nodeset import NodeSet
 from extender.state.podindex import spread_index
 from extender.state.snapshot import ClusterSnapshot
@@ -53,6 +55,18 @@ class PodTopologySpread:
     def _inclusion(self, state: CycleState, pod: Pod) -> Inclusion:
         matcher = matcher_for(state, pod, self.handle.gates, self.handle.cel)
         return Inclusion(pod, matcher, self.handle.gates)
+
+    def hard_selectors(self, pod: Pod, snapshot: ClusterSnapshot) -> list[LabelSelector]:
+        """The selectors of `pod`'s DoNotSchedule constraints that count pods (its own,
+        or the cluster defaults where they apply; `matchLabelKeys` merged): a pod of its
+        namespace can change its Filter verdict only if one of them selects it
+        (`extender.inflight`). Empty when the constraints do not convert: the filter
+        answers an Error then, whatever is in flight."""
+        try:
+            constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, self.args, snapshot, self.handle.gates)
+        except ConstraintError:
+            return []
+        return [c.selector for c in constraints if counts_pods(c)]
 
     # --- PreFilter / Filter ------------------------------------------------------------
 

@@ -1,0 +1,107 @@
+"""Bursts of replicas through the real kube-scheduler, with and without the extender's
+in-flight accounting (`--inflight-wait`), checked against the truth.
+
+    KUBE_SCHEDULER_BINARY=/path/kube-scheduler .venv/bin/python -m perf.scheduler_bursts \\
+        [--bursts 20] [--replicas 1000] [--waits 1,0]
+
+(`make perf-scheduler` sets the binary through `.ci/kube-scheduler`.)
+
+One cluster per mode (tests/e2e's harness: the API-server double in process with its
+journal, `extender serve` as shipped plus `--inflight-wait W`, kube-scheduler v1.30.6
+with the shipped configuration). Each burst is one Deployment-like set of replicas with
+hard zone + hostname spread (maxSkew 1) over 3 zones x 4 nodes, created at once; the
+next burst starts when the previous one has settled (every pod bound or reported
+unschedulable). Reported per mode: pods/s per burst (first create to settled, on a
+shared machine), placements over maxSkew (every bind replayed against the truth at its
+decision, `tests.e2e.truth`), spreads over maxSkew at the end, and the unschedulable
+pods checked against the final truth: one some node admits is "wrongly" unschedulable.
+
+Results go to perf/results/scheduler_bursts.json and are printed. Throughput is
+reported, never asserted; tests/e2e/test_bursts.py runs the pass/fail versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "perf" / "results" / "scheduler_bursts.json"
+
+
+def run_mode(binary: str, inflight_wait: float, bursts: int, replicas: int, zones: int, per_zone: int,
+             log=print) -> dict:
+    from tests.e2e import truth
+    from tests.e2e.harness import HOST, ZONE, E2ECluster, node, pod, spread
+
+    nodes = [node(f"n-{z}{i}", f"z{z}", cpu="1000", memory="4Ti", pods="10000")
+             for z in range(zones) for i in range(per_zone)]
+    rates: list[float] = []
+    unschedulable = wrongly = final_over = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = E2ECluster(Path(tmp), binary, extender_flags=("--inflight-wait", str(inflight_wait),
+                                                                  "--log-level", "warning"))
+        try:
+            cluster.start(nodes)
+            for b in range(bursts):
+                labels = {"app": f"burst{b}"}
+                constraints = [spread(ZONE, labels), spread(HOST, labels)]
+                pods = [pod(f"burst{b}-{i}", labels, cpu="10m", spread=constraints) for i in range(replicas)]
+                started = time.monotonic()
+                cluster.create(*pods)
+                outcome = cluster.wait_settled(pods, timeout=3600, quiet=2.0)
+                rates.append(replicas / (time.monotonic() - started - 2.0))
+                unschedulable += len(outcome.unschedulable)
+                wrongly += len(cluster.pending_but_feasible(outcome.unschedulable))
+                keys = [("default", p["metadata"]["name"]) for p in pods]
+                final_over += sum(truth.final_skew(cluster.api, keys, k) > 1 for k in (ZONE, HOST))
+                log(f"  inflight-wait {inflight_wait:g}: burst {b + 1}/{bursts}: {rates[-1]:.1f} pods/s, "
+                    f"unschedulable {len(outcome.unschedulable)} (wrongly so far {wrongly})")
+            report = cluster.replay()
+            expired = cluster.extender_metric("extender_inflight_expired_total")
+        finally:
+            cluster.stop()
+    return {"inflight_wait": inflight_wait, "pods_per_second": [round(r, 1) for r in rates],
+            "mean_pods_per_second": round(sum(rates) / len(rates), 1), "binds": report.binds,
+            "placements_over_max_skew": sum(v.rule == "PodTopologySpread" for v in report.violations),
+            "other_violations": sum(v.rule != "PodTopologySpread" for v in report.violations),
+            "violation_examples": [str(v) for v in report.violations[:5]],
+            "spreads_over_max_skew_at_end": final_over, "unschedulable": unschedulable,
+            "wrongly_unschedulable": wrongly, "inflight_expired": expired}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tests.e2e.harness import BINARY_ENV, scheduler_binary
+
+    parser = argparse.ArgumentParser(prog="python -m perf.scheduler_bursts", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bursts", type=int, default=20)
+    parser.add_argument("--replicas", type=int, default=1000)
+    parser.add_argument("--zones", type=int, default=3)
+    parser.add_argument("--nodes-per-zone", type=int, default=4)
+    parser.add_argument("--waits", default="1,0", help="--inflight-wait values, one mode each")
+    parser.add_argument("--out", default=str(RESULTS))
+    ns = parser.parse_args(argv)
+    binary = scheduler_binary()
+    if binary is None:
+        parser.error(f"{BINARY_ENV} is not set (`make perf-scheduler` sets it through .ci/kube-scheduler)")
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    report = {"kube_scheduler": "v1.30.6", "bursts": ns.bursts, "replicas": ns.replicas,
+              "nodes": ns.zones * ns.nodes_per_zone,
+              "modes": [run_mode(binary, float(w), ns.bursts, ns.replicas, ns.zones, ns.nodes_per_zone, log)
+                        for w in ns.waits.split(",") if w]}
+    Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(ns.out).write_text(json.dumps(report, indent=2) + "\n")
+    for mode in report["modes"]:
+        print(f"inflight-wait {mode['inflight_wait']:g}: {mode['mean_pods_per_second']} pods/s, "
+              f"{mode['placements_over_max_skew']} placements over maxSkew in {mode['binds']}, "
+              f"{mode['spreads_over_max_skew_at_end']} spreads over it at the end, "
+              f"{mode['unschedulable']} unschedulable (wrongly {mode['wrongly_unschedulable']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""Binds have a lane of their own in the served extender (issue #22): with the API
+server slow to bind and more binds in flight than `--threads`, an unrelated pod's
+filter is answered at once, not after the binds ahead of it in a shared pool."""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+
+from tests.doubles.apiserver import FakeApiServer
+from tests.e2e.harness import ZONE, node, pod, spread, start_extender
+from tests.server.live import request
+
+BINDS = 24
+
+
+def test_an_unrelated_filter_is_not_queued_behind_slow_binds(tmp_path):
+    nodes = [node(f"n-{z}", z) for z in "abc"]
+    # one namespace each: none waits for another's bind (old code or new)
+    web = [pod(f"w{i}", labels={"app": "web"}, namespace=f"burst-{i}", spread=[spread(ZONE, {"app": "web"})])
+           for i in range(BINDS)]
+    with FakeApiServer() as api:
+        api.load(nodes + web)
+        served, port, _ = start_extender(api.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path,
+                                         ["--threads", "4", "--inflight-wait", "30"])
+        try:
+            names = [n["metadata"]["name"] for n in nodes]
+            for p in web:  # each answered with a feasible node: pending until its bind
+                code, body = request(port, "POST", "/filter", orjson.dumps({"Pod": p, "NodeNames": names}))
+                assert code == 200 and orjson.loads(body)["NodeNames"]
+            api.faults.delay_seconds, api.faults.delay_match = 1.0, "/binding"
+            done: list[int] = []
+            lock = threading.Lock()
+
+            def bind(i: int) -> None:
+                args = {"PodName": f"w{i}", "PodNamespace": f"burst-{i}", "Node": names[i % 3]}
+                code, body = request(port, "POST", "/bind", orjson.dumps(args))
+                assert code == 200 and orjson.loads(body) == {"Error": ""}
+                with lock:
+                    done.append(i)
+
+            threads = [threading.Thread(target=bind, args=(i,)) for i in range(BINDS)]
+            for t in threads:
+                t.start()
+            while sum("/binding" in r for r in api.requests) < 4:  # the binds are being served
+                threading.Event().wait(0.01)
+            other = pod("other", labels={"app": "db"}, namespace="elsewhere")
+            code, body = request(port, "POST", "/filter", orjson.dumps({"Pod": other, "NodeNames": names}))
+            with lock:
+                finished_first = len(done)
+            assert code == 200 and orjson.loads(body)["NodeNames"] == names
+            assert finished_first == 0, f"the filter waited for {finished_first} binds (1 s each) to finish"
+            for t in threads:
+                t.join(timeout=30)
+            assert len(done) == BINDS
+            assert all(api.get("pods", f"w{i}", f"burst-{i}")["spec"]["nodeName"] for i in range(BINDS))
+        finally:
+            served.stop()
