@@ -45,8 +45,9 @@ test: $(STAMP) tools
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The full-size runs of tests that `make test` runs smaller (pytest marker `long`): the
-# 5,000-body fuzz slice, the 5,000-expression CEL differential, 50,000 keys per cache,
-# the 9 MB YAML reloads. CI (.ci/run) runs it after `make test`.
+# 5,000-body fuzz slice, the 5,000-expression CEL differential, 50,000 CEL programs
+# through the cache, the 9 MB YAML reloads, the 2,000-pod spread simulation
+# (docs/reference/testing.md). CI (.ci/run) runs it after `make test`.
 test-long: $(STAMP) tools
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest -m long $(XDIST) $(PYTEST_ARGS)
 
