@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
 
-.PHONY: run test e2e lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image image-archive image-push tools
+.PHONY: run test test-long e2e lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image image-archive image-push tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,13 +34,26 @@ tools:
 # unpacks; with neither, the e2e tests are reported SKIPPED with the reason.
 WITH_SCHEDULER = KUBE_SCHEDULER_BINARY="$${KUBE_SCHEDULER_BINARY:-$$($(PYTHON) .ci/kube-scheduler 2>/dev/null)}"
 
+# pytest-xdist: TEST_WORKERS processes (the end-to-end and server tests wait on child
+# processes and sockets much of the time, hence more workers than cores);
+# TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
+XDIST = -n $(TEST_WORKERS) --dist loadgroup
+
 test: $(STAMP) tools
 	$(BIN)/ruff check extender tests perf
-	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# The full-size runs of tests that `make test` runs smaller (pytest marker `long`): the
+# 5,000-body fuzz slice, the 5,000-expression CEL differential, 50,000 CEL programs
+# through the cache, the 9 MB YAML reloads, the 2,000-pod spread simulation
+# (docs/reference/testing.md). CI (.ci/run) runs it after `make test`.
+test-long: $(STAMP) tools
+	$(WITH_SCHEDULER) $(BIN)/python -m pytest -m long $(XDIST) $(PYTEST_ARGS)
 
 # The end-to-end suite alone: the real kube-scheduler, `extender serve`, the API double.
 e2e: $(STAMP)
-	$(WITH_SCHEDULER) $(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+	$(WITH_SCHEDULER) $(BIN)/python -m pytest tests/e2e $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check extender tests perf
@@ -51,7 +64,8 @@ perf: $(PERFSTAMP)
 perf-quick: $(PERFSTAMP)
 	$(WITH_SCHEDULER) $(BIN)/python -m perf run --quick
 
-# Nightly-style hostile-input run (a 5,000-body slice runs in `make test`).
+# Nightly-style hostile-input run (a 1,000-body slice runs in `make test`, 5,000 in
+# `make test-long`).
 FUZZ_BODIES ?= 100000
 fuzz: $(STAMP)
 	$(BIN)/python tests/hardening/fuzzer.py --bodies $(FUZZ_BODIES) $(FUZZ_ARGS)

@@ -9,6 +9,9 @@ import orjson
 import pytest
 from conftest import EXAMPLES
 
+# one pytest-xdist worker runs the module: the module's report made once, not once per worker
+pytestmark = pytest.mark.xdist_group("core/test_explain")
+
 PODS = sorted((EXAMPLES / "pods").glob("*.yaml"))
 
 

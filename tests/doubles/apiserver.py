@@ -207,7 +207,11 @@ class _Snapshot:
 
 class QuietServer(ThreadingHTTPServer):
     """A client that hangs up (a watcher stopped, a process killed at teardown) ends
-    its connection's thread quietly instead of printing a traceback."""
+    its connection's thread quietly instead of printing a traceback. The listen backlog
+    is socketserver's 5 otherwise: two dozen binds connecting at once on a loaded machine
+    (parallel test runs) overflowed it and the kernel reset connections."""
+
+    request_queue_size = 128
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys

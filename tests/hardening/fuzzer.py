@@ -142,14 +142,15 @@ def _mutated(draw) -> bytes:
     return bytes(body)
 
 
-PATHOLOGICAL = st.sampled_from([
+PATHOLOGICAL_BODIES = [
     b"", b" ", b"null", b"[]", b"{}", b'"Pod"', b"{" * 5000, b"[" * 100_000, b'{"Pod":' * 3000,
     b'{"Pod":' + b"9" * 5000 + b"}", b'{"Pod":{},"x":-' + b"1" * 4301 + b"}",
     b'{"Pod":{"spec":{"tolerations":[' + b'{"key":"a","operator":"Exists"},' * 20_000 + b"{}]}}}",
     b'{"Pod":{},"NodeNames":[' + b'"od-a1",' * 50_000 + b'"x"]}', b'{"Pod":{}}' + b"\x00" * 100,
     b'{"Pod":{"metadata":{"name":"\\ud800"}}}', b'\xef\xbb\xbf{"Pod":{}}', b'{"Pod":1e400}',
     b'{"Pod":{"metadata":{"annotations":{"' + PREFIX.encode() + b'/tolerations":"' + b"[" * 5000 + b'"}}}}',
-])
+]
+PATHOLOGICAL = st.sampled_from(PATHOLOGICAL_BODIES)
 
 
 # --- the other verbs: bind and preempt (extender/v1 wire types) -------------------------
@@ -169,7 +170,7 @@ PREEMPTION = st.fixed_dictionaries({"Pod": _maybe(POD)}, optional={
     "pod": POD})
 # the classes issue #28 found answered 500, kept in every run (trailing blanks make each
 # example distinct, so that hypothesis never runs out of them)
-REGRESSIONS = st.builds(lambda case, pad: (case[0], case[1] + b" " * pad), st.sampled_from([
+REGRESSION_CASES = [
     ("/preempt", b'{"Pod":{"spec":{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone",'
      b'"whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchExpressions":[{"key":"a","operator":"Bad"}]}}]}},'
      b'"NodeNameToMetaVictims":{"od-a1":{"Pods":[{"UID":"u"}]}}}'),
@@ -180,7 +181,9 @@ REGRESSIONS = st.builds(lambda case, pad: (case[0], case[1] + b" " * pad), st.sa
      b'[{"weight":9223372036854775808,"preference":{"matchExpressions":[{"key":"kubernetes.io/hostname",'
      b'"operator":"Exists"}]}}]}}}},"NodeNames":["od-a1","od-a2"]}'),
     ("/filter", b'{"Pod":{"spec":{"priority":4294967296}},"NodeNames":["od-a1"]}'),
-]), st.integers(0, 10_000))
+]
+REGRESSIONS = st.builds(lambda case, pad: (case[0], case[1] + b" " * pad), st.sampled_from(REGRESSION_CASES),
+                        st.integers(0, 10_000))
 
 
 # --- raw HTTP: what kube-scheduler never sends, on every path ------------------------------
@@ -188,27 +191,27 @@ REGRESSIONS = st.builds(lambda case, pad: (case[0], case[1] + b" " * pad), st.sa
 RAW_PATHS = ["/filter", "/prioritize", "/bind", "/preempt", "/scheduler/filter", "/healthz", "/readyz",
              "/metrics", "/explain", "/explain/default/p", "/", "*", "/filter?x=1", "/%66ilter", "//filter",
              "/filter/../bind", "http://h/filter", "/" + "a" * 9000]
-RAW_HEADERS = st.lists(st.sampled_from([
+RAW_HEADER_LINES = [
     b"Connection: close", b"Connection: keep-alive", b"Connection: upgrade", b"Upgrade: h2c",
     b"Expect: 100-continue", b"Expect: nonsense", b"Content-Type: application/json", b"Host: x",
     b"X-Folded: a\r\n  b", b"No colon here", b"Bad Name: 1", b"X-Nul: a\x00b", b"Content-Length: -1",
     b"Content-Length: 0x10", b"Content-Length: 99999999999999999999", b"Transfer-Encoding: gzip",
     b"Transfer-Encoding: chunked, gzip", b"X-Big: " + b"v" * 70_000, b"\xff\xfe: \x80",
-]), max_size=3)
+]
+RAW_HEADERS = st.lists(st.sampled_from(RAW_HEADER_LINES), max_size=3)
 
 
-@st.composite
-def _raw_request(draw) -> bytes:
-    """A whole request (the client half-closes after it, so nothing waits for more)."""
-    method = draw(st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "FOO",
-                                   "get", "", "POST POST"]))
-    path = draw(st.sampled_from(RAW_PATHS))
-    version = draw(st.sampled_from(["HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/1.2",
-                                    "HTTP/0.9", "http/1.1", ""]))
-    body = draw(st.one_of(ARGS.map(_encode), st.binary(max_size=64), st.just(CANARY), st.just(b"")))
-    framing = draw(st.sampled_from(["length", "length", "chunked", "broken-chunked", "short-length",
-                                    "long-length", "none", "both"]))
-    headers = list(draw(RAW_HEADERS))
+METHODS = ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "FOO", "get", "", "POST POST"]
+VERSIONS = ["HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/1.2", "HTTP/0.9", "http/1.1", ""]
+FRAMINGS = ["length", "chunked", "broken-chunked", "short-length", "long-length", "none", "both"]
+CHUNK_TAILS = [b"\r\n0\r\n\r\n", b"XX0\r\n\r\n", b"\r\n0\r\nTrailer: x\r\n\r\n", b""]
+
+
+def raw_bytes(method: str, path: str, version: str, body: bytes, framing: str, headers: list[bytes],
+              size: bytes | None = None, tail: bytes = CHUNK_TAILS[0]) -> bytes:
+    """A whole request (the client half-closes after it, so nothing waits for more);
+    `size`: the chunk-size line of a broken chunked body."""
+    headers = list(headers)
     if framing in ("length", "both"):
         headers.append(b"Content-Length: %d" % len(body))
     elif framing == "short-length":
@@ -217,13 +220,44 @@ def _raw_request(draw) -> bytes:
         headers.append(b"Content-Length: %d" % (len(body) + 10))
     if framing in ("chunked", "broken-chunked", "both"):
         headers.append(b"Transfer-Encoding: chunked")
-        size = draw(st.sampled_from([b"%x" % len(body), b"zz", b"-1", b"1" * 20, b"%X;ext=1" % len(body)]))
-        if framing == "chunked":
+        if framing == "chunked" or size is None:
             size = b"%x" % len(body)
-        tail = draw(st.sampled_from([b"\r\n0\r\n\r\n", b"XX0\r\n\r\n", b"\r\n0\r\nTrailer: x\r\n\r\n", b""]))
         body = (size + b"\r\n" + body + tail) if body or framing != "chunked" else b"0\r\n\r\n"
     line = f"{method} {path} {version}".encode()
     return line + b"\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body
+
+
+@st.composite
+def _raw_request(draw) -> bytes:
+    method = draw(st.sampled_from(METHODS))
+    path = draw(st.sampled_from(RAW_PATHS))
+    version = draw(st.sampled_from(["HTTP/1.1", *VERSIONS]))
+    body = draw(st.one_of(ARGS.map(_encode), st.binary(max_size=64), st.just(CANARY), st.just(b"")))
+    framing = draw(st.sampled_from(["length", *FRAMINGS]))
+    headers = list(draw(RAW_HEADERS))
+    size = tail = None
+    if framing in ("chunked", "broken-chunked", "both"):
+        size = draw(st.sampled_from([b"%x" % len(body), b"zz", b"-1", b"1" * 20, b"%X;ext=1" % len(body)]))
+        tail = draw(st.sampled_from(CHUNK_TAILS))
+    return raw_bytes(method, path, version, body, framing, headers, size, tail or CHUNK_TAILS[0])
+
+
+def every_class() -> list[tuple[str, bytes]]:
+    """Each fixed class once, sent before the generated bodies (so that a short run
+    holds them all, not only those its draws happen to pick): every regression of issue
+    #28, every pathological body on every verb, and raw requests with every path,
+    method, version, framing (each broken chunk-size line and tail too) and odd header."""
+    def raw(path="/filter", method="POST", version="HTTP/1.1", framing="length", headers=(),
+            size=None, tail=CHUNK_TAILS[0]) -> tuple[str, bytes]:
+        return RAW, raw_bytes(method, path, version, CANARY, framing, list(headers), size, tail)
+
+    broken_sizes = [b"zz", b"-1", b"1" * 20, b"%X;ext=1" % len(CANARY)]
+    return [*REGRESSION_CASES,
+            *[(path, body) for body in PATHOLOGICAL_BODIES for path in [*VERBS, "/preempt"]],
+            *[raw(path=path) for path in RAW_PATHS], *[raw(method=method) for method in METHODS],
+            *[raw(version=version) for version in VERSIONS], *[raw(framing=framing) for framing in FRAMINGS],
+            *[raw(framing="broken-chunked", size=size, tail=tail) for size in broken_sizes for tail in CHUNK_TAILS],
+            *[raw(headers=[header]) for header in RAW_HEADER_LINES]]
 
 
 def _encode(value) -> bytes:
@@ -332,8 +366,10 @@ def raw_exchange(port: int, request: bytes) -> int:
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
-def fuzz(port: int, server_pid: int, count: int, seed_value: int = 0, canary_every: int = 250) -> Report:
-    """Send `count` generated bodies; the report lists every broken promise."""
+def fuzz(port: int, server_pid: int, count: int, seed_value: int = 0, canary_every: int = 250,
+         classes: bool = True) -> Report:
+    """Send `count` generated bodies (after `every_class()` unless `classes` is False);
+    the report lists every broken promise."""
     client = Client(port)
     report = Report()
     workers = {p.pid for p in psutil.Process(server_pid).children()}
@@ -397,6 +433,13 @@ def fuzz(port: int, server_pid: int, count: int, seed_value: int = 0, canary_eve
 
         return run
 
+    if classes:
+        stats = report.by_source["classes"] = {"bodies": 0, "seconds": 0.0}
+        for path, body in every_class():
+            began = time.monotonic()
+            check(path, body)
+            stats["bodies"] += 1
+            stats["seconds"] += time.monotonic() - began
     for name, (share, strategy) in sources().items():
         target = max(1, round(count * share))
         stats = report.by_source[name] = {"bodies": 0, "seconds": 0.0}

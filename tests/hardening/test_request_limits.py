@@ -15,6 +15,9 @@ import pytest
 from conftest import EXAMPLES, example_pod
 from server.live import NAMES, free_port, request, start, stop
 
+# one pytest-xdist worker runs the module: the module's servers made once, not once per worker
+pytestmark = pytest.mark.xdist_group("hardening/test_request_limits")
+
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
 PATHS = ["/filter", "/prioritize", "/bind", "/preempt", "/scheduler/filter", "/healthz", "/readyz",
          "/metrics", "/nope"]

@@ -17,6 +17,9 @@ from server.live import NAMES, free_port, request, start, stop
 
 from extender.server.worker import REQUEST_READ_TIMEOUT
 
+# one pytest-xdist worker runs the module: the module's servers made once, not once per worker
+pytestmark = pytest.mark.xdist_group("hardening/test_slow_clients")
+
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
 FEASIBLE = ["od-a1", "od-b1", "spot-a1", "spot-b1"]
 BOUND = 2.0  # seconds; far above the milliseconds these take, far below a 5 s stall

@@ -23,6 +23,9 @@ from perf.report import REQUIRED_KEYS, SIZE_KEYS, evaluate_bar, render_summary, 
 from perf.stats import percentile, stalls, summarize
 from perf.workloads import CEL_ENV, CEL_ORACLES, WORKLOADS, mixed_pods, workload_of
 
+# one pytest-xdist worker runs the module: the module's cluster file made once, not once per worker
+pytestmark = pytest.mark.xdist_group("perf/test_perf_harness")
+
 # --- generator -----------------------------------------------------------------------
 
 

@@ -11,7 +11,8 @@ import pytest
 from conftest import EXAMPLES, example_pod
 from live import NAMES, request, start, stop
 
-pytestmark = pytest.mark.gunicorn
+# one pytest-xdist worker runs the module: the module's server made once, not once per worker
+pytestmark = [pytest.mark.gunicorn, pytest.mark.xdist_group("server/test_gunicorn")]
 
 
 @pytest.fixture(scope="module")

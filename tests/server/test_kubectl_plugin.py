@@ -22,7 +22,8 @@ from tests.doubles.apiserver import FakeApiServer
 from tests.doubles.service_proxy import add_service_proxy
 from tests.e2e.harness import start_extender
 
-pytestmark = pytest.mark.gunicorn
+# one pytest-xdist worker runs the module: the module's server made once, not once per worker
+pytestmark = [pytest.mark.gunicorn, pytest.mark.xdist_group("server/test_kubectl_plugin")]
 NAMESPACE, SERVICE = "scheduling-extender", "extended-scheduler-metrics"
 
 
