@@ -35,7 +35,7 @@ tools:
 WITH_SCHEDULER = KUBE_SCHEDULER_BINARY="$${KUBE_SCHEDULER_BINARY:-$$($(PYTHON) .ci/kube-scheduler 2>/dev/null)}"
 
 test: $(STAMP) tools
-	$(BIN)/ruff check extender tests perf
+	$(BIN)/ruff check extender tests perf testing
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The end-to-end suite alone: the real kube-scheduler, `extender serve`, the API double.
@@ -43,7 +43,7 @@ e2e: $(STAMP)
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check extender tests perf
+	$(BIN)/ruff check extender tests perf testing
 
 perf: $(PERFSTAMP)
 	$(WITH_SCHEDULER) $(BIN)/python -m perf run --full

@@ -5,7 +5,7 @@
 
 What a cluster does to the extender, end to end:
 
-1. The API-server double (`tests/doubles/apiserver.py`) runs in its own process, loaded
+1. The API-server double (`testing/apiserver.py`) runs in its own process, loaded
    with `perf.generate`'s cluster.
 2. One `extender serve --kubeconfig` process (one worker, the production worker class)
    lists and watches it. Initial sync = spawn to `/readyz` 200; RSS of the serving
@@ -51,7 +51,7 @@ from perf.http_driver import Connection, extender_bin, free_port, handler_means,
 from perf.live_state import DOUBLE, ROOT
 from perf.stats import summarize
 from perf.workloads import mixed_pods, no_two_alike
-from tests.server.live import request
+from testing.live import request
 
 BARS = {  # issue 13: nodes -> (p50 ms, p99 ms, RSS MB, initial sync s)
     5000: (2.5, 10.0, None, None),

@@ -26,10 +26,10 @@ from extender import metrics
 from extender.api.wire import ExtenderArgs, decode_args, encode
 from extender.model.parse import existing_pod_from_dict
 from extender.service import Extender
-from perf.check import Checker
 from perf.engine import MutableSource, extend_snapshot, fork_snapshot
 from perf.stats import summarize
 from perf.workloads import workload_of
+from testing.check import Checker
 
 
 @dataclass

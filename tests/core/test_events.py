@@ -254,7 +254,7 @@ def test_events_reach_the_api_server_and_are_counted_there(example_snapshot, tmp
     from kubernetes import client, config
 
     from extender.events import ApiEventSink
-    from tests.doubles.apiserver import FakeApiServer
+    from testing.apiserver import FakeApiServer
 
     with FakeApiServer() as api:
         configuration = client.Configuration()

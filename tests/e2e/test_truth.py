@@ -12,8 +12,8 @@ import pytest
 from extender.api.wire import decode_args
 from extender.state import ClusterSnapshot, StaticSource
 from perf.engine import default_config, new_extender
-from tests.e2e.harness import HOST, PREFIX, ZONE, node, pod, spread
-from tests.e2e.truth import ClusterView, Violation, key_of
+from testing.harness import HOST, PREFIX, ZONE, node, pod, spread
+from testing.truth import ClusterView, Violation, key_of
 
 SLA, KERNEL = "example.com/sla", "example.com/kernel"
 CEL = "taint.key == 'example.com/sla' && int(taint.value) > 900"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from conftest import EXAMPLES
 from hardening.fuzzer import RAW, SLOW, drain, fuzz
-from server.live import start, stop
+
+from testing.live import start, stop
 
 
 @pytest.mark.gunicorn

@@ -13,7 +13,8 @@ import time
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
-from server.live import NAMES, free_port, request, start, stop
+
+from testing.live import NAMES, free_port, request, start, stop
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
 PATHS = ["/filter", "/prioritize", "/bind", "/preempt", "/scheduler/filter", "/healthz", "/readyz",

@@ -13,9 +13,9 @@ import time
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
-from server.live import NAMES, free_port, request, start, stop
 
 from extender.server.worker import REQUEST_READ_TIMEOUT
+from testing.live import NAMES, free_port, request, start, stop
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
 FEASIBLE = ["od-a1", "od-b1", "spot-a1", "spot-b1"]

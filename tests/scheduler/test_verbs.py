@@ -317,7 +317,7 @@ def test_a_binding_call_slower_than_the_deadline_is_an_error_and_forgotten(tmp_p
     first (the old client waited 10 s and bound the pod after the scheduler gave up)."""
     from extender.binding import ApiBinder
     from extender.state.live import LiveSource
-    from tests.doubles.apiserver import FakeApiServer
+    from testing.apiserver import FakeApiServer
 
     with FakeApiServer() as api:
         api.create("pods", pod("w1"))

@@ -19,8 +19,8 @@ from extender.server.explain_routes import ExplainRoutes
 from extender.server.listener import Listener
 from extender.service import Extender
 from extender.state import ClusterSnapshot, load_objects
-from tests.doubles.apiserver import FakeApiServer
-from tests.server.live import free_port, request, start, stop
+from testing.apiserver import FakeApiServer
+from testing.live import free_port, request, start, stop
 from tests.state.live_truth import start_live, synced_live
 
 SLA = "node.example.com/sla"

@@ -9,7 +9,8 @@ import time
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
-from live import NAMES, request, start, stop
+
+from testing.live import NAMES, request, start, stop
 
 pytestmark = pytest.mark.gunicorn
 

@@ -10,7 +10,6 @@ import threading
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
-from live import NAMES, request, start, stop
 
 from extender.server.worker import (
     BODY_TOO_LARGE,
@@ -23,6 +22,7 @@ from extender.server.worker import (
     Framing,
     inline_request_size,
 )
+from testing.live import NAMES, request, start, stop
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
 FEASIBLE = ["od-a1", "od-b1", "spot-a1", "spot-b1"]

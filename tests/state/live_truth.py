@@ -17,7 +17,7 @@ from extender.server.app import create_app
 from extender.state.layers import WORKLOAD_KINDS, slim_workload
 from extender.state.live import Backoff, LiveSource
 from extender.state.store import node_fingerprint, pod_fingerprint
-from tests.doubles.apiserver import RESOURCES, FakeApiServer
+from testing.apiserver import RESOURCES, FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_PODS = ("plain", "sla-gt", "spread-spot", "cel-rack-regex", "cordon-toleration", "annotation-affinity")

@@ -14,7 +14,7 @@ from live_truth import start_live
 from extender import metrics
 from extender.config import Config
 from extender.server.app import create_app
-from tests.doubles.apiserver import FakeApiServer
+from testing.apiserver import FakeApiServer
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -12,7 +12,7 @@ from live_truth import assert_filter_matches_fresh_file, start_live, synced_live
 
 from extender import metrics
 from extender.state import load_objects
-from tests.doubles.apiserver import FakeApiServer, plural_of
+from testing.apiserver import FakeApiServer, plural_of
 
 
 @pytest.fixture

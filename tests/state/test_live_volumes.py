@@ -17,7 +17,7 @@ from extender.config import Config
 from extender.plugins.volumenodeaffinity import ERR_REASON_NODE_CONFLICT, ERR_REASON_PV_NOT_EXIST
 from extender.service import Extender
 from extender.state.volumes import VOLUME_KINDS
-from tests.doubles.apiserver import FakeApiServer
+from testing.apiserver import FakeApiServer
 from tests.plugins.volume_objects import (
     ANNOTATION,
     KERNEL,

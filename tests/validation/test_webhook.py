@@ -285,7 +285,8 @@ def test_a_stalled_client_does_not_block_others(pki):
 @pytest.mark.gunicorn
 def test_extender_serve_runs_the_webhook_next_to_the_verbs(pki, tmp_path):
     from conftest import EXAMPLES
-    from server.live import free_port, request, start, stop
+
+    from testing.live import free_port, request, start, stop
 
     hook_port = free_port()
     port, proc = start(EXAMPLES / "cluster.yaml", "--webhook-listen", f"127.0.0.1:{hook_port}",
@@ -340,7 +341,8 @@ def test_verbs_over_https_with_client_certificates(pki, tmp_path):
     import sys
 
     from conftest import EXAMPLES
-    from server.live import free_port, stop
+
+    from testing.live import free_port, stop
 
     client_dir = pki["dir"] / "client"
     client_dir.mkdir()

@@ -5,8 +5,8 @@ order) and checks every bind (a pod's `spec.nodeName` going from empty to a node
 the cluster as it was when the scheduler decided it: the node's taints, cordon, labels
 and allocatable then, and the pods placed before it. Binds run concurrently, so their
 order in the API is not the order of decisions: each placement is dated by the wiretap
-(`tests.e2e.wiretap`: the pod's last `filter` call before its bind). It shares no code with `extender/`: the rules
-are restated here from upstream (and the independent checker `perf/check.py`, whose
+(`testing.wiretap`: the pod's last `filter` call before its bind). It shares no code with `extender/`: the rules
+are restated here from upstream (and the independent checker `testing/check.py`, whose
 toleration, selector and semver helpers it reuses):
 
 * **TaintToleration**: every `NoSchedule`/`NoExecute` taint tolerated; tolerations from
@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from perf.check import (
+from testing.check import (
     UNSCHEDULABLE_TAINT,
     Oracle,
     affinity_ok,
@@ -303,7 +303,7 @@ def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = 
            only: Callable[[Key], bool] | None = None) -> Report:
     """Check every bind recorded in `api.journal` (see the module docstring) against
     the cluster when the scheduler placed the pod: `decisions` (pod -> times of its
-    `filter` calls, from `tests.e2e.wiretap`) date each placement to the last call
+    `filter` calls, from `testing.wiretap`) date each placement to the last call
     before its bind (binds run concurrently, so their order in the API is not the
     order of decisions); without them a placement is dated at its bind. `only` limits
     the checked binds to some pods (every pod still counts for the others)."""
