@@ -21,7 +21,7 @@ from dataclasses import fields
 import orjson
 
 from extender.model import Pod
-from extender.state.podindex import spread_index
+from extender.plugins.podtopologyspread.index import spread_index
 from extender.state.snapshot import ClusterSnapshot
 
 EXCLUDED = frozenset({"raw", "annotations", "name", "uid"})

@@ -83,8 +83,8 @@ def test_a_node_event_replaces_the_node_layer(store):
 
 
 def test_counts_follow_binds_deletes_and_terminating_pods(store):
+    from extender.plugins.podtopologyspread.index import spread_index
     from extender.plugins.podtopologyspread.selector import from_map
-    from extender.state.podindex import spread_index
 
     selector = from_map({"app": "web"})
     counts = lambda: dict(spread_index(store.snapshot()).node_counts("ns", selector))  # noqa: E731

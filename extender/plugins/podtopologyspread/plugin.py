@@ -33,9 +33,9 @@ from extender.plugins.podtopologyspread.common import (
     constraints_for,
     counts_pods,
 )
+from extender.plugins.podtopologyspread.index import spread_index
 from extender.plugins.podtopologyspread.selector import LabelSelector
 from extender.state.nodeset import NodeSet
-from extender.state.podindex import spread_index
 from extender.state.snapshot import ClusterSnapshot
 
 NAME = "PodTopologySpread"
