@@ -86,14 +86,14 @@ def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limi
 
 
 def whatif_floor(nodes: int, requests: int, out_dir: Path) -> dict:
-    """No-op servers (Flask vs bare WSGI, same gunicorn settings) answering NodeNames
-    requests for `nodes` names: what the stack costs before any engine work."""
+    """The no-op server (`perf._noop_app`, the product's own HTTP stack) answering
+    NodeNames requests for `nodes` names: what the stack costs before any engine work."""
     from perf.http_driver import Server, names_requests, run_http
 
     names = [f"node-{i:05d}" for i in range(nodes)]
     reqs = names_requests(mixed_pods(requests, start=450_000), names)
     results: dict = {}
-    for label, target in (("flask", "perf._noop_app:app"), ("raw_wsgi", "perf._noop_app:raw_app")):
+    for label, target in (("floor", "perf._noop_app:app"),):
         server = Server(out_dir / "unused.json", out_dir / f"floor-{label}.log", noop=True,
                         noop_target=target)
         try:

@@ -210,7 +210,7 @@ def render_summary(report: dict[str, Any]) -> str:
     lines = [f"### Extender performance ({report['mode']} run)", ""]
     lines.append(f"Machine: {meta.get('cpu')} ({meta.get('cpus')} CPUs, {meta.get('memory_gb')} GB), "
                  f"{meta.get('platform')}, Python {meta.get('python')}; {meta.get('date_utc')}. "
-                 "One gunicorn worker (`InlineWorker`, 4 pool threads), loopback HTTP, keep-alive client.")
+                 "One gunicorn worker (`ExtenderWorker`, 4 pool threads), loopback HTTP, keep-alive client.")
     lines.append("")
     lines += render_churn(report.get("churn") or [])
     lines += render_scheduler_e2e(report.get("scheduler_e2e"))
@@ -241,7 +241,7 @@ def render_summary(report: dict[str, Any]) -> str:
     lines += [
         "Latencies in ms, p50 / p99. In-process = the engine computing every answer; HTTP = "
         "client round trip to the server as shipped (`--remember-answers` off: every answer "
-        "computed); distinct shapes = the same pods, each with a unique label; no-op floor = the same gunicorn (InlineWorker) + orjson stack answering "
+        "computed); distinct shapes = the same pods, each with a unique label; no-op floor = the same gunicorn (ExtenderWorker) + orjson stack answering "
         "all-feasible (no engine).",
         "",
         "| nodes | pods | in-proc filter | in-proc prioritize | HTTP filter | HTTP prioritize "

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
 
-from extender.server.worker import REQUEST_READ_TIMEOUT
+from extender.server.app import REQUEST_READ_TIMEOUT
 from testing.live import NAMES, free_port, request, start, stop
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})

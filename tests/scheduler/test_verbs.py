@@ -21,6 +21,7 @@ from extender.config import Config
 from extender.server.app import create_app
 from extender.service import Extender
 from extender.state.store import Store
+from testing.client import Client
 
 ZONE = "topology.kubernetes.io/zone"
 WEB = {"app": "web"}
@@ -217,7 +218,7 @@ def preempt_engine():
 
 
 def post(engine, verb: str, body) -> tuple[int, object]:
-    client = create_app(Config(), engine.source, engine).test_client()
+    client = Client(create_app(Config(), engine.source, engine))
     response = client.post(f"/scheduler/{verb}", data=orjson.dumps(body), content_type="application/json")
     return response.status_code, orjson.loads(response.data)
 
