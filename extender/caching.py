@@ -1,7 +1,7 @@
 """Caches bounded in bytes, and the one memory budget they share.
 
 Every cache that holds what clients send (CEL programs and results, parsed pods,
-NodeNames arrays, candidate sets, remembered answers) is a `ByteLRU`: least recently
+NodeNames arrays, candidate sets) is a `ByteLRU`: least recently
 used first out, bounded by the *estimated* bytes of its entries, not their number (a
 count bound lets a few huge keys take gigabytes). An entry larger than the cache's
 `max_item_bytes` is never stored: the caller computes it again next time, which is
@@ -30,8 +30,7 @@ SHARES = {
     "node-selectors": 0.05,
     "parsed-pods": 0.10,
     "node-names": 0.20,
-    "candidate-sets": 0.25,  # the every-node set keeps each workload's filter answer
-    "answers": 0.10,  # --remember-answers, off by default
+    "candidate-sets": 0.35,  # the every-node set keeps each workload's filter answer
 }
 _limit = DEFAULT_MEMORY_LIMIT
 _totals: dict[str, int] = {}

@@ -230,3 +230,14 @@ class InFlight:
         assumed = len(self.store.assumed()) if self.store is not None else 0
         with self._cond:
             return {"pending": len(self._pending), "assumed": assumed}
+
+
+def inflight_wait(config, binder) -> float:
+    """`--inflight-wait`, or 0 without API access (file mode, `binder` None): nothing can
+    ever show a pending pod bound there (`bind` answers an Error, a file is re-read every
+    few seconds), so every pod would wait the full `--inflight-wait` for the one before."""
+    if binder is None and config.inflight_wait > 0:
+        log.debug("in-flight accounting off: no API access to bind pods or watch binds",
+                  extra={"inflight_wait": config.inflight_wait})
+        return 0.0
+    return config.inflight_wait

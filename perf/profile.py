@@ -56,14 +56,14 @@ def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limi
         return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": node_names})
 
     for pod in batch[:5]:  # warm caches (CEL programs, derived indexes) outside the profile
-        answer = orjson.loads(ext.filter_bytes(decode_args(body(pod, names))))
-        ext.prioritize_bytes(decode_args(body(pod, answer["NodeNames"])))
+        answer = orjson.loads(ext.filter(decode_args(body(pod, names))))
+        ext.prioritize(decode_args(body(pod, answer["NodeNames"])))
     filter_bodies = [body(pod, names) for pod in batch]
     prof_f = cProfile.Profile()
     t0 = time.perf_counter()
     for data in filter_bodies:
         prof_f.enable()
-        encoded = ext.filter_bytes(decode_args(data))
+        encoded = ext.filter(decode_args(data))
         prof_f.disable()
         feasible.append(orjson.loads(encoded)["NodeNames"] or [])
     print(f"== filter x{requests}: {(time.perf_counter() - t0) / requests * 1000:.2f} ms/request "
@@ -76,7 +76,7 @@ def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limi
     t0 = time.perf_counter()
     for data in prioritize_bodies:
         prof_p.enable()
-        ext.prioritize_bytes(decode_args(data))
+        ext.prioritize(decode_args(data))
         prof_p.disable()
     print(f"== prioritize x{requests}: {(time.perf_counter() - t0) / requests * 1000:.2f} ms/request "
           "(wall, includes profiler overhead)")

@@ -126,7 +126,12 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
         source = open_source(config)
         start_in_worker(source)  # under gunicorn the master handles HUP
     BODIES.configure(config.max_inflight_bytes)  # the process's in-flight byte budget
-    return App(extender or Extender(config, source), config)
+    if extender is None:
+        from extender.events import recorder_for
+
+        extender = Extender(config, source)
+        extender.events = recorder_for(extender)  # --record-events
+    return App(extender, config)
 
 
 def serve(app: Routes, config: Config, sockets: list | None = None, address: str | None = None) -> Listener:

@@ -26,7 +26,14 @@ from extender.service import Extender, ScoringError
 from extender.state import heap
 
 log = logging.getLogger("extender.http")
-VERBS = ("filter", "prioritize", "bind", "preempt")
+# request body -> the verb's arguments (WireError: malformed or invalid)
+DECODE = {
+    "filter": decode_args,
+    "prioritize": decode_args,
+    "bind": lambda body: decode_binding_args(decode_json(body)),
+    "preempt": lambda body: decode_preemption_args(decode_json(body)),
+}
+VERBS = tuple(DECODE)
 
 
 def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
@@ -43,14 +50,7 @@ def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
 def _answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
     started = time.perf_counter()
     try:
-        if verb == "bind":
-            result = 200, encode(engine.bind(decode_binding_args(decode_json(body))))
-        elif verb == "preempt":
-            result = 200, encode(engine.preempt(decode_preemption_args(decode_json(body))))
-        elif verb == "filter":
-            result = 200, engine.filter_bytes(decode_args(body))
-        else:
-            result = 200, engine.prioritize_bytes(decode_args(body))
+        result = 200, getattr(engine, verb)(DECODE[verb](body))
     except WireError as exc:
         log.warning("bad request", extra={"verb": verb, "error": str(exc)})
         if verb == "filter" and not exc.malformed:

@@ -73,7 +73,7 @@ def random_case(rng: random.Random) -> tuple[list[dict], dict]:
 def reference_feasible(objects: list[dict], pending: dict) -> set[str]:
     engine = new_extender(default_config(), StaticSource(ClusterSnapshot.from_objects(objects)), fast=False)
     names = [o["metadata"]["name"] for o in objects if o["kind"] == "Node"]
-    answer = engine.filter(decode_args(orjson.dumps({"Pod": pending, "Nodes": None, "NodeNames": names})))
+    answer = orjson.loads(engine.filter(decode_args(orjson.dumps({"Pod": pending, "Nodes": None, "NodeNames": names}))))
     assert not answer.get("Error"), answer
     return set(answer.get("NodeNames") or [])
 

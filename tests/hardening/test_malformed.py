@@ -127,8 +127,8 @@ def test_a_value_larger_than_the_templates_cache_is_not_stored():
 def test_a_retried_filter_answers_as_the_first_whatever_the_cache_size(monkeypatch, budget):
     """kube-scheduler retries a filter with the same body; the remembered answer was
     offered to a cache smaller than it and cachetools raised (500 on every retry)."""
-    monkeypatch.setattr("extender.service.template_budget", lambda nodes, full=False: budget)
-    config = Config(cluster=str(EXAMPLES / "cluster.yaml"), reload_interval=0, remember_answers=True)
+    monkeypatch.setattr("extender.state.candidates.template_budget", lambda nodes, full=False: budget)
+    config = Config(cluster=str(EXAMPLES / "cluster.yaml"), reload_interval=0)
     client = Client(create_app(config))
     for name in ("sla-gt", "spread-spot", "plain"):
         body = orjson.dumps({"Pod": example_pod(name), "Nodes": None, "NodeNames": NAMES})  # compact, as Go

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import time
 
+import orjson
 import pytest
 from live_truth import synced_live
 
@@ -51,7 +52,7 @@ def engine(api, tmp_path):
 
 
 def answer(engine: Extender) -> tuple[list[str], dict[str, str]]:
-    result = engine.filter(ExtenderArgs(pod("app", "data"), None, NODES))
+    result = orjson.loads(engine.filter(ExtenderArgs(pod("app", "data"), None, NODES)))
     return result["NodeNames"], result["FailedAndUnresolvableNodes"]
 
 
@@ -100,7 +101,7 @@ def test_unbound_claim_follows_the_candidate_volumes(api, engine):
     scratch = pod("app", "scratch")
 
     def feasible() -> list[str]:
-        return engine.filter(ExtenderArgs(scratch, None, NODES))["NodeNames"]
+        return orjson.loads(engine.filter(ExtenderArgs(scratch, None, NODES)))["NodeNames"]
 
     assert _wait(lambda: feasible() == NODES)  # no candidate with an annotation
     api.create("persistentvolumes", pv("pool-1", ann=annotation([requirement(KERNEL, "SemverGt", "6.5.0")])))

@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 from pki import CA, write_pair
 
@@ -128,7 +129,7 @@ def test_webhook_and_scheduling_report_the_same_text(example_extender):
     from extender.api.wire import ExtenderArgs
 
     bad = pod({f"{P}/tolerations": '[{"key": "k", "operator": "Gt", "value": "08"}]'})
-    filtered = example_extender.filter(ExtenderArgs(bad, None, ["od-a1"]))
+    filtered = orjson.loads(example_extender.filter(ExtenderArgs(bad, None, ["od-a1"])))
     reason = filtered["FailedAndUnresolvableNodes"]["od-a1"]
     assert response(admission(bad))["status"]["message"] == f'Pod "p" is invalid: {reason}'
 
