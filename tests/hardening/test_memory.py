@@ -13,7 +13,7 @@ from conftest import example_pod, make_extender
 
 from extender import caching
 from extender.api.wire import decode_args, known_names_cache
-from extender.caching import ByteLRU, budget, short_args_cache
+from extender.caching import ByteLRU, budget, memoized
 from extender.cel import CelCache
 from extender.cel.limits import MAX_EXPRESSION_BYTES
 from extender.config import Config
@@ -143,17 +143,18 @@ def test_compiled_node_selectors():
         nodeselector._COMPILED = None
 
 
-def test_short_args_cache_skips_long_arguments():
+def test_memoized_skips_long_arguments_and_remembers_none():
     calls = []
 
-    @short_args_cache(maxsize=100, max_chars=10)
-    def length(s: str) -> int:
+    @memoized(max_bytes=1000, max_chars=10)
+    def length(s: str) -> int | None:
         calls.append(s)
-        return len(s)
+        return len(s) or None
 
     assert length("abc") == length("abc") == 3 and calls == ["abc"]
-    assert length("x" * 11) == length("x" * 11) == 11 and len(calls) == 3
-    assert length.cache_info().currsize == 1
+    assert length("") is length("") is None and calls == ["abc", ""]
+    assert length("x" * 11) == length("x" * 11) == 11 and len(calls) == 4
+    assert len(length.cache) == 2 and length.cache.bytes <= 1000
 
 
 def test_held_memory_stays_under_the_ceiling(example_objects):
