@@ -311,3 +311,18 @@ def test_the_verbs_own_refusal_is_used_when_the_source_has_one(example_snapshot)
         assert body["error"] == "cluster state not synced or stale: watch failing longer than 60s: Pod (75s)"
     finally:
         server.stop()
+
+
+def test_a_failure_inside_an_explanation_is_a_json_500(example_snapshot):
+    from extender.state import StaticSource
+
+    def broken(namespace, name):
+        raise RuntimeError("boom")
+
+    server, _ = serve(StaticSource(example_snapshot), reader=broken)
+    try:
+        code, data = request(server.port, "GET", "/explain/default/sla-gt")
+        assert code == 500 and "the explanation failed" in orjson.loads(data)["error"]
+        assert request(server.port, "GET", "/healthz")[0] == 200  # and the listener keeps serving
+    finally:
+        server.stop()
