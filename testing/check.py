@@ -55,6 +55,10 @@ class Violation:
     node: str
     rule: str
     detail: str
+    raced: bool = False  # the node state changed within the race window before the bind (testing.truth)
+
+    def __str__(self) -> str:
+        return f"{self.pod} on {self.node}: {self.rule}: {self.detail}{' (raced a node change)' if self.raced else ''}"
 
     def as_dict(self) -> dict[str, str]:
         return {"pod": self.pod, "node": self.node, "rule": self.rule, "detail": self.detail}

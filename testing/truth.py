@@ -46,6 +46,7 @@ from typing import Any
 from testing.check import (
     UNSCHEDULABLE_TAINT,
     Oracle,
+    Violation,
     affinity_ok,
     selector_matches,
     tolerates,
@@ -120,18 +121,6 @@ def untolerated_taints(pod: Mapping[str, Any], node: Mapping[str, Any], prefix: 
 def tolerates_cordon(pod: Mapping[str, Any], prefix: str, oracles: Mapping[str, Oracle]) -> bool:
     tols = list((pod.get("spec") or {}).get("tolerations") or []) + _annotation_list(pod, f"{prefix}/tolerations")
     return any(tolerates(t, UNSCHEDULABLE_TAINT, oracles) for t in tols)
-
-
-@dataclass(frozen=True)
-class Violation:
-    pod: str
-    node: str
-    rule: str
-    detail: str
-    raced: bool = False  # the node state changed within the race window before the bind
-
-    def __str__(self) -> str:
-        return f"{self.pod} on {self.node}: {self.rule}: {self.detail}{' (raced a node change)' if self.raced else ''}"
 
 
 @dataclass
