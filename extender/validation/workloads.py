@@ -114,6 +114,8 @@ def ratcheted_gates(old: Mapping[str, Any] | None, kind: str, prefix: str,
     """The gates an UPDATE is validated with: a gated feature the old object already uses
     stays allowed with its gate off (the KEPs' ratcheting, as Kubernetes' validation
     options `AllowTaintToleration...: gate on || the old pod spec uses it`)."""
+    if kind == PERSISTENT_VOLUME:
+        return _ratcheted_volume_gates(_mapping(old), prefix, gates)
     found = pod_template({**_mapping(old), "kind": kind}) if old else None
     if found is None:
         return gates
@@ -133,6 +135,22 @@ def ratcheted_gates(old: Mapping[str, Any] | None, kind: str, prefix: str,
     if not gates.semver_operators and (operators & semver or _affinity_operators(affinity) & semver):
         changes["semver_operators"] = True
     return replace(gates, **changes) if changes else gates
+
+
+def _ratcheted_volume_gates(old: Mapping[str, Any], prefix: str,
+                            gates: FeatureGates) -> FeatureGates:
+    """A PersistentVolume's only gated feature is Semver in its node affinity (spec or
+    annotation, both VolumeNodeAffinity: `required.nodeSelectorTerms`)."""
+    if gates.semver_operators:
+        return gates
+    annotations = _mapping(_mapping(old.get("metadata")).get("annotations"))
+    affinities = [_mapping(_mapping(old.get("spec")).get("nodeAffinity")),
+                  _mapping(_json(annotations.get(f"{prefix}/node-affinity")))]
+    terms = [term for va in affinities
+             for term in _list(_mapping(va.get("required")).get("nodeSelectorTerms"))]
+    if _term_operators(terms) & {"SemverGt", "SemverLt", "SemverEq"}:
+        return replace(gates, semver_operators=True)
+    return gates
 
 
 def _json(text: Any) -> Any:
@@ -156,5 +174,9 @@ def _affinity_operators(affinities: list[Mapping[str, Any]]) -> set[str]:
                        .get("nodeSelectorTerms"))
         terms += [_mapping(p).get("preference")
                   for p in _list(na.get("preferredDuringSchedulingIgnoredDuringExecution"))]
+    return _term_operators(terms)
+
+
+def _term_operators(terms: list[Any]) -> set[str]:
     return {str(_mapping(rq).get("operator") or "") for term in terms
             for rq in _list(_mapping(term).get("matchExpressions"))}

@@ -1,9 +1,13 @@
 """Kubernetes CEL quantity library (resource.Quantity parsing, exact decimal comparison)."""
 
+import re
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from extender.cel.lib import quantity as quantity_lib
 from extender.cel.lib.quantity import ERR_FORMAT, ERR_SUFFIX, QuantityError, parse_quantity
 from extender.cel.program import compile_program, run_program
 
@@ -28,6 +32,23 @@ PARSE = [
 def test_parse(text, value):
     assert parse_quantity(text) == Decimal(value)
     assert ev("isQuantity(taint.value)", text) == ("true", "")
+
+
+SUFFIXES = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P",
+            "E", "e3", "e-2", "E+4", "K", "x"]
+
+
+@given(digits=st.text("0123456789", min_size=1, max_size=22), suffix=st.sampled_from(SUFFIXES))
+def test_whole_number_fast_path_matches_the_scanner(digits, suffix):
+    """'512Mi'-style strings skip the scanner; the value (and any error) is the same."""
+    text = digits + suffix
+    try:
+        expected = quantity_lib._parse_general(text)
+    except QuantityError as exc:
+        with pytest.raises(QuantityError, match=re.escape(str(exc))):
+            parse_quantity(text)
+        return
+    assert parse_quantity(text) == expected
 
 
 BAD = [("", ERR_FORMAT), (" 1", ERR_FORMAT), ("1 ", ERR_FORMAT), ("200K", ERR_SUFFIX),

@@ -66,6 +66,34 @@ def test_update_ratchets_a_feature_the_old_object_already_used(gate, old_annotat
     assert answer(admission(new, operation="UPDATE", old=pod()), gates)["allowed"] is False
 
 
+def volume(annotations: dict | None = None, spec_affinity: dict | None = None) -> dict:
+    spec = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "local": {"path": "/mnt/disk"}}
+    if spec_affinity is not None:
+        spec["nodeAffinity"] = spec_affinity
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": "pv-1", "annotations": annotations or {}}, "spec": spec}
+
+
+SEMVER_VOLUME = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+    {"key": "node.kubernetes.io/kernel-version", "operator": "SemverGt", "values": ["5.10.0"]}]}]}}
+
+
+@pytest.mark.parametrize("old", [
+    volume({f"{P}/node-affinity": json.dumps(SEMVER_VOLUME)}),
+    volume(spec_affinity=SEMVER_VOLUME),
+], ids=["annotation", "spec"])
+def test_update_of_a_persistent_volume_ratchets_semver(old):
+    """A PV whose old object already used SemverGt may change its annotation with the
+    Semver gate off; a new PV, or one that never used Semver, may not."""
+    new = volume({f"{P}/node-affinity": json.dumps(SEMVER_VOLUME).replace("5.10.0", "5.15.0")})
+    gates = gates_off(semver_operators=False)
+    pv = "PersistentVolume"
+    assert answer(admission(new, kind=pv, operation="UPDATE", old=old), gates)["allowed"] is True
+    assert answer(admission(new, kind=pv), gates)["allowed"] is False
+    assert answer(admission(new, kind=pv, operation="UPDATE", old=volume()), gates)["allowed"] is False
+
+
 def test_spec_tolerations_of_the_old_object_count_too():
     old = pod()
     old["spec"]["tolerations"] = [{"expression": "taint.key == 'k'"}]

@@ -36,7 +36,7 @@ def pod(annotations: dict | None = None, name: str = "p") -> dict:
 
 def admission(obj: dict | None, kind: str = "Pod", operation: str = "CREATE", old: dict | None = None,
               uid: str = "705ab4f5-6393-11e8-b7cc-42010a800002", **extra) -> bytes:
-    group = {"Pod": "", "CronJob": "batch", "Job": "batch"}.get(kind, "apps")
+    group = {"Pod": "", "PersistentVolume": "", "CronJob": "batch", "Job": "batch"}.get(kind, "apps")
     request = {"uid": uid, "kind": {"group": group, "version": "v1", "kind": kind}, "operation": operation,
                "name": (obj or {}).get("metadata", {}).get("name", ""), "namespace": "default",
                "object": obj, "oldObject": old, **extra}

@@ -9,6 +9,7 @@ Python ``Decimal``s, compared exactly (``quantity('200M') == quantity('0.2G')``)
 from __future__ import annotations
 
 import decimal
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -27,6 +28,11 @@ _DIGITS = "0123456789"
 _NANO = Decimal("1e-9")
 _MAX = Decimal(INT64_MAX)
 _MAX_EXP = 10_000  # exponents beyond this are refused (Python would need huge integers)
+#: The common form, plain digits and a whole-number suffix (``'512Mi'``, ``'2G'``,
+#: ``'100'``): its value is an integer product, without the scanner or decimal contexts.
+_WHOLE = re.compile(r"([0-9]{1,18})(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|)")
+_WHOLE_FACTOR = {**{s: 2**e for s, e in _BINARY.items()},
+                 **{s: 10**e for s, e in _DECIMAL.items() if e >= 0}}
 
 
 class QuantityError(ValueError):
@@ -97,6 +103,17 @@ def parse_quantity(s: str) -> Decimal:
     """``resource.ParseQuantity`` -> exact value; raises QuantityError (K8s messages)."""
     if s == "":
         raise QuantityError(ERR_FORMAT)
+    whole = _WHOLE.fullmatch(s)
+    if whole is not None:
+        digits, suffix = whole.groups()
+        value = int(digits) * _WHOLE_FACTOR[suffix]
+        return Decimal(INT64_MAX if value > INT64_MAX and suffix in _BINARY else value)
+    return _parse_general(s)
+
+
+def _parse_general(s: str) -> Decimal:
+    """Any quantity, through the scanner: fractions, exponents, signs, sub-unit
+    suffixes (and the reference the whole-number fast path is tested against)."""
     if s == "0":
         return Decimal(0)
     positive, _value, num, denom, suffix = _scan(s)
