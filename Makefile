@@ -41,13 +41,13 @@ TEST_WORKERS ?= 4
 XDIST = -n $(TEST_WORKERS) --dist loadgroup
 
 test: $(STAMP) tools
-	$(BIN)/ruff check extender tests perf
+	$(BIN)/ruff check extender tests perf testing
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The full-size runs of tests that `make test` runs smaller (pytest marker `long`): the
 # 5,000-body fuzz slice, the 5,000-expression CEL differential, 50,000 CEL programs
 # through the cache, the 9 MB YAML reloads, the 2,000-pod spread simulation
-# (docs/reference/testing.md). CI (.ci/run) runs it after `make test`.
+# (docs/design/layout.md#running-the-tests). CI (.ci/run) runs it after `make test`.
 test-long: $(STAMP) tools
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest -m long $(XDIST) $(PYTEST_ARGS)
 
@@ -56,7 +56,7 @@ e2e: $(STAMP)
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest tests/e2e $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check extender tests perf
+	$(BIN)/ruff check extender tests perf testing
 
 perf: $(PERFSTAMP)
 	$(WITH_SCHEDULER) $(BIN)/python -m perf run --full

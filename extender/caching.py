@@ -1,9 +1,10 @@
 """Caches bounded in bytes, and the one memory budget they share.
 
 Every cache that holds what clients send (CEL programs and results, parsed pods,
-NodeNames arrays, candidate sets, remembered answers) is a `ByteLRU`: least recently
-used first out, bounded by the *estimated* bytes of its entries, not their number (a
-count bound lets a few huge keys take gigabytes). An entry larger than the cache's
+NodeNames arrays, candidate sets, memoized parsers) is a `ByteLRU`, cachetools'
+`LRUCache(getsizeof=...)` with a lock and accounting: least recently used first out,
+bounded by the *estimated* bytes of its entries, not their number (a count bound lets a
+few huge keys take gigabytes). An entry larger than the cache's
 `max_item_bytes` is never stored: the caller computes it again next time, which is
 what an over-limit input deserves.
 
@@ -16,11 +17,15 @@ their snapshot).
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from functools import wraps
+from operator import itemgetter
 from typing import Any
+
+from cachetools import LRUCache
 
 DEFAULT_MEMORY_LIMIT = 256 << 20
 # share of --memory-limit-bytes per cache; per-snapshot caches get theirs per snapshot
@@ -30,8 +35,7 @@ SHARES = {
     "node-selectors": 0.05,
     "parsed-pods": 0.10,
     "node-names": 0.20,
-    "candidate-sets": 0.25,  # the every-node set keeps each workload's filter answer
-    "answers": 0.10,  # --remember-answers, off by default
+    "candidate-sets": 0.35,  # the every-node set keeps each workload's filter answer
 }
 _limit = DEFAULT_MEMORY_LIMIT
 _totals: dict[str, int] = {}
@@ -51,15 +55,20 @@ def budget(cache: str) -> int:
 def _account(cache: str, delta: int) -> None:
     if not delta:
         return
-    from extender.metrics import CACHE_BYTES  # not at import: config imports this module
-
     with _totals_lock:
         total = _totals[cache] = _totals.get(cache, 0) + delta
-    CACHE_BYTES.labels(cache=cache).set(total)
+    # Never imported from here: metrics must not exist before `serve` sets up the
+    # multiprocess directory, and config validation already fills the parsers' caches
+    # (their gauge shows from their next change).
+    metrics = sys.modules.get("extender.metrics")
+    if metrics is not None:
+        metrics.CACHE_BYTES.labels(cache=cache).set(total)
 
 
 class ByteLRU:
-    """A thread-safe LRU mapping bounded by the sum of its entries' `size`s."""
+    """cachetools' `LRUCache(getsizeof=...)` over (value, size) entries: bounded by the
+    sum of the sizes given to `put` (and, optionally, a count), thread-safe, counted in
+    extender_cache_bytes. Values are never None (None means "not held")."""
 
     def __init__(self, name: str, max_bytes: int | None = None, max_item_bytes: int | None = None,
                  max_entries: int | None = None, on_evict: Callable[[int], None] | None = None) -> None:
@@ -68,7 +77,7 @@ class ByteLRU:
         self.max_bytes = budget(name) if max_bytes is None else max_bytes
         self.max_item_bytes = self.max_bytes if max_item_bytes is None else min(max_item_bytes, self.max_bytes)
         self.max_entries = max_entries
-        self._data: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._data: LRUCache = LRUCache(self.max_bytes, getsizeof=itemgetter(1))
         self._lock = threading.Lock()
         self._held = [0]  # a list, so that the finalizer can see the last value
         weakref.finalize(self, _release, name, self._held)
@@ -80,42 +89,28 @@ class ByteLRU:
     def __len__(self) -> int:
         return len(self._data)
 
-    def keys(self) -> list[Hashable]:
-        """The keys held now, oldest first (a copy: safe while others write)."""
-        with self._lock:
-            return list(self._data)
-
     def entries(self) -> list[tuple[Hashable, Any, int]]:
-        """(key, value, size) of every entry, oldest first (a copy)."""
+        """(key, value, size) of every entry, oldest first (a copy: safe while others write)."""
         with self._lock:
             return [(k, v, size) for k, (v, size) in self._data.items()]
 
     def get(self, key: Hashable, default: Any = None) -> Any:
         with self._lock:
             entry = self._data.get(key)
-            if entry is None:
-                return default
-            self._data.move_to_end(key)
-            return entry[0]
+        return default if entry is None else entry[0]
 
     def put(self, key: Hashable, value: Any, size: int) -> bool:
         """Store `value` (estimated `size` bytes); False, storing nothing, if it is
         larger than `max_item_bytes`. Older entries make room."""
         if size > self.max_item_bytes:
             return False
-        delta, evicted = size, 0
         with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                delta -= old[1]
+            count = len(self._data) + (key not in self._data)
             self._data[key] = (value, size)
-            held = self._held[0] + delta
-            while held > self.max_bytes or (self.max_entries and len(self._data) > self.max_entries):
-                _, (_, freed) = self._data.popitem(last=False)
-                held -= freed
-                delta -= freed
-                evicted += 1
-            self._held[0] = held
+            while self.max_entries and len(self._data) > self.max_entries:
+                self._data.popitem()
+            evicted = count - len(self._data)
+            delta, self._held[0] = self._data.currsize - self._held[0], self._data.currsize
         _account(self.name, delta)
         if evicted and self.on_evict is not None:
             self.on_evict(evicted)
@@ -141,24 +136,26 @@ def _release(name: str, held: list[int]) -> None:
     _account(name, -held[0])
 
 
-def short_args_cache(maxsize: int = 4096, max_chars: int = 1024) -> Callable:
-    """`functools.lru_cache` for pure functions of strings, skipped (the function just
-    runs) when a string argument is longer than `max_chars`: 4,096 entries of short keys
-    stay small, 4,096 keys of a megabyte would not."""
-    from functools import lru_cache, wraps
+_ABSENT = (None,)  # memoized() holds results in 1-tuples: None is a result too
+
+
+def memoized(max_bytes: int = 1 << 20, max_chars: int = 1024) -> Callable:
+    """Memoize a pure function of strings in a `ByteLRU` ("memoized" in
+    extender_cache_bytes) charged by its arguments' length; arguments longer than
+    `max_chars` are never keys (the function just runs)."""
 
     def decorate(func: Callable) -> Callable:
-        cached = lru_cache(maxsize=maxsize)(func)
+        cache = ByteLRU("memoized", max_bytes=max_bytes, max_item_bytes=max_chars + 200)
 
         @wraps(func)
         def call(*args: Any) -> Any:
-            for arg in args:
-                if isinstance(arg, str) and len(arg) > max_chars:
-                    return func(*args)
-            return cached(*args)
+            held = cache.get(args, _ABSENT)
+            if held is _ABSENT:
+                held = (func(*args),)
+                cache.put(args, held, 200 + sum(len(a) for a in args if isinstance(a, str)))
+            return held[0]
 
-        call.cache_info = cached.cache_info  # type: ignore[attr-defined]
-        call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        call.cache = cache  # type: ignore[attr-defined]
         return call
 
     return decorate

@@ -67,9 +67,9 @@ HELP = {
     "client certificates signed by it",
     "verbs_tls": "true: serve --listen (verbs, health, metrics) over HTTPS with --tls-cert-file/"
     "--tls-private-key-file (default false)",
-    "remember_answers": "true: an answer is computed once per pod scheduling shape, cluster "
-    "snapshot and NodeNames list, and reused (pays only while the cluster stands still, e.g. "
-    "with --cluster); false (default): every answer is computed",
+    "remember_answers": "deprecated, no effect: every answer is computed (reusing an answer per pod "
+    "shape paid only while the cluster stood still; live, every bind is a new snapshot); "
+    "accepted so existing configurations keep working",
     "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
     "`profile` label of the scheduler_* metrics (default default-scheduler)",
     "inflight_wait": "seconds a filter/prioritize/preempt waits at most for a pod answered "
@@ -208,6 +208,9 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         logging.getLogger("extender").warning(
             "--assume-ttl is deprecated and has no effect: an assumed pod stays counted until the "
             "cluster state shows it", extra={"assume_ttl": config.assume_ttl})
+    if config.remember_answers:
+        logging.getLogger("extender").warning(
+            "--remember-answers is deprecated and has no effect: every answer is computed")
     if warning := exposed_verbs_warning(config):
         logging.getLogger("extender").warning(warning)
     source = open_source(config, serving=True)  # a bad cluster file fails fast

@@ -55,7 +55,7 @@ class Config:
     cel_result_cache_size: int = 100_000
     reload_interval: float = 2.0
     memory_limit_bytes: int = 256 << 20  # all caches together (extender.caching)
-    remember_answers: bool = False  # reuse ends at the next bind (perf/PROFILE.md)
+    remember_answers: bool = False  # deprecated, no effect (answers per pod shape: removed)
     request_deadline: float = 4.0
     slow_cel_expressions: str = "warn"  # admission: warn about / deny expressions too slow to answer
     webhook_listen: str = ""  # off unless set: the admission webhook's HTTPS listener

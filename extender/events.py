@@ -401,6 +401,7 @@ class EventRecorder:
         longer unschedulable)."""
         from extender.cel.deadline import DeadlineExceeded, request_deadline
         from extender.explain import diagnose, summarize
+        from extender.state.candidates import resolve
 
         pod = offer.pod
         snapshot = self.extender.source.snapshot()
@@ -411,7 +412,7 @@ class EventRecorder:
             return hit[1]
         if self.budget.try_take():
             return None
-        cands = offer.cands if offer.cands is not None else self.extender.resolve(snapshot, names, None)
+        cands = offer.cands if offer.cands is not None else resolve(snapshot, names)
         try:
             with request_deadline(self.extender.config.request_deadline):
                 diag = diagnose(self.extender, pod, snapshot, cands)

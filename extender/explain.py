@@ -24,8 +24,9 @@ from extender import metrics
 from extender.api.wire import filter_result
 from extender.framework import Code, FilterOutcome, Status
 from extender.model import Pod
-from extender.service import Candidates, Extender, status_dict
+from extender.service import Extender
 from extender.state import ClusterSnapshot, NodeSet, StaticSource
+from extender.state.candidates import Candidates, resolve
 from extender.state.layers import PodLayerWriter
 
 EXAMPLES = 3  # example nodes per detail group (and top feasible nodes)
@@ -76,6 +77,13 @@ class Diagnosis:
         return CLUSTER_STATE, None
 
 
+def status_dict(status: Status | None, score: int | None) -> dict[str, Any]:
+    if status is None:
+        return {"code": "Success", "reasons": [], "score": score}
+    reasons = list(status.reasons) + list(status.details)
+    return {"code": str(status.code), "reasons": reasons, "score": score}
+
+
 def diagnose(extender: Extender, pod: Pod, snapshot: ClusterSnapshot, cands: Candidates) -> Diagnosis:
     """Run the filter twice: as the verb does, and with every plugin and its details."""
     with metrics.quiet():
@@ -94,7 +102,7 @@ def explain_pod(
     pod = extender.parse_pod(pod_raw)
     snapshot = snapshot_without(snapshot or extender.source.snapshot(), pod)
     names = candidates if candidates is not None else [n.name for n in snapshot.nodes.nodes]
-    cands = extender.resolve(snapshot, names, None)
+    cands = resolve(snapshot, names)
     diag = diagnose(extender, pod, snapshot, cands)
     wire = diag.wire
     filter_json = (

@@ -29,8 +29,8 @@ The design (docs/reference/bind-preempt.md):
 
 Waiting never happens on a thread that must not block (the gunicorn worker's event
 loop, which must stay free to read A's `bind`): `may_block()` says whether the current
-thread may wait; InlineWorker hands `bind`, and any verb while pods are pending, to
-its pool (`extender.server.verbs.off_loop`).
+thread may wait; the verbs' port answers `bind`, and any verb while pods are pending,
+on a pool thread (`extender.server.app.App.place`).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from extender import metrics
+from extender.cel import lane
 from extender.model import Pod
 
 log = logging.getLogger("extender.inflight")
@@ -70,8 +71,9 @@ class _Pending:
 
 
 def may_block() -> bool:
-    """Only pool threads wait: the main thread of a gunicorn worker runs its event loop."""
-    return threading.current_thread() is not threading.main_thread()
+    """Only pool threads wait: never an event loop (the main thread of a gunicorn worker
+    runs the verbs' one; a request answered on a loop runs in `lane.LOOP`)."""
+    return threading.current_thread() is not threading.main_thread() and not lane.on_loop()
 
 
 def _everyone(pod: Pod) -> Sequence[Selector]:
@@ -228,3 +230,14 @@ class InFlight:
         assumed = len(self.store.assumed()) if self.store is not None else 0
         with self._cond:
             return {"pending": len(self._pending), "assumed": assumed}
+
+
+def inflight_wait(config, binder) -> float:
+    """`--inflight-wait`, or 0 without API access (file mode, `binder` None): nothing can
+    ever show a pending pod bound there (`bind` answers an Error, a file is re-read every
+    few seconds), so every pod would wait the full `--inflight-wait` for the one before."""
+    if binder is None and config.inflight_wait > 0:
+        log.debug("in-flight accounting off: no API access to bind pods or watch binds",
+                  extra={"inflight_wait": config.inflight_wait})
+        return 0.0
+    return config.inflight_wait

@@ -358,6 +358,18 @@ ADMISSION_REVIEWS_TOTAL = Counter(
 )
 
 
+def read(metric, sample: str, **labels: str) -> float:
+    """The current value of one of `metric`'s samples in this process (0 if absent),
+    e.g. `read(CEL_CACHE_REQUESTS_TOTAL, "extender_cel_program_cache_requests_total",
+    result="hit")`: what a component reports about itself is read back from here, not
+    counted twice."""
+    for family in metric.collect():
+        for s in family.samples:
+            if s.name == sample and s.labels == labels:
+                return s.value
+    return 0.0
+
+
 _CHILDREN: dict[tuple, object] = {}
 
 

@@ -46,6 +46,7 @@ from extender.framework.status import Code, Status
 from extender.framework.verdicts import Failures
 from extender.model import Pod
 from extender.state import ClusterSnapshot
+from extender.state.candidates import resolve
 from extender.state.layers import PodLayerWriter
 
 LOWEST_PRIORITY = "lowest priority per node"  # snapshot memo key
@@ -171,14 +172,14 @@ def has_hard_spread(pod: Pod) -> bool:
 def surviving_nodes(engine, snapshot: ClusterSnapshot, pod: Pod, args: PreemptionArgs) -> dict[str, Victims]:
     """The candidates where the preemptor passes our filters once its victims are gone.
 
-    `engine` is the `Extender` (its resolve/new_state/run_filter). Nodes not in our
+    `engine` is the `Extender` (its new_state/run_filter). Nodes not in our
     state are dropped: we cannot vouch for them. A plugin failing on the preemptor (a
     malformed spread constraint fails PreFilter) raises ScoringError: the request is at
     fault, and kube-scheduler treats any failed `preempt` call as an error."""
     names = [n for n in args.victims if n in snapshot.nodes.by_name]
     if not names:
         return {}
-    outcome = engine.run_filter(engine.new_state(snapshot), pod, engine.resolve(snapshot, names, None))
+    outcome = engine.run_filter(engine.new_state(snapshot), pod, resolve(snapshot, names))
     if outcome.error:
         raise ScoringError(outcome.error)
     statuses = outcome.statuses
@@ -193,7 +194,7 @@ def surviving_nodes(engine, snapshot: ClusterSnapshot, pod: Pod, args: Preemptio
             continue
         # only PodTopologySpread answers Unschedulable: judge again without the victims
         reduced = without(snapshot, args.victims[name])
-        again = engine.run_filter(engine.new_state(reduced), pod, engine.resolve(reduced, [name], None))
+        again = engine.run_filter(engine.new_state(reduced), pod, resolve(reduced, [name]))
         if again.error:
             raise ScoringError(again.error)
         if again.feasible_names == [name]:

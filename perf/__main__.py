@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     prof.add_argument("--out", default=None, help="output directory (default perf/out)")
     whatif = sub.add_parser("whatif", help="HTTP experiments outside the product")
     whatif.add_argument("--floor", action="store_true", required=True,
-                        help="no-op Flask vs bare-WSGI server (the HTTP floor)")
+                        help="the no-op server on the product's HTTP stack (the HTTP floor)")
     whatif.add_argument("--nodes", type=int, default=5000)
     whatif.add_argument("--requests", type=int, default=400)
     whatif.add_argument("--out", default=None, help="output directory (default perf/out)")

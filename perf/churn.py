@@ -1,11 +1,11 @@
 """The churn benchmark: every answer computed against a cluster that changes between pods.
 
     .venv/bin/python -m perf.churn [--nodes 5000] [--pods 50000] [--requests 400]
-                                   [--reuse off,on] [--distinct] [--out perf/out/churn-5000.json]
+                                   [--distinct] [--out perf/out/churn-5000.json]
 
 What a cluster does to the extender, end to end:
 
-1. The API-server double (`tests/doubles/apiserver.py`) runs in its own process, loaded
+1. The API-server double (`testing/apiserver.py`) runs in its own process, loaded
    with `perf.generate`'s cluster.
 2. One `extender serve --kubeconfig` process (one worker, the production worker class)
    lists and watches it. Initial sync = spawn to `/readyz` 200; RSS of the serving
@@ -19,9 +19,7 @@ What a cluster does to the extender, end to end:
    Before the next pod's filter the driver waits until the extender has seen every
    event so far (its `extender_watch_events_total`): the bound pod and the next pending
    pod are visible, as they are in a cluster where the informer is ms behind.
-4. The same with `--remember-answers false` and `true` (the bar is "off": reuse of
-   an answer per pod shape ends at the next bind anyway), and once more with reuse off
-   where no two pods are alike (`--distinct`, `perf.workloads.no_two_alike`: each pod's
+4. With `--distinct`, once more where no two pods are alike (`--distinct`, `perf.workloads.no_two_alike`: each pod's
    app label, spread selectors, Gt/Lt and Semver thresholds and CEL expressions are its
    own, with the same verdicts): what a cluster of many small teams looks like, where
    nothing computed for one pod's constraints serves the next.
@@ -51,7 +49,7 @@ from perf.http_driver import Connection, extender_bin, free_port, handler_means,
 from perf.live_state import DOUBLE, ROOT
 from perf.stats import summarize
 from perf.workloads import mixed_pods, no_two_alike
-from tests.server.live import request
+from testing.live import request
 
 BARS = {  # issue 13: nodes -> (p50 ms, p99 ms, RSS MB, initial sync s)
     5000: (2.5, 10.0, None, None),
@@ -104,7 +102,7 @@ class Double:
 class Extender:
     """`extender serve --kubeconfig` against the double."""
 
-    def __init__(self, kubeconfig: Path, reuse: bool, log_path: Path) -> None:
+    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
         self.port = free_port()
         self.log = log_path.open("wb")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -112,7 +110,7 @@ class Extender:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [extender_bin(), "serve", "--kubeconfig", str(kubeconfig), "--listen", f"127.0.0.1:{self.port}",
-             "--workers", "1", "--log-level", "warning", "--remember-answers", "true" if reuse else "false"],
+             "--workers", "1", "--log-level", "warning"],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def wait_ready(self, timeout: float = 300.0) -> float:
@@ -256,12 +254,12 @@ def _py_spy(ext: Extender, out: Path) -> subprocess.Popen:
 DISTINCT = "off, no two pods alike"
 
 
-def run_size(nodes: int, pods: int, requests: int, reuse: list[bool], out_dir: Path,
+def run_size(nodes: int, pods: int, requests: int, out_dir: Path,
              log=print, profile_dir: Path | None = None, warmup: int = WARMUP,
              distinct: bool = False) -> dict[str, Any]:
-    """Both reuse settings (and, with `distinct`, reuse off on pods of which no two share
-    a shape) at one size, against one double (each run starts from the cluster the one
-    before left: `requests` more pods, all bound)."""
+    """The mixed workload (run "off": no answer is reused, the bar) and, with `distinct`,
+    pods of which no two are alike, at one size, against one double (each run starts
+    from the cluster the one before left: `requests` more pods, all bound)."""
     out: dict[str, Any] = {"nodes": nodes, "pods": pods, "requests": requests,
                            "loadavg_before": round(os.getloadavg()[0], 2), "runs": {}}
     workdir = Path(tempfile.mkdtemp(prefix="extender-churn-"))
@@ -271,15 +269,15 @@ def run_size(nodes: int, pods: int, requests: int, reuse: list[bool], out_dir: P
     log(f"churn {nodes}/{pods}: double up in {out['double_start_s']} s")
     try:
         names = double.node_names()
-        runs = [("on" if on else "off", on) for on in reuse] + ([(DISTINCT, False)] if distinct else [])
-        for k, (label, on) in enumerate(runs):
+        runs = ["off"] + ([DISTINCT] if distinct else [])
+        for k, label in enumerate(runs):
             tag = "distinct" if label == DISTINCT else label
-            ext = Extender(double.kubeconfig, on, out_dir / f"churn-server-{nodes}-{tag}.log")
+            ext = Extender(double.kubeconfig, out_dir / f"churn-server-{nodes}-{tag}.log")
             try:
                 sync = ext.wait_ready()
                 time.sleep(1.0)
                 rss_synced = ext.rss_mb()
-                log(f"  reuse {label}: synced in {sync:.1f} s, worker RSS {rss_synced['worker_mb']} MB")
+                log(f"  {label}: synced in {sync:.1f} s, worker RSS {rss_synced['worker_mb']} MB")
                 batch = mixed_pods(warmup + requests, start=(k + 1) * 1_000_000)
                 if label == DISTINCT:
                     batch = no_two_alike(batch)
@@ -295,7 +293,7 @@ def run_size(nodes: int, pods: int, requests: int, reuse: list[bool], out_dir: P
                 res["rss_after"] = ext.rss_mb()
                 res["loadavg_after"] = round(os.getloadavg()[0], 2)
                 out["runs"][label] = res
-                log(f"  reuse {label}: pair p50 {res['pair']['p50_ms']} ms p99 {res['pair']['p99_ms']} ms, "
+                log(f"  {label}: pair p50 {res['pair']['p50_ms']} ms p99 {res['pair']['p99_ms']} ms, "
                     f"RSS {rss_synced['worker_mb']} -> {res['rss_after']['worker_mb']} MB, "
                     f"load {res['loadavg_after']}")
             finally:
@@ -317,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
-    parser.add_argument("--requests", type=int, default=400, help="pods scheduled per reuse setting")
-    parser.add_argument("--reuse", default="off,on", help="comma list of off/on")
+    parser.add_argument("--requests", type=int, default=400, help="pods scheduled per run")
+    parser.add_argument("--reuse", default="off", help=argparse.SUPPRESS)  # answers are never reused
     parser.add_argument("--distinct", action="store_true",
                         help="also a run with reuse off where no two pods are alike (perf.workloads.no_two_alike)")
     parser.add_argument("--out", type=Path, default=None)
@@ -327,8 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     out_dir = ROOT / "perf" / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
-    reuse = [r.strip() == "on" for r in ns.reuse.split(",") if r.strip()]
-    result = run_size(ns.nodes, ns.pods, ns.requests, reuse, out_dir,
+    result = run_size(ns.nodes, ns.pods, ns.requests, out_dir,
                       log=lambda m: print(m, file=sys.stderr, flush=True), profile_dir=ns.profile,
                       distinct=ns.distinct)
     text = json.dumps(result, indent=2)

@@ -15,14 +15,11 @@ def default_config() -> Config:
     return build_config({}, env={})
 
 
-def new_extender(config: Config, source: ClusterSource, fast: bool = True,
-                 remember_answers: bool = False) -> Extender:
+def new_extender(config: Config, source: ClusterSource, fast: bool = True) -> Extender:
     """A fresh Extender with its own CEL cache (fast and reference must not share
-    memoized CEL results, or the reference would be flattered). Answers are not
-    remembered per pod shape unless asked: the harness times the engine computing
-    every answer, and reports reuse separately."""
+    memoized CEL results, or the reference would be flattered)."""
     cel = CelCache(config.cel_program_cache_size, config.cel_result_cache_size)
-    return Extender(config, source, cel=cel, fast=fast, remember_answers=remember_answers)
+    return Extender(config, source, cel=cel, fast=fast)
 
 
 MutableSource = StaticSource  # swapped after every bind by the simulation

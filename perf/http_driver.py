@@ -27,10 +27,8 @@ from typing import Any
 import orjson
 import psutil
 
-from extender.server.launcher import WORKER_CLASSES
+from extender.server.launcher import WORKER
 from perf.stats import stalls, summarize
-
-INLINE_WORKER = WORKER_CLASSES["inline"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,18 +55,16 @@ class Server:
     workers: int = 1
     threads: int = 4
     noop: bool = False  # perf._noop_app instead of the extender: the HTTP floor
-    # The floor runs the product's own stack: gunicorn's InlineWorker answering verbs
-    # through the app's `answer_verb`; `perf._noop_app:app` is the Flask variant
-    # (`whatif --floor`).
-    noop_target: str = "perf._noop_app:raw_app"  # served by the product's worker class
+    # The floor runs the product's own stack: gunicorn with the extender's worker.
+    noop_target: str = "perf._noop_app:app"
     port: int = 0
     proc: subprocess.Popen | None = None
     cold_start_s: float | None = None
 
     def command(self) -> list[str]:
         if self.noop:
-            return [sys.executable, "-m", "gunicorn", self.noop_target, "-k", INLINE_WORKER,
-                    "-w", str(self.workers), "--threads", str(self.threads), "--keep-alive", "75",
+            return [sys.executable, "-m", "gunicorn", self.noop_target, "-k", WORKER,
+                    "-w", str(self.workers),
                     "-b", f"127.0.0.1:{self.port}", "--log-level", "warning"]
         return [extender_bin(), "serve", "--cluster", str(self.cluster),
                 "--listen", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
@@ -222,8 +218,8 @@ def post(conn: Connection, path: str, body: bytes) -> tuple[float, bytes]:
 def handler_totals(port: int) -> dict[str, tuple[float, float]]:
     """verb -> (seconds, requests) from the server's own
     `extender_http_request_duration_seconds` (decode -> engine -> encode), so client
-    latency can be split into handler time and everything around it (gunicorn,
-    werkzeug, the socket)."""
+    latency can be split into handler time and everything around it (the listener,
+    the socket)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)

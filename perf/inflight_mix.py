@@ -15,7 +15,7 @@ every pod waited for the previous pod of its namespace; now a pod waits only for
 pending pods one of its DoNotSchedule constraints selects (a bare pod for none).
 Reported: pods/s (first create to settled, shared machine: compare runs made back to
 back), the extender's summed in-flight wait, placements over maxSkew (every bind
-replayed against the truth, `tests.e2e.truth`) and spreads over maxSkew at the end (both
+replayed against the truth, `testing.truth`) and spreads over maxSkew at the end (both
 must be 0). Run it from a tree with the code to measure.
 """
 
@@ -33,8 +33,8 @@ RESULTS = ROOT / "perf" / "results" / "inflight_mix.json"
 
 
 def run_once(binary: str, apps: int, replicas: int, bare: int, prebind: tuple[float, float]) -> dict:
-    from tests.e2e import truth
-    from tests.e2e.harness import ZONE, E2ECluster, node, pod, spread
+    from testing import truth
+    from testing.harness import ZONE, E2ECluster, node, pod, spread
 
     nodes = [node(f"n-{z}{i}", f"z{z}", cpu="1000", memory="4Ti", pods="10000")
              for z in range(3) for i in range(4)]
@@ -67,7 +67,7 @@ def run_once(binary: str, apps: int, replicas: int, bare: int, prebind: tuple[fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.e2e.harness import BINARY_ENV, scheduler_binary
+    from testing.harness import BINARY_ENV, scheduler_binary
 
     parser = argparse.ArgumentParser(prog="python -m perf.inflight_mix", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

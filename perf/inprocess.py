@@ -26,10 +26,10 @@ from extender import metrics
 from extender.api.wire import ExtenderArgs, decode_args, encode
 from extender.model.parse import existing_pod_from_dict
 from extender.service import Extender
-from perf.check import Checker
 from perf.engine import MutableSource, extend_snapshot, fork_snapshot
 from perf.stats import summarize
 from perf.workloads import workload_of
+from testing.check import Checker
 
 
 @dataclass
@@ -64,7 +64,7 @@ def ask(ext: Extender, pod: dict[str, Any], names: list[str]) -> Answer:
     Timed as the server runs it, request bytes to response bytes, minus HTTP."""
     body = wire_body(pod, names)
     t0 = time.perf_counter()
-    encoded = ext.filter_bytes(decode_args(body))
+    encoded = ext.filter(decode_args(body))
     t1 = time.perf_counter()
     fres = orjson.loads(encoded)
     answer = Answer(pod, t1 - t0, fres)
@@ -72,7 +72,7 @@ def ask(ext: Extender, pod: dict[str, Any], names: list[str]) -> Answer:
     if len(feasible) >= 2:
         body = wire_body(pod, feasible)
         t2 = time.perf_counter()
-        encoded = ext.prioritize_bytes(decode_args(body))
+        encoded = ext.prioritize(decode_args(body))
         answer.prioritize_s = time.perf_counter() - t2
         answer.prioritize_result = orjson.loads(encoded)
     return answer
@@ -159,12 +159,12 @@ def compare_reference(fast: Sequence[Answer], ref_ext: Extender, names: list[str
     count = 0
     for a in fast:
         t0 = time.perf_counter()
-        fres = ref_ext.filter(ExtenderArgs(a.pod, None, names))
+        fres = orjson.loads(ref_ext.filter(ExtenderArgs(a.pod, None, names)))
         r = Answer(a.pod, time.perf_counter() - t0, fres)
         if a.prioritize_result is not None:
             t0 = time.perf_counter()
-            r.prioritize_result = ref_ext.prioritize(
-                ExtenderArgs(a.pod, None, a.filter_result["NodeNames"]))
+            r.prioritize_result = orjson.loads(ref_ext.prioritize(
+                ExtenderArgs(a.pod, None, a.filter_result["NodeNames"])))
             r.prioritize_s = time.perf_counter() - t0
         ref_answers.append(r)
         for verb, mine, theirs in (("filter", a.filter_result, r.filter_result),
@@ -240,7 +240,7 @@ def simulate(make_extender, snapshot, node_dicts: list[dict[str, Any]],
     started = time.perf_counter()
     for pod in pods:
         t0 = time.perf_counter()
-        fres = ext.filter(ExtenderArgs(pod, None, names))
+        fres = orjson.loads(ext.filter(ExtenderArgs(pod, None, names)))
         t1 = time.perf_counter()
         t_filter += t1 - t0
         feasible = fres.get("NodeNames") or []
@@ -250,7 +250,7 @@ def simulate(make_extender, snapshot, node_dicts: list[dict[str, Any]],
         if len(feasible) == 1:
             chosen = feasible[0]
         else:
-            scores = ext.prioritize(ExtenderArgs(pod, None, feasible))
+            scores = orjson.loads(ext.prioritize(ExtenderArgs(pod, None, feasible)))
             t2 = time.perf_counter()
             t_prio += t2 - t1
             best = max(s["Score"] for s in scores)

@@ -42,7 +42,7 @@ DOUBLE = """
 import sys, time
 sys.path.insert(0, {root!r})
 from perf.generate import generate_cluster
-from tests.doubles.apiserver import FakeApiServer
+from testing.apiserver import FakeApiServer
 cluster, _ = generate_cluster({nodes}, {pods})
 api = FakeApiServer(bookmark_interval=30.0).start()
 api.load(cluster["items"], skip_unknown=True)

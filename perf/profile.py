@@ -56,14 +56,14 @@ def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limi
         return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": node_names})
 
     for pod in batch[:5]:  # warm caches (CEL programs, derived indexes) outside the profile
-        answer = orjson.loads(ext.filter_bytes(decode_args(body(pod, names))))
-        ext.prioritize_bytes(decode_args(body(pod, answer["NodeNames"])))
+        answer = orjson.loads(ext.filter(decode_args(body(pod, names))))
+        ext.prioritize(decode_args(body(pod, answer["NodeNames"])))
     filter_bodies = [body(pod, names) for pod in batch]
     prof_f = cProfile.Profile()
     t0 = time.perf_counter()
     for data in filter_bodies:
         prof_f.enable()
-        encoded = ext.filter_bytes(decode_args(data))
+        encoded = ext.filter(decode_args(data))
         prof_f.disable()
         feasible.append(orjson.loads(encoded)["NodeNames"] or [])
     print(f"== filter x{requests}: {(time.perf_counter() - t0) / requests * 1000:.2f} ms/request "
@@ -76,7 +76,7 @@ def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limi
     t0 = time.perf_counter()
     for data in prioritize_bodies:
         prof_p.enable()
-        ext.prioritize_bytes(decode_args(data))
+        ext.prioritize(decode_args(data))
         prof_p.disable()
     print(f"== prioritize x{requests}: {(time.perf_counter() - t0) / requests * 1000:.2f} ms/request "
           "(wall, includes profiler overhead)")
@@ -86,14 +86,14 @@ def profile(nodes: int, pods: int, requests: int, seed: int, out_dir: Path, limi
 
 
 def whatif_floor(nodes: int, requests: int, out_dir: Path) -> dict:
-    """No-op servers (Flask vs bare WSGI, same gunicorn settings) answering NodeNames
-    requests for `nodes` names: what the stack costs before any engine work."""
+    """The no-op server (`perf._noop_app`, the product's own HTTP stack) answering
+    NodeNames requests for `nodes` names: what the stack costs before any engine work."""
     from perf.http_driver import Server, names_requests, run_http
 
     names = [f"node-{i:05d}" for i in range(nodes)]
     reqs = names_requests(mixed_pods(requests, start=450_000), names)
     results: dict = {}
-    for label, target in (("flask", "perf._noop_app:app"), ("raw_wsgi", "perf._noop_app:raw_app")):
+    for label, target in (("floor", "perf._noop_app:app"),):
         server = Server(out_dir / "unused.json", out_dir / f"floor-{label}.log", noop=True,
                         noop_target=target)
         try:

@@ -4,7 +4,7 @@
 
 Prints the share of samples that include each function (inclusive) and that end in
 it (self), optionally only over the stacks that pass through `--under` (e.g.
-`filter_bytes`), so a profile of the serving worker can be read per verb.
+`filter`), so a profile of the serving worker can be read per verb.
 """
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def render_summary(report: dict[str, Any]) -> str:
     lines = [f"### Extender performance ({report['mode']} run)", ""]
     lines.append(f"Machine: {meta.get('cpu')} ({meta.get('cpus')} CPUs, {meta.get('memory_gb')} GB), "
                  f"{meta.get('platform')}, Python {meta.get('python')}; {meta.get('date_utc')}. "
-                 "One gunicorn worker (`InlineWorker`, 4 pool threads), loopback HTTP, keep-alive client.")
+                 "One gunicorn worker (`ExtenderWorker`, 4 pool threads), loopback HTTP, keep-alive client.")
     lines.append("")
     lines += render_churn(report.get("churn") or [])
     lines += render_scheduler_e2e(report.get("scheduler_e2e"))
@@ -240,8 +240,7 @@ def render_summary(report: dict[str, Any]) -> str:
         lines.append("")
     lines += [
         "Latencies in ms, p50 / p99. In-process = the engine computing every answer; HTTP = "
-        "client round trip to the server as shipped (`--remember-answers` off: every answer "
-        "computed); distinct shapes = the same pods, each with a unique label; no-op floor = the same gunicorn (InlineWorker) + orjson stack answering "
+        "client round trip to the server as shipped (every answer computed); distinct shapes = the same pods, each with a unique label; no-op floor = the same gunicorn (ExtenderWorker) + orjson stack answering "
         "all-feasible (no engine).",
         "",
         "| nodes | pods | in-proc filter | in-proc prioritize | HTTP filter | HTTP prioritize "
@@ -272,11 +271,9 @@ def render_summary(report: dict[str, Any]) -> str:
     lines.append("")
     lines += ["Where HTTP time goes (sequential NodeNames, ms): client p50 vs the server's own "
               "handler time (mean of `extender_http_request_duration_seconds`: decode, engine, "
-              "encode) vs in-process p50 (computing every answer, and reusing answers per pod "
-              "shape as `--remember-answers true` does) and the no-op stack's p50.", "",
-              "| nodes | verb | HTTP p50 | handler mean | in-process p50 | in-process p50, reused "
-              "| no-op floor p50 |",
-              "|---|---|---|---|---|---|---|"]
+              "encode) vs in-process p50 (computing every answer) and the no-op stack's p50.", "",
+              "| nodes | verb | HTTP p50 | handler mean | in-process p50 | no-op floor p50 |",
+              "|---|---|---|---|---|---|"]
     for s in report["sizes"]:
         for verb in ("filter", "prioritize"):
             lines.append(
@@ -284,7 +281,6 @@ def render_summary(report: dict[str, Any]) -> str:
                 f"| {_fmt(_get(s, 'http', 'names_seq', verb, 'p50_ms'))} "
                 f"| {_fmt(_get(s, 'http', 'names_seq', 'server_handler_mean_ms', verb))} "
                 f"| {_fmt(_get(s, 'inprocess', 'mixed', verb, 'p50_ms'))} "
-                f"| {_fmt(_get(s, 'inprocess', 'mixed_remembered', verb, 'p50_ms'))} "
                 f"| {_fmt(_get(s, 'http', 'noop_floor', verb, 'p50_ms'))} |")
     lines.append("")
     largest = report["sizes"][-1] if report["sizes"] else None

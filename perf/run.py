@@ -130,11 +130,6 @@ def run_size(nodes: int, pods: int, profile: Profile, seed: int, out_dir: Path,
     cmp["speedup"] = speedup(collect(answers[: profile.ref_mixed]), collect(ref_answers))
     cmp["latency"] = collect(ref_answers).summary()
     inproc: dict[str, Any] = {"mixed": summary, "codec": codec_costs(answers[:50], names)}
-    # what the server does by default: answers reused for pods of one shape
-    remembering = new_extender(config, source, fast=True, remember_answers=True)
-    _, inproc["mixed_remembered"] = run_inprocess(remembering, mixed, names)
-    inproc["mixed_remembered"].pop("plugins", None)
-    del remembering
     log(f"  in-process mixed: pair p50 {summary['pair'].get('p50_ms')} ms; reference "
         f"speed-up {cmp['speedup'].get('pair', {}).get('speedup')}x, mismatches {cmp['mismatches']}")
 
@@ -284,12 +279,11 @@ def run(full: bool, seed: int = 1, out_dir: Path = OUT) -> dict[str, Any]:
                      "/ 50,000 pods (`make perf`), so 'met' here is indicative only")
     log(f"{profile.name} run")
     # The churn benchmark first (the bar): a server fed by the live source, a bind
-    # between every two pods, answers computed with reuse off and on, and reuse off with
-    # no two pods of one shape (perf/churn.py).
+    # between every two pods, and once more with no two pods alike (perf/churn.py).
     churn = []
     for nodes, pods, scheduled in profile.churn:
         try:
-            churn.append(churn_size(nodes, pods, scheduled, [False, True], out_dir, log=log, distinct=True))
+            churn.append(churn_size(nodes, pods, scheduled, out_dir, log=log, distinct=True))
         except Exception as exc:  # report, keep going
             notes.append(f"churn {nodes} nodes failed: {type(exc).__name__}: {exc}")
             log(f"churn {nodes} nodes failed: {exc}")

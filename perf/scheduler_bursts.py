@@ -13,7 +13,7 @@ hard zone + hostname spread (maxSkew 1) over 3 zones x 4 nodes, created at once;
 next burst starts when the previous one has settled (every pod bound or reported
 unschedulable). Reported per mode: pods/s per burst (first create to settled, on a
 shared machine), placements over maxSkew (every bind replayed against the truth at its
-decision, `tests.e2e.truth`), spreads over maxSkew at the end, and the unschedulable
+decision, `testing.truth`), spreads over maxSkew at the end, and the unschedulable
 pods checked against the final truth: one some node admits is "wrongly" unschedulable.
 
 Results go to perf/results/scheduler_bursts.json and are printed. Throughput is
@@ -35,8 +35,8 @@ RESULTS = ROOT / "perf" / "results" / "scheduler_bursts.json"
 
 def run_mode(binary: str, inflight_wait: float, bursts: int, replicas: int, zones: int, per_zone: int,
              log=print) -> dict:
-    from tests.e2e import truth
-    from tests.e2e.harness import HOST, ZONE, E2ECluster, node, pod, spread
+    from testing import truth
+    from testing.harness import HOST, ZONE, E2ECluster, node, pod, spread
 
     nodes = [node(f"n-{z}{i}", f"z{z}", cpu="1000", memory="4Ti", pods="10000")
              for z in range(zones) for i in range(per_zone)]
@@ -75,7 +75,7 @@ def run_mode(binary: str, inflight_wait: float, bursts: int, replicas: int, zone
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.e2e.harness import BINARY_ENV, scheduler_binary
+    from testing.harness import BINARY_ENV, scheduler_binary
 
     parser = argparse.ArgumentParser(prog="python -m perf.scheduler_bursts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bursts", type=int, default=20)

@@ -12,7 +12,7 @@ runs it at 5,000 nodes, `make perf-quick` at 500.)
    `perf.generate`'s cluster: nodes with taints, labels and allocatable, pods running.
 2. Two modes in turn against that double, each with a fresh kube-scheduler (v1.30.6
    code, `$KUBE_SCHEDULER_BINARY`) configured exactly as tests/e2e configure it
-   (`tests.e2e.harness.scheduler_config`, from manifests/base/kube-scheduler-config.yaml):
+   (`testing.harness.scheduler_config`, from manifests/base/kube-scheduler-config.yaml):
    - **in-tree**: no extender; TaintToleration, NodeAffinity, NodeUnschedulable and
      PodTopologySpread enabled again: the baseline. The workloads' pods need nothing
      the in-tree plugins lack (their tolerations are the default Exists ones), so both
@@ -35,7 +35,7 @@ runs it at 5,000 nodes, `make perf-quick` at 500.)
    the algorithm (queue, assume, informer events; binds run beside the next cycles);
    and the attempt (`scheduling_attempt_duration`: cycle plus its binding cycle).
 4. Checks on the truth (the double's binds): every placement tolerates its node's
-   taints, matches its affinity and cordon (`perf.check`, independent of `extender/`);
+   taints, matches its affinity and cordon (`testing.check`, independent of `extender/`);
    hard spread holds in the end state (max - min over the eligible domains <= maxSkew,
    which every valid sequence of decisions keeps; tests/e2e replays every decision); a
    pod left unscheduled has no feasible node in the end state.
@@ -65,11 +65,11 @@ from urllib.parse import quote
 
 import orjson
 
-from perf.check import Checker
 from perf.churn import Double
 from perf.http_driver import free_port, handler_means, handler_totals
 from perf.live_state import ROOT
 from perf.workloads import CEL_ORACLES, SCHEDULER_PERF, Workload
+from testing.check import Checker
 
 # (nodes, pods already in the cluster, pods scheduled per workload, workloads or None = all)
 FULL = (5000, 50_000, 1000, None)
@@ -214,7 +214,7 @@ class Mode:
     """One kube-scheduler (and, in extender mode, one `extender serve`) against the double."""
 
     def __init__(self, name: str, binary: str, kubeconfig: Path, workdir: Path) -> None:
-        from tests.e2e.harness import start_extender, start_scheduler, wait_for
+        from testing.harness import start_extender, start_scheduler, wait_for
 
         self.name = name
         self.extender = None
@@ -238,7 +238,7 @@ class Mode:
     def extender_totals(self) -> tuple[dict[str, tuple[float, float]], float]:
         if self.extender is None:
             return {}, 0.0
-        from tests.server.live import request
+        from testing.live import request
 
         text = request(self.extender_metrics, "GET", "/metrics")[1].decode()
         wait = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
@@ -301,7 +301,7 @@ def wrongly_unschedulable(checker: Checker, pods: list[dict], nodes: list[dict],
                           used: dict[str, tuple[int, int]]) -> list[str]:
     """Pods left unscheduled although, in the end state, some node tolerates, matches and
     has room for them without breaking a hard spread (`checker` has every placement)."""
-    from tests.e2e.truth import allocatable_of, requests_of
+    from testing.truth import allocatable_of, requests_of
 
     wrong = []
     for pod in pods:
@@ -319,8 +319,8 @@ def wrongly_unschedulable(checker: Checker, pods: list[dict], nodes: list[dict],
 def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: list[tuple[Workload, float]],
              pods: int, nodes: list[dict], existing: list[dict], workdir: Path, log,
              warmup: int = WARMUP) -> dict[str, Any]:
-    from tests.e2e.harness import SCHEDULER_NAME
-    from tests.e2e.truth import requests_of
+    from testing.harness import SCHEDULER_NAME
+    from testing.truth import requests_of
 
     _, rv = api.items("/api/v1/namespaces/perf/pods?limit=1")
     watch = BindWatch(double.port, rv)
@@ -404,7 +404,7 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
                   log=print, workdir: Path | None = None, modes: tuple[str, ...] = MODES,
                   binary: str | None = None, warmup: int = WARMUP) -> dict[str, Any]:
     """The chosen workloads (default: all five) in each mode; see the module docstring."""
-    from tests.e2e.harness import BINARY_ENV, scheduler_binary
+    from testing.harness import BINARY_ENV, scheduler_binary
 
     unknown = sorted(set(workloads or ()) - {w.name for w, _ in SCHEDULER_PERF})
     if unknown:

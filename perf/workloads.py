@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perf.generate import CNI_KEY, HOSTNAME_KEY, KERNEL_KEY, SLA_KEY, SLA_VALUES, ZONE_KEY
+from testing.check import oracle_semver
 
 ANNOTATION_PREFIX = "scheduling-extender.io"
 
@@ -26,20 +27,6 @@ CEL_ENV = "taint.key.startsWith('env.example.com/')"
 CEL_KERNEL = ("taint.key == 'node.example.com/kernel-version' && "
               "semver(taint.value).isGreaterThan(semver('5.15.0'))")
 CEL_RACK = "taint.key.matches('^zone-a[12]-rack-[0-9]+$')"
-
-
-def oracle_semver(text: str) -> tuple[int, int, int] | None:
-    """Tolerant X.Y.Z parse for the oracles, independent of the engine's blang port:
-    `v` prefix, pre-release and build metadata are dropped (generated values are X.Y.Z)."""
-    parts = text.strip().lstrip("v").split("-")[0].split("+")[0].split(".")
-    try:
-        nums = [int(p) for p in parts]
-    except ValueError:
-        return None
-    if not 1 <= len(nums) <= 3:
-        return None
-    nums += [0] * (3 - len(nums))
-    return nums[0], nums[1], nums[2]
 
 
 def _kernel_oracle(key: str, value: str, effect: str) -> bool:

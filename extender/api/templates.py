@@ -15,9 +15,10 @@ from collections.abc import Callable
 import numpy as np
 import orjson
 
-from extender.api.wire import encode, host_priority_list
-from extender.framework import Code
+from extender.api.wire import encode, filter_result, host_priority_list
+from extender.framework import Code, FilterOutcome
 from extender.framework.verdicts import Failures, Verdict
+from extender.state.candidates import Candidates
 from extender.state.nodeset import NodeSet
 
 _LOCK = threading.Lock()
@@ -44,6 +45,23 @@ def remembered(nodes: NodeSet, key: tuple, write: Callable[[], bytes]) -> bytes:
             with _LOCK:
                 nodes.templates[key] = hit
     return hit
+
+
+def filter_answer(cands: Candidates, outcome: FilterOutcome, failures: Failures | None = None) -> bytes:
+    """The ExtenderFilterResult of a filter outcome as JSON: `failures` (default: the
+    outcome's) by status; the objects of the request's own nodes in Nodes mode. A batch
+    verdict with a feasible node over a candidate set that serves many requests is
+    joined from the set's pre-encoded names, without a dict per node."""
+    verdict = outcome.verdict
+    if (failures is None and cands.raw_by_name is None and verdict is not None
+            and cands.nodes.templates is not None and cands.nodes.distinct and (verdict.status_of < 0).any()):
+        return filter_json(verdict, outcome.extra)
+    if failures is None:
+        failures = outcome.failures
+    if cands.raw_by_name is not None:
+        items = [cands.raw_by_name[name] for name in outcome.feasible_names]
+        return encode(filter_result(None, items, failures))
+    return encode(filter_result(outcome.feasible_names, None, failures))
 
 
 def filter_json(verdict: Verdict, extra: Failures = ()) -> bytes:

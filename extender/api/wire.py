@@ -208,28 +208,6 @@ def split_failures(failures: Failures | Mapping[str, Status]) -> tuple[dict[str,
     return failed, unresolvable
 
 
-_FEASIBLE_HEADS = (b'{"Nodes":null,"NodeNames":[', b'{"Nodes":{"metadata":{},"items":[')
-
-
-def feasible_in(answer: bytes) -> bool:
-    """Whether an ExtenderFilterResult we encoded (`filter_result`, `filter_json`) names
-    at least one feasible node; error answers name none. Read from the bytes: a
-    remembered answer has no outcome object left."""
-    for head in _FEASIBLE_HEADS:
-        if answer.startswith(head):
-            return answer[len(head):len(head) + 1] not in (b"]", b"")
-    return False
-
-
-def none_feasible_in(answer: bytes) -> bool:
-    """Whether an ExtenderFilterResult we encoded is a verdict (not an error) that names
-    no feasible node: the pod is unschedulable as far as the extender goes."""
-    for head in _FEASIBLE_HEADS:
-        if answer.startswith(head):
-            return answer[len(head):len(head) + 1] == b"]"
-    return False
-
-
 def error_filter_result(message: str) -> dict[str, Any]:
     """A filter answer carrying only `Error`; counted in extender_error_answers_total
     (every such answer is built here, once)."""

@@ -33,6 +33,7 @@ from extender.metrics import (
     CEL_COMPILE_DURATION,
     CEL_EVALUATION_ERRORS_TOTAL,
     CEL_RESULT_MEMO_TOTAL,
+    read,
 )
 
 _KEY_MUTEXES = 64
@@ -83,21 +84,16 @@ class CelCache:
     def __init__(self, max_programs: int = 1024, max_results: int = 100_000,
                  cost_limit: int = MAX_COST) -> None:
         self.cost_limit = cost_limit  # the runtime budget per evaluation (tests lower it)
-        self._lock = threading.Lock()
         self._programs = ByteLRU("cel-programs", max_entries=max(1, max_programs),
                                  on_evict=self._evicted)
         self._key_locks = [threading.Lock() for _ in range(_KEY_MUTEXES)]
-        self._memo_lock = threading.Lock()
         self._memo = ByteLRU("cel-results", max_entries=max_results) if max_results > 0 else None
         self._expensive = threading.BoundedSemaphore(EXPENSIVE_SLOTS)
         self._compiling = threading.BoundedSemaphore(COMPILE_SLOTS)
-        self._counts = dict.fromkeys(("hits", "misses", "evictions", "memo_hits",
-                                      "memo_misses", "compiles"), 0)
+        self._since = _counters()  # stats() counts from here
 
     # --- programs -------------------------------------------------------------------
     def _evicted(self, count: int) -> None:
-        with self._lock:
-            self._counts["evictions"] += count
         CEL_CACHE_EVICTIONS_TOTAL.inc(count)
 
     def _lookup(self, expression: str) -> Program | _Failed | None:
@@ -111,13 +107,9 @@ class CelCache:
                 if entry is None:
                     entry = self._compile(expression)
                     self._programs.put(expression, entry, program_bytes(expression))
-                    with self._lock:
-                        self._counts["misses"] += 1
                     CEL_CACHE_ENTRIES.set(len(self._programs))
                     _PROGRAM_MISS.inc()
                     return entry
-        with self._lock:
-            self._counts["hits"] += 1
         _PROGRAM_HIT.inc()
         return entry
 
@@ -135,8 +127,6 @@ class CelCache:
         finally:
             self._compiling.release()
         CEL_COMPILE_DURATION.observe(time.perf_counter() - start)
-        with self._lock:
-            self._counts["compiles"] += 1
         return entry
 
     def compile_error(self, expression: str) -> str | None:
@@ -161,8 +151,6 @@ class CelCache:
         memo = self._memo
         if memo is not None:
             outcome = memo.get(key)
-            with self._memo_lock:
-                self._counts["memo_hits" if outcome is not None else "memo_misses"] += 1
             if outcome is not None:
                 _MEMO_HIT.inc()
                 return outcome
@@ -207,10 +195,19 @@ class CelCache:
             self._expensive.release()
 
     def stats(self) -> dict:
-        with self._lock:
-            counts = dict(self._counts)
-        counts["programs"] = len(self._programs)
-        with self._memo_lock:
-            counts["memo_hits"], counts["memo_misses"] = (self._counts["memo_hits"],
-                                                          self._counts["memo_misses"])
-        return counts
+        """Program-cache and memo counts since this cache was created, read back from the
+        process's metrics (one CelCache serves a process), plus the programs held."""
+        now, since = _counters(), self._since
+        return {"programs": len(self._programs)} | {k: int(now[k] - since[k]) for k in now}
+
+
+def _counters() -> dict[str, float]:
+    requests, memo = "extender_cel_program_cache_requests_total", "extender_cel_result_memo_requests_total"
+    return {
+        "hits": read(CEL_CACHE_REQUESTS_TOTAL, requests, result="hit"),
+        "misses": read(CEL_CACHE_REQUESTS_TOTAL, requests, result="miss"),
+        "evictions": read(CEL_CACHE_EVICTIONS_TOTAL, "extender_cel_program_cache_evictions_total"),
+        "memo_hits": read(CEL_RESULT_MEMO_TOTAL, memo, result="hit"),
+        "memo_misses": read(CEL_RESULT_MEMO_TOTAL, memo, result="miss"),
+        "compiles": read(CEL_COMPILE_DURATION, "extender_cel_compile_duration_seconds_count"),
+    }

@@ -1,11 +1,12 @@
 """Where a request's CEL work may run: the worker's event loop, a pool thread, or the
 expensive lane.
 
-The default `InlineWorker` answers complete small requests on its event loop, the
-thread that also reads every other client's request. CEL evaluation there must stay
+The verbs' listener (`extender.server.listener`, `--worker-class inline`) answers
+complete small requests on its event loop, the thread that also reads every other
+client's request. CEL evaluation there must stay
 cheap: one pod whose toleration runs for seconds would make every other request wait
 for it. So the server runs each request *in a lane* (a ``ContextVar``, set by the
-worker around one answer) and the CEL cache checks, before it compiles or evaluates
+listener around one answer) and the CEL cache checks, before it compiles or evaluates
 anything that is not memoised, whether the lane allows it (`admit`):
 
 * ``LOOP``: only programs already compiled, estimated below ``LOOP_COST`` together;
@@ -21,8 +22,8 @@ decide, so where a request runs does not depend on load either.
 
 A request that needs more than its lane allows raises `Elsewhere` (a ``BaseException``,
 so no ``except Exception`` on the way turns it into an answer) before any of that work
-starts; the worker then answers the whole request again in the lane named (see
-`extender.server.worker`). Nothing is lost: outcomes computed before are memoised, and
+starts; the listener then answers the whole request again in the lane named (see
+`extender.server.app`). Nothing is lost: outcomes computed before are memoised, and
 a verdict never depends on the lane (the cost limit is the same everywhere), only where
 the work runs.
 """
@@ -61,6 +62,11 @@ def running_in(lane: int) -> Iterator[None]:
     finally:
         _LANE.reset(token)
         _SPENT.reset(spent)
+
+
+def on_loop() -> bool:
+    """Whether the current request is answered on an event loop (which must not block)."""
+    return _LANE.get() == LOOP
 
 
 def restricted() -> bool:

@@ -1,15 +1,18 @@
 """The plugin contract: which extension points exist and what they return.
 
 Plugins implement only the points they need (duck typing, like Go interfaces). Every
-per-node point has two forms:
+per-node point has two forms, no more:
 
-* `filter(state, pod, node)` / `score(state, pod, node)`: one node, the plain
-  reference path that mirrors upstream line by line;
+* `filter(state, pod, node)` / `score(state, pod, node)` / `normalize_score(...)`: one
+  node (NodeScore objects), the plain reference path that mirrors upstream line by line:
+  the differential tests' oracle (`Framework(fast=False)`);
 * `filter_nodes(state, pod, nodes)` / `score_nodes(state, pod, nodes)` /
-  `normalize_values(...)`: the batch fast path that does the work once per distinct
-  taint set or label projection (and per snapshot and pod shape where it can).
+  `normalize_values(...)`: the batch path the server runs, which does the work once
+  per distinct taint set or label projection (and per node layer and constraint where
+  it can); `filter_nodes` answers masks over the candidates, with the same statuses
+  (and, in an explain run, the same details) as `filter`.
 
-The framework prefers the batch form; differential tests run both and compare.
+Differential tests run both and compare.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from extender.framework.cycle_state import CycleState
     from extender.framework.status import Status
+    from extender.framework.verdicts import Masks
     from extender.model import Node, Pod
     from extender.state.nodeset import NodeSet
 
@@ -56,8 +60,9 @@ class FilterPlugin(Protocol):
 
     def filter(self, state: CycleState, pod: Pod, node: Node) -> Status: ...
 
-    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
-        """Return the failing nodes only (name -> status); absent means Success."""
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
+        """The failing candidates: disjoint masks over `nodes` (request order) per
+        status; a candidate in none passes."""
         ...
 
 

@@ -20,8 +20,6 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse
-from typing import Any
 
 import numpy as np
 
@@ -39,14 +37,13 @@ MAX_NODE_SCORE = 100
 class FilterOutcome:
     """Feasible names (request order) and the failing nodes with their statuses.
 
-    The batch path leaves a `verdict` (vectors over the candidates), the map path a
-    name -> status map; `failures` (grouped by status, what the wire needs) and
-    `statuses` (a map, for explain and tests) are derived from either on first use, plus
-    failures added later (`extra`, e.g. unknown nodes). `per_plugin` holds every
-    plugin's failures when the run was asked to evaluate all plugins (explain)."""
+    The run leaves a `verdict` (each candidate's status, as vectors); `failures`
+    (grouped by status, what the wire needs) and `statuses` (a map, for explain and
+    tests) are derived from it on first use, plus failures added later (`extra`, e.g.
+    unknown nodes). `per_plugin` holds every plugin's failures (name -> status) when the
+    run was asked to evaluate all plugins (explain)."""
 
-    __slots__ = ("per_plugin", "skipped", "error", "verdict", "extra", "_base_map", "_feasible",
-                 "_failures", "_statuses")
+    __slots__ = ("per_plugin", "skipped", "error", "verdict", "extra", "_feasible", "_failures", "_statuses")
 
     def __init__(self) -> None:
         self.per_plugin: dict[str, dict[str, Status]] = {}
@@ -54,7 +51,6 @@ class FilterOutcome:
         self.error = ""
         self.verdict: verdicts.Verdict | None = None
         self.extra: verdicts.Failures = []
-        self._base_map: dict[str, Status] = {}
         self._feasible: list[str] | None = []
         self._failures: verdicts.Failures | None = None
         self._statuses: dict[str, Status] | None = None
@@ -68,25 +64,18 @@ class FilterOutcome:
     @property
     def failures(self) -> verdicts.Failures:
         if self._failures is None:
-            base = self.verdict.failures() if self.verdict is not None else verdicts.group(self._base_map)
+            base = self.verdict.failures() if self.verdict is not None else []
             self._failures = base + self.extra
         return self._failures
 
     @property
     def statuses(self) -> dict[str, Status]:
         if self._statuses is None:
-            if self.verdict is None and not self.extra:
-                self._statuses = self._base_map
-            else:
-                self._statuses = verdicts.as_map(self.failures)
+            self._statuses = verdicts.as_map(self.failures)
         return self._statuses
 
     def set_verdict(self, verdict: verdicts.Verdict) -> None:
         self.verdict, self._feasible, self._failures, self._statuses = verdict, None, None, None
-
-    def set_map(self, statuses: dict[str, Status], feasible: list[str]) -> None:
-        self.verdict, self._base_map, self._feasible = None, statuses, feasible
-        self._failures = self._statuses = None
 
     def add_failures(self, status: Status, names: list[str]) -> None:
         """More failing nodes (names not already failing), e.g. unknown ones."""
@@ -114,31 +103,9 @@ def _record_evaluations(state: CycleState, plugin: str, point: str, counts: Coun
 
 def record_evaluations(evaluations: list[tuple[str, str, dict]]) -> None:
     """Count evaluations into scheduler_plugin_evaluation_total."""
-    for counter, n in evaluation_counters(evaluations):
-        counter.inc(n)
-
-
-def evaluation_counters(evaluations: list[tuple[str, str, dict]]) -> list[tuple[Any, int]]:
-    """(labelled counter, increment) pairs for `evaluations`: what an answer reused for a
-    pod of the same shape counts again (the counter then says what was answered)."""
-    return [
-        (metrics.child(metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, metrics.PROFILE, str(code)), n)
-        for plugin, point, counts in evaluations
-        for code, n in counts.items()
-    ]
-
-
-def _count_codes(fails: dict[str, Status]) -> Counter:
-    """Count codes per distinct status object (plugins share status objects across nodes;
-    statuses hash by identity), so the per-node work stays in C."""
-    distinct = set(fails.values())
-    if len(distinct) == 1:
-        (only,) = distinct
-        return Counter({only.code: len(fails)})
-    counts: Counter = Counter()
-    for status, n in Counter(fails.values()).items():
-        counts[status.code] += n
-    return counts
+    for plugin, point, counts in evaluations:
+        for code, n in counts.items():
+            metrics.child(metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, metrics.PROFILE, str(code)).inc(n)
 
 
 def _observe(state: CycleState, plugin: str, point: str, status: Code, started: float) -> None:
@@ -149,12 +116,23 @@ def _observe(state: CycleState, plugin: str, point: str, status: Code, started: 
     )
 
 
+def _reference(plugin, state: CycleState, pod: Pod, nodes: NodeSet) -> verdicts.Masks:
+    """A plugin's per-node reference Filter over the candidates, as masks."""
+    fails = {}
+    for node in nodes:
+        status = plugin.filter(state, pod, node)
+        if not status.is_success:
+            fails[node.name] = status
+    return verdicts.masks_of(fails, nodes)
+
+
 def _unsatisfied(plugins: str) -> Status:
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"node(s) didn't satisfy plugin(s) [{plugins}]",))
 
 
 class Framework:
-    """One scheduling profile: ordered plugins, score weights, fast or reference path."""
+    """One scheduling profile: ordered plugins, score weights, and which form of their
+    per-node points runs: the batch forms (`fast`) or the per-node reference forms."""
 
     def __init__(self, plugins: Sequence, weights: dict[str, int], fast: bool = True) -> None:
         self.plugins = list(plugins)
@@ -200,13 +178,29 @@ class Framework:
         if out.error:
             self.observe_point("Filter", Code.ERROR, started)
             return out
-
         # Plugin order decides which status a node reports, as upstream's sequential
-        # RunFilterPlugins does; we collect failures per plugin, then merge.
-        if self.fast and not run_all and nodes.distinct:
-            self._filter_vectors(out, state, pod, nodes, rejected_all, allowed, restricting)
-        else:
-            self._filter_maps(out, state, pod, nodes, rejected_all, allowed, restricting, run_all)
+        # RunFilterPlugins does: each plugin's failures as masks, overlaid.
+        per_plugin: list[tuple[str, verdicts.Masks]] = []
+        for plugin in self._filter_plugins(out, rejected_all, run_all):
+            if plugin.name in rejected_all:
+                per_plugin.append((plugin.name, [(rejected_all[plugin.name], np.ones(len(nodes), dtype=bool))]))
+                continue
+            t0 = time.perf_counter()
+            masks = plugin.filter_nodes(state, pod, nodes) if self.fast else _reference(plugin, state, pod, nodes)
+            _observe(state, plugin.name, "Filter", Code.SUCCESS, t0)
+            counts: Counter = Counter()
+            for status, mask in masks:
+                counts[status.code] += int(np.count_nonzero(mask))
+            counts[Code.SUCCESS] = len(nodes) - sum(counts.values())
+            _record_evaluations(state, plugin.name, "Filter", counts)
+            per_plugin.append((plugin.name, masks))
+        if allowed is not None:
+            outside = nodes.names - allowed
+            if outside:  # a PreFilterResult overrides every plugin's verdict
+                per_plugin.insert(0, ("PreFilterResult", [(_unsatisfied(", ".join(restricting)), nodes.mask_of(outside))]))
+        out.set_verdict(verdicts.overlay([masks for _, masks in per_plugin], nodes))
+        if run_all:
+            out.per_plugin = {name: verdicts.failing(masks, nodes) for name, masks in per_plugin}
         self.observe_point("Filter", Code.SUCCESS, started)
         return out
 
@@ -217,73 +211,6 @@ class Framework:
                 yield plugin
             elif hasattr(plugin, "filter") and plugin.name not in out.skipped and not (rejected_all and not run_all):
                 yield plugin
-
-    def _filter_maps(self, out, state, pod, nodes, rejected_all, allowed, restricting, run_all) -> None:
-        """Failures as name -> status maps per plugin (reference path and explain)."""
-        for plugin in self._filter_plugins(out, rejected_all, run_all):
-            if plugin.name in rejected_all:
-                out.per_plugin[plugin.name] = dict.fromkeys(nodes.names, rejected_all[plugin.name])
-                continue
-            t0 = time.perf_counter()
-            fails = self._filter_one_plugin(plugin, state, pod, nodes)
-            _observe(state, plugin.name, "Filter", Code.SUCCESS, t0)
-            counts = _count_codes(fails)
-            counts[Code.SUCCESS] = len(nodes) - len(fails)
-            _record_evaluations(state, plugin.name, "Filter", counts)
-            out.per_plugin[plugin.name] = fails
-
-        if allowed is not None:
-            outside = nodes.names - allowed
-            if outside:
-                status = _unsatisfied(", ".join(restricting))
-                out.per_plugin.setdefault("PreFilterResult", {}).update(
-                    dict.fromkeys(outside, status)
-                )
-
-        merged: dict[str, Status] = {}
-        for fails in reversed(list(out.per_plugin.values())):
-            merged.update(fails)
-        if "PreFilterResult" in out.per_plugin:
-            merged.update(out.per_plugin["PreFilterResult"])
-        out.set_map(merged, list(filterfalse(merged.__contains__, nodes.order)))
-
-    def _filter_vectors(self, out, state, pod, nodes, rejected_all, allowed, restricting) -> None:
-        """Failures as masks over the candidates per plugin (the batch path); plugins
-        with `filter_masks` give them directly, others' maps are converted."""
-        per_plugin: list[verdicts.Masks] = []
-        for plugin in self._filter_plugins(out, rejected_all, False):
-            if plugin.name in rejected_all:
-                per_plugin.append([(rejected_all[plugin.name], np.ones(len(nodes), dtype=bool))])
-                continue
-            t0 = time.perf_counter()
-            direct = getattr(plugin, "filter_masks", None)
-            masks = direct(state, pod, nodes) if direct is not None else None
-            if masks is None:
-                masks = verdicts.masks_of(self._filter_one_plugin(plugin, state, pod, nodes), nodes)
-            _observe(state, plugin.name, "Filter", Code.SUCCESS, t0)
-            counts: Counter = Counter()
-            for status, mask in masks:
-                counts[status.code] += int(np.count_nonzero(mask))
-            counts[Code.SUCCESS] = len(nodes) - sum(counts.values())
-            _record_evaluations(state, plugin.name, "Filter", counts)
-            per_plugin.append(masks)
-        if allowed is not None:
-            outside = nodes.names - allowed
-            if outside:  # a PreFilterResult overrides every plugin's verdict
-                per_plugin.insert(0, [(_unsatisfied(", ".join(restricting)), nodes.mask_of(outside))])
-        out.set_verdict(verdicts.overlay(per_plugin, nodes))
-
-    def _filter_one_plugin(self, plugin, state: CycleState, pod: Pod, nodes: NodeSet):
-        """Failures of one plugin (name -> status); the plugin is the per_plugin key."""
-        batch = getattr(plugin, "filter_nodes", None) if self.fast else None
-        if batch is not None:
-            return batch(state, pod, nodes)
-        fails = {}
-        for node in nodes:
-            status = plugin.filter(state, pod, node)
-            if not status.is_success:
-                fails[node.name] = status
-        return fails
 
     # --- scoring ------------------------------------------------------------------
 
@@ -309,9 +236,8 @@ class Framework:
 
         for plugin in active:
             t0 = time.perf_counter()
-            batch = getattr(plugin, "score_nodes", None) if self.fast else None
-            if batch is not None:
-                raw = batch(state, pod, nodes)
+            if self.fast:
+                raw = plugin.score_nodes(state, pod, nodes)
             else:
                 raw = []
                 for node in nodes:
@@ -341,14 +267,12 @@ class Framework:
         return out
 
     def _normalize(self, plugin, state: CycleState, pod: Pod, nodes: NodeSet, raw: list[int]):
-        """NormalizeScore: on plain lists in the batch path, on NodeScore objects (as
+        """NormalizeScore: on a vector in the batch path, on NodeScore objects (as
         upstream) in the reference path."""
-        batch = getattr(plugin, "normalize_values", None) if self.fast else None
-        if batch is not None:
-            return batch(state, pod, nodes, raw), Status()
+        if self.fast:
+            return plugin.normalize_values(state, pod, nodes, raw), Status()
         scores = [NodeScore(name, s) for name, s in zip(nodes.order, raw, strict=True)]
-        normalize = getattr(plugin, "normalize_score", None)
-        status = normalize(state, pod, scores) if normalize is not None else Status()
+        status = plugin.normalize_score(state, pod, scores)
         return [s.score for s in scores], status
 
     @staticmethod

@@ -37,6 +37,11 @@ def masks_of(fails: Mapping[str, Status], nodes: NodeSet) -> Masks:
     return [(status, nodes.mask_of(names)) for status, names in groups.items()]
 
 
+def failing(masks: Masks, nodes: NodeSet) -> dict[str, Status]:
+    """The candidates a plugin's masks fail, name -> status (explain, tests)."""
+    return as_map((status, nodes.names_where(mask)) for status, mask in masks)
+
+
 class Verdict:
     """Each candidate's final status as an index into `table` (-1: feasible)."""
 

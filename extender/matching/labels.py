@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from extender.caching import short_args_cache
+from extender.caching import memoized
 
 __all__ = [
     "LABEL_KEY_NAME_MAX_LENGTH",
@@ -74,7 +74,7 @@ def _byte_len(s: str) -> int:
     return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
 
 
-@short_args_cache(maxsize=4096)
+@memoized()
 def _dns1123_subdomain(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if _byte_len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
@@ -89,7 +89,7 @@ def is_dns1123_subdomain(value: str) -> list[str]:
     return list(_dns1123_subdomain(value))
 
 
-@short_args_cache(maxsize=4096)
+@memoized()
 def _label_key(key: str) -> tuple[str, ...]:
     errs: list[str] = []
     parts = key.split("/")
@@ -128,7 +128,7 @@ def validate_label_key(key: str) -> list[str]:
     return list(_label_key(key))
 
 
-@short_args_cache(maxsize=4096)
+@memoized()
 def _label_value(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if _byte_len(value) > LABEL_VALUE_MAX_LENGTH:

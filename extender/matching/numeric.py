@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from extender.caching import short_args_cache
+from extender.caching import memoized
 
 __all__ = [
     "INT64_MAX",
@@ -185,7 +185,7 @@ def go_parse_int64(s: str) -> int:
     return -un if neg else un
 
 
-@short_args_cache(maxsize=4096)
+@memoized()
 def parse_canonical_int64(s: str) -> int | None:
     """Toleration ``Gt``/``Lt`` value rule: canonical decimal and within int64, else None.
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from extender.caching import short_args_cache
+from extender.caching import memoized
 from extender.matching.numeric import GoNumError, go_parse_uint64, go_quote
 
 __all__ = [
@@ -278,7 +278,7 @@ def parse_tolerant(s: str) -> Version:
     return parse(".".join(parts))
 
 
-@short_args_cache(maxsize=4096)
+@memoized()
 def _tolerant_cached(s: str) -> tuple[Version | None, str | None]:
     try:
         return parse_tolerant(s), None

@@ -71,14 +71,6 @@ def universe_memo(state, nodes, key, compute, reads_pods: bool = False, taints_o
     return snapshot.memo(key, compute) if reads_pods else snapshot.node_memo(key, compute, taints_only)
 
 
-def restrict(fails: dict, nodes) -> dict:
-    """A universe-wide failure map cut down to the request's candidates (C-level ops)."""
-    if nodes.is_full:
-        return fails
-    keys = fails.keys() & nodes.names
-    return dict(zip(keys, map(fails.__getitem__, keys), strict=True))
-
-
 def untolerated_node_names(snapshot, pod, matcher, gates) -> frozenset[str]:
     """Snapshot nodes with a NoSchedule/NoExecute taint the pod does not tolerate.
 

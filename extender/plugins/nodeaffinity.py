@@ -18,7 +18,7 @@ from extender.errors import ConfigError
 from extender.framework import CycleState, NodeScore, PreFilterResult, Status
 from extender.framework.handle import Handle
 from extender.framework.status import SKIP, error, unschedulable
-from extender.framework.verdicts import Masks
+from extender.framework.verdicts import Masks, masks_of
 from extender.matching.nodeselector import (
     NODE_FIELD_NAME,
     CompiledSelector,
@@ -154,43 +154,28 @@ class NodeAffinity:
             return unschedulable(ERR_REASON_POD, *(f"invalid requirement never matches: {e}" for e in required.errors))
         return REJECTED
 
-    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
-        enforced = self._failing(state, nodes, (NAME, "Added", self.added.required), self.added.required)
-        required = self._state(state, pod)
-        failing = self._failing(state, nodes, (NAME, "Filter", required), required)
-        failing = failing - enforced  # the scheduler-enforced check runs first
-        if not failing and not enforced:
-            return {}
-        if state.get("explain"):
-            by_name = nodes.universe.by_name
-            return {name: self.filter(state, pod, by_name[name]) for name in failing | enforced}
-        fails = dict.fromkeys(failing, REJECTED)
-        fails.update(dict.fromkeys(enforced, REJECTED_ENFORCED))
-        return fails
-
-    @staticmethod
-    def _failing(state: CycleState, nodes: NodeSet, key, selector) -> frozenset[str]:
-        """Candidates a selector rejects, from the label index (memoized per snapshot)."""
-        failing = universe_memo(state, nodes, key, lambda: _rejected_in_universe(nodes, selector))
-        if failing is None:
-            failing = _rejected_in_universe(nodes, selector)
-        return failing & nodes.names
-
-    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks | None:
-        """`filter_nodes` as masks over the candidates, gathered from universe masks
-        memoized per snapshot and affinity; None where that does not apply."""
-        if state.get("explain"):
-            return None
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
+        """The candidates the scheduler-enforced affinity (first) and the pod's own
+        reject, from the label index: masks gathered from universe masks memoized per
+        node layer and affinity; over the candidates themselves where that does not apply
+        (explain: a status per node with its details; Nodes mode)."""
         required = self._state(state, pod)
 
-        def universe_masks() -> Masks:
+        def rejected() -> list[tuple[Status, frozenset[str]]]:
             enforced = _rejected_in_universe(nodes, self.added.required)
             failing = _rejected_in_universe(nodes, required) - enforced
-            pairs = ((REJECTED, failing), (REJECTED_ENFORCED, enforced))
-            return [(status, nodes.universe.mask_of(names)) for status, names in pairs if names]
+            return [(status, names) for status, names in ((REJECTED, failing), (REJECTED_ENFORCED, enforced)) if names]
 
-        masks = universe_memo(state, nodes, (NAME, "Filter masks", required, self.added.required), universe_masks)
-        return None if masks is None else [(status, nodes.gather(mask)) for status, mask in masks]
+        masks = universe_memo(state, nodes, (NAME, "Filter masks", required, self.added.required),
+                              lambda: [(status, nodes.universe.mask_of(names)) for status, names in rejected()])
+        if masks is not None:
+            return [(status, nodes.gather(mask)) for status, mask in masks]
+        failing = {status: names & nodes.names for status, names in rejected()}
+        if state.get("explain"):
+            by_name = nodes.universe.by_name
+            return masks_of({name: self.filter(state, pod, by_name[name])
+                             for names in failing.values() for name in names}, nodes)
+        return [(status, nodes.mask_of(names)) for status, names in failing.items() if names]
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Status:
         if not pod.has_preferred_affinity and not self.added.preferred:

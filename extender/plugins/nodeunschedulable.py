@@ -35,17 +35,11 @@ class NodeUnschedulable:
             return Status()
         return REJECTED
 
-    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
-        """The batch path: the cordoned nodes as a mask, gathered from one mask per node
-        layer (no name lookups per request)."""
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
+        """The cordoned candidates as a mask, gathered from one mask per node layer (no
+        name lookups per request)."""
         universe = nodes.universe
         if not universe.unschedulable or self._tolerated(state, pod):
             return []
         cordoned = nodes.gather(universe.memo(("cordoned",), lambda: universe.mask_of(universe.unschedulable)))
         return [(REJECTED, cordoned)] if cordoned.any() else []
-
-    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
-        cordoned = nodes.universe.unschedulable & nodes.names
-        if not cordoned or self._tolerated(state, pod):
-            return {}
-        return dict.fromkeys(cordoned, REJECTED)

@@ -13,7 +13,7 @@ import numpy as np
 from extender.framework import CycleState, NodeScore, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import error, unschedulable
-from extender.framework.verdicts import Masks
+from extender.framework.verdicts import Masks, masks_of
 from extender.matching.tolerations import TolerationMatcher, do_not_schedule, matcher_for
 from extender.model import Node, Pod, Taint
 from extender.plugins.helper import (
@@ -66,21 +66,12 @@ class TaintToleration:
         taint = matcher.first_untolerated(node.taints, do_not_schedule)
         return Status() if taint is None else self._reject(state, matcher, taint)
 
-    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
+        """A mask over the candidates gathered from a universe mask memoized per node
+        layer and toleration set; per distinct taint tuple where that does not apply
+        (explain: a status naming the taint; Nodes mode)."""
         if pod.tolerations_error:
-            return dict.fromkeys(nodes.names, unschedulable(pod.tolerations_error))
-        snapshot = state.get(SNAPSHOT_KEY)
-        if state.get(EXPLAIN_KEY) or snapshot is None or nodes.universe is not snapshot.nodes:
-            return self._fails(state, pod, nodes.taint_groups())
-        matcher = self._matcher(state, pod)
-        failing = untolerated_node_names(snapshot, pod, matcher, self.handle.gates)
-        return dict.fromkeys(failing if nodes.is_full else failing & nodes.names, REJECTED)
-
-    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks | None:
-        """`filter_nodes` as a mask over the candidates, gathered from a universe mask
-        memoized per snapshot and toleration set; None where that does not apply."""
-        if pod.tolerations_error:
-            return None
+            return [(unschedulable(pod.tolerations_error), np.ones(len(nodes), dtype=bool))]
         snapshot = state.get(SNAPSHOT_KEY)
         matcher = self._matcher(state, pod)
         key = (NAME, "Filter mask", pod.tolerations, self.handle.gates)
@@ -90,7 +81,9 @@ class TaintToleration:
             return nodes.universe.mask_of(failing)
 
         mask = universe_memo(state, nodes, key, universe_mask, taints_only=True)
-        return None if mask is None else [(REJECTED, nodes.gather(mask))]
+        if mask is None:
+            return masks_of(self._fails(state, pod, nodes.taint_groups()), nodes)
+        return [(REJECTED, nodes.gather(mask))]
 
     def _fails(self, state: CycleState, pod: Pod, groups) -> dict[str, Status]:
         """Failures per distinct taint tuple: one verdict per group of nodes."""

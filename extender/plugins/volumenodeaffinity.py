@@ -36,7 +36,7 @@ from extender.caching import ByteLRU
 from extender.framework import CycleState, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import SKIP, SUCCESS, unschedulable
-from extender.framework.verdicts import Masks
+from extender.framework.verdicts import Masks, masks_of
 from extender.matching.nodeselector import CompiledSelector, compile_selector, selector_bytes
 from extender.model import Node, NodeSelector, Pod
 from extender.model.parse import node_selector_term
@@ -332,19 +332,13 @@ class VolumeNodeAffinity:
                 taken |= failing
         return out
 
-    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
+        """Masks over the candidates, from universe masks memoized on the node layer per
+        set of checks (pods sharing volumes or requirements share them); per candidate in
+        an explain run (a status with the label that fails), over the candidates' own
+        nodes in Nodes mode."""
         if state.get("explain"):
-            return {n.name: s for n in nodes if not (s := self.filter(state, pod, n)).is_success}
-        fails: dict[str, Status] = {}
-        for status, failing in self._universe_failures(self._checks(state, pod), nodes):
-            fails.update(dict.fromkeys(failing & nodes.names, status))
-        return fails
-
-    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks | None:
-        """`filter_nodes` as masks over the candidates, from universe masks memoized on
-        the node layer per set of checks (pods sharing volumes or requirements share them)."""
-        if state.get("explain"):
-            return None
+            return masks_of({n.name: s for n in nodes if not (s := self.filter(state, pod, n)).is_success}, nodes)
         checks = self._checks(state, pod)
 
         def universe_masks() -> Masks:
@@ -352,4 +346,7 @@ class VolumeNodeAffinity:
                     for status, failing in self._universe_failures(checks, nodes)]
 
         masks = universe_memo(state, nodes, (NAME, tuple(c.key for c in checks)), universe_masks)
-        return None if masks is None else [(status, nodes.gather(mask)) for status, mask in masks]
+        if masks is None:
+            return [(status, nodes.mask_of(failing & nodes.names))
+                    for status, failing in self._universe_failures(checks, nodes)]
+        return [(status, nodes.gather(mask)) for status, mask in masks]

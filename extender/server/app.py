@@ -1,51 +1,50 @@
-"""The Flask app: health, readiness, metrics, and the verbs.
+"""The verbs' port: `/filter`, `/prioritize`, `/bind`, `/preempt` (also under one URL
+prefix), `/healthz`, `/readyz`, `/metrics`, served by `extender.server.listener`.
 
-The verbs' hot path is `extender.server.verbs.VerbRoutes`, installed in front of Flask
-as WSGI middleware; Flask's own verb routes (used for chunked bodies and anything the
-fast path does not recognise) answer through the same `answer` function.
+One route to every answer: bytes arrive on the listener's event loop, a whole request
+is placed in a lane (`App.place`) and `extender.server.verbs.answer` turns its body into
+the verb's status and JSON. Where it runs:
+
+* on the event loop (`LOOP`): a verb whose CEL work is memoised or cheap (the CEL cache
+  raises `lane.Elsewhere` otherwise, before anything is written), and the probes;
+* on a pool thread (`POOL`, `--threads`): with `--worker-class gthread` every verb; a
+  body over `INLINE_MAX_BYTES` (a Nodes-mode request: tens of milliseconds of parsing);
+  and any verb while pods answered by `filter` are in flight, because it may then wait
+  for a `bind` (`extender.inflight`) that the loop must stay free to read;
+* in the expensive lane (`EXPENSIVE`, one thread per `EXPENSIVE_SLOTS`, its own queue):
+  a request whose CEL programs are estimated past what a pool thread may run, so it
+  never holds a thread cheap work needs;
+* in the bind lane (`BIND`, `BIND_THREADS` threads, one API connection each): `bind` is
+  an API call that may take until its deadline; kube-scheduler runs each binding in a
+  goroutine of its own and may have dozens out at once, so binds never queue behind
+  filter work nor hold the threads it needs.
 """
 
 from __future__ import annotations
 
 import os
-import time
 
-from flask import Flask, Response, request
-from gunicorn.http.errors import ParseException
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from extender.api.wire import encode
+from extender.binding import BIND_CONNECTIONS
+from extender.cel import lane
+from extender.cel.limits import EXPENSIVE_SLOTS
 from extender.config import Config
-from extender.server.budget import BODIES, SMALL_REQUEST
-from extender.server.listener import Route
-from extender.server.verbs import (
-    SHED_HEADERS,
-    VERBS,
-    VerbRoutes,
-    answer,
-    observe,
-    off_loop,
-    shed_answer,
-    too_large,
-)
+from extender.server.budget import BODIES
+from extender.server.listener import JSON, LOOP, Listener, Reply, Request, Route, Routes
+from extender.server.verbs import answer, verb_of
 from extender.service import Extender
 from extender.state import ClusterSource, readiness
 
-JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
-
-
-def _flask_view(route: Route):
-    def view() -> Response:
-        code, kind, body = route()
-        return Response(body, status=code, content_type=kind)
-
-    return view
-
-
-def _json(body: object, status: int = 200) -> Response:
-    return Response(encode(body), status=status, mimetype=JSON)
+POOL, EXPENSIVE, BIND = lane.POOL, lane.EXPENSIVE, "bind"
+INLINE_MAX_BYTES = 1 << 20  # larger bodies are answered on a pool thread
+BIND_THREADS = BIND_CONNECTIONS  # one API connection each
+# kube-scheduler gives up on an extender call after its httpTimeout (5 s by default): a
+# request that has not fully arrived by then is not worth its buffer any longer.
+REQUEST_READ_TIMEOUT = 5.0
+KEEPALIVE = 75.0  # seconds a kept-alive connection may wait for its next request
+MAX_CONNECTIONS = 10_000  # per worker; beyond, the oldest idle connection makes room
 
 
 def _metrics_payload() -> bytes:
@@ -72,8 +71,8 @@ def metrics_body(engine: Extender) -> bytes:
 
 
 def health_routes(engine: Extender) -> dict[str, Route]:
-    """`/healthz`, `/readyz`, `/metrics` as plain callables: the Flask app and the
-    separate `--metrics-listen` listener serve the same answers."""
+    """`/healthz`, `/readyz`, `/metrics`: the verbs' port and `--metrics-listen` serve
+    the same answers."""
 
     def healthz() -> tuple[int, str, bytes]:
         return 200, TEXT, b"ok"
@@ -88,16 +87,37 @@ def health_routes(engine: Extender) -> dict[str, Route]:
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view}
 
 
-def _expected_size(limit: int) -> int:
-    """The bytes a body will hold, for the in-flight budget: its Content-Length; for a
-    chunked one (unknown until read, at most `limit`), what a small request holds."""
-    if request.content_length is not None:
-        return min(request.content_length, limit)
-    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
-    return min(SMALL_REQUEST, limit) if chunked else 0
+class App(Routes):
+    """The verbs and the health routes of one engine; `place` decides each request's
+    lane (see the module docstring)."""
+
+    def __init__(self, engine: Extender, config: Config) -> None:
+        super().__init__(health_routes(engine), pool=POOL)
+        self.engine = engine
+        self.config = config
+        self.on_loop = config.worker_class == "inline"
+
+    def place(self, request: Request):
+        verb = verb_of(request.path) if request.method == "POST" else None
+        if verb is None:
+            return super().place(request)
+        if verb == "bind":
+            return BIND
+        if not self.on_loop or request.body_size > INLINE_MAX_BYTES or self.engine.inflight.has_pending():
+            return POOL
+        return LOOP
+
+    def __call__(self, request: Request) -> Reply:
+        verb = verb_of(request.path)
+        if verb is None:
+            return super().__call__(request)
+        if request.method != "POST":
+            return 405, JSON, b'{"error":"method not allowed"}', {}
+        code, body = answer(self.engine, verb, request.body)
+        return code, JSON, body, {}
 
 
-def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> Flask:
+def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> App:
     """`source` defaults to the config's cluster file, watched for changes. Pass one in
     (the gunicorn launcher does, loading it once in the master before forking)."""
     if source is None:
@@ -105,52 +125,25 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
 
         source = open_source(config)
         start_in_worker(source)  # under gunicorn the master handles HUP
-    engine = extender or Extender(config, source)
     BODIES.configure(config.max_inflight_bytes)  # the process's in-flight byte budget
-    app = Flask("extender")
-    app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
-    app.extensions["extender"] = engine
+    if extender is None:
+        from extender.events import recorder_for
 
-    def verb(name: str) -> Response:
-        """A verb whose body VerbRoutes did not take (chunked, or not a plain length)."""
-        started = time.perf_counter()
-        with BODIES.admit(_expected_size(config.max_body_bytes)) as ok:
-            if not ok:
-                code, payload = shed_answer(name)
-                return Response(payload, status=code, mimetype=JSON, headers=SHED_HEADERS)
-            try:
-                body = request.get_data(cache=False)
-            except RequestEntityTooLarge:
-                code, payload = too_large(config.max_body_bytes)
-                observe(name, code, started)
-            except ParseException as exc:  # broken chunked framing met while reading (TLS path)
-                code, payload = 400, encode({"error": f"malformed request body: {exc}"})
-                observe(name, code, started)
-            else:
-                code, payload = answer(engine, name, body)
-        return Response(payload, status=code, mimetype=JSON)
+        extender = Extender(config, source)
+        extender.events = recorder_for(extender)  # --record-events
+    return App(extender, config)
 
-    for name in VERBS:
-        def view(prefix: str = "", name: str = name) -> Response:
-            return verb(name)
 
-        for prefix in ("", "/<path:prefix>"):
-            app.add_url_rule(f"{prefix}/{name}", f"{name}{prefix}", view, methods=["POST"])
+def serve(app: Routes, config: Config, sockets: list | None = None, address: str | None = None) -> Listener:
+    """The verbs' listener (not started) for `app`, on gunicorn's `sockets` or on
+    `address`; HTTPS with `--verbs-tls`, its certificate re-read when it rotates."""
+    tls = None
+    if config.verbs_tls:
+        from extender.server.tls import ReloadingContext
 
-    for path, route in health_routes(engine).items():
-        app.add_url_rule(path, path.strip("/"), _flask_view(route), methods=["GET"])
-
-    @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> Response:
-        code = exc.code or 500
-        if code == 413:
-            message = f"request body exceeds the limit of {config.max_body_bytes} bytes"
-        else:
-            message = exc.description or exc.name
-        return _json({"error": message}, code)
-
-    routes = VerbRoutes(app.wsgi_app, engine, config.max_body_bytes)
-    app.wsgi_app = routes
-    app.answer_verb = routes.respond  # InlineWorker's way to the verbs without WSGI
-    app.off_loop = lambda name: off_loop(engine, name)  # InlineWorker: to a pool thread
-    return app
+        tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file).current
+    return Listener(address, app=app, sockets=sockets, name="verbs", ssl_context=tls,
+                    pools={POOL: config.threads, EXPENSIVE: EXPENSIVE_SLOTS, BIND: BIND_THREADS},
+                    max_body_bytes=config.max_body_bytes, timeout=REQUEST_READ_TIMEOUT,
+                    idle_timeout=KEEPALIVE, max_connections=MAX_CONNECTIONS,
+                    max_per_client=MAX_CONNECTIONS)

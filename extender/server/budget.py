@@ -2,7 +2,7 @@
 
 `--memory-limit-bytes` bounds the caches; this bounds the requests: the bytes of every
 request being received or answered, on every listener of the process (the verbs'
-event loop and pool, `--metrics-listen`, the webhook), count against
+port, `--metrics-listen`, the webhook: `extender.server.listener`), count against
 `--max-inflight-bytes`. A request that would take the total over it is shed: 503 with
 `Retry-After` (kube-scheduler and the API server retry), before more of it is read.
 
@@ -20,8 +20,6 @@ cluster state + caches (`--memory-limit-bytes`) + 7 x this budget.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 DEFAULT_LIMIT = 48 << 20  # one --max-body-bytes request (32 MiB) and the reserve for small ones
 SMALL_REQUEST = 1 << 20  # head + body; a NodeNames request for 15,000 nodes is ~0.7 MiB
@@ -36,7 +34,6 @@ class BodyBudget:
         self.limit = limit
         self.held = 0
         self._lock = threading.Lock()
-        self._local = threading.local()
 
     def configure(self, limit: int) -> None:
         self.limit = limit
@@ -76,32 +73,6 @@ class BodyBudget:
             return False
         holder.charged = total
         return True
-
-    # --- requests whose bytes the transport already charged ------------------------------
-
-    @contextmanager
-    def covered(self) -> Iterator[None]:
-        """Around answering a request the transport has charged (the verbs' event loop
-        buffers whole requests): the WSGI layer must not charge its body again."""
-        self._local.covered = True
-        try:
-            yield
-        finally:
-            self._local.covered = False
-
-    @contextmanager
-    def admit(self, size: int) -> Iterator[bool]:
-        """For a WSGI request body the transport did not charge (gunicorn's own reads,
-        e.g. over TLS): True and `size` held for the block, or False (shed it)."""
-        if getattr(self._local, "covered", False):
-            yield True
-            return
-        taken = self.acquire(size, size)
-        try:
-            yield taken
-        finally:
-            if taken:
-                self.release(size)
 
 
 def _export(held: int) -> None:

@@ -29,9 +29,12 @@ import re
 import threading
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs, unquote
 
+import flask
 import orjson
+from flask import Response
+from werkzeug.datastructures import MultiDict
+from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
@@ -61,9 +64,6 @@ class Refused(Exception):
         self.status = status
         self.headers = headers or {}
         self.extra = extra or {}
-
-    def reply(self) -> Reply:
-        return self.status, JSON, orjson.dumps({"error": str(self), **self.extra}), self.headers
 
 
 def _retry_after(seconds: float) -> dict[str, str]:
@@ -184,7 +184,8 @@ def with_snapshot(info: dict[str, Any], snapshot: ClusterSnapshot) -> dict[str, 
 
 
 class ExplainRoutes:
-    """The listener's `dispatch` for `/explain` (see the module docstring)."""
+    """The side listener's `dispatch` for `/explain`: a Flask app (routing, 404/405, the
+    JSON errors) behind the listener's (method, target, body) -> Reply call."""
 
     def __init__(self, engine: Extender, enabled: bool, rate: float = 1.0, burst: int = 5,
                  deadline: float | None = None, reader: PodReader | None = None) -> None:
@@ -194,30 +195,24 @@ class ExplainRoutes:
         self.deadline = engine.config.request_deadline if deadline is None else deadline
         self.reader = reader if reader is not None else pod_reader_for(engine.source)
         self._busy = threading.Lock()
+        self.app = explain_app(self)
 
     def __call__(self, method: str, target: str, body: bytes | None) -> Reply | None:
         path, _, query = target.partition("?")
         if path != "/explain" and not path.startswith("/explain/"):
             return None
-        try:
-            if not self.enabled:
-                raise Refused(404, DISABLED)
-            if method == "POST" and path == "/explain":
-                return self._answer(query, lambda: _pod_from_body(body or b""))
-            if method == "GET" and path.startswith("/explain/"):
-                namespace, name = _pod_path(path)
-                return self._answer(query, lambda: self._read(namespace, name))
-            raise Refused(405, "use GET /explain/NAMESPACE/POD or POST /explain with a pod")
-        except Refused as refused:
-            return refused.reply()
+        environ = EnvironBuilder(path, method=method, query_string=query, data=body or b"").get_environ()
+        chunks, status, headers = run_wsgi_app(self.app, environ, buffered=True)
+        extra = {k: v for k, v in headers.items() if k not in ("Content-Type", "Content-Length")}
+        return int(status.split()[0]), headers.get("Content-Type", JSON), b"".join(chunks), extra
 
-    def _read(self, namespace: str, name: str) -> dict[str, Any]:
+    def read(self, namespace: str, name: str) -> dict[str, Any]:
         if self.reader is None:
             raise Refused(404, "this cluster state has no pod objects to read: POST the pod to /explain")
         return self.reader(namespace, name)
 
-    def _answer(self, query: str, pod: Callable[[], dict[str, Any]]) -> Reply:
-        options = _options(query)
+    def answer(self, pod: Callable[[], dict[str, Any]]) -> Response:
+        options = _options(flask.request.args)
         wait = self.bucket.try_take()
         if wait:
             raise Refused(429, f"too many explanations: at most {self.bucket.rate:g} per second "
@@ -225,11 +220,11 @@ class ExplainRoutes:
         if not self._busy.acquire(blocking=False):
             raise Refused(429, "another explanation is being computed; retry", _retry_after(1))
         try:
-            return self._explain(options, pod)
+            return Response(self._explain(options, pod), mimetype=JSON)
         finally:
             self._busy.release()
 
-    def _explain(self, options: dict[str, Any], pod: Callable[[], dict[str, Any]]) -> Reply:
+    def _explain(self, options: dict[str, Any], pod: Callable[[], dict[str, Any]]) -> bytes:
         source = self.engine.source
         info = state_info(source)
         why = refusal(source, info)
@@ -252,19 +247,46 @@ class ExplainRoutes:
         if len(data) > MAX_ANSWER_BYTES:
             raise Refused(413, f"the answer would be {len(data)} bytes, over the limit of {MAX_ANSWER_BYTES}: "
                           "use the summary view or ?candidates=")
-        return 200, JSON, data, {}
+        return data
 
 
-def _pod_path(path: str) -> tuple[str, str]:
-    parts = path[len("/explain/"):].split("/")
-    if len(parts) != 2:
-        raise Refused(404, "expected /explain/NAMESPACE/POD")
-    namespace, name = (unquote(p) for p in parts)
-    if not _NAMESPACE.fullmatch(namespace):
-        raise Refused(400, f"invalid namespace {namespace[:100]!r}")
-    if not _NAME.fullmatch(name):
-        raise Refused(400, f"invalid pod name {name[:300]!r}")
-    return namespace, name
+def explain_app(routes: ExplainRoutes) -> flask.Flask:
+    app = flask.Flask("extender.explain")
+
+    @app.before_request
+    def enabled() -> None:
+        if not routes.enabled:
+            raise Refused(404, DISABLED)
+
+    @app.post("/explain")
+    def explain_posted() -> Response:
+        return routes.answer(lambda: _pod_from_body(flask.request.get_data()))
+
+    @app.get("/explain/<namespace>/<name>")
+    def explain_named(namespace: str, name: str) -> Response:
+        if not _NAMESPACE.fullmatch(namespace):
+            raise Refused(400, f"invalid namespace {namespace[:100]!r}")
+        if not _NAME.fullmatch(name):
+            raise Refused(400, f"invalid pod name {name[:300]!r}")
+        return routes.answer(lambda: routes.read(namespace, name))
+
+    @app.errorhandler(Refused)
+    def refused(exc: Refused) -> Response:
+        return Response(orjson.dumps({"error": str(exc), **exc.extra}), exc.status, exc.headers, mimetype=JSON)
+
+    @app.errorhandler(404)
+    def not_found(_exc: Exception) -> Response:
+        return refused(Refused(404, "expected /explain/NAMESPACE/POD"))
+
+    @app.errorhandler(405)
+    def wrong_method(_exc: Exception) -> Response:
+        return refused(Refused(405, "use GET /explain/NAMESPACE/POD or POST /explain with a pod"))
+
+    @app.errorhandler(500)
+    def failed(_exc: Exception) -> Response:  # logged by Flask
+        return refused(Refused(500, "the explanation failed: see the extender's log"))
+
+    return app
 
 
 def _pod_from_body(body: bytes) -> dict[str, Any]:
@@ -279,11 +301,9 @@ def _pod_from_body(body: bytes) -> dict[str, Any]:
     return pod
 
 
-def _options(query: str) -> dict[str, Any]:
-    params = parse_qs(query, keep_blank_values=True)
-
+def _options(args: MultiDict) -> dict[str, Any]:
     def one(name: str, default: str) -> str:
-        values = params.get(name)
+        values = args.getlist(name)
         return values[-1] if values else default
 
     view = one("nodes", "summary")

@@ -1,5 +1,6 @@
-"""Start gunicorn in-process with our defaults (`InlineWorker`, gthread answering
-complete small requests on its event loop; gunicorn sets TCP_NODELAY on TCP listeners).
+"""Start gunicorn in-process with our defaults: the master, `--workers` processes of
+`extender.server.worker.ExtenderWorker` (each serving the verbs' port with
+`extender.server.listener`), the app preloaded.
 
 With several workers, Prometheus multiprocess mode (`extender.server.multiproc`) is
 switched on (by `extender serve`) before any metric is created, so that `/metrics`
@@ -14,15 +15,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from gunicorn.app.base import BaseApplication
-from gunicorn.glogging import Logger
 
 from extender.config import Config
 from extender.logs import gunicorn_logconfig
 
-WORKER_CONNECTIONS = 10_000
 SWITCH_INTERVAL = 0.001  # seconds; see _post_fork
-WORKER_CLASSES = {"inline": "extender.server.worker.InlineWorker",
-                  "gthread": "extender.server.worker.PoolWorker"}
+WORKER = "extender.server.worker.ExtenderWorker"  # both --worker-class values (see App)
 
 if TYPE_CHECKING:
     from extender.state.source import ClusterSource
@@ -47,30 +45,16 @@ class ExtenderServer(BaseApplication):
         settings = {
             "bind": c.listen,
             "workers": c.workers,
-            "threads": c.threads,
-            "worker_class": WORKER_CLASSES[c.worker_class],
+            "worker_class": WORKER,
             "timeout": 30,
             "graceful_timeout": 10,
-            "keepalive": 75,
-            # connections per worker; gunicorn's 1,000 lets 1,000 idle clients lock out
-            # the scheduler (accepting stops at the limit). See raise_open_files_limit.
-            "worker_connections": WORKER_CONNECTIONS,
             "loglevel": c.log_level,
             "logconfig_dict": gunicorn_logconfig(c.log_level),
             "accesslog": None,
-            "logger_class": "extender.server.launcher.QuietAccessLogger",
             "child_exit": _child_exit,
             "post_fork": self._post_fork,
             "preload_app": True,
-            "limit_request_line": 8190,
         }
-        if c.verbs_tls:  # HTTPS for the verbs (InlineWorker then answers like gthread)
-            import ssl
-
-            settings.update(certfile=c.tls_cert_file, keyfile=c.tls_private_key_file,
-                            ca_certs=c.client_ca_file or None,
-                            cert_reqs=ssl.CERT_REQUIRED if c.client_ca_file else ssl.CERT_NONE,
-                            ssl_context=_verbs_ssl_context)
         if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25.1
             settings["control_socket_disable"] = True  # no socket in $HOME; read-only roots
         for key, value in settings.items():
@@ -100,13 +84,13 @@ class ExtenderServer(BaseApplication):
         # took ~100 ms p99; at 1 ms it stays well under. Without contention it costs
         # nothing (the interval only matters while another thread waits).
         sys.setswitchinterval(SWITCH_INTERVAL)
-        self._start_metrics_listener(server.app.wsgi())
+        self._start_metrics_listener(server.app.wsgi().engine)
         if self.config.webhook_listen:
             from extender.server.webhook import start_webhook
 
             start_webhook(self.config)
 
-    def _start_metrics_listener(self, app) -> None:
+    def _start_metrics_listener(self, engine) -> None:
         """`--metrics-listen`: health and metrics on their own threads in every worker
         (SO_REUSEPORT), never queued behind verb work (see extender.server.listener)."""
         if not self.config.metrics_listen:
@@ -114,7 +98,6 @@ class ExtenderServer(BaseApplication):
         from extender.server.app import health_routes
         from extender.server.listener import Listener
 
-        engine = app.extensions["extender"]
         Listener(self.config.metrics_listen, health_routes(engine), dispatch=explain_dispatch(engine)).start()
 
 
@@ -143,32 +126,18 @@ def check_metrics_listen(address: str) -> None:
 
 
 def raise_open_files_limit() -> None:
-    """Up the soft RLIMIT_NOFILE to the hard limit (at most WORKER_CONNECTIONS + 1,024):
+    """Up the soft RLIMIT_NOFILE to the hard limit (at most MAX_CONNECTIONS + 1,024):
     every connection is a file descriptor, and the usual soft limit is 1,024."""
     import resource
 
+    from extender.server.app import MAX_CONNECTIONS
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = WORKER_CONNECTIONS + 1024
+    wanted = MAX_CONNECTIONS + 1024
     if hard != resource.RLIM_INFINITY:
         wanted = min(wanted, hard)
     if soft != resource.RLIM_INFINITY and soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-
-
-class QuietAccessLogger(Logger):
-    """gunicorn's logger, minus access-line work when there is no access log: with a
-    logging config given, gunicorn builds every request's access atoms (~6% of a
-    request) even though `gunicorn.access` sits at WARNING and drops them."""
-
-    @property
-    def access_log_enabled(self) -> bool:
-        return bool(self.cfg.accesslog)
-
-
-def _verbs_ssl_context(conf, default_factory):
-    from extender.server.tls import gunicorn_ssl_context
-
-    return gunicorn_ssl_context(conf, default_factory)
 
 
 def _child_exit(server, worker) -> None:  # noqa: ARG001 - gunicorn hook signature

@@ -1,18 +1,18 @@
-"""A small HTTP/1.1 server for a few fixed routes: one event-loop thread moves the bytes,
-a few pool threads compute the answers.
+"""The extender's HTTP/1.1 server: one event-loop thread moves the bytes of every
+connection; each complete request is answered where its `place` says, on the loop itself
+(cheap answers) or by a thread of one of the listener's pools (lanes).
 
-Two users: `--metrics-listen` (`/healthz`, `/readyz`, `/metrics`, GET, and `/explain`
-through `dispatch` when `--explain-endpoint` is on) and the admission webhook
-(`--webhook-listen`, `POST /validate` over HTTPS, its certificate re-read when it
-rotates). Routes are plain callables in two tables, `routes` (GET and HEAD: no
-argument) and `post_routes` (the body); routes a fixed table cannot name (path
-parameters, query strings) go through one `dispatch` callable, offered every request
-the tables do not answer.
+Three users, one worker process each: the verbs' port (`extender.server.app`, run by
+the gunicorn worker `extender.server.worker`), `--metrics-listen` (`/healthz`, `/readyz`,
+`/metrics`, `/explain`) and the admission webhook (`--webhook-listen`, HTTPS). What a
+route sees is a `Request` (method, target, path, body) and what it gives back a `Reply`
+(status, content type, body, extra headers); `Routes` serves fixed tables of them.
 
-Why a loop (issue #28): with a thread per connection, 70 idle connections or 80 that
-never finish a TLS handshake took every slot, and clients sending one byte every 4 s
-(each read had its own timeout) held them for ever; probes and reviews were refused.
-Here a connection costs a file descriptor and its buffered bytes, never a thread:
+Why a loop (issues #12 and #28): with a thread per connection, 70 idle connections or 80
+that never finish a TLS handshake took every thread, and clients sending one byte every
+4 s (each read had its own timeout) held them for ever. Here a connection costs a file
+descriptor and its buffered bytes, never a thread, and a thread takes a request only
+once it has fully arrived:
 
 * **One deadline per request.** The TLS handshake (new connection), the head and the
   body must all arrive within `timeout` seconds of the accept, or of the request's
@@ -23,20 +23,25 @@ Here a connection costs a file descriptor and its buffered bytes, never a thread
   oldest connection not being answered (an idle one first; the client's own when it
   is over its share, else one of the client holding most). Only when every connection
   is being answered does accepting pause: the kernel queues new ones meanwhile.
-* **Bodies are bounded.** A POST needs a `Content-Length` of at most `max_body_bytes`
-  (411 / 413 before its body is read). Every byte a connection holds counts against
-  the process's in-flight budget (`extender.server.budget`, shared with the verbs):
-  over it the request is answered 503 with `Retry-After`.
-* **The loop barely computes.** Routes run on `threads` pool threads, so a slow
-  `/metrics`, review or explanation never delays an accept, a handshake or another
-  probe's bytes; only the `quick` GET routes (`/healthz`, `/readyz`: microseconds of
-  Python) are answered on the loop itself, because every hand-off between threads
-  waits for the GIL, which a worker busy with large requests holds in long C calls
-  (orjson on a 20 MB body: ~0.1 s).
+* **Bodies are bounded.** A body (`Content-Length` or chunked) over `max_body_bytes`
+  is refused (413) before it is read; a head over `MAX_HEAD_BYTES` (431), a request
+  line over `MAX_LINE` (414), a broken framing (400) likewise. Every byte a connection
+  holds counts against the process's in-flight budget (`extender.server.budget`,
+  shared by all listeners): over it the request is answered 503 with `Retry-After`.
+* **Where a request runs** (`place`, the lanes of `extender.cel.lane`): on the loop
+  (`LOOP`: microseconds of Python, or a verb whose CEL work is memoised or cheap), or
+  on a pool thread. A request answered on the loop never pays a hand-off between
+  threads, which waits for the GIL (~0.3-0.5 ms a call on the benchmark machine, a
+  third of a `filter` at 5,000 nodes); one that turns out to need costlier CEL work
+  raises `lane.Elsewhere` before anything is written and is answered again, from its
+  buffered bytes, by the pool of the lane it names. A request keeps its arrival time
+  through every hop (`deadline.arrived`): its `--request-deadline` counts from its
+  first byte, queueing included.
 
-With SO_REUSEPORT every gunicorn worker binds the same address, so any live worker
-answers. An `ssl.SSLContext` (or a callable returning the current one, for certificate
-rotation) turns it into HTTPS; the handshake runs on the loop, without blocking.
+With SO_REUSEPORT every gunicorn worker binds the same `--metrics-listen` and webhook
+address, so any live worker answers. An `ssl.SSLContext` (or a callable returning the
+current one, for certificate rotation) turns a listener into HTTPS; the handshake runs
+on the loop, without blocking.
 """
 
 from __future__ import annotations
@@ -49,11 +54,14 @@ import ssl
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent import futures
+from email.utils import formatdate
 from functools import partial
 from http import HTTPStatus
+from urllib.parse import unquote, urlsplit
 
+from extender.cel import deadline, lane
 from extender.server.budget import BODIES, RETRY_AFTER_SECONDS, shed
 
 log = logging.getLogger("extender.http")
@@ -71,14 +79,18 @@ Reply = tuple[int, str, bytes, dict[str, str]]
 # Each owner keeps its routes in its own module (`extender.server.explain_routes`).
 Dispatch = Callable[[str, str, bytes | None], Reply | None]
 
-MAX_HEAD_BYTES = 32 << 10  # no end of head by then: 431
+LOOP = lane.LOOP  # `place`: answered on the event loop
+MAX_HEAD_BYTES = 64 << 10  # no end of head by then: 431
+MAX_LINE = 8190  # request line (gunicorn's limit_request_line): 414 beyond
 READ_CHUNK = 256 << 10
+BURST = 16  # requests of one connection answered in a row before the others' turn
 LINGER = 1.0  # seconds an error answer waits for the client to stop sending before the close
 SWEEP_INTERVAL = 0.1  # seconds between deadline checks
 QUICK_ROUTES = frozenset({"/healthz", "/readyz", "/livez"})  # GET routes answered on the loop
 # connection states
 HANDSHAKE, READING, ANSWERING, WRITING, IDLE, CLOSING = range(6)
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+_HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -94,20 +106,43 @@ class Refused(Exception):
         self.code = code
 
 
-class Head:
-    """A parsed request head."""
+def request_path(target: str) -> str:
+    """The decoded path of a request target (origin or absolute form)."""
+    if not target.startswith("/") and "://" in target:
+        target = urlsplit(target).path or "/"
+    path = target.partition("?")[0]
+    return unquote(path) if "%" in path else path
 
-    __slots__ = ("method", "target", "path", "keep_alive", "size", "body_size", "continue_sent")
 
-    def __init__(self, data: bytes, max_body: int) -> None:
+class Request:
+    """A parsed request head, then its body (`body`, set once it has arrived)."""
+
+    __slots__ = ("method", "target", "path", "keep_alive", "head_size", "body_size", "chunked",
+                 "expect", "body", "arrived")
+
+    def __init__(self, method: str, target: str, body: bytes = b"", keep_alive: bool = True) -> None:
+        self.method = method
+        self.target = target
+        self.path = request_path(target)
+        self.keep_alive = keep_alive
+        self.body = body
+        self.head_size = 0
+        self.body_size = len(body)
+        self.chunked: list | None = None  # [scan position, data bytes, (start, end) of each chunk's data]
+        self.expect = False  # `Expect: 100-continue` still to answer
+        self.arrived = time.monotonic()
+
+    @classmethod
+    def parse(cls, data: bytes, max_body: int) -> Request:
+        """A request from its head (`data`, without the blank line); Refused if it is
+        malformed or declares a body over `max_body`."""
         lines = data.split(b"\r\n")
+        if len(lines[0]) > MAX_LINE:
+            raise Refused(414, "request line too long")
         parts = lines[0].split(b" ")
-        if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
+        if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0") or not parts[0] or not parts[1]:
             raise Refused(400, "malformed request line")
         method, target, version = parts
-        self.method = method.decode("latin-1")
-        self.target = target.decode("latin-1")
-        self.path = self.target.partition("?")[0]
         headers: dict[bytes, bytes] = {}
         for line in lines[1:]:
             name, colon, value = line.partition(b":")
@@ -117,28 +152,113 @@ class Head:
             if name in headers and name in (b"content-length", b"transfer-encoding", b"host"):
                 raise Refused(400, f"repeated {name.decode('latin-1')} header")
             headers[name] = value
-        if b"transfer-encoding" in headers:
-            raise Refused(411, "a Content-Length header is required (no chunked bodies)")
+        request = cls(method.decode("latin-1"), target.decode("latin-1"))
+        request.head_size = len(data) + 4
+        connection = headers.get(b"connection", b"").lower()
+        http11 = version == b"HTTP/1.1"
+        request.keep_alive = b"close" not in connection if http11 else b"keep-alive" in connection
+        coding = headers.get(b"transfer-encoding")
         length = headers.get(b"content-length")
-        if length is None:
-            if self.method == "POST":
+        if coding is not None:
+            if coding.lower() != b"chunked" or not http11:
+                raise Refused(400, "unsupported transfer coding (only chunked, on HTTP/1.1)")
+            if length is not None:
+                raise Refused(400, "both Content-Length and Transfer-Encoding")
+            request.chunked = [request.head_size, 0, []]
+        elif length is None:
+            if request.method == "POST":
                 raise Refused(411, "a Content-Length header is required")
             length = b"0"
-        if not length.isdigit():
-            raise Refused(400, "malformed Content-Length")
-        self.body_size = int(length)
-        if self.body_size > max_body:
-            raise Refused(413, f"request body exceeds the limit of {max_body} bytes")
-        connection = headers.get(b"connection", b"").lower()
-        self.keep_alive = (b"close" not in connection if version == b"HTTP/1.1"
-                           else b"keep-alive" in connection)
-        self.size = len(data) + 4 + self.body_size
-        self.continue_sent = headers.get(b"expect", b"").lower() != b"100-continue"
+        if length is not None:
+            if not length.isdigit():
+                raise Refused(400, "malformed Content-Length")
+            request.body_size = int(length)
+            if request.body_size > max_body:
+                raise Refused(413, f"request body exceeds the limit of {max_body} bytes")
+        request.expect = http11 and headers.get(b"expect", b"").lower() == b"100-continue"
+        return request
+
+    def end(self, buf: bytearray, max_body: int) -> int:
+        """Where this request ends in `buf` (which starts with its head) once its body has
+        fully arrived, else -1; a chunked body is scanned from where the last call
+        stopped. Refused for a broken chunked framing or a body over `max_body`."""
+        if self.chunked is None:
+            size = self.head_size + self.body_size
+            return size if len(buf) >= size else -1
+        pos, _, spans = self.chunked
+        while True:
+            self.chunked[0] = pos
+            line_end = buf.find(b"\r\n", pos, pos + 1024)
+            if line_end < 0:
+                if len(buf) - pos < 1024:
+                    return -1
+                raise Refused(400, "malformed chunked request body")
+            size_text = bytes(buf[pos:line_end]).partition(b";")[0].strip()
+            if not size_text or not set(size_text) <= _HEX or len(size_text) > 16:
+                raise Refused(400, "malformed chunked request body")
+            size = int(size_text, 16)
+            if size == 0:  # the last chunk; trailers (if any) end with an empty line
+                trailer_end = buf.find(b"\r\n\r\n", line_end, line_end + MAX_HEAD_BYTES)
+                if trailer_end < 0:
+                    if len(buf) - line_end < MAX_HEAD_BYTES:
+                        return -1
+                    raise Refused(400, "malformed chunked request body")
+                return trailer_end + 4
+            data_end = line_end + 2 + size
+            if self.chunked[1] + size > max_body:
+                raise Refused(413, f"request body exceeds the limit of {max_body} bytes")
+            if len(buf) < data_end + 2:
+                return -1
+            if buf[data_end:data_end + 2] != b"\r\n":
+                raise Refused(400, "malformed chunked request body")
+            spans.append((line_end + 2, data_end))
+            self.chunked[1] += size
+            pos = data_end + 2
+
+    def take_body(self, buf: bytearray, end: int) -> None:
+        if self.chunked is None:
+            self.body = bytes(buf[self.head_size:end])
+        else:
+            self.body = b"".join(buf[s:e] for s, e in self.chunked[2])
+            self.body_size, self.chunked = len(self.body), None
+
+
+class Routes:
+    """Fixed routes: `get` (GET and HEAD, no argument) and `post` (the body) by path, and
+    one `dispatch` offered every request the tables do not answer. `place`: the `quick`
+    GET routes on the loop, everything else on a thread of lane `pool`."""
+
+    def __init__(self, get: dict[str, Route] | None = None, post: dict[str, PostRoute] | None = None,
+                 dispatch: Dispatch | None = None, quick: frozenset[str] = QUICK_ROUTES,
+                 pool: Hashable = lane.EXPENSIVE) -> None:
+        self.get = dict(get or {})
+        self.post = dict(post or {})
+        self.dispatch = dispatch
+        self.quick = quick
+        self.pool = pool
+
+    def place(self, request: Request) -> Hashable:
+        return LOOP if request.path in self.quick and request.method in ("GET", "HEAD") else self.pool
+
+    def __call__(self, request: Request) -> Reply:
+        path, method = request.path, request.method
+        get = method in ("GET", "HEAD")
+        if get and path in self.get:
+            return (*self.get[path](), {})
+        if method == "POST" and path in self.post:
+            return (*self.post[path](request.body), {})
+        if self.dispatch is not None and (get or method == "POST"):
+            reply = self.dispatch("GET" if get else "POST", request.target, None if get else request.body)
+            if reply is not None:
+                return reply
+        if path in self.get or path in self.post:  # a path that exists with another method
+            return 405, JSON, error_body("method not allowed"), {}
+        return 404, JSON, error_body("not found"), {}
 
 
 class Conn:
     __slots__ = ("sock", "client", "state", "inbuf", "out", "deadline", "since", "charged",
-                 "head", "close_after", "events")
+                 "request", "close_after", "events")
 
     def __init__(self, sock: socket.socket, client: str, state: int, deadline: float) -> None:
         self.sock = sock
@@ -149,105 +269,129 @@ class Conn:
         self.deadline = deadline
         self.since = time.monotonic()  # when it last became idle or started a request
         self.charged = 0  # bytes held against the in-flight budget
-        self.head: Head | None = None
+        self.request: Request | None = None  # the head read so far of the next request
         self.close_after = False
         self.events = 0
 
 
+_PHRASES = {s.value: s.phrase for s in HTTPStatus}
+_date = [0, ""]  # (second, the Date header's value) cached for one second
+
+
+def http_date() -> str:
+    now = int(time.time())
+    if _date[0] != now:
+        _date[:] = [now, formatdate(now, usegmt=True)]
+    return _date[1]
+
+
 def response(code: int, kind: str, body: bytes, keep_alive: bool, head_only: bool = False,
              extra: tuple[tuple[str, str], ...] = ()) -> bytes:
-    lines = [f"HTTP/1.1 {code} {HTTPStatus(code).phrase}", "Server: extender",
-             f"Content-Type: {kind}", f"Content-Length: {len(body)}",
-             f"Connection: {'keep-alive' if keep_alive else 'close'}"]
-    lines += [f"{name}: {value}" for name, value in extra]
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    head = (f"HTTP/1.1 {code} {_PHRASES.get(code, '')}\r\nServer: extender\r\nDate: {http_date()}\r\n"
+            f"Content-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+            f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n")
+    head += "".join(f"{name}: {value}\r\n" for name, value in extra)
+    head = (head + "\r\n").encode("latin-1")
     return head if head_only else head + body
 
 
-def _error_body(message: str) -> bytes:
+def error_body(message: str) -> bytes:
     import orjson
 
     return orjson.dumps({"error": message})
 
 
-class Listener:
-    """`routes` (GET, HEAD) and `post_routes` (POST) served on `address` (HOST:PORT);
-    `start`, `stop` (the port is bound on construction: errors surface there)."""
+def bind_socket(address: str) -> socket.socket:
+    """A listening socket on HOST:PORT (SO_REUSEPORT: every gunicorn worker binds it)."""
+    host, port = split_address(address)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
-    def __init__(self, address: str, routes: dict[str, Route], *,
-                 post_routes: dict[str, PostRoute] | None = None, max_body_bytes: int = 1 << 20,
+
+class Listener:
+    """`app` (a `Routes`, or any callable Request -> Reply with a `place` method) served
+    on `address` (HOST:PORT, bound on construction, so errors surface there) or on the
+    listening `sockets` given; `start` (a thread of its own) or `serve` (this thread),
+    `stop`. `pools`: lane -> threads; a request placed in a lane without a pool is
+    answered on the loop."""
+
+    def __init__(self, address: str | None = None, routes: dict[str, Route] | None = None, *,
+                 post_routes: dict[str, PostRoute] | None = None, dispatch: Dispatch | None = None,
+                 app: Routes | None = None, sockets: list | None = None,
+                 pools: dict[Hashable, int] | None = None, max_body_bytes: int = 1 << 20,
                  timeout: float = 5.0, idle_timeout: float = 60.0, max_connections: int = 1024,
                  max_per_client: int = 128, threads: int = 2, ssl_context: SSLContexts = None,
-                 name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES,
-                 dispatch: Dispatch | None = None) -> None:
-        self.routes = dict(routes)
-        self.post_routes = dict(post_routes or {})
+                 name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES) -> None:
+        self.app = app if app is not None else Routes(routes, post_routes, dispatch, quick)
+        self.pool_sizes = dict(pools) if pools is not None else {lane.EXPENSIVE: threads}
         self.max_body = max_body_bytes
         self.timeout = timeout
         self.idle_timeout = idle_timeout
         self.max_connections = max_connections
         self.max_per_client = max(1, min(max_per_client, max_connections))
-        self.threads = threads
-        self.quick = quick
-        self.dispatch = dispatch
         self.ssl_context = ssl_context
         self.name = name
-        self.sock = self._bind(split_address(address))
+        self.socks = list(sockets) if sockets is not None else [bind_socket(address)]
+        for sock in self.socks:
+            sock.setblocking(False)
         self.conns: dict[int, Conn] = {}  # by id
         self.per_client: Counter[str] = Counter()
-        self.done: deque[tuple[Conn, bytes, bool]] = deque()  # answers computed by pool threads
+        self.done: deque[tuple[Conn, Reply | None, Request]] = deque()  # answers from pool threads
+        self.ready: deque[Conn] = deque()  # connections with buffered requests to answer
         self.accepting = False
+        self.draining = False  # no more accepts (a worker shutting down)
         self.stopping = False
         self.thread: threading.Thread | None = None
-        self.pool: futures.ThreadPoolExecutor | None = None
+        self.pools: dict[Hashable, futures.ThreadPoolExecutor] = {}
         self.selector: selectors.BaseSelector | None = None
-
-    @staticmethod
-    def _bind(address: tuple[str, int]) -> socket.socket:
-        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if hasattr(socket, "SO_REUSEPORT"):  # every gunicorn worker binds the same port
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(address)
-            sock.listen(1024)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        return sock
 
     @property
     def port(self) -> int:
-        return self.sock.getsockname()[1]
+        return self.socks[0].getsockname()[1]
 
     def start(self) -> Listener:
+        self._open()
+        self.thread = threading.Thread(target=self.serve, name=self.name, daemon=True)
+        self.thread.start()
+        return self
+
+    def _open(self) -> None:
+        if self.selector is not None:
+            return
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
         self.wake_w.setblocking(False)
         self.selector.register(self.wake_r, READ, self._drain_done)
         self._resume_accepting()
-        self.pool = futures.ThreadPoolExecutor(self.threads, thread_name_prefix=f"{self.name}-route")
-        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self.thread.start()
-        return self
+        self.pools = {where: futures.ThreadPoolExecutor(size, thread_name_prefix=f"{self.name}-{where}")
+                      for where, size in self.pool_sizes.items()}
 
     def stop(self) -> None:
         self.stopping = True
         if self.thread is not None:
             self._wake()
             self.thread.join(timeout=5)
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self.pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
         self.close()
 
     def close(self) -> None:
         """Close the port and every connection (also without `start`)."""
         for conn in list(self.conns.values()):
             self._close(conn)
-        self.sock.close()
+        for sock in self.socks:
+            sock.close()
         if self.selector is not None:
             self.selector.close()
             self.wake_r.close()
@@ -256,18 +400,31 @@ class Listener:
 
     # --- the loop ---------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def serve(self, tick: Callable[[], bool] | None = None) -> None:
+        """Run the loop in this thread until `stop`, or until `tick` (called at every
+        sweep) returns False."""
+        self._open()
         swept = time.monotonic()
         while not self.stopping:
             try:
-                for key, mask in self.selector.select(SWEEP_INTERVAL):
+                for key, mask in self.selector.select(0 if self.ready else SWEEP_INTERVAL):
                     key.data(mask)
+                for _ in range(len(self.ready)):
+                    conn = self.ready.popleft()
+                    if id(conn) in self.conns and conn.state == READING:
+                        self._serve_buffered(conn)
                 now = time.monotonic()
                 if now - swept >= SWEEP_INTERVAL:
                     swept = now
                     self._sweep(now)
+                    if tick is not None and not tick():
+                        return
             except Exception:  # the loop must never die: log, and go on
                 log.exception("listener loop error", extra={"listener": self.name})
+
+    def busy(self) -> bool:
+        """Whether a request is being answered or its answer written."""
+        return any(c.state in (ANSWERING, WRITING) for c in self.conns.values())
 
     def _wake(self) -> None:
         try:
@@ -294,20 +451,26 @@ class Listener:
 
     # --- accepting --------------------------------------------------------------------------
 
+    def stop_accepting(self) -> None:
+        self.draining = True
+        self._pause_accepting()
+
     def _resume_accepting(self) -> None:
-        if not self.accepting and not self.stopping:
-            self.selector.register(self.sock, READ, self._accept)
+        if not self.accepting and not self.stopping and not self.draining:
+            for sock in self.socks:
+                self.selector.register(sock, READ, partial(self._accept, sock))
             self.accepting = True
 
     def _pause_accepting(self) -> None:
         if self.accepting:
-            self.selector.unregister(self.sock)
+            for sock in self.socks:
+                self.selector.unregister(sock)
             self.accepting = False
 
-    def _accept(self, _mask: int) -> None:
+    def _accept(self, listening, _mask: int) -> None:
         for _ in range(64):  # then the others' turn
             try:
-                sock, address = self.sock.accept()
+                sock, address = listening.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -319,7 +482,7 @@ class Listener:
                 if exc.errno == errno.ECONNABORTED:
                     continue
                 raise
-            client = str(address[0])
+            client = str(address[0]) if isinstance(address, tuple) else "local"
             if not self._make_room(client):
                 sock.close()  # every connection of the client is being answered
                 continue
@@ -350,11 +513,11 @@ class Listener:
 
     def _admit(self, sock: socket.socket, client: str) -> None:
         sock.setblocking(False)
-        try:  # a TLS handshake is several small writes: no Nagle wait between them
+        try:  # answers and TLS handshakes are small writes: no Nagle wait between them
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass  # not TCP (a test's socketpair)
-        deadline = time.monotonic() + self.timeout  # handshake, head and body: one deadline
+        deadline_at = time.monotonic() + self.timeout  # handshake, head and body: one deadline
         state = READING
         if self.ssl_context is not None:
             try:
@@ -365,7 +528,7 @@ class Listener:
                 sock.close()
                 return
             state = HANDSHAKE
-        conn = Conn(sock, client, state, deadline)
+        conn = Conn(sock, client, state, deadline_at)
         self.conns[id(conn)] = conn
         self.per_client[client] += 1
         self._want(conn, READ)
@@ -379,7 +542,8 @@ class Listener:
             elif conn.state in (READING, IDLE):
                 self._read(conn)
             elif conn.state == WRITING:
-                self._write(conn)
+                if self._write(conn) and conn.inbuf:  # the rest of a pipeline, in turn
+                    self.ready.append(conn)
             elif conn.state == CLOSING:
                 self._linger(conn)
         except Exception:  # a connection must never take the loop down
@@ -420,76 +584,114 @@ class Listener:
                 return
             if conn.state == IDLE:  # a new request on a kept-alive connection
                 conn.state = READING
-                conn.deadline = time.monotonic() + self.timeout
                 conn.since = time.monotonic()
+                conn.deadline = conn.since + self.timeout
             conn.inbuf += chunk
             if not BODIES.charge(conn, len(conn.inbuf)):
                 self._shed(conn)
                 return
-            if self._complete(conn):
+            if self._serve_buffered(conn):
                 return
 
-    def _complete(self, conn: Conn) -> bool:
-        """Dispatch the request at the head of the buffer if it has fully arrived (or
-        refuse it); True if the connection no longer reads."""
-        try:
-            if conn.head is None:
-                end = conn.inbuf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
-                if end < 0:
-                    if len(conn.inbuf) >= MAX_HEAD_BYTES:
-                        raise Refused(431, "request head too large")
-                    return False
-                conn.head = Head(bytes(conn.inbuf[:end]), self.max_body)
-            head = conn.head
-            if len(conn.inbuf) < head.size:
-                if not head.continue_sent:  # `Expect: 100-continue`: ask for the body
-                    head.continue_sent = True
-                    conn.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+    def _serve_buffered(self, conn: Conn) -> bool:
+        """Answer the requests that have fully arrived on `conn`, up to `BURST` of them
+        (then it waits for its next turn in `ready`); True if the connection no longer
+        reads for now (answering, writing, closing or waiting its turn)."""
+        for _ in range(BURST):
+            try:
+                request = self._next_request(conn)
+            except Refused as exc:
+                self._refuse(conn, exc.code, str(exc))
+                return True
+            except OSError:
+                self._close(conn)
+                return True
+            if request is None:
                 return False
-        except Refused as exc:
-            self._refuse(conn, exc.code, str(exc))
-            return True
-        except OSError:
-            self._close(conn)
-            return True
-        body = bytes(conn.inbuf[head.size - head.body_size:head.size])
-        del conn.inbuf[:head.size]
-        conn.head = None
-        conn.state = ANSWERING
-        self._want(conn, 0)  # off the poller until answered (pipelined bytes wait)
-        if head.path in self.quick and head.method in ("GET", "HEAD"):
-            self._answer(conn, head, body)
-            self._drain_done(0)
-        else:
-            self.pool.submit(self._answer, conn, head, body)
+            where = self.app.place(request)
+            if where != LOOP:
+                self._hand_on(conn, request, where)
+                return True
+            try:
+                reply = self._call(request, LOOP)
+            except lane.Elsewhere as moved:  # needs a costlier lane: nothing sent yet
+                self._hand_on(conn, request, moved.lane)
+                return True
+            if not self._send(conn, self._encode(request, reply)):
+                return True
+            if not conn.inbuf:
+                return False
+        self.ready.append(conn)
         return True
 
-    def _answer(self, conn: Conn, head: Head, body: bytes) -> None:
-        """On a pool thread: the route's answer, handed back to the loop."""
+    def _next_request(self, conn: Conn) -> Request | None:
+        """The request at the head of the buffer, taken out of it, once it has fully
+        arrived (None until then); Refused if it cannot be answered."""
+        request = conn.request
+        if request is None:
+            end = conn.inbuf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
+            if end < 0:
+                if len(conn.inbuf) >= MAX_HEAD_BYTES:
+                    line = conn.inbuf.find(b"\r\n", 0, MAX_LINE + 2)
+                    raise Refused(414 if line < 0 else 431, "request line too long" if line < 0
+                                  else "request head too large")
+                return None
+            request = conn.request = Request.parse(bytes(conn.inbuf[:end]), self.max_body)
+            request.arrived = conn.since
+        end = request.end(conn.inbuf, self.max_body)
+        if end < 0:
+            if request.expect:  # `Expect: 100-continue`: ask for the body
+                request.expect = False
+                conn.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+            return None
+        request.take_body(conn.inbuf, end)
+        del conn.inbuf[:end]
+        conn.request = None
+        if conn.inbuf:  # a pipelined request: it arrived now, at the latest
+            conn.since = time.monotonic()
+        return request
+
+    def _call(self, request: Request, where: Hashable) -> Reply:
+        """The app's reply, in lane `where` (lane.Elsewhere: it needs a costlier one; a
+        lane that is not a CEL lane, such as the bind pool's, limits no CEL work)."""
+        cel_lane = where if where in (lane.LOOP, lane.POOL) else lane.EXPENSIVE
         try:
-            code, kind, payload, headers = self._route(head, body)
-            keep = head.keep_alive
+            with lane.running_in(cel_lane), deadline.arrived(request.arrived):
+                return self.app(request)
         except Exception:
-            log.exception("listener route failed", extra={"listener": self.name, "path": head.path})
-            code, kind, payload, headers, keep = 500, JSON, _error_body("internal error"), {}, False
-        data = response(code, kind, payload, keep, head_only=head.method == "HEAD", extra=tuple(headers.items()))
-        self.done.append((conn, data, keep))
+            log.exception("route failed", extra={"listener": self.name, "path": request.path})
+            return 500, JSON, error_body("internal error"), {"Connection": "close"}
+
+    def _hand_on(self, conn: Conn, request: Request, where: Hashable) -> None:
+        """Answer on a thread of lane `where`; the connection waits off the poller."""
+        conn.state = ANSWERING
+        self._want(conn, 0)
+        try:
+            self.pools[where].submit(self._answer, conn, request, where)
+        except KeyError:  # no such lane here: a bug in `place`, answered as one
+            self._send(conn, self._encode(request, (500, JSON, error_body("internal error"), {})))
+        except RuntimeError:  # shutting down
+            self._close(conn)
+
+    def _answer(self, conn: Conn, request: Request, where: Hashable) -> None:
+        """On a pool thread: the app's reply, handed back to the loop; a request that
+        needs a costlier lane moves on, unanswered."""
+        try:
+            reply = self._call(request, where)
+        except lane.Elsewhere as moved:
+            try:
+                self.pools[moved.lane].submit(self._answer, conn, request, moved.lane)
+                return
+            except (KeyError, RuntimeError):  # no such lane here, or shutting down
+                reply = 500, JSON, error_body("internal error"), {}
+        self.done.append((conn, reply, request))
         self._wake()
 
-    def _route(self, head: Head, body: bytes) -> Reply:
-        get = head.method in ("GET", "HEAD")
-        if get and head.path in self.routes:
-            return (*self.routes[head.path](), {})
-        if head.method == "POST" and head.path in self.post_routes:
-            return (*self.post_routes[head.path](body), {})
-        if self.dispatch is not None and (get or head.method == "POST"):
-            reply = self.dispatch("GET" if get else "POST", head.target, None if get else body)
-            if reply is not None:
-                return reply
-        known = head.path in self.routes or head.path in self.post_routes
-        if known:  # 405 for a path that exists with another method, as the main listener answers
-            return 405, JSON, _error_body("method not allowed"), {}
-        return 404, JSON, _error_body("not found"), {}
+    def _encode(self, request: Request, reply: Reply) -> tuple[bytes, bool]:
+        code, kind, payload, headers = reply
+        keep = request.keep_alive and headers.get("Connection") != "close"
+        extra = tuple((k, v) for k, v in headers.items() if k != "Connection")
+        return response(code, kind, payload, keep, head_only=request.method == "HEAD", extra=extra), keep
 
     def _drain_done(self, _mask: int) -> None:
         try:
@@ -498,52 +700,55 @@ class Listener:
         except (BlockingIOError, InterruptedError):
             pass
         while self.done:
-            conn, data, keep = self.done.popleft()
+            conn, reply, request = self.done.popleft()
             if id(conn) not in self.conns:
                 continue  # closed meanwhile (the listener is stopping)
-            self._send(conn, data, close=not keep)
+            if self._send(conn, self._encode(request, reply)) and conn.inbuf:
+                self._serve_buffered(conn)
 
     # --- answering ----------------------------------------------------------------------------
 
-    def _send(self, conn: Conn, data: bytes, close: bool) -> None:
+    def _send(self, conn: Conn, answer: tuple[bytes, bool]) -> bool:
+        """Write an answer; True once it is written and the connection reads again."""
+        data, keep = answer
         conn.state = WRITING
         conn.out = memoryview(data)
-        conn.close_after = close
+        conn.close_after = not keep
         conn.deadline = time.monotonic() + self.timeout
-        self._write(conn)
+        return self._write(conn)
 
-    def _write(self, conn: Conn) -> None:
+    def _write(self, conn: Conn) -> bool:
         while conn.out:
             try:
                 sent = conn.sock.send(conn.out)
             except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
                 self._want(conn, WRITE)
-                return
+                return False
             except ssl.SSLWantReadError:
                 self._want(conn, READ)
-                return
+                return False
             except OSError:
                 self._close(conn)
-                return
+                return False
             conn.out = conn.out[sent:]
         if conn.close_after:
             self._start_linger(conn)
-            return
+            return False
         now = time.monotonic()
         conn.state, conn.since, conn.deadline = IDLE, now, now + self.idle_timeout
         BODIES.charge(conn, len(conn.inbuf))
         self._want(conn, READ)
-        if conn.inbuf:  # a pipelined request
+        if conn.inbuf:  # a pipelined request: the caller answers it
             conn.state, conn.deadline = READING, now + self.timeout
-            self._complete(conn)
+        return True
 
     def _refuse(self, conn: Conn, code: int, message: str,
                 extra: tuple[tuple[str, str], ...] = ()) -> None:
         """An error answer, then the connection closes (its body is never read)."""
-        self._want(conn, 0)
         BODIES.charge(conn, 0)
         conn.inbuf = bytearray()
-        self._send(conn, response(code, JSON, _error_body(message), False, extra=extra), close=True)
+        conn.request = None
+        self._send(conn, (response(code, JSON, error_body(message), False, extra=extra), False))
 
     def _shed(self, conn: Conn) -> None:
         shed(self.name)
@@ -553,8 +758,8 @@ class Listener:
                      extra=(("Retry-After", str(RETRY_AFTER_SECONDS)),))
 
     def _start_linger(self, conn: Conn) -> None:
-        """After an error answer: stop writing and drop what the client still sends for
-        a moment, so that the close does not reset the answer away before it is read."""
+        """After an answer that closes: stop writing and drop what the client still sends
+        for a moment, so that the close does not reset the answer away before it is read."""
         try:
             conn.sock.shutdown(socket.SHUT_WR)
         except OSError:

@@ -135,29 +135,3 @@ class ReloadingContext:
         log.error("TLS files changed but cannot be used; keeping the previous certificate"
                   if self.reloads or stamps != self._stamps else "TLS certificate is not usable",
                   extra={"files": list(self.files), "error": str(exc), "result": reason})
-
-
-# --- the verbs' listener (gunicorn), with `--verbs-tls` ---------------------------------
-
-_per_process: dict[tuple[str, str, str], ReloadingContext] = {}
-_per_process_lock = threading.Lock()
-
-
-def gunicorn_ssl_context(conf, default_factory) -> ssl.SSLContext:  # noqa: ARG001 - gunicorn hook
-    """gunicorn's `ssl_context` hook, called for every accepted connection: the current
-    context of a per-worker `ReloadingContext` (instead of re-reading the files each time)."""
-    files = (conf.certfile, conf.keyfile, conf.ca_certs or "")
-    with _per_process_lock:
-        reloading = _per_process.get(files)
-        if reloading is None:
-            reloading = _per_process[files] = ReloadingContext(*files)
-    return reloading.current()
-
-
-def _reinit_after_fork() -> None:
-    global _per_process_lock
-    _per_process_lock = threading.Lock()
-    _per_process.clear()
-
-
-os.register_at_fork(after_in_child=_reinit_after_fork)

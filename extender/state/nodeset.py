@@ -491,7 +491,10 @@ class NodeSet:
 
     def mask_of(self, names: Iterable[str]) -> np.ndarray:
         """Boolean mask over the candidates (request order) of `names`, all candidates;
-        only for distinct candidates."""
+        a name the request repeats is set wherever it appears."""
+        if not self.distinct:
+            wanted = frozenset(names)
+            return np.fromiter(map(wanted.__contains__, self.order), dtype=bool, count=len(self.order))
         if self._position is None:
             self._position = {name: i for i, name in enumerate(self.order)}
         mask = np.zeros(len(self.order), dtype=bool)

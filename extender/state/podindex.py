@@ -1,4 +1,6 @@
-"""Pod-side indexes for PodTopologySpread, so counting costs O(matching pods + nodes).
+"""The pod layer's per-namespace buckets, indexed so that PodTopologySpread's counting
+costs O(matching pods + nodes) (the plugin's view of them: `SpreadIndex` in
+`extender.plugins.podtopologyspread.index`).
 
 Upstream walks every node's pod list for every request; at 100k pods that is the whole
 request budget. The pod layer keeps these indexes up to date event by event
@@ -7,9 +9,7 @@ request budget. The pod layer keeps these indexes up to date event by event
 * per namespace, label key -> value -> ids of the *counted* pods (assigned to a node,
   phase not Succeeded/Failed, no deletionTimestamp: what the scheduler cache holds and
   `countPodsMatchSelector` keeps);
-* per namespace, the unassigned pods that carry `status.nominatedNodeName`;
-* node-side helpers: names of nodes that carry a set of label keys, and node names per
-  distinct taint tuple (eligibility under `nodeTaintsPolicy` is decided per tuple).
+* per namespace, the unassigned pods that carry `status.nominatedNodeName`.
 
 Selectors are duck-typed (`nothing`, `requirements` of `key`/`op`/`values` with ops
 In/NotIn/Exists/DoesNotExist) so this module does not depend on the plugin package.
@@ -24,16 +24,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from extender.model import Pod, Taint
+from extender.model import Pod
 
-if TYPE_CHECKING:
-    from extender.state.snapshot import ClusterSnapshot
-
-INDEX_KEY = "pod-label-index"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 _MEMO_LIMIT = 512
 
@@ -369,98 +365,24 @@ class NamespacePods:
             self._memo[selector] = hit
         return hit
 
-
-_EMPTY = NamespacePods()
-
-
-class SpreadIndex:
-    """Everything PodTopologySpread needs from a snapshot that does not depend on the pod.
-
-    A view, built in O(1): the pod layer's per-namespace buckets (shared by every
-    snapshot until their namespace changes) and the node layer. Node-only answers are
-    memoised on the node layer, so they survive pod events. The snapshot is held
-    weakly: a strong reference would make a cycle (snapshot -> derived -> index ->
-    snapshot) that only a full collection frees."""
-
-    __slots__ = ("_snapshot", "namespaces", "nodes")
-
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        self._snapshot = weakref.ref(snapshot)
-        self.namespaces: Mapping[str, NamespacePods] = snapshot.pod_layer.namespaces
-        self.nodes = snapshot.nodes
-
-    @property
-    def snapshot(self) -> ClusterSnapshot:
-        snapshot = self._snapshot()
-        if snapshot is None:  # pragma: no cover - readers hold their snapshot
-            raise RuntimeError("SpreadIndex used after its snapshot was released")
-        return snapshot
-
-    def namespace(self, namespace: str) -> NamespacePods:
-        return self.namespaces.get(namespace, _EMPTY)
-
-    def node_counts(self, namespace: str, selector: Any) -> Mapping[str, int]:
-        return self.namespace(namespace).node_counts(selector)
-
-    def domain_counts(
-        self, namespace: str, selector: Any, key: str, eligible: frozenset[str]
-    ) -> Mapping[str, int]:
-        """Matching counted pods per value of `key` (absent label -> ""), counting only
-        pods on `eligible` nodes; memoized per (namespace, selector, key, eligible) and
-        node layer version (the bucket outlives node changes, the labels read do not)."""
-        ns = self.namespace(namespace)
-        memo_key = (selector, key, eligible, self.nodes.version)
-        hit = ns._memo.get(memo_key)
+    def domain_counts(self, selector: Any, key: str, eligible: frozenset[str], nodes: Any) -> Mapping[str, int]:
+        """Matching counted pods per value of label `key` of their node (absent label ->
+        ""), counting only pods on `eligible` nodes of `nodes` (a node layer); memoized
+        per (selector, key, eligible, layer version) and patched as pods come and go
+        (the bucket outlives node changes, the labels read do not)."""
+        memo_key = (selector, key, eligible, nodes.version)
+        hit = self._memo.get(memo_key)
         if hit is None:
-            by_name = self.nodes.by_name
+            by_name = nodes.by_name
             out: dict[str, int] = {}
-            for name, n in ns.node_counts(selector).items():
+            for name, n in self.node_counts(selector).items():
                 if name in eligible:
                     value = by_name[name].labels.get(key, "")
                     out[value] = out.get(value, 0) + n
             hit = out
-            if len(ns._memo) >= _MEMO_LIMIT:
-                ns._memo.clear()
-                ns._memo_nodes.clear()
-            ns._memo_nodes[memo_key] = weakref.ref(self.nodes)
-            ns._memo[memo_key] = hit
+            if len(self._memo) >= _MEMO_LIMIT:
+                self._memo.clear()
+                self._memo_nodes.clear()
+            self._memo_nodes[memo_key] = weakref.ref(nodes)
+            self._memo[memo_key] = hit
         return hit
-
-    def own_vector(self, namespace: str, selector: Any, universe: Any) -> np.ndarray:
-        """Matching counted pods on each node of `universe` (a NodeIndex), as an int64
-        vector over it: a gather from the per-selector counts by node code, no loop
-        over names."""
-        codes = universe.memo(("node codes",), lambda: np.fromiter(
-            (node_code(n.name) for n in universe.nodes), dtype=np.intp, count=len(universe.nodes)),
-            taints_only=True)
-        by_code = self.namespace(namespace).code_counts(selector)
-        out = np.zeros(len(codes), dtype=np.int64)
-        known = codes < len(by_code)
-        out[known] = by_code[codes[known]]
-        return out
-
-    def nodes_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
-        """Names of snapshot nodes carrying every key in `keys` (node-layer memo)."""
-        nodes = self.nodes
-
-        def compute() -> frozenset[str]:
-            index = nodes.label_index()
-            result: frozenset[str] | set[str] = nodes.names
-            for key in keys:
-                present: set[str] = set()
-                for names in index.get(key, {}).values():
-                    present |= names
-                result = result & present
-            return frozenset(result)
-
-        return nodes.memo(("PTS with keys", keys), compute)
-
-    def taint_group_names(self) -> dict[tuple[Taint, ...], frozenset[str]]:
-        nodes = self.nodes
-        return nodes.memo(("PTS taint group names",), lambda: {
-            taints: frozenset(n.name for n in group) for taints, group in nodes.taint_groups().items()
-        }, taints_only=True)
-
-
-def spread_index(snapshot: ClusterSnapshot) -> SpreadIndex:
-    return snapshot.derived(INDEX_KEY, SpreadIndex)

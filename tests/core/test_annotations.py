@@ -15,7 +15,7 @@ ALL = ["od-a1", "od-a2", "od-b1", "od-b2", "od-c1", "od-c2", "spot-a1", "spot-b1
 
 
 def run(ext, pod, names=ALL):
-    return ext.filter(ExtenderArgs(pod, None, names))
+    return orjson.loads(ext.filter(ExtenderArgs(pod, None, names)))
 
 
 def with_annotation(name: str, key: str, value) -> dict:
@@ -64,7 +64,7 @@ def test_annotation_preferred_terms_are_added(example_extender):
             {"weight": 10, "preference": {"matchExpressions": [
                 {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-b"]}]}}]},
     )
-    scores = example_extender.prioritize(ExtenderArgs(pod, None, ["od-a1", "od-b1"]))
+    scores = orjson.loads(example_extender.prioritize(ExtenderArgs(pod, None, ["od-a1", "od-b1"])))
     by_host = {h["Host"]: h["Score"] for h in scores}
     # in-tree (default): od-a1 TT 3*100 / 10 = 30; od-b1 NA 2*100 / 10 = 20
     assert by_host == {"od-a1": 30, "od-b1": 20}

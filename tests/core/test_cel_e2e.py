@@ -29,7 +29,7 @@ def pod_with(tolerations: list[dict], annotation: bool = False, name: str = "cel
 
 
 def feasible(ext, pod, names=ALL) -> list[str]:
-    return ext.filter(ExtenderArgs(pod, None, names))["NodeNames"]
+    return orjson.loads(ext.filter(ExtenderArgs(pod, None, names)))["NodeNames"]
 
 
 @pytest.fixture()
@@ -115,10 +115,10 @@ def test_one_cache_shared_by_every_plugin_in_one_request(example_objects):
         "nodeTaintsPolicy": "Honor", "labelSelector": {"matchLabels": {"app": "shared"}},
     }]
     before = _misses()
-    result = ext.filter(ExtenderArgs(pod, None, ALL))
+    result = orjson.loads(ext.filter(ExtenderArgs(pod, None, ALL)))
     assert "od-c2" in result["NodeNames"]  # NodeUnschedulable: cordon tolerated via CEL
     assert "spot-c1" in result["NodeNames"]  # TaintToleration: sla taint tolerated via CEL
-    ext.prioritize(ExtenderArgs(copy.deepcopy(pod), None, result["NodeNames"]))
+    orjson.loads(ext.prioritize(ExtenderArgs(copy.deepcopy(pod), None, result["NodeNames"])))
     stats = cache.stats()
     assert stats["compiles"] == 1
     assert stats["misses"] == 1 and stats["hits"] >= 1

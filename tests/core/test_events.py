@@ -29,6 +29,7 @@ from extender.events import (
 from extender.explain import diagnose, summarize
 from extender.service import Extender
 from extender.state import StaticSource
+from extender.state.candidates import resolve
 
 NAMES = ["od-a1", "od-a2", "od-b1", "od-b2", "od-c1", "od-c2", "spot-a1", "spot-b1", "spot-c1", "dev-a1"]
 
@@ -121,13 +122,13 @@ def test_spam_filter_25_then_one_per_5_minutes_per_object():
 
 def offer_for(extender: Extender, pod_name: str, names: list[str]) -> Offer:
     pod = extender.parse_pod(example_pod(pod_name))
-    return Offer.of(pod, extender.resolve(extender.source.snapshot(), names, None))
+    return Offer.of(pod, resolve(extender.source.snapshot(), names))
 
 
 def test_the_message_says_why_in_the_extenders_words(example_extender):
     pod = example_extender.parse_pod(example_pod("sla-gt"))
     snapshot = example_extender.source.snapshot()
-    cands = example_extender.resolve(snapshot, ["spot-c1", "od-c2", "dev-a1"], None)
+    cands = resolve(snapshot, ["spot-c1", "od-c2", "dev-a1"])
     summary = summarize(diagnose(example_extender, pod, snapshot, cands), [], examples=0)
     message = event_message(summary)
     assert message.startswith("0/3 candidate nodes pass the extender's filter: ")
@@ -160,7 +161,7 @@ def test_the_filter_offers_unschedulable_pods_and_one_event_is_written(recorder)
     extender, rec, sink, clock = recorder
     extender.events = rec
     body = {"Pod": example_pod("sla-gt"), "NodeNames": ["spot-c1", "dev-a1"]}
-    answer = orjson.loads(extender.filter_bytes(decode_args(orjson.dumps(body))))
+    answer = orjson.loads(extender.filter(decode_args(orjson.dumps(body))))
     assert answer["NodeNames"] == [] and answer["Error"] == ""
     assert rec.drain()
     ((created, name),) = sink.calls
@@ -171,20 +172,20 @@ def test_the_filter_offers_unschedulable_pods_and_one_event_is_written(recorder)
     assert "taint value 500 is not greater than 750 (1 node)" in ev["message"]
     # the same answer again: the same event, counted
     clock.now += 10
-    extender.filter_bytes(decode_args(orjson.dumps(body)))
+    extender.filter(decode_args(orjson.dumps(body)))
     assert rec.drain()
     assert sink.calls[-1] == ("patch", name) and sink.events[name]["count"] == 2
     # a feasible answer or an Error answer (invalid arguments) offers nothing
-    extender.filter_bytes(decode_args(orjson.dumps({"Pod": example_pod("sla-gt"), "NodeNames": ["od-a1"]})))
+    extender.filter(decode_args(orjson.dumps({"Pod": example_pod("sla-gt"), "NodeNames": ["od-a1"]})))
     invalid = example_pod("sla-gt")
     invalid["metadata"]["labels"] = {"app": 5}
-    assert orjson.loads(extender.filter_bytes(decode_args(orjson.dumps({"Pod": invalid, "NodeNames": ["od-a1"]}))))[
+    assert orjson.loads(extender.filter(decode_args(orjson.dumps({"Pod": invalid, "NodeNames": ["od-a1"]}))))[
         "Error"]
     assert rec.drain() and len(sink.calls) == 2
     # a malformed annotation rejects every node: the event quotes the problem
     bad = example_pod("plain")
     bad["metadata"]["annotations"] = {"scheduling-extender.io/tolerations": "[not json"}
-    extender.filter_bytes(decode_args(orjson.dumps({"Pod": bad, "NodeNames": ["od-a1"]})))
+    extender.filter(decode_args(orjson.dumps({"Pod": bad, "NodeNames": ["od-a1"]})))
     assert rec.drain() and sink.calls[-1][0] == "create"
     assert "scheduling-extender.io/tolerations" in sink.events[sink.calls[-1][1]]["message"]
 
@@ -210,7 +211,7 @@ def test_offers_never_wait_for_the_api_and_the_queue_is_bounded(example_snapshot
             pod = example_pod("plain")
             pod["metadata"]["name"] = f"p{i}"
             pods.append(pod)
-            cands = extender.resolve(extender.source.snapshot(), ["od-c2"], None)
+            cands = resolve(extender.source.snapshot(), ["od-c2"])
             parsed = extender.parse_pod(pod)
             rec.offer(parsed, cands)  # returns while the writer is stuck
             if i == 0:  # p0 is being written (stuck on the API) before the others come
@@ -254,7 +255,7 @@ def test_events_reach_the_api_server_and_are_counted_there(example_snapshot, tmp
     from kubernetes import client, config
 
     from extender.events import ApiEventSink
-    from tests.doubles.apiserver import FakeApiServer
+    from testing.apiserver import FakeApiServer
 
     with FakeApiServer() as api:
         configuration = client.Configuration()
@@ -298,7 +299,7 @@ def test_offers_pin_no_state_and_are_explained_on_the_current_one(example_object
     assert rec.record(offer) == "skipped" and sink.calls == []
     # Nodes mode (the request carried node objects): those are what is explained
     nodes = [o for o in example_objects if o["kind"] == "Node" and o["metadata"]["name"] == "spot-c1"]
-    cands = extender.resolve(source.snapshot(), None, nodes)
+    cands = resolve(source.snapshot(), None, nodes)
     nodes_offer = Offer.of(extender.parse_pod(example_pod("sla-gt")), cands)
     assert nodes_offer.cands is cands
     assert rec.record(nodes_offer) == "created"

@@ -122,7 +122,7 @@ def test_explain_is_not_counted_as_scheduler_work(example_extender):
     # the verbs still count (the quiet context ends with the explanation)
     from extender.api.wire import decode_args
 
-    example_extender.filter_bytes(decode_args(orjson.dumps({"Pod": example_pod("plain"),
+    example_extender.filter(decode_args(orjson.dumps({"Pod": example_pod("plain"),
                                                             "NodeNames": ["od-a1", "spot-c1"]})))
     assert evaluations() > before
 

@@ -17,8 +17,8 @@ NAMES = ["od-a1", "od-a2", "od-b1", "od-b2", "od-c1", "od-c2", "spot-a1", "spot-
 
 def answers(ext, name: str) -> tuple:
     pod = example_pod(name)
-    filtered = ext.filter(ExtenderArgs(pod, None, NAMES))
-    scores = ext.prioritize(ExtenderArgs(example_pod(name), None, filtered["NodeNames"]))
+    filtered = orjson.loads(ext.filter(ExtenderArgs(pod, None, NAMES)))
+    scores = orjson.loads(ext.prioritize(ExtenderArgs(example_pod(name), None, filtered["NodeNames"])))
     return filtered, scores
 
 
@@ -26,9 +26,9 @@ def wire_answers(ext, name: str) -> tuple:
     """The server's path: shared candidate sets, templates and remembered answers."""
     pod = example_pod(name)
     body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": NAMES})
-    filtered = orjson.loads(ext.filter_bytes(decode_args(body)))
+    filtered = orjson.loads(ext.filter(decode_args(body)))
     body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": filtered["NodeNames"]})
-    return filtered, orjson.loads(ext.prioritize_bytes(decode_args(body)))
+    return filtered, orjson.loads(ext.prioritize(decode_args(body)))
 
 
 def test_concurrent_requests_on_cold_caches_match_sequential_answers(example_objects):

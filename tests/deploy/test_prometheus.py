@@ -19,7 +19,8 @@ import pytest
 import yaml
 from conftest import EXAMPLES, example_pod
 from deploy_tools import MANIFESTS, ROOT, run, tool
-from live import NAMES, free_port, request, start, stop
+
+from testing.live import NAMES, free_port, request, start, stop
 
 RULES = MANIFESTS / "prometheus" / "rules.yaml"
 RULES_TEST = ROOT / "tests" / "deploy" / "rules_test.yaml"

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.doubles.apiserver import ApiError, FakeApiServer
+from testing.apiserver import ApiError, FakeApiServer
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.e2e.harness import E2ECluster, require_binary
+from testing.harness import E2ECluster, require_binary
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,8 @@ Every bind is replayed against the truth (the double's objects): 0 over maxSkew.
 
 from __future__ import annotations
 
-from tests.e2e import truth
-from tests.e2e.harness import HOST, ZONE, node, pod, spread
+from testing import truth
+from testing.harness import HOST, ZONE, node, pod, spread
 
 GPU = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 

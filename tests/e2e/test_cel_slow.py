@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.harness import node, pod
+from testing.harness import node, pod
 
 L20 = "[" + ",".join(["0"] * 20) + "]"
 #: 95,570 units estimated; ~8,000 iterations per tolerated taint

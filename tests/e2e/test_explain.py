@@ -12,9 +12,9 @@ import time
 
 import orjson
 
-from tests.doubles.service_proxy import add_service_proxy
-from tests.e2e.harness import ZONE, E2ECluster, node, pod, spread
-from tests.server.live import request
+from testing.harness import ZONE, E2ECluster, node, pod, spread
+from testing.live import request
+from testing.service_proxy import add_service_proxy
 
 SLA = "example.com/sla"
 FLAGS = ["--explain-endpoint", "true", "--record-events", "true"]

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.harness import SCHEDULER_CONFIG, E2ECluster, key_of, node, pod, wait_for
-from tests.e2e.wiretap import WireTap
+from testing.harness import SCHEDULER_CONFIG, E2ECluster, key_of, node, pod, wait_for
+from testing.wiretap import WireTap
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "manifests" / "base" / "deployment.yaml"
 ACQUIRED = "successfully acquired lease"
@@ -240,8 +240,8 @@ def test_the_scheduler_alerts_use_series_the_real_kube_scheduler_exports(kube_sc
     with the labels the alerts select on (kube_pod_* comes from kube-state-metrics)."""
     import re
 
-    from tests.e2e.harness import Process, scheduler_config
-    from tests.server.live import free_port
+    from testing.harness import Process, scheduler_config
+    from testing.live import free_port
 
     rules = yaml.safe_load((DEPLOYMENT.parents[1] / "prometheus" / "rules.yaml").read_text())
     (group,) = [g for g in rules["groups"] if g["name"] == "extended-scheduler.alerts"]

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from tests.e2e.harness import HOST, ZONE, node, pod, request, spread
+from testing.harness import HOST, ZONE, node, pod, request, spread
 
 MIB = 1 << 20
 

@@ -23,9 +23,9 @@ import os
 import signal
 import time
 
-from tests.e2e import truth
-from tests.e2e.harness import HOST, ZONE, Process, key_of, node, pod, spread, wait_for
-from tests.server.live import request
+from testing import truth
+from testing.harness import HOST, ZONE, Process, key_of, node, pod, spread, wait_for
+from testing.live import request
 
 OPENAPI_CLIENT = "OpenAPI-Generator"  # the User-Agent of the extender's kubernetes client
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from tests.e2e import truth
-from tests.e2e.harness import HOST, ZONE, node, pod, spread
+from testing import truth
+from testing.harness import HOST, ZONE, node, pod, spread
 
 NOISY = {"key": "noisy", "value": "true", "effect": "NoSchedule"}
 GONE = ("n-a0", "n-b1", "n-c2")

@@ -5,7 +5,7 @@ what counts."""
 
 from __future__ import annotations
 
-from tests.e2e.harness import node, pod
+from testing.harness import node, pod
 
 CEL = "taint.key.startsWith('env.example.com/')"
 ORACLES = {CEL: lambda key, value, effect: key.startswith("env.example.com/")}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import PREFIX, SCHEDULER_NAME, node, pod
+from testing.harness import PREFIX, SCHEDULER_NAME, node, pod
 
 DEDICATED = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 OTHER = {"key": "dedicated", "value": "other", "effect": "NoSchedule"}

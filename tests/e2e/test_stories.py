@@ -2,7 +2,7 @@
 cluster is loaded into the API double, its pods are created (for the shipped profile),
 and each pod must land on one of the nodes expected.yaml lists, or stay Pending with the
 listed reasons in its FailedScheduling message when it lists none. The binds are also
-checked against the independent truth (tests/e2e/truth.py), which knows taints, affinity
+checked against the independent truth (testing/truth.py), which knows taints, affinity
 and spreading (CEL through the oracles below) but not volumes: the volume story is held
 to expected.yaml, and a volume story pod on a wrong node fails that assertion.
 
@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from extender.state.loader import load_objects
-from tests.e2e.harness import SCHEDULER_NAME, key_of
-from tests.server.live import request
+from testing.harness import SCHEDULER_NAME, key_of
+from testing.live import request
 
 STORIES = sorted(p for p in (Path(__file__).resolve().parents[2] / "examples" / "stories").iterdir() if p.is_dir())
 

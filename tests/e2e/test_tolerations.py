@@ -5,7 +5,7 @@ pods no node admits stay pending."""
 
 from __future__ import annotations
 
-from tests.e2e.harness import PREFIX, node, pod
+from testing.harness import PREFIX, node, pod
 
 SLA, KERNEL, CNI = "example.com/sla", "example.com/kernel", "example.com/cni"
 CEL_ENV = "taint.key.startsWith('env.example.com/')"

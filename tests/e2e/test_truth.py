@@ -12,8 +12,8 @@ import pytest
 from extender.api.wire import decode_args
 from extender.state import ClusterSnapshot, StaticSource
 from perf.engine import default_config, new_extender
-from tests.e2e.harness import HOST, PREFIX, ZONE, node, pod, spread
-from tests.e2e.truth import ClusterView, Violation, key_of
+from testing.harness import HOST, PREFIX, ZONE, node, pod, spread
+from testing.truth import ClusterView, Violation, key_of
 
 SLA, KERNEL = "example.com/sla", "example.com/kernel"
 CEL = "taint.key == 'example.com/sla' && int(taint.value) > 900"
@@ -73,7 +73,7 @@ def random_case(rng: random.Random) -> tuple[list[dict], dict]:
 def reference_feasible(objects: list[dict], pending: dict) -> set[str]:
     engine = new_extender(default_config(), StaticSource(ClusterSnapshot.from_objects(objects)), fast=False)
     names = [o["metadata"]["name"] for o in objects if o["kind"] == "Node"]
-    answer = engine.filter(decode_args(orjson.dumps({"Pod": pending, "Nodes": None, "NodeNames": names})))
+    answer = orjson.loads(engine.filter(decode_args(orjson.dumps({"Pod": pending, "Nodes": None, "NodeNames": names}))))
     assert not answer.get("Error"), answer
     return set(answer.get("NodeNames") or [])
 

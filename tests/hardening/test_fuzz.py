@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 from conftest import EXAMPLES
 from hardening.fuzzer import RAW, SLOW, drain, every_class, fuzz
-from server.live import start, stop
+
+from testing.live import start, stop
 
 
 @pytest.mark.gunicorn

@@ -18,6 +18,7 @@ from extender.config import Config
 from extender.server.app import create_app
 from extender.state import NodeSet
 from extender.state.nodeset import new_templates
+from testing.client import Client
 
 ZONE = "topology.kubernetes.io/zone"
 NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]  # examples/cluster.yaml
@@ -26,7 +27,7 @@ NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]  # examples
 @pytest.fixture(scope="module")
 def client():
     config = Config(cluster=str(EXAMPLES / "cluster.yaml"), reload_interval=0)
-    return create_app(config).test_client()
+    return Client(create_app(config))
 
 
 def post(client, verb: str, body) -> tuple[int, dict | list]:
@@ -126,9 +127,9 @@ def test_a_value_larger_than_the_templates_cache_is_not_stored():
 def test_a_retried_filter_answers_as_the_first_whatever_the_cache_size(monkeypatch, budget):
     """kube-scheduler retries a filter with the same body; the remembered answer was
     offered to a cache smaller than it and cachetools raised (500 on every retry)."""
-    monkeypatch.setattr("extender.service.template_budget", lambda nodes, full=False: budget)
-    config = Config(cluster=str(EXAMPLES / "cluster.yaml"), reload_interval=0, remember_answers=True)
-    client = create_app(config).test_client()
+    monkeypatch.setattr("extender.state.candidates.template_budget", lambda nodes, full=False: budget)
+    config = Config(cluster=str(EXAMPLES / "cluster.yaml"), reload_interval=0)
+    client = Client(create_app(config))
     for name in ("sla-gt", "spread-spot", "plain"):
         body = orjson.dumps({"Pod": example_pod(name), "Nodes": None, "NodeNames": NAMES})  # compact, as Go
         answers = [post(client, "filter", body) for _ in range(3)]

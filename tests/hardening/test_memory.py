@@ -17,7 +17,7 @@ from conftest import example_pod, make_extender
 
 from extender import caching
 from extender.api.wire import decode_args, known_names_cache
-from extender.caching import ByteLRU, budget, short_args_cache
+from extender.caching import ByteLRU, budget, memoized
 from extender.cel import CelCache
 from extender.cel.limits import MAX_EXPRESSION_BYTES
 from extender.config import Config
@@ -116,24 +116,22 @@ def test_node_names_arrays():
         wire._KNOWN_NAMES = None
 
 
-def test_candidate_sets_and_answers(example_objects):
-    engine = make_extender(example_objects, Config(memory_limit_bytes=LIMIT, remember_answers=True))
+def test_candidate_sets(example_objects):
+    engine = make_extender(example_objects, Config(memory_limit_bytes=LIMIT))
     snapshot = engine.source.snapshot()
     names = sorted(snapshot.nodes.by_name)
     pod = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None})[:-1]
-    for i in range(2000):  # each distinct list: a candidate set and a remembered answer
+    for i in range(2000):  # each distinct list: a candidate set
         subset = names[: 1 + i % len(names)] + [names[0]] * (i % 3)
         body = pod + b',"NodeNames":' + orjson.dumps(subset) + b" " * (i // 10) + b"}"
-        engine.filter_bytes(decode_args(body))
+        engine.filter(decode_args(body))
     candidates = snapshot.nodes._candidates
     assert 0 < candidates.bytes <= candidates.max_bytes
     longer = names * 3  # longer than the cluster: never a candidate-set key
     body = pod + b',"NodeNames":' + orjson.dumps(longer) + b"}"
     before = len(candidates)
-    engine.filter_bytes(decode_args(body))
+    engine.filter(decode_args(body))
     assert orjson.dumps(longer) not in candidates._data and len(candidates) <= before
-    answers = snapshot.memo("shape-answers", lambda: None)
-    assert 0 < answers.bytes <= answers.max_bytes
 
 
 def test_compiled_node_selectors():
@@ -152,17 +150,18 @@ def test_compiled_node_selectors():
         nodeselector._COMPILED = None
 
 
-def test_short_args_cache_skips_long_arguments():
+def test_memoized_skips_long_arguments_and_remembers_none():
     calls = []
 
-    @short_args_cache(maxsize=100, max_chars=10)
-    def length(s: str) -> int:
+    @memoized(max_bytes=1000, max_chars=10)
+    def length(s: str) -> int | None:
         calls.append(s)
-        return len(s)
+        return len(s) or None
 
     assert length("abc") == length("abc") == 3 and calls == ["abc"]
-    assert length("x" * 11) == length("x" * 11) == 11 and len(calls) == 3
-    assert length.cache_info().currsize == 1
+    assert length("") is length("") is None and calls == ["abc", ""]
+    assert length("x" * 11) == length("x" * 11) == 11 and len(calls) == 4
+    assert len(length.cache) == 2 and length.cache.bytes <= 1000
 
 
 def test_held_memory_stays_under_the_ceiling(example_objects):

@@ -10,9 +10,9 @@ import time
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
-from server.live import NAMES, free_port, request, start, stop
 
 from extender.server.listener import Listener
+from testing.live import NAMES, free_port, request, start, stop
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
 BOUND = 2.0  # generous: "answers", not "is fast" (latency numbers live in perf/)

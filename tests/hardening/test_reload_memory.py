@@ -28,7 +28,7 @@ def test_a_replaced_snapshot_is_freed(tmp_path):
     old = []
     try:
         for i in range(3):
-            engine.filter_bytes(decode_args(body))  # fills the per-snapshot caches (cycles)
+            engine.filter(decode_args(body))  # fills the per-snapshot caches (cycles)
             old.append(weakref.ref(source.snapshot()))
             objects = yaml.safe_load(path.read_text())
             objects["items"][0]["metadata"]["labels"]["example.com/round"] = str(i)

@@ -13,7 +13,8 @@ import time
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
-from server.live import NAMES, free_port, request, start, stop
+
+from testing.live import NAMES, free_port, request, start, stop
 
 # one pytest-xdist worker runs the module: the module's servers made once, not once per worker
 pytestmark = pytest.mark.xdist_group("hardening/test_request_limits")

@@ -13,9 +13,9 @@ import time
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
-from server.live import NAMES, free_port, request, start, stop
 
-from extender.server.worker import REQUEST_READ_TIMEOUT
+from extender.server.app import REQUEST_READ_TIMEOUT
+from testing.live import NAMES, free_port, request, start, stop
 
 # one pytest-xdist worker runs the module: the module's servers made once, not once per worker
 pytestmark = pytest.mark.xdist_group("hardening/test_slow_clients")

@@ -16,7 +16,7 @@ from conftest import EXAMPLES
 
 from extender.state import Store, load_objects
 from extender.state.heap import freeze_state
-from tests.doubles.apiserver import FakeApiServer
+from testing.apiserver import FakeApiServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "state"))
 from live_truth import start_live  # noqa: E402

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import random
 
+from extender.plugins.podtopologyspread.index import spread_index
 from extender.plugins.podtopologyspread.selector import LabelSelector, Requirement
 from extender.state import Store
-from extender.state.podindex import spread_index
 
 ZONE = "topology.kubernetes.io/zone"
 SELECTORS = [

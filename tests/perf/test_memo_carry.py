@@ -74,7 +74,7 @@ def _live_engine(objects):
         def snapshot(self):
             return s.snapshot()
 
-    return s, Extender(Config(), Live(), remember_answers=False)
+    return s, Extender(Config(), Live())
 
 
 @pytest.mark.parametrize("pod_name", ["plain", "sla-gt", "cel-rack-regex", "cel-kernel-version",
@@ -87,15 +87,15 @@ def test_answers_after_relabels_equal_a_fresh_state(objects, pod_name):
     body = orjson.dumps({"Pod": example_pod(pod_name), "NodeNames": names})
     final = copy.deepcopy(objects)
     for step, node in enumerate(_nodes(final)[:6]):
-        engine.filter_bytes(decode_args(body))
-        engine.prioritize_bytes(decode_args(body))
+        engine.filter(decode_args(body))
+        engine.prioritize(decode_args(body))
         node["metadata"].setdefault("labels", {})["topology.kubernetes.io/zone"] = f"z{step % 2}"
         if step == 3:
             node.setdefault("spec", {})["taints"] = [{"key": "step.example.com/t", "effect": "NoSchedule"}]
         s.upsert("Node", copy.deepcopy(node))
-        fresh = Extender(Config(), StaticSource(_store(final).snapshot()), remember_answers=False)
-        assert engine.filter_bytes(decode_args(body)) == fresh.filter_bytes(decode_args(body)), step
-        assert engine.prioritize_bytes(decode_args(body)) == fresh.prioritize_bytes(decode_args(body)), step
+        fresh = Extender(Config(), StaticSource(_store(final).snapshot()))
+        assert engine.filter(decode_args(body)) == fresh.filter(decode_args(body)), step
+        assert engine.prioritize(decode_args(body)) == fresh.prioritize(decode_args(body)), step
 
 
 def test_candidate_sets_follow_a_relabel_but_not_a_new_node(objects):
@@ -105,7 +105,7 @@ def test_candidate_sets_follow_a_relabel_but_not_a_new_node(objects):
     s, engine = _live_engine(objects)
     names = [n["metadata"]["name"] for n in _nodes(objects)]
     args = decode_args(orjson.dumps({"Pod": example_pod("plain"), "NodeNames": names}))
-    engine.filter_bytes(args)
+    engine.filter(args)
     before = s.snapshot().nodes.candidates(args.names_key, _never, len)
     node = copy.deepcopy(_nodes(objects)[1])
     node["metadata"]["labels"]["relabelled"] = "yes"

@@ -16,12 +16,12 @@ import pytest
 
 from extender.model.parse import existing_pod_from_dict, pod_from_dict
 from extender.state import ClusterSnapshot, load_objects
-from perf.check import Checker
 from perf.engine import default_config, extend_snapshot, new_extender
 from perf.generate import generate_cluster, node_objects, pod_objects, write_cluster
 from perf.report import REQUIRED_KEYS, SIZE_KEYS, evaluate_bar, render_summary, write_report
 from perf.stats import percentile, stalls, summarize
 from perf.workloads import CEL_ENV, CEL_ORACLES, WORKLOADS, mixed_pods, workload_of
+from testing.check import Checker
 
 # one pytest-xdist worker runs the module: the module's cluster file made once, not once per worker
 pytestmark = pytest.mark.xdist_group("perf/test_perf_harness")

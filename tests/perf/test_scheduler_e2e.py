@@ -11,7 +11,7 @@ import pytest
 
 from perf.report import render_scheduler_e2e
 from perf.scheduler_e2e import run_workloads
-from tests.e2e.harness import require_binary
+from testing.harness import require_binary
 
 
 def test_both_modes_schedule_a_workload_and_the_report_renders_it(tmp_path: Path) -> None:

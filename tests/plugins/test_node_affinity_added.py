@@ -10,6 +10,7 @@ from extender.config import ConfigError, build_config
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, Status
 from extender.framework.handle import Handle
+from extender.framework.verdicts import failing
 from extender.model.parse import node_from_dict, pod_from_dict
 from extender.plugins.nodeaffinity import ERR_REASON_ENFORCED, ERR_REASON_POD, NodeAffinity
 
@@ -57,7 +58,7 @@ def test_filter_with_added_affinity(name, pod_affinity, added, want):
     assert verdict(p.filter(state, the_pod, n)) == want
     batch_state, nodes = snapshot_backed([n])
     p.pre_filter(batch_state, the_pod, nodes)
-    assert verdict(p.filter_nodes(batch_state, the_pod, nodes).get("node2", Status())) == want
+    assert verdict(failing(p.filter_nodes(batch_state, the_pod, nodes), nodes).get("node2", Status())) == want
 
 
 AFFINITY1 = {"preferredDuringSchedulingIgnoredDuringExecution": [

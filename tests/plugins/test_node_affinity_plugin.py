@@ -18,6 +18,7 @@ from plugin_harness import snapshot_backed, verdict
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, PreFilterResult, Status
 from extender.framework.handle import Handle
+from extender.framework.verdicts import failing
 from extender.model.parse import node_from_dict, pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
 from extender.state import NodeSet
@@ -205,7 +206,7 @@ def test_node_affinity(spec, labels, name, want, want_pre, want_names, run_pre):
         assert fast_result == ref_result
 
     ref = p.filter(ref_state, the_pod, n)
-    fails = p.filter_nodes(fast_state, the_pod, nodes)
+    fails = failing(p.filter_nodes(fast_state, the_pod, nodes), nodes)
     assert set(fails) <= {n.name}
     assert verdict(ref) == want
     assert verdict(fails.get(n.name, Status())) == want
@@ -215,7 +216,7 @@ def test_node_affinity(spec, labels, name, want, want_pre, want_names, run_pre):
         memo_result, memo_status = p.pre_filter(memo_state, the_pod, memo_nodes)
         assert memo_result == ref_result
         assert verdict(memo_status) == want_pre
-    assert verdict(p.filter_nodes(memo_state, the_pod, memo_nodes).get(n.name, Status())) == want
+    assert verdict(failing(p.filter_nodes(memo_state, the_pod, memo_nodes), memo_nodes).get(n.name, Status())) == want
 
 
 def test_filter_batch_over_many_nodes_matches_reference():
@@ -230,10 +231,10 @@ def test_filter_batch_over_many_nodes_matches_reference():
         ref_state, fast_state = CycleState(), CycleState()
         p.pre_filter(ref_state, the_pod, node_set)
         p.pre_filter(fast_state, the_pod, node_set)
-        fails = p.filter_nodes(fast_state, the_pod, node_set)
+        fails = failing(p.filter_nodes(fast_state, the_pod, node_set), node_set)
         memo_state, memo_nodes = snapshot_backed(list(unique.values()))
         p.pre_filter(memo_state, the_pod, memo_nodes)
-        memo_fails = p.filter_nodes(memo_state, the_pod, memo_nodes)
+        memo_fails = failing(p.filter_nodes(memo_state, the_pod, memo_nodes), memo_nodes)
         for n in node_set:
             ref = p.filter(ref_state, the_pod, n)
             assert verdict(fails.get(n.name, Status())) == verdict(ref), (row[0], n.name)
@@ -262,7 +263,7 @@ def test_affinity_annotation_required_is_anded_with_spec():
     node_set = NodeSet(nodes)
     state = CycleState()
     assert p.pre_filter(state, the_pod, node_set)[1].is_success
-    fails = p.filter_nodes(state, the_pod, node_set)
+    fails = failing(p.filter_nodes(state, the_pod, node_set), node_set)
     assert set(fails) == {"gpu-only", "zone-only"}
     for n in nodes:
         assert verdict(p.filter(state, the_pod, n)) == verdict(fails.get(n.name, Status()))

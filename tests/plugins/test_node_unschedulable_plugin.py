@@ -17,6 +17,7 @@ from plugin_harness import verdict
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState, Status
 from extender.framework.handle import Handle
+from extender.framework.verdicts import failing
 from extender.model.parse import node_from_dict, pod_from_dict
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.state import NodeSet
@@ -85,7 +86,7 @@ def test_node_unschedulable(tolerations, unschedulable, taints, want):
     the_pod = pod(*tolerations)
     n = node("nodeA", unschedulable, taints)
     ref = p.filter(CycleState(), the_pod, n)
-    fails = p.filter_nodes(CycleState(), the_pod, NodeSet([n]))
+    fails = failing(p.filter_nodes(CycleState(), the_pod, NodeSet([n])), NodeSet([n]))
     assert set(fails) <= {"nodeA"}
     assert verdict(ref) == want
     assert verdict(fails.get("nodeA", Status())) == want
@@ -95,12 +96,12 @@ def test_batch_over_mixed_nodes():
     p = plugin()
     nodes = [node("a", True), node("b", False), node("c", None), node("d", True)]
     node_set = NodeSet(nodes)
-    fails = p.filter_nodes(CycleState(), pod(), node_set)
+    fails = failing(p.filter_nodes(CycleState(), pod(), node_set), node_set)
     assert set(fails) == {"a", "d"}
     for n in nodes:
         assert verdict(fails.get(n.name, Status())) == verdict(p.filter(CycleState(), pod(), n))
     tolerant = pod({"key": KEY, "operator": "Exists"})
-    assert p.filter_nodes(CycleState(), tolerant, node_set) == {}
+    assert failing(p.filter_nodes(CycleState(), tolerant, node_set), node_set) == {}
 
 
 def test_batch_on_a_subset_of_a_larger_universe():
@@ -111,7 +112,7 @@ def test_batch_on_a_subset_of_a_larger_universe():
     snapshot = ClusterSnapshot([node("a", True), node("b", True), node("c", False)])
     by_name = snapshot.nodes.by_name
     candidates = NodeSet([by_name["b"], by_name["c"]], snapshot.nodes)
-    fails = plugin().filter_nodes(CycleState(), pod(), candidates)
+    fails = failing(plugin().filter_nodes(CycleState(), pod(), candidates), candidates)
     assert set(fails) == {"b"}
 
 
@@ -123,11 +124,11 @@ def test_masks_equal_the_batch_map_over_a_subset_in_request_order():
 
     snapshot = ClusterSnapshot([node("a", True), node("b", True), node("c", False), node("d", None)])
     candidates = NodeSet(None, snapshot.nodes, ["d", "b", "c"])
-    masks = plugin().filter_masks(CycleState(), pod(), candidates)
+    masks = plugin().filter_nodes(CycleState(), pod(), candidates)
     assert [(verdict(s), m.tolist()) for s, m in masks] == [(REJECT, [False, True, False])]
-    assert set(plugin().filter_nodes(CycleState(), pod(), candidates)) == {"b"}
-    assert plugin().filter_masks(CycleState(), pod({"key": KEY, "operator": "Exists"}), candidates) == []
-    assert plugin().filter_masks(CycleState(), pod(), NodeSet(None, snapshot.nodes, ["c", "d"])) == []
+    assert set(failing(plugin().filter_nodes(CycleState(), pod(), candidates), candidates)) == {"b"}
+    assert plugin().filter_nodes(CycleState(), pod({"key": KEY, "operator": "Exists"}), candidates) == []
+    assert plugin().filter_nodes(CycleState(), pod(), NodeSet(None, snapshot.nodes, ["c", "d"])) == []
     cordoned = snapshot.nodes.evolve({"c": node("c", True)})
-    masks = plugin().filter_masks(CycleState(), pod(), NodeSet(None, cordoned, ["d", "b", "c"]))
+    masks = plugin().filter_nodes(CycleState(), pod(), NodeSet(None, cordoned, ["d", "b", "c"]))
     assert [m.tolist() for _, m in masks] == [[False, True, True]]

@@ -19,6 +19,7 @@ from plugin_harness import snapshot_backed, verdict
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, Status
 from extender.framework.handle import Handle
+from extender.framework.verdicts import failing
 from extender.model.parse import node_from_dict, pod_from_dict
 from extender.plugins.tainttoleration import TaintToleration
 from extender.state import NodeSet
@@ -54,12 +55,12 @@ def pod(*tolerations, annotations=None):
 
 def filter_both(p: TaintToleration, the_pod, n) -> tuple[Code, str]:
     ref = p.filter(CycleState(), the_pod, n)
-    fails = p.filter_nodes(CycleState(), the_pod, NodeSet([n]))
+    fails = failing(p.filter_nodes(CycleState(), the_pod, NodeSet([n])), NodeSet([n]))
     fast = fails.get(n.name, Status())
     assert set(fails) <= {n.name}
     assert verdict(fast) == verdict(ref), "filter_nodes disagrees with filter"
     state, nodes = snapshot_backed([n])
-    memo = p.filter_nodes(state, the_pod, nodes).get(n.name, Status())
+    memo = failing(p.filter_nodes(state, the_pod, nodes), nodes).get(n.name, Status())
     assert verdict(memo) == verdict(ref), "snapshot-backed filter_nodes disagrees with filter"
     return verdict(ref)
 
@@ -148,9 +149,9 @@ def test_filter_batch_over_many_nodes_matches_reference():
     nodes = [node(f"n{i}", *taints) for i, (_, _, taints, _, _) in enumerate(FILTER)]
     nodes.append(node("dup", (SLA, "950", "NoSchedule")))
     nodes.append(node("dup2", (SLA, "950", "NoSchedule")))
-    fails = p.filter_nodes(CycleState(), the_pod, NodeSet(nodes))
+    fails = failing(p.filter_nodes(CycleState(), the_pod, NodeSet(nodes)), NodeSet(nodes))
     state, snapshot_nodes = snapshot_backed(nodes)
-    memo_fails = p.filter_nodes(state, the_pod, snapshot_nodes)
+    memo_fails = failing(p.filter_nodes(state, the_pod, snapshot_nodes), snapshot_nodes)
     for n in nodes:
         ref = p.filter(CycleState(), the_pod, n)
         assert verdict(fails.get(n.name, Status())) == verdict(ref), n.name
@@ -164,7 +165,7 @@ def test_malformed_toleration_annotation_rejects_every_node():
     the_pod = pod(annotations={"scheduling-extender.io/tolerations": "{not json"})
     p = plugin(True)
     nodes = [node("a"), node("b", ("k", "v", "NoSchedule"))]
-    fails = p.filter_nodes(CycleState(), the_pod, NodeSet(nodes))
+    fails = failing(p.filter_nodes(CycleState(), the_pod, NodeSet(nodes)), NodeSet(nodes))
     for n in nodes:
         ref = p.filter(CycleState(), the_pod, n)
         assert ref.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE

@@ -6,6 +6,7 @@ agree), and through `explain` where the detail matters."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from conftest import make_extender
 
@@ -48,7 +49,7 @@ NEW_KERNEL = [requirement(KERNEL, "SemverGt", "5.10.0")]
 def run(objects: list[dict], the_pod: dict, fast: bool = True, gates: FeatureGates | None = None) -> dict:
     config = Config(feature_gates=gates or FeatureGates())
     ext = make_extender(NODES + objects, config, fast=fast)
-    return ext.filter(ExtenderArgs(the_pod, None, sorted(ALL)))
+    return orjson.loads(ext.filter(ExtenderArgs(the_pod, None, sorted(ALL))))
 
 
 def verdict(objects: list[dict], the_pod: dict, gates: FeatureGates | None = None) -> tuple[set, dict]:
@@ -302,15 +303,15 @@ def test_claims_are_resolved_once_per_volume_layer(monkeypatch):
     monkeypatch.setattr(plugin, "binder_candidates", lambda layer, claim: calls.append(claim.name) or real(layer, claim))
     ext = make_extender(NODES + pool(), Config())
     for i in range(3):
-        assert set(ext.filter(ExtenderArgs(pod(f"app-{i}", "data"), None, sorted(ALL)))["NodeNames"]) == {"k515", "k61"}
+        assert set(orjson.loads(ext.filter(ExtenderArgs(pod(f"app-{i}", "data"), None, sorted(ALL))))["NodeNames"]) == {"k515", "k61"}
     snapshot = ext.source.snapshot()
     ext.source.set(snapshot.with_pods(snapshot.pod_layer, snapshot.generation + 1))  # e.g. a bind
-    ext.filter(ExtenderArgs(pod("app-3", "data"), None, sorted(ALL)))
+    orjson.loads(ext.filter(ExtenderArgs(pod("app-3", "data"), None, sorted(ALL))))
     assert calls == ["data"]
     writer = VolumeLayerWriter(snapshot.volume_layer)
     writer.put(pv_from_dict(pv("pv-newer", ann=annotation([requirement(GEN, "Gt", "8")]))))
     snapshot = ext.source.snapshot()
     ext.source.set(ClusterSnapshot.from_layers(snapshot.nodes, snapshot.pod_layer, snapshot.workload_layer,
                                                snapshot.generation + 1, writer.publish()))
-    assert ext.filter(ExtenderArgs(pod("app-4", "data"), None, sorted(ALL)))["NodeNames"] == ["k61"]
+    assert orjson.loads(ext.filter(ExtenderArgs(pod("app-4", "data"), None, sorted(ALL))))["NodeNames"] == ["k61"]
     assert calls == ["data", "data"]

@@ -174,18 +174,34 @@ def test_engine_answers_in_both_modes_with_upstream_shapes():
     ext = _extender(nodes)
     pod = {"metadata": {"name": "p"}, "spec": {}}
 
-    by_name = ext.filter(decode_args(orjson.dumps({"Pod": pod, "NodeNames": ["ok", "cordoned"]})))
+    by_name = orjson.loads(ext.filter(decode_args(orjson.dumps({"Pod": pod, "NodeNames": ["ok", "cordoned"]}))))
     assert list(by_name) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes",
                              "Error"]
     assert by_name["Nodes"] is None and by_name["NodeNames"] == ["ok"]
     assert by_name["FailedAndUnresolvableNodes"] == {"cordoned": "node(s) were unschedulable"}
 
-    full = ext.filter(decode_args(orjson.dumps(
-        {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None})))
+    full = orjson.loads(ext.filter(decode_args(orjson.dumps(
+        {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}))))
     assert full["NodeNames"] is None
     assert full["Nodes"] == {"metadata": {}, "items": [nodes[0]]}
     assert full["FailedAndUnresolvableNodes"] == by_name["FailedAndUnresolvableNodes"]
 
-    prio = ext.prioritize(decode_args(orjson.dumps({"Pod": pod, "NodeNames": ["ok"]})))
+    prio = orjson.loads(ext.prioritize(decode_args(orjson.dumps({"Pod": pod, "NodeNames": ["ok"]}))))
     assert [list(h) for h in prio] == [["Host", "Score"]]
     assert prio[0]["Host"] == "ok" and isinstance(prio[0]["Score"], int)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_repeated_candidate_fails_wherever_it_appears(fast):
+    """A name the request repeats is one node: failing, it is never also feasible."""
+    nodes = [{"metadata": {"name": "ok"}}, {"metadata": {"name": "cordoned"}, "spec": {"unschedulable": True}}]
+    snapshot = ClusterSnapshot.from_objects([{"kind": "Node", **n} for n in nodes])
+    ext = Extender(Config(), StaticSource(snapshot), cel=NeverCel(), fast=fast)
+    pod = {"metadata": {"name": "p"}, "spec": {}}
+    names = ["cordoned", "ok", "cordoned"]
+    by_name = orjson.loads(ext.filter(decode_args(orjson.dumps({"Pod": pod, "NodeNames": names}))))
+    assert by_name["NodeNames"] == ["ok"]
+    assert by_name["FailedAndUnresolvableNodes"] == {"cordoned": "node(s) were unschedulable"}
+    items = [nodes[1], nodes[0], nodes[1]]
+    full = orjson.loads(ext.filter(decode_args(orjson.dumps({"Pod": pod, "Nodes": {"items": items}}))))
+    assert full["Nodes"]["items"] == [nodes[0]]

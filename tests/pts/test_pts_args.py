@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from pts_harness import FakeCel
 
@@ -19,6 +20,7 @@ from extender.plugins.podtopologyspread.args import (
 )
 from extender.service import Extender
 from extender.state import ClusterSnapshot, StaticSource, load_objects
+from extender.state.candidates import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
@@ -82,7 +84,7 @@ def test_example_list_config_applies_cluster_defaults() -> None:
                         "labels": {"app": "web", "pod-template-hash": "7d9f"}}, "spec": {}}
     names = [n.name for n in snapshot.nodes.nodes]
     state = ext.new_state(snapshot)
-    outcome = ext.framework.run_score(state, ext.parse_pod(pod), ext.resolve(snapshot, names, None).nodes)
+    outcome = ext.framework.run_score(state, ext.parse_pod(pod), resolve(snapshot, names).nodes)
     assert outcome.scores["PodTopologySpread"] is not None
     st = state.read("PreScorePodTopologySpread")
     assert [c.topology_key for c in st.constraints] == ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
@@ -91,5 +93,5 @@ def test_example_list_config_applies_cluster_defaults() -> None:
     # a pod in no Service / workload gets no defaults: PreScore skips
     lone = {"metadata": {"name": "lone", "namespace": "shop", "labels": {"x": "y"}}, "spec": {}}
     assert ext.framework.run_score(ext.new_state(snapshot), ext.parse_pod(lone),
-                                   ext.resolve(snapshot, names, None).nodes).scores["PodTopologySpread"] is None
-    assert ext.prioritize(ExtenderArgs(pod, None, names))
+                                   resolve(snapshot, names).nodes).scores["PodTopologySpread"] is None
+    assert orjson.loads(ext.prioritize(ExtenderArgs(pod, None, names)))

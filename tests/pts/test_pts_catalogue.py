@@ -28,10 +28,10 @@ from extender.model.parse import existing_pod_from_dict
 from extender.plugins.podtopologyspread import filtering
 from extender.plugins.podtopologyspread.common import EligibleSets
 from extender.plugins.podtopologyspread.filtering import indexed_counts, reference_counts
+from extender.plugins.podtopologyspread.index import spread_index
 from extender.plugins.podtopologyspread.scoring import PRE_SCORE_KEY
 from extender.plugins.podtopologyspread.selector import parse_label_selector
 from extender.state import ClusterSnapshot
-from extender.state.podindex import spread_index
 
 
 def ids(cases: list[Case]) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 from pts_harness import node_obj, pod_obj, world
 
@@ -71,7 +72,7 @@ def counted_zones(objs, pod_raw) -> dict[str, int]:
 def engine_filter(objs, pod_raw) -> dict:
     ext = Extender(Config(), StaticSource(ClusterSnapshot.from_objects(objs)), cel=CelCache())
     names = [o["metadata"]["name"] for o in objs if o["kind"] == "Node"]
-    return ext.filter(ExtenderArgs(pod_raw, None, names))
+    return orjson.loads(ext.filter(ExtenderArgs(pod_raw, None, names)))
 
 
 def gt(value: str) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import orjson
 import pytest
 from pts_harness import FakeCel, node_obj
 
@@ -57,11 +58,11 @@ def test_two_thousand_pods_never_violate_hard_constraints(count: int) -> None:
     pods: list[Pod] = []
     for i in range(count):
         raw = incoming(i)
-        result = ext.filter(ExtenderArgs(raw, None, names))
+        result = orjson.loads(ext.filter(ExtenderArgs(raw, None, names)))
         feasible = result["NodeNames"]
         assert feasible, f"pod {i}: no feasible node: {result}"
         assert not TAINTED & set(feasible)
-        scores = ext.prioritize(ExtenderArgs(raw, None, feasible))
+        scores = orjson.loads(ext.prioritize(ExtenderArgs(raw, None, feasible)))
         best = max(scores, key=lambda h: h["Score"])["Host"]
         pods.append(Pod("default", f"sim-{i}", labels={"app": "sim"}, node_name=best, phase="Running"))
         source.set(ClusterSnapshot(nodes, pods, snapshot.workloads, generation=i + 1))

@@ -8,9 +8,9 @@ import threading
 
 import orjson
 
-from tests.doubles.apiserver import FakeApiServer
-from tests.e2e.harness import ZONE, node, pod, spread, start_extender
-from tests.server.live import request
+from testing.apiserver import FakeApiServer
+from testing.harness import ZONE, node, pod, spread, start_extender
+from testing.live import request
 
 BINDS = 24
 

@@ -45,7 +45,7 @@ def pod(spec_tolerations=(), annotation=None, spread=None) -> dict:
 
 
 def verdicts(ext, raw_pod, names):
-    result = ext.filter(ExtenderArgs(raw_pod, None, names))
+    result = orjson.loads(ext.filter(ExtenderArgs(raw_pod, None, names)))
     assert result["Error"] == ""
     return result
 
@@ -90,7 +90,8 @@ def test_gt_with_the_comparison_gate_off_does_not_count_for_no_execute():
 def test_prefer_no_schedule_scoring_still_counts_annotation_tolerations():
     """Annotation tolerations still lower PreferNoSchedule penalties (score, not filter)."""
     ext = make_extender([node("pns", "PreferNoSchedule"), node("other", "PreferNoSchedule", key="other")])
-    hosts, scores = ext.prioritize_scores(ExtenderArgs(pod([], [EXISTS]), None, ["pns", "other"]))
+    answer = orjson.loads(ext.prioritize(ExtenderArgs(pod([], [EXISTS]), None, ["pns", "other"])))
+    hosts, scores = [h["Host"] for h in answer], [h["Score"] for h in answer]
     by_host = dict(zip(hosts, scores, strict=True))
     assert by_host["pns"] > by_host["other"]
 

@@ -15,12 +15,13 @@ import time
 import orjson
 import pytest
 
-from extender.api.wire import ExtenderArgs, encode, feasible_in, filter_result
+from extender.api.wire import ExtenderArgs
 from extender.binding import ERR_NO_API, BindError, BindingArgs, binding_body
 from extender.config import Config
 from extender.server.app import create_app
 from extender.service import Extender
 from extender.state.store import Store
+from testing.client import Client
 
 ZONE = "topology.kubernetes.io/zone"
 WEB = {"app": "web"}
@@ -85,7 +86,7 @@ def engine_with(objects, fail: str = "", wait: float = 5.0) -> tuple[Extender, R
 
 
 def names(engine: Extender, the_pod: dict, candidates: list[str]) -> list[str]:
-    return engine.filter(ExtenderArgs(the_pod, None, candidates))["NodeNames"]
+    return orjson.loads(engine.filter(ExtenderArgs(the_pod, None, candidates)))["NodeNames"]
 
 
 NODES = [node("a1", "a"), node("b1", "b")]
@@ -97,7 +98,7 @@ NODES = [node("a1", "a"), node("b1", "b")]
 def test_bind_assumes_the_pod_before_the_api_call_and_counts_it_for_the_next_pod():
     engine, recorder = engine_with(NODES + [pod("w0", node_name="b1")])
     assert names(engine, pod("w1"), ["a1", "b1"]) == ["a1"]  # zone a has 0, b has 1
-    assert engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")) == {"Error": ""}
+    assert orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))) == {"Error": ""}
     assert recorder.calls == [("default", "w1", "uid-w1", "a1")]
     assert recorder.seen_during_call == ["a1"]  # assumed before the API call
     # a: 1, b: 1 -> either zone; without the assumption zone b would be rejected
@@ -107,7 +108,7 @@ def test_bind_assumes_the_pod_before_the_api_call_and_counts_it_for_the_next_pod
 def test_bind_api_failure_forgets_the_assumption_and_answers_error():
     engine, recorder = engine_with(NODES + [pod("w0", node_name="b1")], fail="409 Conflict: already bound")
     names(engine, pod("w1"), ["a1", "b1"])
-    result = engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))
+    result = orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")))
     assert result == {"Error": "409 Conflict: already bound"}
     assert recorder.seen_during_call == ["a1"]
     assert engine.source.snapshot().pod_layer.get("default", "w1") is None  # never watched: gone
@@ -118,7 +119,7 @@ def test_bind_api_failure_forgets_the_assumption_and_answers_error():
 def test_bind_without_api_access_answers_error():
     engine = Extender(Config(), StoreSource(NODES), binder=None)
     names(engine, pod("w1"), ["a1", "b1"])
-    assert engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")) == {"Error": ERR_NO_API}
+    assert orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))) == {"Error": ERR_NO_API}
     assert engine.inflight.counts()["pending"] == 0
 
 
@@ -144,7 +145,7 @@ def test_the_next_pod_waits_for_the_pending_bind_and_counts_it():
     thread, out = filter_in_thread(engine, pod("w2"), ["a1", "b1"])
     thread.join(timeout=0.3)
     assert thread.is_alive(), "w2 was answered while w1's bind was still due"
-    engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))
+    orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")))
     thread.join(timeout=5)
     assert not thread.is_alive()
     assert out["result"] == ["a1", "b1"]
@@ -164,7 +165,7 @@ def test_waiters_are_released_only_once_the_bound_pod_is_in_the_state():
         return original(*args, **kwargs)
 
     store.assume = assume
-    engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))
+    orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")))
     assert seen == [1]
     assert engine.inflight.counts() == {"pending": 0, "assumed": 1}
 
@@ -195,14 +196,6 @@ def test_a_pod_no_node_fits_is_not_pending():
     assert engine.inflight.counts()["pending"] == 0
 
 
-def test_feasible_in_reads_both_encoders():
-    assert feasible_in(encode(filter_result(["a"], None, {})))
-    assert not feasible_in(encode(filter_result([], None, {})))
-    assert feasible_in(encode(filter_result(None, [{"metadata": {"name": "a"}}], {})))
-    assert not feasible_in(encode(filter_result(None, [], {})))
-    assert not feasible_in(b'{"Nodes":null,"NodeNames":null,"FailedNodes":null,"Error":"x"}')
-
-
 # --- preempt -----------------------------------------------------------------------------
 
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
@@ -217,7 +210,7 @@ def preempt_engine():
 
 
 def post(engine, verb: str, body) -> tuple[int, object]:
-    client = create_app(Config(), engine.source, engine).test_client()
+    client = Client(create_app(Config(), engine.source, engine))
     response = client.post(f"/scheduler/{verb}", data=orjson.dumps(body), content_type="application/json")
     return response.status_code, orjson.loads(response.data)
 
@@ -296,7 +289,7 @@ def test_bind_gets_only_the_time_left_before_the_request_deadline():
     engine, recorder = engine_with(NODES)
     engine.config = Config(inflight_wait=5.0, request_deadline=3.0)
     with deadline.arrived(time.monotonic() - 1.0):  # the request waited 1 s for a thread
-        assert engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")) == {"Error": ""}
+        assert orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))) == {"Error": ""}
     assert 1.5 < recorder.timeouts[0] <= 2.0
 
 
@@ -306,7 +299,7 @@ def test_bind_past_its_deadline_answers_error_without_calling_the_api():
     engine, recorder = engine_with(NODES + [pod("w1")])
     names(engine, pod("w1"), ["a1", "b1"])
     with deadline.arrived(time.monotonic() - 10.0):
-        result = engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))
+        result = orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")))
     assert "past its deadline" in result["Error"]
     assert recorder.calls == []
     assert engine.inflight.counts() == {"pending": 0, "assumed": 0}
@@ -317,7 +310,7 @@ def test_a_binding_call_slower_than_the_deadline_is_an_error_and_forgotten(tmp_p
     first (the old client waited 10 s and bound the pod after the scheduler gave up)."""
     from extender.binding import ApiBinder
     from extender.state.live import LiveSource
-    from tests.doubles.apiserver import FakeApiServer
+    from testing.apiserver import FakeApiServer
 
     with FakeApiServer() as api:
         api.create("pods", pod("w1"))
@@ -325,7 +318,7 @@ def test_a_binding_call_slower_than_the_deadline_is_an_error_and_forgotten(tmp_p
         engine = Extender(Config(request_deadline=0.5), StoreSource(NODES + [pod("w1")]),
                           binder=ApiBinder(source.api_client))
         api.faults.delay_seconds, api.faults.delay_match = 3.0, "/binding"
-        result = engine.bind(BindingArgs("w1", "default", "", "a1"))
+        result = orjson.loads(engine.bind(BindingArgs("w1", "default", "", "a1")))
         assert "no answer from the API server within 0.50 s" in result["Error"]
         assert engine.inflight.counts() == {"pending": 0, "assumed": 0}
         assert engine.source.snapshot().pod_layer.get("default", "w1").node_name == ""
@@ -387,7 +380,7 @@ def test_a_pod_that_timed_out_once_is_not_waited_for_again():
     waits(engine, pod("w2"))  # w2 waits out w1's 0.2 s
     names(engine, pod("w1"), ["a1", "b1"])  # w1 is filtered again (its cycle failed elsewhere)
     assert engine.inflight.counts()["pending"] == 1  # w2 only: w1 is not pending again
-    engine.bind(BindingArgs("w2", "default", "uid-w2", "a1"))
+    orjson.loads(engine.bind(BindingArgs("w2", "default", "uid-w2", "a1")))
     assert not waits(engine, pod("w3"))
 
 

@@ -1,4 +1,4 @@
-"""HTTP behaviour through the Flask app: wire format, errors, limits (in-process)."""
+"""HTTP behaviour of the verbs' port (served in-process): wire format, errors, limits."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from conftest import EXAMPLES, example_pod
 from extender.config import Config
 from extender.server.app import create_app
 from extender.service import ERR_UNKNOWN_NODE
+from testing.client import Client
 
 
 @pytest.fixture(scope="module")
 def client():
     config = Config(cluster=str(EXAMPLES / "cluster.yaml"), max_body_bytes=200_000, reload_interval=0)
-    return create_app(config).test_client()
+    return Client(create_app(config))
 
 
 ALL = ["od-a1", "od-a2", "od-b1", "od-b2", "od-c1", "od-c2", "spot-a1", "spot-b1", "spot-c1", "dev-a1"]

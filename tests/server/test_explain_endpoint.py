@@ -19,8 +19,8 @@ from extender.server.explain_routes import ExplainRoutes
 from extender.server.listener import Listener
 from extender.service import Extender
 from extender.state import ClusterSnapshot, load_objects
-from tests.doubles.apiserver import FakeApiServer
-from tests.server.live import free_port, request, start, stop
+from testing.apiserver import FakeApiServer
+from testing.live import free_port, request, start, stop
 from tests.state.live_truth import start_live, synced_live
 
 SLA = "node.example.com/sla"
@@ -309,5 +309,20 @@ def test_the_verbs_own_refusal_is_used_when_the_source_has_one(example_snapshot)
         code, body = post(server.port, "/explain", orjson.dumps(example_pod("sla-gt")))
         assert code == 503
         assert body["error"] == "cluster state not synced or stale: watch failing longer than 60s: Pod (75s)"
+    finally:
+        server.stop()
+
+
+def test_a_failure_inside_an_explanation_is_a_json_500(example_snapshot):
+    from extender.state import StaticSource
+
+    def broken(namespace, name):
+        raise RuntimeError("boom")
+
+    server, _ = serve(StaticSource(example_snapshot), reader=broken)
+    try:
+        code, data = request(server.port, "GET", "/explain/default/sla-gt")
+        assert code == 500 and "the explanation failed" in orjson.loads(data)["error"]
+        assert request(server.port, "GET", "/healthz")[0] == 200  # and the listener keeps serving
     finally:
         server.stop()

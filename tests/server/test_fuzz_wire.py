@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from extender.config import Config
 from extender.server.app import create_app
+from testing.client import Client
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -44,7 +45,7 @@ FIELD_KEYS = ["key", "operator", "value", "effect", "expression", "maxSkew", "to
 @pytest.fixture(scope="module")
 def client():
     config = Config(cluster=str(EXAMPLES / "cluster.yaml"), reload_interval=0)
-    return create_app(config).test_client()
+    return Client(create_app(config))
 
 
 def _put(obj: dict, path: tuple[str, ...], value) -> None:

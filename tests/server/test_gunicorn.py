@@ -9,7 +9,8 @@ import time
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
-from live import NAMES, request, start, stop
+
+from testing.live import NAMES, request, start, stop
 
 # one pytest-xdist worker runs the module: the module's server made once, not once per worker
 pytestmark = [pytest.mark.gunicorn, pytest.mark.xdist_group("server/test_gunicorn")]

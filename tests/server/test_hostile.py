@@ -19,9 +19,9 @@ import time
 
 import orjson
 import pytest
-from live import free_port, request, start, stop
 
 from perf.hostile import hostile_expression
+from testing.live import free_port, request, start, stop
 
 HOSTILE = 6
 TAINTS = [("dedicated", "gpu"), ("zone", "a"), ("example.com/kernel", "5.15.0")]

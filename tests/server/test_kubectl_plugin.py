@@ -17,10 +17,10 @@ from conftest import EXAMPLES, example_pod
 
 from extender.kubectl_plugin import PluginError, Response, ask
 from extender.state import load_objects
+from testing.apiserver import FakeApiServer
+from testing.harness import start_extender
+from testing.service_proxy import add_service_proxy
 from tests.deploy.deploy_tools import kubectl
-from tests.doubles.apiserver import FakeApiServer
-from tests.doubles.service_proxy import add_service_proxy
-from tests.e2e.harness import start_extender
 
 # one pytest-xdist worker runs the module: the module's server made once, not once per worker
 pytestmark = [pytest.mark.gunicorn, pytest.mark.xdist_group("server/test_kubectl_plugin")]

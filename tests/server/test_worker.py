@@ -1,6 +1,7 @@
-"""`InlineWorker`: which requests it answers on its event loop, and end to end that every
-kind of request still gets gthread's answer (pipelines, split and half-closed requests,
-chunked and Expect bodies, oversized bodies, slow clients, many connections)."""
+"""The verbs' port of `extender serve` (`extender.server.listener` in the gunicorn
+worker): which bytes make a complete request, and end to end that every kind of request
+gets its answer (pipelines, split and half-closed requests, chunked and Expect bodies,
+oversized bodies, slow clients, many connections), for both worker classes."""
 
 from __future__ import annotations
 
@@ -10,22 +11,14 @@ import threading
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
-from live import NAMES, request, start, stop
 
-from extender.server.worker import (
-    BODY_TOO_LARGE,
-    ELSEWHERE,
-    HEAD_TOO_LARGE,
-    INCOMPLETE,
-    INLINE_MAX_BYTES,
-    MALFORMED,
-    MAX_HEAD_BYTES,
-    Framing,
-    inline_request_size,
-)
+from extender.server.app import INLINE_MAX_BYTES
+from extender.server.listener import MAX_HEAD_BYTES, Refused, Request
+from testing.live import NAMES, request, start, stop
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
 FEASIBLE = ["od-a1", "od-b1", "spot-a1", "spot-b1"]
+INCOMPLETE = -1
 
 
 def post(body: bytes = BODY, path: str = "/filter", extra: bytes = b"") -> bytes:
@@ -33,9 +26,22 @@ def post(body: bytes = BODY, path: str = "/filter", extra: bytes = b"") -> bytes
             + extra + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
-# --- which requests are answered inline ------------------------------------------------
+# --- which bytes make a whole request -----------------------------------------------------
 
 HEAD = b"POST /filter HTTP/1.1\r\nHost: x\r\n"
+LIMIT = 1 << 20
+
+
+def size_of(data: bytes, limit: int = LIMIT) -> int | str:
+    """Where the first request in `data` ends; INCOMPLETE; or the refusal's status."""
+    buf = bytearray(data)
+    end = buf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
+    if end < 0:
+        return INCOMPLETE
+    try:
+        return Request.parse(bytes(buf[:end]), limit).end(buf, limit)
+    except Refused as exc:
+        return f"refused {exc.code}"
 
 
 @pytest.mark.parametrize(("data", "expected"), [
@@ -48,61 +54,50 @@ HEAD = b"POST /filter HTTP/1.1\r\nHost: x\r\n"
     (b"", INCOMPLETE),
     (HEAD + b"content-length: 2\r\n\r\n{}", len(HEAD) + 23),  # names are case-insensitive
     (HEAD + b"Content-Length:2\r\n\r\n{}", len(HEAD) + 22),
-    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", len(HEAD) + 42),  # buffered whole
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", len(HEAD) + 42),
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2;ext=1\r\n{}\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n", len(HEAD) + 64),
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n", INCOMPLETE),  # the last chunk, no empty line yet
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{", INCOMPLETE),
-    (HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n", MALFORMED),  # not hex: 400 here
-    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", MALFORMED),  # no CRLF after the data
-    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"1" * 20 + b"\r\n", MALFORMED),  # a size past 64 bits
-    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"1" * 1100, MALFORMED),  # no end of the size line
-    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % INLINE_MAX_BYTES, BODY_TOO_LARGE),
-    (HEAD + b"Transfer-Encoding: gzip, chunked\r\n\r\n", ELSEWHERE),
-    (HEAD + b"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n", "refused 400"),  # not hex
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", "refused 400"),  # no CRLF after the data
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"1" * 20 + b"\r\n", "refused 400"),  # a size past 64 bits
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"1" * 1100, "refused 400"),  # no end of the size line
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % (LIMIT + 1), "refused 413"),
+    (HEAD + b"Transfer-Encoding: gzip, chunked\r\n\r\n", "refused 400"),
+    (HEAD + b"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n{}", "refused 400"),
+    (HEAD.replace(b"1.1", b"1.0") + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "refused 400"),
     (HEAD + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n", INCOMPLETE),  # 100 sent
     (HEAD + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n{}", len(HEAD) + 45),
-    (HEAD + b"Expect: something\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),  # 417
-    (HEAD + b"Upgrade: h2c\r\n\r\n", ELSEWHERE),
-    (HEAD + b"Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),
-    (HEAD + b"Content-Length: -2\r\n\r\n{}", ELSEWHERE),
-    (HEAD + b"Content-Length: 0x2\r\n\r\n{}", ELSEWHERE),
-    (HEAD + b"Content-Length : 2\r\n\r\n{}", ELSEWHERE),  # space before the colon
-    (HEAD + b"X-A: 1\r\n  folded\r\nContent-Length: 2\r\n\r\n{}", ELSEWHERE),
-    (HEAD + b"No colon\r\n\r\n", ELSEWHERE),
-    (HEAD + "Ä: 1\r\n\r\n".encode(), ELSEWHERE),
-    (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ELSEWHERE),  # HTTP/2 preface
-    (b"\r\nGET / HTTP/1.1\r\n\r\n", ELSEWHERE),
-    (HEAD + b"Content-Length: %d\r\n\r\n" % INLINE_MAX_BYTES, BODY_TOO_LARGE),  # over the limit
-    (b"GET /" + b"a" * MAX_HEAD_BYTES, HEAD_TOO_LARGE),  # no head end in sight
-    (b"GET /" + b"a" * MAX_HEAD_BYTES + b" HTTP/1.1\r\n\r\n", HEAD_TOO_LARGE),
+    (HEAD + b"Upgrade: h2c\r\nContent-Length: 0\r\n\r\n", len(HEAD) + 35),  # no upgrade: answered
+    (HEAD + b"Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}", "refused 400"),
+    (HEAD + b"Content-Length: -2\r\n\r\n{}", "refused 400"),
+    (HEAD + b"Content-Length: 0x2\r\n\r\n{}", "refused 400"),
+    (HEAD + b"Content-Length : 2\r\n\r\n{}", "refused 400"),  # space before the colon
+    (HEAD + b"X-A: 1\r\n  folded\r\nContent-Length: 2\r\n\r\n{}", "refused 400"),
+    (HEAD + b"No colon\r\n\r\n", "refused 400"),
+    (HEAD + b"\r\n", "refused 411"),  # a POST without a length
+    (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "refused 400"),  # HTTP/2 preface
+    (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n", "refused 414"),
+    (HEAD + b"Content-Length: %d\r\n\r\n" % (LIMIT + 1), "refused 413"),  # over the limit, unread
 ])
-def test_inline_request_size(data, expected):
-    assert inline_request_size(data) == expected
-    assert inline_request_size(bytearray(data)) == expected
+def test_a_request_is_whole_once_its_framing_says_so(data, expected):
+    assert size_of(data) == expected
 
 
 def test_a_chunked_body_is_scanned_once_however_it_arrives():
     """The scan resumes where it stopped: 20,000 one-byte chunks arriving one at a time
     cost one pass, not 20,000."""
-    framing = Framing()
     buf = bytearray(HEAD + b"Transfer-Encoding: chunked\r\n\r\n")
+    request = Request.parse(bytes(buf[:-4]), LIMIT)
     for _ in range(20_000):
         buf += b"1\r\nx\r\n"
-        assert inline_request_size(buf, 1 << 20, framing) == INCOMPLETE
-    assert framing.chunk_pos == len(buf)
+        assert request.end(buf, LIMIT) == INCOMPLETE
+    assert request.chunked[0] == len(buf)
     buf += b"0\r\n\r\n"
-    assert inline_request_size(buf, 1 << 20, framing) == len(buf)
-    assert framing.chunked
-
-
-def test_an_expect_line_is_located_for_removal():
-    framing = Framing()
-    data = HEAD + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n"
-    assert inline_request_size(data, framing=framing) == INCOMPLETE
-    start, end = framing.expect
-    assert data[start:end] == b"Expect: 100-continue\r\n"
-    http10 = data.replace(b"HTTP/1.1", b"HTTP/1.0")
-    assert inline_request_size(http10, framing=framing) == INCOMPLETE and framing.expect is None
+    end = request.end(buf, LIMIT)
+    assert end == len(buf)
+    request.take_body(buf, end)
+    assert request.body == b"x" * 20_000 and request.body_size == 20_000
 
 
 # --- end to end ------------------------------------------------------------------------
@@ -265,33 +260,13 @@ def test_many_connections_at_once(server):
     assert errors == []
 
 
-def test_no_access_line_is_built_without_an_access_log():
-    from gunicorn.config import Config as GunicornConfig
-    from gunicorn.glogging import Logger
-
-    from extender.logs import gunicorn_logconfig
-    from extender.server.launcher import QuietAccessLogger
-
-    cfg = GunicornConfig()
-    cfg.set("logconfig_dict", gunicorn_logconfig())
-
-    def enabled(cls) -> bool:
-        logger = cls.__new__(cls)  # no setup(): it would reconfigure this process's logging
-        logger.cfg = cfg
-        return logger.access_log_enabled
-
-    assert enabled(Logger)  # gunicorn would build every access line...
-    assert not enabled(QuietAccessLogger)  # ...that gunicorn.access then drops
-    cfg.set("accesslog", "-")
-    assert enabled(QuietAccessLogger)
-
-
 @pytest.mark.parametrize("head", [
-    b"POST /filter HTTP/1.1\r\nHost: x\r\n",  # answered from the buffered bytes (inline)
+    b"POST /filter HTTP/1.1\r\nHost: x\r\n",
     b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\n",  # under a prefix
-    b"POST /filter HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n",  # gunicorn's parser
-    b"POST /%66ilter HTTP/1.1\r\nHost: x\r\n",  # percent-encoded: gunicorn's parser
-    b"POST /filter?pod=x HTTP/1.1\r\nHost: x\r\n",  # a query: gunicorn's parser
+    b"POST /filter HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n",
+    b"POST /%66ilter HTTP/1.1\r\nHost: x\r\n",  # percent-encoded
+    b"POST /filter?pod=x HTTP/1.1\r\nHost: x\r\n",  # a query
+    b"POST http://x/filter HTTP/1.1\r\nHost: x\r\n",  # absolute form
     b"POST /filter HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n",
 ])
 def test_every_way_to_reach_a_verb_gets_the_same_answer(server, head):

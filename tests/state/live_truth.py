@@ -17,7 +17,8 @@ from extender.server.app import create_app
 from extender.state.layers import WORKLOAD_KINDS, slim_workload
 from extender.state.live import Backoff, LiveSource
 from extender.state.store import node_fingerprint, pod_fingerprint
-from tests.doubles.apiserver import RESOURCES, FakeApiServer
+from testing.apiserver import RESOURCES, FakeApiServer
+from testing.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_PODS = ("plain", "sla-gt", "spread-spot", "cel-rack-regex", "cordon-toleration", "annotation-affinity")
@@ -80,8 +81,8 @@ def assert_filter_matches_fresh_file(source: LiveSource, api: FakeApiServer, tmp
     """`/filter` over the live state answers as `/filter` over a fresh file of the truth."""
     path = tmp_path / "truth.json"
     path.write_bytes(orjson.dumps({"kind": "List", "apiVersion": "v1", "items": api.all_objects()}))
-    fresh = create_app(Config(cluster=str(path), reload_interval=0)).test_client()
-    live = create_app(Config(reload_interval=0), source=source).test_client()
+    fresh = Client(create_app(Config(cluster=str(path), reload_interval=0)))
+    live = Client(create_app(Config(reload_interval=0), source=source))
     names = sorted(n["metadata"]["name"] for n in api.objects("nodes")) + ["never-seen"]
     for body in example_pod_bodies():
         for verb in ("filter", "prioritize"):

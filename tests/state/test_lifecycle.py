@@ -14,7 +14,8 @@ from live_truth import start_live
 from extender import metrics
 from extender.config import Config
 from extender.server.app import create_app
-from tests.doubles.apiserver import FakeApiServer
+from testing.apiserver import FakeApiServer
+from testing.client import Client
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -69,7 +70,7 @@ def test_no_verdict_before_every_kind_has_listed_once(api, tmp_path, caplog):
     source = start_live(api, tmp_path)
     try:
         wait_until(lambda: source.reflectors["Node"].synced.is_set())
-        client = create_app(Config(), source=source).test_client()
+        client = Client(create_app(Config(), source=source))
         args = {"Pod": web("new"), "NodeNames": ["a1", "a2", "b1"]}
         code, answer = call(client, "filter", args)
         assert code == 200 and answer["NodeNames"] is None, answer  # not a verdict offering zone a
@@ -142,7 +143,7 @@ def test_a_hung_server_makes_the_state_stale_and_the_verbs_refuse(api, tmp_path)
     source = start_live(api, tmp_path, max_staleness=2.0, watch_seconds=(600, 600))
     try:
         assert source.wait_synced(20)
-        client = create_app(Config(), source=source).test_client()
+        client = Client(create_app(Config(), source=source))
         args = {"Pod": web("new"), "NodeNames": ["a1", "a2", "b1"]}
         assert call(client, "filter", args)[1]["NodeNames"] == ["b1"]
         stale = unready_count("filter", "stale")

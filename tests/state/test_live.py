@@ -12,7 +12,7 @@ from live_truth import assert_filter_matches_fresh_file, start_live, synced_live
 
 from extender import metrics
 from extender.state import load_objects
-from tests.doubles.apiserver import FakeApiServer, plural_of
+from testing.apiserver import FakeApiServer, plural_of
 
 
 @pytest.fixture
@@ -241,8 +241,9 @@ def test_readiness_waits_for_every_kind_and_fails_when_stale(api, tmp_path):
 def test_readyz_and_unknown_nodes_through_the_app(api, live):
     from extender.config import Config
     from extender.server.app import create_app
+    from testing.client import Client
 
-    client = create_app(Config(), source=live).test_client()
+    client = Client(create_app(Config(), source=live))
     assert client.get("/readyz").status_code == 200
     wait_converged(live, api)
     from conftest import example_pod

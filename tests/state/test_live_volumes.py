@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import time
 
+import orjson
 import pytest
 from live_truth import synced_live
 
@@ -17,7 +18,7 @@ from extender.config import Config
 from extender.plugins.volumenodeaffinity import ERR_REASON_NODE_CONFLICT, ERR_REASON_PV_NOT_EXIST
 from extender.service import Extender
 from extender.state.volumes import VOLUME_KINDS
-from tests.doubles.apiserver import FakeApiServer
+from testing.apiserver import FakeApiServer
 from tests.plugins.volume_objects import (
     ANNOTATION,
     KERNEL,
@@ -51,7 +52,7 @@ def engine(api, tmp_path):
 
 
 def answer(engine: Extender) -> tuple[list[str], dict[str, str]]:
-    result = engine.filter(ExtenderArgs(pod("app", "data"), None, NODES))
+    result = orjson.loads(engine.filter(ExtenderArgs(pod("app", "data"), None, NODES)))
     return result["NodeNames"], result["FailedAndUnresolvableNodes"]
 
 
@@ -100,7 +101,7 @@ def test_unbound_claim_follows_the_candidate_volumes(api, engine):
     scratch = pod("app", "scratch")
 
     def feasible() -> list[str]:
-        return engine.filter(ExtenderArgs(scratch, None, NODES))["NodeNames"]
+        return orjson.loads(engine.filter(ExtenderArgs(scratch, None, NODES)))["NodeNames"]
 
     assert _wait(lambda: feasible() == NODES)  # no candidate with an annotation
     api.create("persistentvolumes", pv("pool-1", ann=annotation([requirement(KERNEL, "SemverGt", "6.5.0")])))

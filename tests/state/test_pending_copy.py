@@ -38,15 +38,15 @@ def as_v130_sends_it(pod: dict) -> dict:
 
 def feasible(engine, pod: dict) -> list[str]:
     body = {"Pod": pod, "NodeNames": ["env", "maint"]}
-    return engine.filter(decode_args(orjson.dumps(body)))["NodeNames"]
+    return orjson.loads(engine.filter(decode_args(orjson.dumps(body))))["NodeNames"]
 
 
 def test_the_state_copy_restores_a_field_the_scheduler_dropped():
     engine = make_extender([node("env", [ENV_TAINT]), node("maint", [EMPTY_VALUE_TAINT]), stored_pod()])
     # the request alone would tolerate `maintenance` (empty toleration) and not `env`
     assert feasible(engine, as_v130_sends_it(stored_pod())) == ["env"]
-    prio = engine.prioritize(decode_args(orjson.dumps({"Pod": as_v130_sends_it(stored_pod()),
-                                                         "NodeNames": ["env"]})))
+    prio = orjson.loads(engine.prioritize(decode_args(orjson.dumps({"Pod": as_v130_sends_it(stored_pod()),
+                                                         "NodeNames": ["env"]}))))
     assert [h["Host"] for h in prio] == ["env"]
 
 

@@ -16,8 +16,8 @@ import pytest
 from conftest import EXAMPLES, example_pod
 
 from extender.state import load_objects
-from tests.doubles.apiserver import FakeApiServer
-from tests.server.live import free_port, request, stop
+from testing.apiserver import FakeApiServer
+from testing.live import free_port, request, stop
 
 pytestmark = pytest.mark.gunicorn
 

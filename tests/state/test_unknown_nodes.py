@@ -7,11 +7,12 @@ from conftest import example_pod
 
 from extender import metrics
 from extender.api.wire import decode_args
-from extender.service import ERR_UNKNOWN_NODE, ERR_UNPARSEABLE_NODE
+from extender.service import ERR_UNKNOWN_NODE
+from extender.state.candidates import ERR_UNPARSEABLE_NODE
 
 
 def _filter(engine, body: dict) -> dict:
-    return engine.filter(decode_args(orjson.dumps(body)))
+    return orjson.loads(engine.filter(decode_args(orjson.dumps(body))))
 
 
 def test_unknown_names_are_unschedulable_and_counted(example_extender):

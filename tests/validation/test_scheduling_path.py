@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import orjson
 import pytest
 from conftest import example_pod
 
@@ -64,7 +65,7 @@ CASES.append((
 @pytest.mark.parametrize("annotations, plugin, reason", CASES)
 def test_filter_explain_and_validator_say_the_same(example_extender, annotations, plugin, reason):
     pod = pod_with(**annotations)
-    result = example_extender.filter(ExtenderArgs(pod, None, NODES))
+    result = orjson.loads(example_extender.filter(ExtenderArgs(pod, None, NODES)))
     assert result["NodeNames"] == [] and result["FailedNodes"] == {}
     assert result["FailedAndUnresolvableNodes"] == dict.fromkeys(NODES, reason)
 
@@ -81,15 +82,15 @@ def test_lone_surrogate_is_read_as_replacement_char_not_malformed(example_extend
     pod = pod_with(tolerations='[{"key": "node.example.com/sla", "operator": "Exists", "value": ""}, '
                                '{"key": "x\\ud800", "operator": "Exists"}]')
     # the second key decodes to "x\ufffd", which is not a valid label key: a validation error, not a JSON one
-    result = example_extender.filter(ExtenderArgs(pod, None, NODES))
+    result = orjson.loads(example_extender.filter(ExtenderArgs(pod, None, NODES)))
     (reason,) = set(result["FailedAndUnresolvableNodes"].values())
     assert reason.startswith(f'{T}[1].key: Invalid value: "x\ufffd": ')
 
 
 def test_valid_annotation_with_unknown_field_still_schedules(example_extender):
-    plain = example_extender.filter(ExtenderArgs(pod_with(), None, NODES))
+    plain = orjson.loads(example_extender.filter(ExtenderArgs(pod_with(), None, NODES)))
     pod = pod_with(tolerations='[{"key": "node.example.com/sla", "operator": "Exists", "Value": "ignored"}]')
-    result = example_extender.filter(ExtenderArgs(pod, None, NODES))
+    result = orjson.loads(example_extender.filter(ExtenderArgs(pod, None, NODES)))
     assert not result["FailedAndUnresolvableNodes"].get("od-a1")
     assert set(result["NodeNames"]) >= set(plain["NodeNames"])
 

@@ -84,7 +84,7 @@ def test_the_nested_pod_is_scheduled_within_the_deadline_on_the_example_cluster(
     names = [o["metadata"]["name"] for o in load_objects(bundled_cluster())
              if o.get("kind") == "Node"]  # 10 nodes, 11 distinct taints
     started = time.monotonic()
-    answer = orjson.loads(example_extender.filter_bytes(ExtenderArgs(cel_pod(NESTED_20), None,
+    answer = orjson.loads(example_extender.filter(ExtenderArgs(cel_pod(NESTED_20), None,
                                                                      names)))
     assert not answer.get("Error")
     assert answer["NodeNames"]

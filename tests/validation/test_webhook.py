@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 from pki import CA, write_pair
 
@@ -128,7 +129,7 @@ def test_webhook_and_scheduling_report_the_same_text(example_extender):
     from extender.api.wire import ExtenderArgs
 
     bad = pod({f"{P}/tolerations": '[{"key": "k", "operator": "Gt", "value": "08"}]'})
-    filtered = example_extender.filter(ExtenderArgs(bad, None, ["od-a1"]))
+    filtered = orjson.loads(example_extender.filter(ExtenderArgs(bad, None, ["od-a1"])))
     reason = filtered["FailedAndUnresolvableNodes"]["od-a1"]
     assert response(admission(bad))["status"]["message"] == f'Pod "p" is invalid: {reason}'
 
@@ -285,7 +286,8 @@ def test_a_stalled_client_does_not_block_others(pki):
 @pytest.mark.gunicorn
 def test_extender_serve_runs_the_webhook_next_to_the_verbs(pki, tmp_path):
     from conftest import EXAMPLES
-    from server.live import free_port, request, start, stop
+
+    from testing.live import free_port, request, start, stop
 
     hook_port = free_port()
     port, proc = start(EXAMPLES / "cluster.yaml", "--webhook-listen", f"127.0.0.1:{hook_port}",
@@ -340,7 +342,8 @@ def test_verbs_over_https_with_client_certificates(pki, tmp_path):
     import sys
 
     from conftest import EXAMPLES
-    from server.live import free_port, stop
+
+    from testing.live import free_port, stop
 
     client_dir = pki["dir"] / "client"
     client_dir.mkdir()

@@ -25,6 +25,7 @@ from extender.matching.tolerations import TolerationMatcher, do_not_schedule
 from extender.model import Node, Pod
 from extender.plugins.helper import untolerated_node_names
 from extender.plugins.podtopologyspread.args import DO_NOT_SCHEDULE, HOSTNAME, SpreadArgs
+from extender.plugins.podtopologyspread.index import SpreadIndex
 from extender.plugins.podtopologyspread.selector import (
     EVERYTHING,
     LabelSelector,
@@ -33,7 +34,6 @@ from extender.plugins.podtopologyspread.selector import (
     from_map,
     parse_label_selector,
 )
-from extender.state.podindex import SpreadIndex
 from extender.state.snapshot import ClusterSnapshot
 
 HONOR = "Honor"

@@ -29,7 +29,7 @@ from extender.plugins.podtopologyspread.common import (
     has_keys,
     self_match,
 )
-from extender.state.podindex import SpreadIndex
+from extender.plugins.podtopologyspread.index import SpreadIndex
 from extender.state.snapshot import ClusterSnapshot
 
 PRE_FILTER_KEY = "PreFilterPodTopologySpread"

@@ -33,9 +33,9 @@ from extender.plugins.podtopologyspread.common import (
     constraints_for,
     counts_pods,
 )
+from extender.plugins.podtopologyspread.index import spread_index
 from extender.plugins.podtopologyspread.selector import LabelSelector
 from extender.state.nodeset import NodeSet
-from extender.state.podindex import spread_index
 from extender.state.snapshot import ClusterSnapshot
 
 NAME = "PodTopologySpread"
@@ -106,34 +106,30 @@ class PodTopologySpread:
             st.nominated = filtering.indexed_nominated(index, pod)
         return st
 
-    def filter_masks(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks | None:
-        st = self._counted(state, pod)
-        if st is None or state.get("explain"):
-            return None
-        return self._masks(st, nodes)
-
-    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> dict[str, Status]:
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
+        """The skew check for all candidates at once (`_masks`); in an explain run node
+        by node, once per projection of the constraints' keys, with the details."""
         st = self._counted(state, pod)
         if st is None:
-            return dict.fromkeys(nodes.names, error(f'reading "{filtering.PRE_FILTER_KEY}" from cycleState: not found'))
-        explain = bool(state.get("explain"))
-        if not explain and nodes.distinct:
-            return verdicts.as_map((status, nodes.names_where(mask)) for status, mask in self._masks(st, nodes))
+            status = error(f'reading "{filtering.PRE_FILTER_KEY}" from cycleState: not found')
+            return [(status, np.ones(len(nodes), dtype=bool))]
+        if not state.get("explain"):
+            return self._masks(st, nodes)
         keys = [c.topology_key for c in st.constraints]
         by_projection: dict[tuple, Status] = {}
         fails: dict[str, Status] = {}
         for node in nodes:
             if node.name in st.nominated:
-                status = filtering.check_with_nominated(st, st.counts, st.nominated, node, explain)
+                status = filtering.check_with_nominated(st, st.counts, st.nominated, node, True)
             else:
                 labels = node.labels
                 projection = tuple(labels.get(k) for k in keys)
                 status = by_projection.get(projection)
                 if status is None:
-                    status = by_projection[projection] = filtering.check(st, st.counts, node, explain)
+                    status = by_projection[projection] = filtering.check(st, st.counts, node, True)
             if not status.is_success:
                 fails[node.name] = status
-        return fails
+        return verdicts.masks_of(fails, nodes)
 
     @staticmethod
     def _masks(st: filtering.PreFilterState, nodes: NodeSet) -> Masks:

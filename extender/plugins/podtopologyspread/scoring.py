@@ -27,8 +27,8 @@ from extender.plugins.podtopologyspread.common import (
     has_keys,
 )
 from extender.plugins.podtopologyspread.filtering import plain_counted, topology_keys
+from extender.plugins.podtopologyspread.index import SpreadIndex
 from extender.state.nodeset import NodeSet
-from extender.state.podindex import SpreadIndex
 from extender.state.snapshot import ClusterSnapshot
 
 PRE_SCORE_KEY = "PreScorePodTopologySpread"

@@ -17,7 +17,7 @@ import json
 import re
 from urllib.parse import unquote, urlsplit
 
-from tests.doubles.apiserver import FakeApiServer
+from testing.apiserver import FakeApiServer
 
 _PROXY = re.compile(r"^/api/v1/namespaces/([^/]+)/services/([^/]+)/proxy(/.*)?$")
 _RELAYED = ("Content-Type", "Retry-After")

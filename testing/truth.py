@@ -5,8 +5,8 @@ order) and checks every bind (a pod's `spec.nodeName` going from empty to a node
 the cluster as it was when the scheduler decided it: the node's taints, cordon, labels
 and allocatable then, and the pods placed before it. Binds run concurrently, so their
 order in the API is not the order of decisions: each placement is dated by the wiretap
-(`tests.e2e.wiretap`: the pod's last `filter` call before its bind). It shares no code with `extender/`: the rules
-are restated here from upstream (and the independent checker `perf/check.py`, whose
+(`testing.wiretap`: the pod's last `filter` call before its bind). It shares no code with `extender/`: the rules
+are restated here from upstream (and the independent checker `testing/check.py`, whose
 toleration, selector and semver helpers it reuses):
 
 * **TaintToleration**: every `NoSchedule`/`NoExecute` taint tolerated; tolerations from
@@ -43,9 +43,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from perf.check import (
+from testing.check import (
     UNSCHEDULABLE_TAINT,
     Oracle,
+    Violation,
     affinity_ok,
     selector_matches,
     tolerates,
@@ -120,18 +121,6 @@ def untolerated_taints(pod: Mapping[str, Any], node: Mapping[str, Any], prefix: 
 def tolerates_cordon(pod: Mapping[str, Any], prefix: str, oracles: Mapping[str, Oracle]) -> bool:
     tols = list((pod.get("spec") or {}).get("tolerations") or []) + _annotation_list(pod, f"{prefix}/tolerations")
     return any(tolerates(t, UNSCHEDULABLE_TAINT, oracles) for t in tols)
-
-
-@dataclass(frozen=True)
-class Violation:
-    pod: str
-    node: str
-    rule: str
-    detail: str
-    raced: bool = False  # the node state changed within the race window before the bind
-
-    def __str__(self) -> str:
-        return f"{self.pod} on {self.node}: {self.rule}: {self.detail}{' (raced a node change)' if self.raced else ''}"
 
 
 @dataclass
@@ -303,7 +292,7 @@ def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = 
            only: Callable[[Key], bool] | None = None) -> Report:
     """Check every bind recorded in `api.journal` (see the module docstring) against
     the cluster when the scheduler placed the pod: `decisions` (pod -> times of its
-    `filter` calls, from `tests.e2e.wiretap`) date each placement to the last call
+    `filter` calls, from `testing.wiretap`) date each placement to the last call
     before its bind (binds run concurrently, so their order in the API is not the
     order of decisions); without them a placement is dated at its bind. `only` limits
     the checked binds to some pods (every pod still counts for the others)."""

@@ -31,10 +31,22 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perf.workloads import oracle_semver
-
 Oracle = Callable[[str, str, str], bool]
 UNSCHEDULABLE_TAINT = ("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+def oracle_semver(text: str) -> tuple[int, int, int] | None:
+    """Tolerant X.Y.Z parse for the oracles, independent of the engine's blang port:
+    `v` prefix, pre-release and build metadata are dropped (generated values are X.Y.Z)."""
+    parts = text.strip().lstrip("v").split("-")[0].split("+")[0].split(".")
+    try:
+        nums = [int(p) for p in parts]
+    except ValueError:
+        return None
+    if not 1 <= len(nums) <= 3:
+        return None
+    nums += [0] * (3 - len(nums))
+    return nums[0], nums[1], nums[2]
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,10 @@ class Violation:
     node: str
     rule: str
     detail: str
+    raced: bool = False  # the node state changed within the race window before the bind (testing.truth)
+
+    def __str__(self) -> str:
+        return f"{self.pod} on {self.node}: {self.rule}: {self.detail}{' (raced a node change)' if self.raced else ''}"
 
     def as_dict(self) -> dict[str, str]:
         return {"pod": self.pod, "node": self.node, "rule": self.rule, "detail": self.detail}

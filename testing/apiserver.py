@@ -15,7 +15,7 @@ answers, in the shapes of `kubectl get --raw` output:
 - ``POST .../pods/{name}/binding`` (201; 404 missing pod; 409 already bound),
   ``GET``/``DELETE`` of one object (DELETE honours a ``preconditions.uid``), ``POST``
   to create one (``generateName`` too), ``PATCH`` of an object or its ``status``
-  subresource (strategic merge, JSON merge and apply patches: `tests.doubles.patching`).
+  subresource (strategic merge, JSON merge and apply patches: `testing.patching`).
 - ``fieldSelector`` on list and watch (``status.phase!=Succeeded`` ...): a watched
   object that stops matching arrives as DELETED, one that starts matching as ADDED,
   as the real watch cache sends them.
@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.doubles.patching import JSON_PATCH, PatchError, apply_patch, field_selector
+from testing.patching import JSON_PATCH, PatchError, apply_patch, field_selector
 
 
 @dataclass(frozen=True)
@@ -334,7 +334,7 @@ class FakeApiServer:
 
     def patch(self, resource: str, name: str, namespace: str, body: dict, content_type: str,
               subresource: str = "") -> dict:
-        """What `PATCH` does (see `tests.doubles.patching`): through the `status`
+        """What `PATCH` does (see `testing.patching`): through the `status`
         subresource only `status` changes, otherwise everything but `status`."""
         with self._cond:
             key = (namespace if RESOURCES[resource].namespaced else "", name)

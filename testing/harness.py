@@ -2,7 +2,7 @@
 
 `E2ECluster` starts, in this order:
 
-1. the API-server double (`tests.doubles.apiserver`, with its journal on, so the truth
+1. the API-server double (`testing.apiserver`, with its journal on, so the truth
    checker can replay every change in resourceVersion order);
 2. `extender serve --config manifests/base/extender.yaml --kubeconfig ...`: the console
    script (or `python -m extender`) with the shipped configuration file; only the
@@ -16,7 +16,7 @@
 
 Tests create nodes and pods (`node`, `pod`, `spread` build them), wait for the scheduler
 (`wait_settled`: every pod bound or reported unschedulable) and check the outcome
-against the truth (`tests.e2e.truth`), computed from the double's objects, never from
+against the truth (`testing.truth`), computed from the double's objects, never from
 the extender's view. See tests/e2e/README.md.
 """
 
@@ -38,12 +38,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from tests.doubles.apiserver import FakeApiServer, plural_of
-from tests.e2e import truth
-from tests.e2e.wiretap import WireTap
-from tests.server.live import free_port, request
+from testing import truth
+from testing.apiserver import FakeApiServer, plural_of
+from testing.live import free_port, request
+from testing.wiretap import WireTap
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SCHEDULER_CONFIG = ROOT / "manifests" / "base" / "kube-scheduler-config.yaml"
 EXTENDER_CONFIG = ROOT / "manifests" / "base" / "extender.yaml"
 BINARY_ENV = "KUBE_SCHEDULER_BINARY"
@@ -420,7 +420,7 @@ class E2ECluster:
         return [key_of(c.obj) for c in list(self.api.journal or ()) if c.resource == "pods" and c.type == "DELETED"]
 
     def replay(self, oracles: dict | None = None, **kwargs: Any) -> truth.Report:
-        """Every bind checked against the truth when it was decided (`tests.e2e.truth`)."""
+        """Every bind checked against the truth when it was decided (`testing.truth`)."""
         decisions = self.tap.decision_times() if self.tap else None
         return truth.replay(self.api, oracles, PREFIX, decisions=decisions, **kwargs)
 

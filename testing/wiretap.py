@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from tests.doubles.apiserver import QuietServer
+from testing.apiserver import QuietServer
 
 Key = tuple[str, str]
 

@@ -1,0 +1,95 @@
+"""PodTopologySpread's view of a snapshot: everything it needs that does not depend on
+the pod, answered from the pod layer's per-namespace indexes (`extender.state.podindex`)
+and the node layer, and built once per snapshot (`spread_index`)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from extender.model import Taint
+from extender.state.podindex import NamespacePods, node_code
+from extender.state.snapshot import ClusterSnapshot
+
+INDEX_KEY = "pod-label-index"
+
+_EMPTY = NamespacePods()
+
+
+class SpreadIndex:
+    """Everything PodTopologySpread needs from a snapshot that does not depend on the pod.
+
+    A view, built in O(1): the pod layer's per-namespace buckets (shared by every
+    snapshot until their namespace changes) and the node layer. Node-only answers are
+    memoised on the node layer, so they survive pod events. The snapshot is held
+    weakly: a strong reference would make a cycle (snapshot -> derived -> index ->
+    snapshot) that only a full collection frees."""
+
+    __slots__ = ("_snapshot", "namespaces", "nodes")
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self._snapshot = weakref.ref(snapshot)
+        self.namespaces: Mapping[str, NamespacePods] = snapshot.pod_layer.namespaces
+        self.nodes = snapshot.nodes
+
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        snapshot = self._snapshot()
+        if snapshot is None:  # pragma: no cover - readers hold their snapshot
+            raise RuntimeError("SpreadIndex used after its snapshot was released")
+        return snapshot
+
+    def namespace(self, namespace: str) -> NamespacePods:
+        return self.namespaces.get(namespace, _EMPTY)
+
+    def node_counts(self, namespace: str, selector: Any) -> Mapping[str, int]:
+        return self.namespace(namespace).node_counts(selector)
+
+    def domain_counts(
+        self, namespace: str, selector: Any, key: str, eligible: frozenset[str]
+    ) -> Mapping[str, int]:
+        """Matching counted pods per value of `key` (absent label -> ""), counting only
+        pods on `eligible` nodes (`NamespacePods.domain_counts`)."""
+        return self.namespace(namespace).domain_counts(selector, key, eligible, self.nodes)
+
+    def own_vector(self, namespace: str, selector: Any, universe: Any) -> np.ndarray:
+        """Matching counted pods on each node of `universe` (a NodeIndex), as an int64
+        vector over it: a gather from the per-selector counts by node code, no loop
+        over names."""
+        codes = universe.memo(("node codes",), lambda: np.fromiter(
+            (node_code(n.name) for n in universe.nodes), dtype=np.intp, count=len(universe.nodes)),
+            taints_only=True)
+        by_code = self.namespace(namespace).code_counts(selector)
+        out = np.zeros(len(codes), dtype=np.int64)
+        known = codes < len(by_code)
+        out[known] = by_code[codes[known]]
+        return out
+
+    def nodes_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
+        """Names of snapshot nodes carrying every key in `keys` (node-layer memo)."""
+        nodes = self.nodes
+
+        def compute() -> frozenset[str]:
+            index = nodes.label_index()
+            result: frozenset[str] | set[str] = nodes.names
+            for key in keys:
+                present: set[str] = set()
+                for names in index.get(key, {}).values():
+                    present |= names
+                result = result & present
+            return frozenset(result)
+
+        return nodes.memo(("PTS with keys", keys), compute)
+
+    def taint_group_names(self) -> dict[tuple[Taint, ...], frozenset[str]]:
+        nodes = self.nodes
+        return nodes.memo(("PTS taint group names",), lambda: {
+            taints: frozenset(n.name for n in group) for taints, group in nodes.taint_groups().items()
+        }, taints_only=True)
+
+
+def spread_index(snapshot: ClusterSnapshot) -> SpreadIndex:
+    return snapshot.derived(INDEX_KEY, SpreadIndex)
