@@ -1,5 +1,6 @@
 """Nodes tainted, cordoned and relabelled in the middle of a burst with hard zone +
-hostname spread (nodeTaintsPolicy: Honor): every placement is checked against the nodes
+hostname spread (nodeTaintsPolicy: Honor), in two waves (the second created after the
+changes): every placement is checked against the nodes
 as they were when the scheduler decided it, and once a change is visible no pod lands
 where it no longer may. Each zone loses one node (a: tainted, b: cordoned, c: its zone
 label removed), so the burst can go on evenly over the six nodes left."""
@@ -21,13 +22,18 @@ def test_taint_cordon_and_relabel_mid_burst(start_cluster):
     labels = {"app": "churn"}
     constraints = [spread(ZONE, labels, nodeTaintsPolicy="Honor"), spread(HOST, labels, nodeTaintsPolicy="Honor")]
     pods = [pod(f"churn-{i}", labels, spread=constraints) for i in range(300)]
-    cluster.create(*pods)
+    cluster.create(*pods[:150])
     keys = [("default", p["metadata"]["name"]) for p in pods]
     assert cluster.wait_until_bound(keys, 90, timeout=60)
     cluster.set_taints("n-a0", [NOISY])
     cluster.cordon("n-b1")
     cluster.relabel("n-c2", {ZONE: None})  # no zone: no longer a place for this pod
     changed = time.monotonic()
+    # The first wave's rest is decided across the changes; the second wave arrives once
+    # they are visible, so at least 150 decisions are checked against the changed nodes
+    # however fast the scheduler gets through the first wave.
+    time.sleep(1)
+    cluster.create(*pods[150:])
     outcome = cluster.wait_settled(pods, timeout=120)
     assert len(outcome.bound) == 300, f"{len(outcome.unschedulable)} unschedulable"
     report = cluster.replay()
