@@ -57,12 +57,12 @@ def body(name: str, expression: str | None) -> bytes:
 
 
 def hostile_expression(n: int) -> str:
-    """Just under the cost limit (923,610 units) and most of a second per taint: 40,000
+    """Just under the cost limit (923,610 units) and 0.3-1 s per taint: 40,000
     quantity parses of distinct strings, the slowest work per unit the libraries have
     (a plain nested all() at the limit now takes ~0.1 s: no longer hostile)."""
     items = "[" + ",".join(map(str, range(200))) + "]"
     return (f"{items}.all(a, {items}.all(b, quantity(string(a * 200 + b) + 'Mi')"
-            f".isLessThan(quantity('{n % 9 + 1}00Gi'))))")
+            f".isLessThan(quantity('{n + 1}00Gi'))))")  # n: no two requests alike
 
 
 class Client:
