@@ -12,6 +12,7 @@ from conftest import make_extender
 
 from extender.api.wire import decode_args
 from extender.model.parse import existing_pod_from_dict
+from extender.state.snapshot import ClusterSnapshot
 
 ENV_TAINT = {"key": "env.example.com/dev", "value": "true", "effect": "NoSchedule"}
 EMPTY_VALUE_TAINT = {"key": "maintenance", "effect": "NoSchedule"}
@@ -48,6 +49,19 @@ def test_the_state_copy_restores_a_field_the_scheduler_dropped():
     prio = orjson.loads(engine.prioritize(decode_args(orjson.dumps({"Pod": as_v130_sends_it(stored_pod()),
                                                          "NodeNames": ["env"]}))))
     assert [h["Host"] for h in prio] == ["env"]
+
+
+def test_a_new_version_of_the_state_copy_is_read_anew():
+    """The parsed copy is remembered per version of the stored pod, never past it."""
+    objects = [node("env", [ENV_TAINT]), node("maint", [EMPTY_VALUE_TAINT])]
+    engine = make_extender([*objects, stored_pod()])
+    sent = as_v130_sends_it(stored_pod())
+    assert feasible(engine, sent) == ["env"]
+    assert feasible(engine, sent) == ["env"]  # the remembered parse
+    updated = stored_pod()
+    updated["spec"]["tolerations"] = [{"key": "maintenance", "operator": "Exists"}]
+    engine.source.set(ClusterSnapshot.from_objects([*objects, updated]))
+    assert feasible(engine, sent) == ["maint"]
 
 
 def test_another_uid_or_a_bound_copy_is_not_used():
