@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -463,10 +462,3 @@ def require_binary() -> str:
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
         raise AssertionError(f"{BINARY_ENV}={binary} is not an executable file")
     return binary
-
-
-def keep_logs(cluster: E2ECluster, dest: Path) -> None:
-    """Copy both logs next to the test's tmp dir (kept by pytest for failed tests)."""
-    for proc in (cluster.scheduler, cluster.extender):
-        if proc is not None and proc.log.exists() and proc.log.parent != dest:
-            shutil.copy(proc.log, dest / proc.log.name)

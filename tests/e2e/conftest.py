@@ -25,6 +25,7 @@ def start_cluster(kube_scheduler, tmp_path, request) -> Iterator[Callable[..., E
     `extender serve` and kube-scheduler running; all stopped after the test. When the
     test fails, both processes' log tails are added to its report."""
     started: list[E2ECluster] = []
+    request.node.e2e_clusters = started  # their log tails go into a failed test's report
 
     def start(objects=(), **kwargs) -> E2ECluster:
         workdir = tmp_path / f"cluster{len(started)}"
@@ -34,16 +35,17 @@ def start_cluster(kube_scheduler, tmp_path, request) -> Iterator[Callable[..., E
         return cluster.start(objects)
 
     yield start
-    report = getattr(request.node, "rep_call", None)
     for cluster in started:
-        if report is not None and report.failed:
-            request.node.add_report_section("call", "e2e logs", cluster.logs())
         cluster.stop()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
+    """A failed test's report carries the tails of its clusters' logs (kube-scheduler's
+    and the extender's: e.g. its warnings about pods answered but never bound), made
+    while the processes still run, so xdist workers send them back with the report."""
     rep = yield
-    if rep.when == "call":
-        item.rep_call = rep
+    if rep.when == "call" and rep.failed:
+        for cluster in getattr(item, "e2e_clusters", ()):
+            rep.sections.append(("e2e logs", cluster.logs()))
     return rep
