@@ -210,11 +210,12 @@ def event_message(summary: dict[str, Any]) -> str:
     return text
 
 
-def pod_event(namespace: str, name: str, uid: str, message: str, at: float, instance: str) -> dict[str, Any]:
+def pod_event(namespace: str, name: str, uid: str, message: str, at: float, instance: str,
+              reason: str = REASON) -> dict[str, Any]:
     stamp = _timestamp(at)
     obj = {"kind": "Pod", "namespace": namespace, "name": name, "uid": uid, "apiVersion": "v1"}
     event = {"apiVersion": "v1", "kind": "Event", "metadata": {"namespace": namespace},
-             "involvedObject": obj, "reason": REASON, "message": _clip(message), "type": "Warning",
+             "involvedObject": obj, "reason": reason, "message": _clip(message), "type": "Warning",
              "source": {"component": COMPONENT}, "firstTimestamp": stamp, "lastTimestamp": stamp,
              "count": 1, "reportingComponent": COMPONENT, "reportingInstance": instance}
     event["metadata"]["name"] = _event_name(event, at)
@@ -264,6 +265,30 @@ class ApiEventSink:
         return self._call("patching an event", lambda: self.api.patch_namespaced_event(
             meta["name"], meta["namespace"], patch, _content_type="application/strategic-merge-patch+json",
             _preload_content=False, _request_timeout=API_TIMEOUT))
+
+
+def write_event(correlator: Correlator, sink: Any, event: dict[str, Any]) -> str:
+    """Correlate `event` (client-go's `EventCorrelator`), then create it or patch the
+    one the server holds (created again if that expired); returns what happened:
+    skipped (the spam filter), created, patched or error (logged)."""
+    correlated = correlator.correlate(event)
+    if correlated is None:
+        return "skipped"
+    try:
+        if correlated.patch is not None:
+            try:
+                correlator.update_state(sink.patch(correlated.event, correlated.patch))
+                return "patched"
+            except SinkError as exc:
+                if exc.status != 404:
+                    raise
+                # gone (expired): create it again, as client-go does
+        correlator.update_state(sink.create(correlated.event))
+        return "created"
+    except SinkError as exc:
+        obj = event["involvedObject"]
+        log.warning("cannot record an event", extra={"pod": f"{obj['namespace']}/{obj['name']}", "error": str(exc)})
+        return "error"
 
 
 @dataclass(slots=True)
@@ -374,26 +399,8 @@ class EventRecorder:
         message = self._message(offer)
         if message is None:
             return self._count("skipped")
-        correlated = self.correlator.correlate(pod_event(pod.namespace, pod.name, pod.uid, message, now,
-                                                         self.instance))
-        if correlated is None:
-            return self._count("skipped")
-        try:
-            if correlated.patch is not None:
-                try:
-                    written = self.sink.patch(correlated.event, correlated.patch)
-                    self.correlator.update_state(written)
-                    return self._count("patched")
-                except SinkError as exc:
-                    if exc.status != 404:
-                        raise
-                    # gone (expired): create it again, as client-go does
-            written = self.sink.create(correlated.event)
-            self.correlator.update_state(written)
-            return self._count("created")
-        except SinkError as exc:
-            log.warning("cannot record an event", extra={"pod": pod.key, "error": str(exc)})
-            return self._count("error")
+        event = pod_event(pod.namespace, pod.name, pod.uid, message, now, self.instance)
+        return self._count(write_event(self.correlator, self.sink, event))
 
     def _message(self, offer: Offer) -> str | None:
         """The explanation's message, computed once per (pod, state, candidates) and
