@@ -169,6 +169,9 @@ def reference(cluster: Cluster) -> dict[tuple[str, str], dict]:
             if status is not None and not status.is_success:
                 found[(plugin, status.reasons[0], "hard")] = tuple(key_details(status.details))
         plugin = next(p for p in engine.framework.plugins if p.name == "TaintToleration")
+        if pod.tolerations_error:  # PreFilter rejects every node: Score never runs for it
+            out[(pod.namespace, pod.name)] = found
+            continue
         state = engine.new_state(snap)
         plugin.pre_score(state, pod, None)
         count, _ = plugin.score(state, pod, snap.nodes.by_name[node_name])
