@@ -29,7 +29,12 @@ __all__ = ["DriftTracker", "attach_tracker", "drift_for"]
 def attach_tracker(store: Any, config: Any) -> DriftTracker:
     """A tracker observing `store` (call it before any feed writes into the store: the
     cluster file's first load, the first list)."""
-    shapes = Shapes(config.annotation_prefix, config.feature_gates, spread=config.drift_topology_spread)
+    from extender.plugins.podtopologyspread.args import DO_NOT_SCHEDULE, parse_args
+
+    spread_args = parse_args(config.plugin_args.get("PodTopologySpread", {}), "pluginConfig[PodTopologySpread].args")
+    hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in spread_args.defaults)
+    shapes = Shapes(config.annotation_prefix, config.feature_gates, spread=config.drift_topology_spread,
+                    owners=hard_defaults)
     return DriftTracker(shapes).attach(store)
 
 

@@ -57,33 +57,41 @@ class Running:
     claims: tuple[tuple[str, bool], ...] = ()  # (claim name, generic ephemeral?)
 
 
-def running_node(raw: Mapping[str, Any]) -> str:
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _section(value: Any) -> Mapping[str, Any]:
+    """A JSON object's section, or an empty one for anything else (a feed validates
+    what it hands over; a cluster file may not)."""
+    if type(value) is dict or isinstance(value, Mapping):
+        return value
+    return _EMPTY
+
+
+def running_node(meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]) -> str:
     """The node a pod runs on, or "" when it is not running there for the report's
     purposes: unbound, terminated (Succeeded/Failed) or being deleted."""
-    spec = raw.get("spec")
-    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
-    if not node or not isinstance(node, str):
+    node = spec.get("nodeName")
+    if not node or type(node) is not str:
         return ""
-    meta = raw.get("metadata")
-    if isinstance(meta, Mapping) and meta.get("deletionTimestamp") is not None:
+    if meta.get("deletionTimestamp") is not None or status.get("phase") in TERMINAL_PHASES:
         return ""
-    status = raw.get("status")
-    phase = status.get("phase") if isinstance(status, Mapping) else None
-    return "" if phase in TERMINAL_PHASES else node
-
-
-def _field(section: Any, name: str) -> Any:
-    return section.get(name) if isinstance(section, Mapping) else None
+    return node
 
 
 class Shapes:
     """The interning table: constraint text -> `Shape`, held weakly (a shape lives as
     long as a tracked pod or a memo entry refers to it)."""
 
-    def __init__(self, prefix: str, gates: FeatureGates, spread: bool = False) -> None:
+    def __init__(self, prefix: str, gates: FeatureGates, spread: bool = False, owners: bool = False) -> None:
+        """`spread`: keep topology spread constraints (the opt-in spread report);
+        `owners`: and the controller of pods without any, whose default constraints
+        read it (only when the configured defaults are DoNotSchedule: upstream's
+        System defaults never are, and the controller makes a shape per workload)."""
         self.prefix = prefix
         self.gates = gates
-        self.spread = spread  # keep topology spread constraints (the opt-in spread report)
+        self.spread = spread
+        self.owners = spread and owners
         self._annotations = (f"{prefix}/tolerations", f"{prefix}/node-affinity")
         self._table: weakref.WeakValueDictionary[bytes, Shape] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
@@ -91,48 +99,57 @@ class Shapes:
     def __len__(self) -> int:
         return len(self._table)
 
-    def constraint_fields(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """The parts of a pod that decide where it may run, as a minimal pod object."""
-        meta, spec = raw.get("metadata"), raw.get("spec")
-        annotations = _field(meta, "annotations")
-        kept: dict[str, Any] = {}
-        if isinstance(annotations, Mapping):
-            kept = {k: annotations[k] for k in self._annotations if k in annotations}
-        out_spec = {k: v for k in ("tolerations", "nodeSelector") if (v := _field(spec, k)) is not None}
-        node_affinity = _field(_field(spec, "affinity"), "nodeAffinity")
-        if node_affinity is not None:
-            out_spec["affinity"] = {"nodeAffinity": node_affinity}
-        out_meta: dict[str, Any] = {"annotations": kept} if kept else {}
+    def key_parts(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Any]:
+        """The parts of a pod that decide where it may run, as they are written: spec
+        tolerations, nodeSelector and node affinity, the two annotations (and the
+        spread constraints, or the controller, for the spread report)."""
+        annotations = _section(meta.get("annotations"))
+        tolerations, affinity = self._annotations
+        parts = [spec.get("tolerations"), spec.get("nodeSelector"), _section(spec.get("affinity")).get("nodeAffinity"),
+                 annotations.get(tolerations), annotations.get(affinity)]
         if self.spread:
-            constraints = _field(spec, "topologySpreadConstraints")
-            if constraints is not None:
-                out_spec["topologySpreadConstraints"] = constraints
-            else:  # default constraints read the pod's controller (ReplicaSet, ...)
-                owners = _field(meta, "ownerReferences")
-                if isinstance(owners, list):
-                    controllers = [o for o in owners if isinstance(o, Mapping) and o.get("controller") is True]
-                    if controllers:
-                        out_meta["ownerReferences"] = controllers
-        return {"metadata": out_meta, "spec": out_spec}
+            constraints = spec.get("topologySpreadConstraints")
+            parts.append(constraints)
+            owners = meta.get("ownerReferences")
+            if constraints is None and self.owners and isinstance(owners, list):
+                # default constraints read the pod's controller (its ReplicaSet, ...)
+                parts.append([o for o in owners if isinstance(o, Mapping) and o.get("controller") is True])
+        return parts
 
-    def intern(self, raw: Mapping[str, Any]) -> Shape | None:
-        """The pod's `Shape` (None when its constraint fields do not even parse as a
-        pod's: the API server never stores such a pod)."""
-        fields = self.constraint_fields(raw)
+    def minimal_pod(self, parts: list[Any]) -> dict[str, Any]:
+        """A pod object with only these parts (what `/filter` would parse of them)."""
+        tolerations, selector, affinity, ann_tolerations, ann_affinity = parts[:5]
+        spec: dict[str, Any] = {k: v for k, v in (("tolerations", tolerations), ("nodeSelector", selector))
+                                if v is not None}
+        if affinity is not None:
+            spec["affinity"] = {"nodeAffinity": affinity}
+        if len(parts) > 5 and parts[5] is not None:
+            spec["topologySpreadConstraints"] = parts[5]
+        annotations = {k: v for k, v in zip(self._annotations, (ann_tolerations, ann_affinity), strict=True)
+                       if v is not None}
+        meta: dict[str, Any] = {"annotations": annotations} if annotations else {}
+        if len(parts) > 6:
+            meta["ownerReferences"] = parts[6]
+        return {"metadata": meta, "spec": spec}
+
+    def intern(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> Shape | None:
+        """The pod's `Shape`, parsed once per distinct constraint text (None when the
+        parts do not even parse as a pod's: the API server never stores such a pod)."""
+        parts = self.key_parts(meta, spec)
         try:
-            text = orjson.dumps(fields)
+            text = orjson.dumps(parts)
         except TypeError:
             return None
         hit = self._table.get(text)
         if hit is not None:
             return hit
+        fields = self.minimal_pod(parts)
         try:
             pod = pod_from_dict(fields, self.prefix, keep_raw=False, gates=self.gates)
         except ModelError:
             return None
         sources: list[str] = []
-        if _field(_field(_field(fields["spec"], "affinity"), "nodeAffinity"),
-                  "requiredDuringSchedulingIgnoredDuringExecution") is not None:
+        if _section(parts[2]).get("requiredDuringSchedulingIgnoredDuringExecution") is not None:
             sources.append("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
         while len(sources) < len(pod.affinity.required):
             sources.append(f"metadata.annotations[{self._annotations[1]}].requiredDuringSchedulingIgnoredDuringExecution")
@@ -143,15 +160,17 @@ class Shapes:
 
     def running(self, raw: Mapping[str, Any], uid: str = "") -> Running | None:
         """What the report tracks of a pod, or None when it is not running on a node."""
-        node = running_node(raw)
+        meta, spec = _section(raw.get("metadata")), _section(raw.get("spec"))
+        node = running_node(meta, spec, _section(raw.get("status")))
         if not node:
             return None
-        shape = self.intern(raw)
+        shape = self.intern(meta, spec)
         if shape is None:
             return None
-        meta = raw.get("metadata")
-        try:
-            claims = pod_volume_claims(raw.get("spec") or {}, str(_field(meta, "name") or ""))
-        except ModelError:
-            claims = ()
-        return Running(node, uid or str(_field(meta, "uid") or ""), shape, claims)
+        claims: tuple[tuple[str, bool], ...] = ()
+        if spec.get("volumes"):
+            try:
+                claims = pod_volume_claims(spec, str(meta.get("name") or ""))
+            except ModelError:
+                pass
+        return Running(node, uid or str(meta.get("uid") or ""), shape, claims)

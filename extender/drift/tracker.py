@@ -95,8 +95,9 @@ class DriftTracker:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._pods: dict[Key, Running] = {}
-        self._by_node: dict[str, set[Key]] = {}
-        self._by_claim: dict[tuple[str, str], set[Key]] = {}
+        # lists, not sets: ~10 pods a node, and a list of them costs a quarter of a set
+        self._by_node: dict[str, list[Key]] = {}
+        self._by_claim: dict[tuple[str, str], list[Key]] = {}
         self._volume_of_claim: dict[tuple[str, str], str] = {}
         self._claims_of_volume: dict[str, set[tuple[str, str]]] = {}
         self._dirty: set[Key] = set()
@@ -202,15 +203,16 @@ class DriftTracker:
     @staticmethod
     def _discard(index: dict, key: Any, member: Any) -> None:
         members = index.get(key)
-        if members is not None:
-            members.discard(member)
+        if members is not None and member in members:
+            members.remove(member)
             if not members:
                 del index[key]
 
     def _index(self, key: Key, running: Running) -> None:
-        self._by_node.setdefault(running.node, set()).add(key)
+        """Under the lock, for a pod not indexed yet (`_unindex` first on a change)."""
+        self._by_node.setdefault(running.node, []).append(key)
         for claim, _ in running.claims:
-            self._by_claim.setdefault((key[0], claim), set()).add(key)
+            self._by_claim.setdefault((key[0], claim), []).append(key)
 
     def _unindex(self, key: Key, running: Running) -> None:
         self._discard(self._by_node, running.node, key)
