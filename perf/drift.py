@@ -22,7 +22,7 @@ node changes; and a pod status update (what the hook adds to every pod event, ag
 the other child). `--spread` adds one whole-cluster run of the topology spread report.
 
 The machine is shared: the 1-minute load is recorded before and after. Results go to
-perf/results/drift-NODES-PODS.json and are printed.
+perf/results/drift-NODES-PODS[-spread].json and are printed.
 """
 
 from __future__ import annotations
@@ -264,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = run(args.nodes, args.pods, args.changes, args.spread)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"drift-{args.nodes}-{args.pods}.json").write_text(json.dumps(out, indent=2) + "\n")
+    name = f"drift-{args.nodes}-{args.pods}{'-spread' if args.spread else ''}.json"
+    (RESULTS / name).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
     return 0
 

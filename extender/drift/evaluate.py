@@ -118,18 +118,18 @@ class Evaluator:
                  name: str = "") -> tuple[Violation, ...]:
         """Every requirement `node` fails for a pod of `shape` (in plugin order)."""
         pod = shape.pod
-        out: list[Violation] = []
+        taints: tuple[Violation, ...] = ()
         if pod.tolerations_error:
-            out.append(Violation(TAINTS, REQUIRED, pod.tolerations_error))
+            taints = (Violation(TAINTS, REQUIRED, pod.tolerations_error),)
         elif node.taints:
-            out += self.taint_violations(shape, node.taints)
+            taints = self.taint_violations(shape, node.taints)
         if pod.affinity_error:
-            out.append(Violation(AFFINITY, REQUIRED, pod.affinity_error))
+            rest = (Violation(AFFINITY, REQUIRED, pod.affinity_error),)
         else:
-            out += self.affinity_violations(shape, node)
+            rest = self.affinity_violations(shape, node)
         if claims:
-            out += self.volume_violations(Pod(namespace, name, volume_claims=claims), node, volumes)
-        return tuple(out)
+            rest += self.volume_violations(Pod(namespace, name, volume_claims=claims), node, volumes)
+        return taints + rest if rest else taints  # the memo's own tuple when only taints fail: shared
 
     def taint_violations(self, shape: Any, taints: tuple[Taint, ...]) -> tuple[Violation, ...]:
         """Once per distinct taint tuple and shape (memoised)."""
