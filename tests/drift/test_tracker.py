@@ -288,3 +288,34 @@ def test_the_scheduler_enforced_affinity_counts_too():
     report = cluster.settle()
     assert list(report[("default", "p")]) == [("NodeAffinity", "node(s) didn't match scheduler-enforced node affinity",
                                                "required")]
+
+
+def test_the_store_reports_every_applied_change_at_one_point():
+    """`Store.observer`: nodes and volumes once applied (not when nothing changed), pods
+    on every upsert, deletions, and a cluster file's (re)load object by object."""
+    from extender.state.store import Store
+
+    seen: list[tuple] = []
+
+    class Recorder:
+        def changed(self, kind, namespace, name, raw, model):
+            seen.append((kind, namespace, name, raw is not None, model is not None))
+
+    store = Store()
+    store.observer = Recorder()
+    store.upsert("Node", node("n1"))
+    store.upsert("Node", node("n1"))  # unchanged: not reported
+    store.upsert("Pod", pod("p", "n1"))
+    store.upsert("Pod", pod("p", "n1"))  # reported: the constraints are not in the slim model
+    store.upsert("PersistentVolume", pv("v"))
+    store.upsert("PersistentVolumeClaim", pvc("c", "v"))
+    store.delete("Pod", "default", "p")
+    store.delete("Pod", "default", "p")  # gone already: reported (the observer forgets it too)
+    assert seen == [("Node", "", "n1", True, True), ("Pod", "default", "p", True, True),
+                    ("Pod", "default", "p", True, True), ("PersistentVolume", "", "v", True, True),
+                    ("PersistentVolumeClaim", "default", "c", True, True), ("Pod", "default", "p", False, False),
+                    ("Pod", "default", "p", False, False)]
+    seen.clear()
+    store.load([node("n1", [taint(SLA, "1")]), pod("q", "n1"), pvc("c", "v")])
+    assert sorted(seen) == [("Node", "", "n1", False, True), ("PersistentVolume", "", "v", False, False),
+                            ("Pod", "default", "q", True, False)]
