@@ -309,36 +309,29 @@ class Offer:
         return cls(pod, cands.nodes.order, cands.unknown)
 
 
-class EventRecorder:
-    """The queue, the background thread and the correlator (see the module docstring)."""
+class OfferQueue:
+    """The latest offer per key (the oldest dropped past `queue_size`), handled one at a
+    time by a thread of its own, started in the process that offers (threads do not
+    survive a fork): `offer` never waits for the handling. Subclasses handle
+    (`_handle`), and count drops (`_dropped`) and failures (`_failed`)."""
 
-    def __init__(self, extender: Any, sink: Any, clock: Callable[[], float] = time.time,
-                 queue_size: int = QUEUE, explain_rate: float = EXPLAIN_RATE,
-                 explain_burst: int = EXPLAIN_BURST) -> None:
-        self.extender = extender
-        self.sink = sink
-        self.clock = clock
-        self.correlator = Correlator(clock)
-        self.budget = TokenBucket(explain_rate, explain_burst, clock)
+    thread_name = "offers"
+
+    def __init__(self, queue_size: int) -> None:
         self.queue_size = queue_size
-        self.instance = socket.gethostname()
-        self._pending: OrderedDict[tuple[str, str], Offer] = OrderedDict()
+        self._pending: OrderedDict[Any, Any] = OrderedDict()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._stop = False
         self._busy = False
-        self._explained: LRUCache = LRUCache(LRU_ENTRIES)  # pod -> (inputs, message)
 
-    # -- on the filter's path: O(1), never blocks on work
-
-    def offer(self, pod: Any, cands: Any) -> None:
-        key = (pod.namespace, pod.name)
+    def _enqueue(self, key: Any, item: Any) -> None:
         with self._cond:
             if key not in self._pending and len(self._pending) >= self.queue_size:
                 self._pending.popitem(last=False)  # the oldest offer goes
-                metrics.EVENTS_TOTAL.labels("dropped").inc()
-            self._pending[key] = Offer.of(pod, cands)
+                self._dropped()
+            self._pending[key] = item
             self._pending.move_to_end(key)
             self._cond.notify()
         if self._pid != os.getpid():  # first offer in this process (threads do not survive a fork)
@@ -349,7 +342,7 @@ class EventRecorder:
             if self._pid == os.getpid():
                 return
             self._pid = os.getpid()
-            self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
             self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -368,8 +361,6 @@ class EventRecorder:
                     return False
         return True
 
-    # -- the background thread
-
     def _run(self) -> None:
         while True:
             with self._cond:
@@ -377,17 +368,60 @@ class EventRecorder:
                     self._cond.wait()
                 if self._stop:
                     return
-                _, offer = self._pending.popitem(last=False)
+                key, item = self._pending.popitem(last=False)
                 self._busy = True
             try:
-                self.record(offer)
+                self._handle(key, item)
             except Exception:  # noqa: BLE001 - a bug here must not end the thread
-                log.exception("recording an event failed")
-                metrics.EVENTS_TOTAL.labels("error").inc()
+                log.exception("handling an offer failed", extra={"thread": self.thread_name})
+                self._failed()
             finally:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+    def _handle(self, key: Any, item: Any) -> None:
+        raise NotImplementedError
+
+    def _dropped(self) -> None:
+        """An offer was dropped (the queue was full)."""
+
+    def _failed(self) -> None:
+        """Handling an offer raised (logged)."""
+
+
+class EventRecorder(OfferQueue):
+    """The queue, the background thread and the correlator (see the module docstring)."""
+
+    thread_name = "event-recorder"
+
+    def __init__(self, extender: Any, sink: Any, clock: Callable[[], float] = time.time,
+                 queue_size: int = QUEUE, explain_rate: float = EXPLAIN_RATE,
+                 explain_burst: int = EXPLAIN_BURST) -> None:
+        super().__init__(queue_size)
+        self.extender = extender
+        self.sink = sink
+        self.clock = clock
+        self.correlator = Correlator(clock)
+        self.budget = TokenBucket(explain_rate, explain_burst, clock)
+        self.instance = socket.gethostname()
+        self._explained: LRUCache = LRUCache(LRU_ENTRIES)  # pod -> (inputs, message)
+
+    # -- on the filter's path: O(1), never blocks on work
+
+    def offer(self, pod: Any, cands: Any) -> None:
+        self._enqueue((pod.namespace, pod.name), Offer.of(pod, cands))
+
+    # -- the background thread
+
+    def _handle(self, key: Any, offer: Offer) -> None:
+        self.record(offer)
+
+    def _dropped(self) -> None:
+        metrics.EVENTS_TOTAL.labels("dropped").inc()
+
+    def _failed(self) -> None:
+        metrics.EVENTS_TOTAL.labels("error").inc()
 
     def record(self, offer: Offer) -> str:
         """Explain, correlate, write; returns what happened (the metric's result)."""
