@@ -98,7 +98,7 @@ HELP = {
     "implies --drift-report (default false)",
     "drift_topology_spread": "true: add hard topology spread drift to the report (running pods "
     "/filter would not place where they are by their DoNotSchedule constraints), recomputed "
-    "cluster-wide at most every 5 s while the state changes; implies --drift-report (default false)",
+    "cluster-wide while the state changes, at most every 5 s and a tenth of the time; implies --drift-report (default false)",
 }
 
 SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes",

@@ -116,3 +116,21 @@ def random_cluster(rng: random.Random) -> list[dict]:
 def test_the_spread_report_equals_the_reference_filter(seed):
     cluster = Cluster(SPREAD, random_cluster(random.Random(seed)))
     assert mine(cluster) == reference(cluster)
+
+
+def test_the_spread_report_waits_ten_times_its_last_run():
+    cluster = Cluster(SPREAD, [node("a1", **{ZONE: "a"}), pod("web-0", "a1", labels={"app": "web"},
+                                                              spread=[constraint(ZONE)])])
+    tracker = cluster.tracker
+    tracker.settle()
+    assert tracker.run_spread(interval=0)
+    assert not tracker.run_spread()  # nothing changed
+    cluster.put(node("a1"))
+    tracker.settle()
+    assert not tracker.run_spread()  # changed, but within 5 s of the last run
+    tracker.spread.ran_at -= 6
+    tracker.spread.seconds = 1.0  # a 1 s run: the next waits 10 s
+    assert not tracker.run_spread()
+    tracker.spread.ran_at -= 5
+    assert tracker.run_spread()
+    assert ("default", "web-0") in tracker.spread.drifted
