@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics "
-                           "(and /explain on --metrics-listen with --explain-endpoint)")
+                           "(and /explain, /drift on --metrics-listen with --explain-endpoint, --drift-endpoint)")
     _add_settings(serve, serve=True)
     exp = sub.add_parser("explain", help="explain offline why pods fit or do not fit each node")
     _add_settings(exp, serve=False)

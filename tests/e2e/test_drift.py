@@ -122,6 +122,13 @@ def gauge(cluster: E2ECluster, plugin: str) -> float:
     return cluster.extender_metric("extender_pods_violating", f'plugin="{plugin}"')
 
 
+def wait_gauge(cluster: E2ECluster, plugin: str, count: int) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while gauge(cluster, plugin) != count:
+        assert time.monotonic() < deadline, f"extender_pods_violating{{plugin={plugin}}} is not {count}"
+        time.sleep(0.02)
+
+
 def kubectl_drift(cluster: E2ECluster) -> dict:
     proc = subprocess.run([sys.executable, "-m", "extender.kubectl_plugin", "drift", "-A", "-o", "json",
                            "--kubeconfig", str(cluster.workdir / "kubeconfig")],
@@ -175,7 +182,7 @@ def test_drift_follows_taints_labels_and_volumes_and_clears_on_revert(start_clus
         latency[what] = wait_report(cluster, expected, never)
         for plugin in {plugin for plugin, _ in AFFECTED[what].values()}:
             count = sum(1 for p, _ in expected.values() if p == plugin)
-            assert gauge(cluster, plugin) == count
+            wait_gauge(cluster, plugin, count)  # set right after the report: the next scrape has it
         assert kubectl_drift(cluster) == {name: [(p, r, "required")] for name, (p, r) in expected.items()}
     print(f"\nwrite -> /drift latency (s): {latency}")
 
@@ -196,7 +203,8 @@ def test_drift_follows_taints_labels_and_volumes_and_clears_on_revert(start_clus
     cluster.relabel("plain-1", {KERNEL: "6.1.0"})
     update_annotation(cluster, "data-db", "5.10.0")
     wait_report(cluster, {}, never)
-    assert sum(gauge(cluster, p) for p in ("TaintToleration", "NodeAffinity", "VolumeNodeAffinity")) == 0
+    for plugin in ("TaintToleration", "NodeAffinity", "VolumeNodeAffinity"):
+        wait_gauge(cluster, plugin, 0)
     assert kubectl_drift(cluster) == {}
 
 
