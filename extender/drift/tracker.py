@@ -17,7 +17,7 @@ verdicts (`extender.drift.evaluate`). Nothing here runs on the verbs' path, and 
 store's hook only does set operations (and parses a pod's constraint text the first
 time it is seen).
 
-What is reported: pods whose node no longer satisfies them (`violations`), with the
+What is reported: pods whose node no longer satisfies them (`drifted`), with the
 failing requirements in `extender explain`'s words; `extender_pods_violating{plugin,
 reason,severity}` counts them (pods, not violations: a pod failing two volumes counts
 once). Pods are reported as of the last settle; `pending` says how many changes wait.
@@ -34,12 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.drift.evaluate import (
-    AFFINITY,
     INVALID,
     KNOWN_REASONS,
     SEVERITIES,
     TAINTS,
-    VOLUMES,
     Evaluator,
     Violation,
     gauge_reason,
@@ -268,7 +266,8 @@ class DriftTracker:
                 old = self.drifted.get(key)
                 new = None
                 if violations:
-                    keep = old is not None and old.violations == violations and old.node == running.node
+                    keep = (old is not None and old.violations == violations and old.node == running.node
+                            and old.uid == running.uid)  # the same pod, drifted the same way
                     new = Drifted(running.node, running.uid, violations, old.since if keep else now)
                     if not keep and any(v.severity == "required" for v in violations):
                         fresh.append((key, new))
@@ -370,4 +369,4 @@ class DriftTracker:
             return {labels: n for labels, n in self.totals.items() if n}
 
 
-__all__ = ["AFFINITY", "TAINTS", "VOLUMES", "DriftTracker", "Drifted", "gauge_labels"]
+__all__ = ["DriftTracker", "Drifted", "gauge_labels"]
