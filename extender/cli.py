@@ -88,6 +88,17 @@ HELP = {
     "record_events": "true: record a Warning Event on a pod the filter leaves with no feasible node, "
     "with the extender's reasons; deduplicated and rate-limited like client-go's (live mode; "
     "default false)",
+    "drift_report": "true: keep the drift report, the running pods whose node no longer satisfies "
+    "their taints, node affinity or volumes' node affinity (kept event by event; memory: see "
+    "docs/operate/drift.md), exported as extender_pods_violating (default false)",
+    "drift_endpoint": "true: serve GET /drift on --metrics-listen (the drift report, for `kubectl "
+    "extender drift`), admitted like /explain; implies --drift-report (default false)",
+    "drift_events": "true: record a Warning Event on a running pod when its node stops satisfying "
+    "its required constraints; deduplicated and rate-limited like client-go's (live mode); "
+    "implies --drift-report (default false)",
+    "drift_topology_spread": "true: add hard topology spread drift to the report (running pods "
+    "/filter would not place where they are by their DoNotSchedule constraints), recomputed "
+    "cluster-wide while the state changes, at most every 5 s and a tenth of the time; implies --drift-report (default false)",
 }
 
 SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes",
@@ -95,7 +106,8 @@ SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", 
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
               "request_deadline", "slow_cel_expressions", "inflight_wait", "assume_ttl",
-              "explain_endpoint", "explain_rate", "explain_burst", "record_events")
+              "explain_endpoint", "explain_rate", "explain_burst", "record_events", "drift_report",
+              "drift_endpoint", "drift_events", "drift_topology_spread")
 # flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
 BARE = {"in_cluster": "true", "kubeconfig": "default"}
 
@@ -118,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve /filter, /prioritize, /bind, /preempt, /healthz, /readyz, /metrics "
-                           "(and /explain on --metrics-listen with --explain-endpoint)")
+                           "(and /explain, /drift on --metrics-listen with --explain-endpoint, --drift-endpoint)")
     _add_settings(serve, serve=True)
     exp = sub.add_parser("explain", help="explain offline why pods fit or do not fit each node")
     _add_settings(exp, serve=False)

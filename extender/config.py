@@ -72,11 +72,23 @@ class Config:
     explain_rate: float = 1.0  # explanations per second per process (token bucket)
     explain_burst: int = 5
     record_events: bool = False  # an Event on a pod the filter leaves without a node
+    # the drift report (extender.drift, docs/operate/drift.md): running pods whose node no
+    # longer satisfies them; the gauge, the side listener's /drift (shown to whoever may
+    # use /explain), Events, and the opt-in topology spread report
+    drift_report: bool = False
+    drift_endpoint: bool = False
+    drift_events: bool = False
+    drift_topology_spread: bool = False
 
     @property
     def cluster_file(self) -> str:
         """The cluster file file mode reads: `cluster`, or the bundled example."""
         return self.cluster or bundled_cluster()
+
+    @property
+    def drift(self) -> bool:
+        """The drift report runs: asked for, or something that reads it is on."""
+        return self.drift_report or self.drift_endpoint or self.drift_events or self.drift_topology_spread
 
     @property
     def live(self) -> bool:
@@ -231,6 +243,10 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "explain_rate": ("explainRate", _float_at_least(0.001)),
     "explain_burst": ("explainBurst", _int_at_least(1)),
     "record_events": ("recordEvents", _bool),
+    "drift_report": ("driftReport", _bool),
+    "drift_endpoint": ("driftEndpoint", _bool),
+    "drift_events": ("driftEvents", _bool),
+    "drift_topology_spread": ("driftTopologySpread", _bool),
 }
 
 

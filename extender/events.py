@@ -210,11 +210,12 @@ def event_message(summary: dict[str, Any]) -> str:
     return text
 
 
-def pod_event(namespace: str, name: str, uid: str, message: str, at: float, instance: str) -> dict[str, Any]:
+def pod_event(namespace: str, name: str, uid: str, message: str, at: float, instance: str,
+              reason: str = REASON) -> dict[str, Any]:
     stamp = _timestamp(at)
     obj = {"kind": "Pod", "namespace": namespace, "name": name, "uid": uid, "apiVersion": "v1"}
     event = {"apiVersion": "v1", "kind": "Event", "metadata": {"namespace": namespace},
-             "involvedObject": obj, "reason": REASON, "message": _clip(message), "type": "Warning",
+             "involvedObject": obj, "reason": reason, "message": _clip(message), "type": "Warning",
              "source": {"component": COMPONENT}, "firstTimestamp": stamp, "lastTimestamp": stamp,
              "count": 1, "reportingComponent": COMPONENT, "reportingInstance": instance}
     event["metadata"]["name"] = _event_name(event, at)
@@ -266,6 +267,30 @@ class ApiEventSink:
             _preload_content=False, _request_timeout=API_TIMEOUT))
 
 
+def write_event(correlator: Correlator, sink: Any, event: dict[str, Any]) -> str:
+    """Correlate `event` (client-go's `EventCorrelator`), then create it or patch the
+    one the server holds (created again if that expired); returns what happened:
+    skipped (the spam filter), created, patched or error (logged)."""
+    correlated = correlator.correlate(event)
+    if correlated is None:
+        return "skipped"
+    try:
+        if correlated.patch is not None:
+            try:
+                correlator.update_state(sink.patch(correlated.event, correlated.patch))
+                return "patched"
+            except SinkError as exc:
+                if exc.status != 404:
+                    raise
+                # gone (expired): create it again, as client-go does
+        correlator.update_state(sink.create(correlated.event))
+        return "created"
+    except SinkError as exc:
+        obj = event["involvedObject"]
+        log.warning("cannot record an event", extra={"pod": f"{obj['namespace']}/{obj['name']}", "error": str(exc)})
+        return "error"
+
+
 @dataclass(slots=True)
 class Offer:
     """What the filter answered for, without its snapshot: a queued offer must not pin
@@ -284,36 +309,29 @@ class Offer:
         return cls(pod, cands.nodes.order, cands.unknown)
 
 
-class EventRecorder:
-    """The queue, the background thread and the correlator (see the module docstring)."""
+class OfferQueue:
+    """The latest offer per key (the oldest dropped past `queue_size`), handled one at a
+    time by a thread of its own, started in the process that offers (threads do not
+    survive a fork): `offer` never waits for the handling. Subclasses handle
+    (`_handle`), and count drops (`_dropped`) and failures (`_failed`)."""
 
-    def __init__(self, extender: Any, sink: Any, clock: Callable[[], float] = time.time,
-                 queue_size: int = QUEUE, explain_rate: float = EXPLAIN_RATE,
-                 explain_burst: int = EXPLAIN_BURST) -> None:
-        self.extender = extender
-        self.sink = sink
-        self.clock = clock
-        self.correlator = Correlator(clock)
-        self.budget = TokenBucket(explain_rate, explain_burst, clock)
+    thread_name = "offers"
+
+    def __init__(self, queue_size: int) -> None:
         self.queue_size = queue_size
-        self.instance = socket.gethostname()
-        self._pending: OrderedDict[tuple[str, str], Offer] = OrderedDict()
+        self._pending: OrderedDict[Any, Any] = OrderedDict()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._stop = False
         self._busy = False
-        self._explained: LRUCache = LRUCache(LRU_ENTRIES)  # pod -> (inputs, message)
 
-    # -- on the filter's path: O(1), never blocks on work
-
-    def offer(self, pod: Any, cands: Any) -> None:
-        key = (pod.namespace, pod.name)
+    def _enqueue(self, key: Any, item: Any) -> None:
         with self._cond:
             if key not in self._pending and len(self._pending) >= self.queue_size:
                 self._pending.popitem(last=False)  # the oldest offer goes
-                metrics.EVENTS_TOTAL.labels("dropped").inc()
-            self._pending[key] = Offer.of(pod, cands)
+                self._dropped()
+            self._pending[key] = item
             self._pending.move_to_end(key)
             self._cond.notify()
         if self._pid != os.getpid():  # first offer in this process (threads do not survive a fork)
@@ -324,7 +342,7 @@ class EventRecorder:
             if self._pid == os.getpid():
                 return
             self._pid = os.getpid()
-            self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
             self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -343,8 +361,6 @@ class EventRecorder:
                     return False
         return True
 
-    # -- the background thread
-
     def _run(self) -> None:
         while True:
             with self._cond:
@@ -352,17 +368,60 @@ class EventRecorder:
                     self._cond.wait()
                 if self._stop:
                     return
-                _, offer = self._pending.popitem(last=False)
+                key, item = self._pending.popitem(last=False)
                 self._busy = True
             try:
-                self.record(offer)
+                self._handle(key, item)
             except Exception:  # noqa: BLE001 - a bug here must not end the thread
-                log.exception("recording an event failed")
-                metrics.EVENTS_TOTAL.labels("error").inc()
+                log.exception("handling an offer failed", extra={"thread": self.thread_name})
+                self._failed()
             finally:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+    def _handle(self, key: Any, item: Any) -> None:
+        raise NotImplementedError
+
+    def _dropped(self) -> None:
+        """An offer was dropped (the queue was full)."""
+
+    def _failed(self) -> None:
+        """Handling an offer raised (logged)."""
+
+
+class EventRecorder(OfferQueue):
+    """The queue, the background thread and the correlator (see the module docstring)."""
+
+    thread_name = "event-recorder"
+
+    def __init__(self, extender: Any, sink: Any, clock: Callable[[], float] = time.time,
+                 queue_size: int = QUEUE, explain_rate: float = EXPLAIN_RATE,
+                 explain_burst: int = EXPLAIN_BURST) -> None:
+        super().__init__(queue_size)
+        self.extender = extender
+        self.sink = sink
+        self.clock = clock
+        self.correlator = Correlator(clock)
+        self.budget = TokenBucket(explain_rate, explain_burst, clock)
+        self.instance = socket.gethostname()
+        self._explained: LRUCache = LRUCache(LRU_ENTRIES)  # pod -> (inputs, message)
+
+    # -- on the filter's path: O(1), never blocks on work
+
+    def offer(self, pod: Any, cands: Any) -> None:
+        self._enqueue((pod.namespace, pod.name), Offer.of(pod, cands))
+
+    # -- the background thread
+
+    def _handle(self, key: Any, offer: Offer) -> None:
+        self.record(offer)
+
+    def _dropped(self) -> None:
+        metrics.EVENTS_TOTAL.labels("dropped").inc()
+
+    def _failed(self) -> None:
+        metrics.EVENTS_TOTAL.labels("error").inc()
 
     def record(self, offer: Offer) -> str:
         """Explain, correlate, write; returns what happened (the metric's result)."""
@@ -374,26 +433,8 @@ class EventRecorder:
         message = self._message(offer)
         if message is None:
             return self._count("skipped")
-        correlated = self.correlator.correlate(pod_event(pod.namespace, pod.name, pod.uid, message, now,
-                                                         self.instance))
-        if correlated is None:
-            return self._count("skipped")
-        try:
-            if correlated.patch is not None:
-                try:
-                    written = self.sink.patch(correlated.event, correlated.patch)
-                    self.correlator.update_state(written)
-                    return self._count("patched")
-                except SinkError as exc:
-                    if exc.status != 404:
-                        raise
-                    # gone (expired): create it again, as client-go does
-            written = self.sink.create(correlated.event)
-            self.correlator.update_state(written)
-            return self._count("created")
-        except SinkError as exc:
-            log.warning("cannot record an event", extra={"pod": pod.key, "error": str(exc)})
-            return self._count("error")
+        event = pod_event(pod.namespace, pod.name, pod.uid, message, now, self.instance)
+        return self._count(write_event(self.correlator, self.sink, event))
 
     def _message(self, offer: Offer) -> str | None:
         """The explanation's message, computed once per (pod, state, candidates) and

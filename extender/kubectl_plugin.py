@@ -2,10 +2,12 @@
 
     kubectl extender why POD [-n NAMESPACE] [-o table|json|yaml] [--all-nodes]
     kubectl extender explain -f pod.yaml [-n NAMESPACE] [-o table|json|yaml] [--all-nodes]
+    kubectl extender drift [-n NAMESPACE | -A] [-o table|json] [--severity S,...]
 
 `why` explains a pod of the cluster (`GET /explain/NAMESPACE/POD`), `explain` a pod
 from a file, e.g. one not created yet (`POST /explain`), both against the extender's
-live state. The extender is reached like `kubectl get --raw` reaches a Service: through
+live state; `drift` lists the running pods whose node no longer satisfies them
+(`GET /drift`, docs/operate/drift.md). The extender is reached like `kubectl get --raw` reaches a Service: through
 the API server's service proxy with the user's kubeconfig (RBAC: `get` on
 `services/proxy` of the extender's Service; manifests/components/explain has a
 ClusterRole), or with `--port-forward` (runs `kubectl port-forward` to the Service) or
@@ -219,8 +221,9 @@ def ask(transport: Any, method: str, path: str, body: bytes | None = None) -> di
             time.sleep(wait)
             continue
         message = _status_message(response.body) or f"HTTP {response.status}"
-        if response.status in (502, 503) and "explain" not in message and "cluster state" not in message:
-            message += (" (is the extender running with --explain-endpoint=true, and does its "
+        if response.status in (502, 503) and not any(w in message for w in ("explain", "drift", "cluster state")):
+            flag = "--drift-endpoint" if path.startswith("/drift") else "--explain-endpoint"
+            message += (f" (is the extender running with {flag}=true, and does its "
                         "NetworkPolicy admit the API server? see manifests/components/explain)")
         raise PluginError(f"{transport.describe()}: {message}")
     raise PluginError("unreachable")  # pragma: no cover - the loop returns or raises
@@ -263,6 +266,45 @@ def read_pods(path: str, namespace: str) -> list[dict[str, Any]]:
     return pods
 
 
+def drift_query(ns: argparse.Namespace, namespace: str) -> str:
+    params = {} if ns.all_namespaces else {"namespace": namespace}
+    if ns.severity:
+        params["severity"] = ns.severity
+    if ns.limit is not None:
+        params["limit"] = str(ns.limit)
+    return "/drift" + ("?" + urlencode(params) if params else "")
+
+
+def render_drift(report: dict[str, Any], all_namespaces: bool) -> str:
+    """`kubectl get`-style table: a row per violation, its detail lines under it."""
+    head = ("NAMESPACE", "POD", "NODE", "SEVERITY", "PLUGIN", "REASON")
+    start = 0 if all_namespaces else 1
+    rows: list[tuple[str, ...]] = []
+    details: list[list[str]] = []
+    pods = [*report.get("pods", ()), *(report.get("spread") or {}).get("pods", ())]
+    for pod in pods:
+        for v in pod["violations"]:
+            rows.append((pod["namespace"], pod["name"], pod["node"], v["severity"], v["plugin"], v["reason"]))
+            details.append(list(v.get("details") or ()))
+    if not rows:
+        where = "any namespace" if all_namespaces else "this namespace"
+        return f"No pods in {where} run on a node that no longer satisfies them.\n"
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(start, len(head) - 1)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return ("   ".join(c.ljust(w) for c, w in zip(cells[start:-1], widths, strict=True)) + "   " + cells[-1]).rstrip()
+
+    indent = " " * (sum(widths) + 3 * len(widths))
+    out = [line(head)]
+    for row, lines in zip(rows, details, strict=True):
+        out.append(line(row))
+        out += [indent + d for d in lines]
+    omitted = report.get("omittedPods") or 0
+    if omitted:
+        out.append(f"... {omitted} more pods (--limit)")
+    return "\n".join(out) + "\n"
+
+
 def render(report: dict[str, Any], output: str, all_nodes: bool) -> str:
     if output == "json":
         return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
@@ -284,17 +326,24 @@ def render(report: dict[str, Any], output: str, all_nodes: bool) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl extender",
-        description="Ask the scheduling extender why a pod is Pending, from its live cluster state.")
+        description="Ask the scheduling extender why a pod is Pending, or which running pods no longer "
+        "fit their node, from its live cluster state.")
     sub = parser.add_subparsers(dest="command", required=True)
     why = sub.add_parser("why", help="explain a pod of the cluster (GET /explain/NAMESPACE/POD)")
     why.add_argument("pod", metavar="POD")
     exp = sub.add_parser("explain", help="explain pods from a file, e.g. not created yet (POST /explain)")
     exp.add_argument("-f", "--filename", required=True, help="pod manifest (YAML or JSON; - for stdin)")
+    drift = sub.add_parser("drift", help="running pods whose node no longer satisfies them (GET /drift)")
+    drift.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    drift.add_argument("--severity", help="required, evicting, preferred (comma-separated; default all)")
+    drift.add_argument("--limit", type=int, help="at most this many pods (default 1000)")
+    drift.add_argument("-o", "--output", choices=("table", "json"), default="table")
     for cmd in (why, exp):
-        cmd.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's, else default)")
         cmd.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
         cmd.add_argument("--all-nodes", action="store_true", help="every node, not the summary's examples")
         cmd.add_argument("--examples", type=int, help="example nodes per reason group (default 3, at most 50)")
+    for cmd in (why, exp, drift):
+        cmd.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's, else default)")
         cmd.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
         cmd.add_argument("--context", help="kubeconfig context")
         cmd.add_argument("--service", default=os.environ.get(SERVICE_ENV, DEFAULT_SERVICE),
@@ -328,6 +377,13 @@ def run(ns: argparse.Namespace) -> int:
             transport = DirectTransport(forward.url, ns.request_timeout)
         else:
             transport = ProxyTransport(api_client, ns.service, ns.request_timeout)
+        if ns.command == "drift":
+            report = ask(transport, "GET", drift_query(ns, namespace))
+            if ns.output == "json":
+                sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+            else:
+                sys.stdout.write(render_drift(report, ns.all_namespaces))
+            return 0
         if ns.command == "why":
             if api_client is not None:
                 check_pod(api_client, namespace, ns.pod, ns.request_timeout)

@@ -326,6 +326,28 @@ EVENTS_TOTAL = Counter(
 for _result in ("created", "patched", "skipped", "dropped", "error"):
     EVENTS_TOTAL.labels(_result)
 
+# --- the drift report (`--drift-report`, extender.drift) ----------------------------------
+
+PODS_VIOLATING = Gauge(
+    "extender_pods_violating",
+    "Running pods whose node no longer satisfies their scheduling constraints, by the "
+    "plugin that would reject the node now, its reason and the severity: required "
+    "(/filter rejects the node; Kubernetes does nothing about it), evicting (an untolerated "
+    "NoExecute taint: the taint-eviction controller acts), preferred (untolerated "
+    "PreferNoSchedule taints). A pod counts once per label set. Exported with "
+    "--drift-report (or --drift-endpoint, --drift-events).",
+    ["plugin", "reason", "severity"],
+    multiprocess_mode="livemostrecent",  # every worker holds the same state and report
+)
+
+DRIFT_EVENTS_TOTAL = Counter(
+    "extender_drift_events_total",
+    "Events about pods whose node no longer satisfies them (--drift-events), by result: "
+    "created, patched (the same event again: count + 1), skipped (client-go's spam "
+    "filter), dropped (the queue was full), error.",
+    ["result"],
+)
+
 # --- admission webhook (`--webhook-listen`) -------------------------------------------
 # The names controller-runtime's webhook server exports, so webhook dashboards and
 # alerts written for Kubernetes operators work unchanged; `webhook` is the path.

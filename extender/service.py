@@ -86,6 +86,8 @@ class Extender:
         # --record-events: told of every pod the filter leaves with no node (its `offer`,
         # which explains and records off this path); the server sets it
         self.events: Any = None
+        # --drift-*: the drift report's tracker (extender.drift), read by /drift
+        self.drift: Any = None
 
     # --- the verbs -----------------------------------------------------------------------
 

@@ -37,6 +37,12 @@ def _prefer_no_schedule(taint: Taint) -> bool:
     return taint.effect == "PreferNoSchedule"
 
 
+def untolerated_details(matcher: TolerationMatcher, taint: Taint) -> tuple[str, ...]:
+    """What `explain` (and the drift report) says of a taint no toleration tolerates:
+    the taint, then why each toleration does not tolerate it."""
+    return (f"taint {taint} is not tolerated", *matcher.explain(taint))
+
+
 class TaintToleration:
     name = NAME
 
@@ -49,8 +55,7 @@ class TaintToleration:
     def _reject(self, state: CycleState, matcher: TolerationMatcher, taint: Taint) -> Status:
         if not state.get(EXPLAIN_KEY):
             return REJECTED  # one shared status: the wire message names no taint
-        details = (f"taint {taint} is not tolerated", *matcher.explain(taint))
-        return unschedulable(ERR_REASON_UNTOLERATED, *details)
+        return unschedulable(ERR_REASON_UNTOLERATED, *untolerated_details(matcher, taint))
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeSet):
         """A malformed tolerations annotation rejects every node before any Filter runs

@@ -127,10 +127,12 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
         start_in_worker(source)  # under gunicorn the master handles HUP
     BODIES.configure(config.max_inflight_bytes)  # the process's in-flight byte budget
     if extender is None:
+        from extender.drift import drift_for
         from extender.events import recorder_for
 
         extender = Extender(config, source)
         extender.events = recorder_for(extender)  # --record-events
+        extender.drift = drift_for(extender)  # --drift-*
     return App(extender, config)
 
 

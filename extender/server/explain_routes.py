@@ -1,6 +1,10 @@
 """`GET /explain/{namespace}/{pod}` and `POST /explain` on the side listener
 (`--metrics-listen`, with `--explain-endpoint`): "why is my pod pending?" answered from
-the live state, for `kubectl extender why` and `kubectl extender explain -f`.
+the live state, for `kubectl extender why` and `kubectl extender explain -f`. And
+`GET /drift` (with `--drift-endpoint`): the drift report (`extender.drift`), for
+`kubectl extender drift`. Both show pods' constraints and nodes' taints and labels, so
+both pass the one gate of this module (`ExplainRoutes.admit`): whatever admits a
+client to /explain admits it to /drift, and nothing else does.
 
 The answer is `extender explain --output json`'s contract (`extender.explain`) plus the
 `state` it was computed on (mode, resourceVersion, age, object counts). By default each
@@ -53,6 +57,9 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 DISABLED = ("the explain endpoint is off: start the extender with --explain-endpoint=true "
             "(env EXTENDER_EXPLAIN_ENDPOINT, config explainEndpoint: true)")
+DRIFT_DISABLED = ("the drift endpoint is off: start the extender with --drift-endpoint=true "
+                  "(env EXTENDER_DRIFT_ENDPOINT, config driftEndpoint: true)")
+PATHS = ("/explain", "/drift")  # this module's paths (and what is under them)
 
 
 class Refused(Exception):
@@ -188,9 +195,14 @@ class ExplainRoutes:
     JSON errors) behind the listener's (method, target, body) -> Reply call."""
 
     def __init__(self, engine: Extender, enabled: bool, rate: float = 1.0, burst: int = 5,
-                 deadline: float | None = None, reader: PodReader | None = None) -> None:
+                 deadline: float | None = None, reader: PodReader | None = None,
+                 drift: Any = None, drift_enabled: bool = False) -> None:
+        """`drift`: the drift report's tracker (`engine.drift`), served at /drift while
+        `drift_enabled`."""
         self.engine = engine
         self.enabled = enabled
+        self.drift = drift
+        self.drift_enabled = drift_enabled
         self.bucket = TokenBucket(rate, burst)
         self.deadline = engine.config.request_deadline if deadline is None else deadline
         self.reader = reader if reader is not None else pod_reader_for(engine.source)
@@ -199,12 +211,46 @@ class ExplainRoutes:
 
     def __call__(self, method: str, target: str, body: bytes | None) -> Reply | None:
         path, _, query = target.partition("?")
-        if path != "/explain" and not path.startswith("/explain/"):
+        if not any(path == p or path.startswith(p + "/") for p in PATHS):
             return None
         environ = EnvironBuilder(path, method=method, query_string=query, data=body or b"").get_environ()
         chunks, status, headers = run_wsgi_app(self.app, environ, buffered=True)
         extra = {k: v for k, v in headers.items() if k not in ("Content-Type", "Content-Length")}
         return int(status.split()[0]), headers.get("Content-Type", JSON), b"".join(chunks), extra
+
+    def admit(self, path: str) -> None:
+        """The gate in front of every route of this module (`/explain`, `/drift`): Refused
+        unless the client may have the answer. Today that is only the route's own flag
+        (off by default); who reaches the listener is decided outside it (the API
+        server's service proxy with RBAC, the NetworkPolicy: docs/operate/troubleshooting.md).
+        Anything that authenticates or authorizes a request for these views belongs
+        here, once, for all of them."""
+        if path == "/drift" or path.startswith("/drift/"):
+            if not self.drift_enabled:
+                raise Refused(404, DRIFT_DISABLED)
+        elif not self.enabled:
+            raise Refused(404, DISABLED)
+
+    def drift_report(self) -> Response:
+        """The drift report as of the tracker's last settle, with the state it read;
+        503 while the state has not synced or is stale (the report would be partial)."""
+        from extender.drift.report import QueryError, build, parse_query
+
+        try:
+            query = parse_query(flask.request.args)
+        except QueryError as exc:
+            raise Refused(400, str(exc)) from None
+        source = self.engine.source
+        info = state_info(source)
+        why = refusal(source, info)
+        if why is not None:
+            raise Refused(503, f"cluster state not synced or stale: {why}", _retry_after(5), {"state": info})
+        if self.drift is None:
+            raise Refused(503, "the drift report is not running: it needs a cluster state "
+                          "(--kubeconfig, --in-cluster or --cluster)")
+        answer = build(self.drift, **query)
+        answer["state"] = with_snapshot(info, source.snapshot())
+        return Response(orjson.dumps(answer), mimetype=JSON)
 
     def read(self, namespace: str, name: str) -> dict[str, Any]:
         if self.reader is None:
@@ -254,9 +300,12 @@ def explain_app(routes: ExplainRoutes) -> flask.Flask:
     app = flask.Flask("extender.explain")
 
     @app.before_request
-    def enabled() -> None:
-        if not routes.enabled:
-            raise Refused(404, DISABLED)
+    def gate() -> None:
+        routes.admit(flask.request.path)
+
+    @app.get("/drift")
+    def drift() -> Response:
+        return routes.drift_report()
 
     @app.post("/explain")
     def explain_posted() -> Response:
@@ -276,10 +325,14 @@ def explain_app(routes: ExplainRoutes) -> flask.Flask:
 
     @app.errorhandler(404)
     def not_found(_exc: Exception) -> Response:
+        if flask.request.path.startswith("/drift"):
+            return refused(Refused(404, "expected /drift"))
         return refused(Refused(404, "expected /explain/NAMESPACE/POD"))
 
     @app.errorhandler(405)
     def wrong_method(_exc: Exception) -> Response:
+        if flask.request.path.startswith("/drift"):
+            return refused(Refused(405, "use GET /drift"))
         return refused(Refused(405, "use GET /explain/NAMESPACE/POD or POST /explain with a pod"))
 
     @app.errorhandler(500)

@@ -102,12 +102,13 @@ class ExtenderServer(BaseApplication):
 
 
 def explain_dispatch(engine):
-    """`/explain` on the side listener (`extender.server.explain_routes`); with
-    `--explain-endpoint` off it answers 404 saying how to turn it on."""
+    """`/explain` and `/drift` on the side listener (`extender.server.explain_routes`);
+    each answers 404 saying how to turn it on while its flag is off."""
     from extender.server.explain_routes import ExplainRoutes
 
     c = engine.config
-    return ExplainRoutes(engine, c.explain_endpoint, c.explain_rate, c.explain_burst)
+    return ExplainRoutes(engine, c.explain_endpoint, c.explain_rate, c.explain_burst,
+                         drift=engine.drift, drift_enabled=c.drift_endpoint)
 
 
 def check_metrics_listen(address: str) -> None:

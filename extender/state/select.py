@@ -31,7 +31,15 @@ def open_source(config: Config, serving: bool = False) -> ClusterSource:
     for `extender serve` (a file's state is frozen out of the collector's reach).
 
     Live mode builds the API client now (a bad kubeconfig fails start-up) but opens no
-    connection: watches start in the serving process."""
+    connection: watches start in the serving process. With the drift report on, its
+    tracker observes the store from the first object on (`extender.drift`)."""
+    store = None
+    if config.drift:
+        from extender.drift import attach_tracker
+        from extender.state.store import Store
+
+        store = Store()
+        attach_tracker(store, config)
     if config.live:
         from extender.state.live import LiveSource
 
@@ -42,18 +50,22 @@ def open_source(config: Config, serving: bool = False) -> ClusterSource:
         kubeconfig = None if config.kubeconfig in ("", "default") else config.kubeconfig
         try:
             return LiveSource.connect(kubeconfig, config.in_cluster, max_staleness=config.max_staleness,
-                                      freeze_after_sync=True)
+                                      freeze_after_sync=True, store=store)
         except Exception as exc:  # kubernetes' ConfigException and file errors: say which flag
             flag = "--in-cluster" if config.in_cluster else "--kubeconfig"
             raise ConfigError(f"{flag}: cannot configure the API client: {exc}") from None
     if not config.cluster and in_container():
         log.error(NOT_CONFIGURED)
         return UnconfiguredSource(NOT_CONFIGURED)
-    return FileSource(config.cluster_file, poll_seconds=config.reload_interval, freeze=serving)
+    return FileSource(config.cluster_file, poll_seconds=config.reload_interval, freeze=serving, store=store)
 
 
 def start_in_worker(source: ClusterSource) -> None:
-    """Start the source's threads in the process that serves (after gunicorn's fork)."""
+    """Start the source's threads in the process that serves (after gunicorn's fork),
+    and the drift report's, when it observes the source's store."""
+    observer = getattr(getattr(source, "store", None), "observer", None)
+    if observer is not None and hasattr(observer, "start"):
+        observer.start()
     if isinstance(source, FileSource):
         source.worker_start()
         source.start(install_sighup=False)

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from extender import metrics
 from extender.model import Node, Pod
@@ -43,6 +43,20 @@ KINDS = ("Node", "Pod", *WORKLOAD_KINDS, *VOLUME_KINDS)
 DEFAULT_TOPOLOGY_KEYS = ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
 PodKey = tuple[str, str]
 CLUSTER_SCOPED = ("Node", "PersistentVolume")
+
+
+class StoreObserver(Protocol):
+    """Told of every change the store applies (`Store.observer`), e.g. the drift report
+    (`extender.drift`). `raw` is the object as the feed delivered it and `model` the
+    store's slim model; both None for a deletion. Called once the change is applied (a
+    snapshot taken afterwards holds it), under the store's lock for nodes and volumes:
+    keep it to bookkeeping and never take the store's lock from another thread while
+    holding a lock this call takes. Pods are reported on every upsert, also when
+    nothing the plugins read changed (a pod's scheduling constraints are not in its
+    slim model), and workloads not at all."""
+
+    def changed(self, kind: str, namespace: str, name: str, raw: Mapping[str, Any] | None,
+                model: Any | None) -> None: ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -91,6 +105,7 @@ class Store:
         self._generation = 0
         self._snapshot = self._combine()
         self._dirty = False
+        self.observer: StoreObserver | None = None  # set before the first feed writes
 
     # --- reading -------------------------------------------------------------------
 
@@ -154,11 +169,13 @@ class Store:
                 self._nodes[node.name] = node
                 self._node_changes[node.name] = node
                 self._dirty = True
+                self._observe(kind, "", node.name, obj, node)
                 return True
         if kind == "Pod":
             pod = existing_pod_from_dict(obj)
             if not pod.name:
                 raise ModelError("pod without metadata.name")
+            self._observe(kind, pod.namespace, pod.name, obj, pod)
             with self._lock:
                 return self._put_pod(pod)
         if kind in WORKLOAD_KINDS:
@@ -171,6 +188,8 @@ class Store:
             with self._lock:
                 changed = self._volumes.put(volume)
                 self._dirty |= changed
+                if changed:
+                    self._observe(kind, getattr(volume, "namespace", ""), volume.name, obj, volume)
                 return changed
         raise ModelError(f"unknown kind {kind!r}")
 
@@ -182,6 +201,7 @@ class Store:
                     return False
                 self._node_changes[name] = None
                 self._dirty = True
+                self._observe(kind, "", name, None, None)
                 return True
             if kind == "Pod":
                 key = (namespace or "default", name)
@@ -189,11 +209,14 @@ class Store:
                     self._end_assumption(key)
                 removed = self._pods.remove(*key) is not None
                 self._dirty |= removed
+                self._observe(kind, *key, None, None)
                 return removed
             if kind in VOLUME_KINDS:
                 scope = "" if kind in CLUSTER_SCOPED else namespace or "default"
                 removed = self._volumes.remove(kind, scope, name)
                 self._dirty |= removed
+                if removed:
+                    self._observe(kind, scope, name, None, None)
                 return removed
             changed = self._workloads.remove(kind, namespace, name)
             self._dirty |= changed
@@ -226,6 +249,8 @@ class Store:
     def load(self, objects: Iterable[Mapping[str, Any]]) -> int:
         """Replace everything with a validated cluster dump (all or nothing); returns
         how many objects changed. Unchanged nodes keep the node layer (and its memos)."""
+        if self.observer is not None and not isinstance(objects, list):
+            objects = list(objects)  # read twice: parsed, then the raw pods for the observer
         nodes, pods, workloads, volumes = parse_objects(objects)
         changed = 0
         with self._lock:
@@ -238,10 +263,15 @@ class Store:
                     self._nodes[node.name] = node
                     self._node_changes[node.name] = node
                     self._dirty = True
+                    self._observe("Node", "", node.name, None, node)
                     changed += 1
             keep = {(p.namespace, p.name) for p in pods}
             for key in self.keys("Pod") - keep:
                 changed += self.delete("Pod", *key)
+            if self.observer is not None:
+                for obj in objects:
+                    if obj.get("kind") == "Pod":
+                        self._observe("Pod", *object_key(obj), obj, None)
             for pod in pods:
                 changed += self._put_pod(pod)
             for kind in WORKLOAD_KINDS:
@@ -256,9 +286,12 @@ class Store:
         keep = {("" if isinstance(v, PersistentVolume) else v.namespace, v.name): v for v in volumes}
         for kind in VOLUME_KINDS:
             for namespace, name in self._volumes.keys(kind) - keep.keys():
-                changed += self._volumes.remove(kind, namespace, name)
-        for volume in keep.values():
-            changed += self._volumes.put(volume)
+                changed += self.delete(kind, namespace, name)
+        for (namespace, _), volume in keep.items():
+            if self._volumes.put(volume):
+                changed += 1
+                kind = "PersistentVolume" if isinstance(volume, PersistentVolume) else "PersistentVolumeClaim"
+                self._observe(kind, namespace, volume.name, None, volume)
         self._dirty |= bool(changed)
         return changed
 
@@ -277,6 +310,11 @@ class Store:
         self._pods.put(pod)
         self._dirty = True
         return True
+
+    def _observe(self, kind: str, namespace: str, name: str, raw: Mapping[str, Any] | None, model: Any) -> None:
+        """The one point where applied changes are reported (`StoreObserver`)."""
+        if self.observer is not None:
+            self.observer.changed(kind, namespace, name, raw, model)
 
     # --- assumed pods (the overlay for the bind verb) -------------------------------
 

@@ -16,7 +16,8 @@ from extender.config import build_config
 
 OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
 # Objects of these kinds are validated as files of their own (not by the API schemas).
-NOT_API_OBJECTS = {"Kustomization", "Component", "KubeSchedulerConfiguration", "ClusterConfiguration"}
+NOT_API_OBJECTS = {"Kustomization", "Component", "KubeSchedulerConfiguration", "ClusterConfiguration",
+                   "DeschedulerPolicy"}  # the descheduler's, checked by test_descheduler.py
 REPLACE_DEFAULT = MANIFESTS / "overlays" / "replace-default"
 EXTENDER_DIR = "/etc/kubernetes/scheduling-extender"
 

@@ -85,7 +85,7 @@ def drive(port: int) -> None:
 @pytest.fixture
 def extender(tmp_path):
     port, proc = start(EXAMPLES / "cluster.yaml", "--workers", "2", "--scheduler-profile",
-                       "extended-scheduler", "--log-level", "warning", tmpdir=tmp_path)
+                       "extended-scheduler", "--log-level", "warning", "--drift-report", "true", tmpdir=tmp_path)
     yield port, proc
     if proc.poll() is None:
         stop(proc)

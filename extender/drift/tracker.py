@@ -1,0 +1,372 @@
+"""The drift report, kept up to date event by event (`DriftTracker`).
+
+The store tells the tracker of every change it applies (`StoreObserver`, its one hook:
+`Store._observe`). The tracker keeps, per running pod, its node and constraint shape
+(`extender.drift.shapes`), indexed by node and by claim, and marks what a change can
+affect:
+
+* a pod's event: that pod (when its node, uid, constraints or claims changed);
+* a node's taints or labels: the pods on that node only;
+* a claim's event: the pods using the claim; a PersistentVolume's: the pods whose
+  claims are bound to it.
+
+Marked pods are evaluated by the tracker's own thread (`settle`, after a short batching
+pause), on a snapshot taken after the marks, so every change a mark stands for is in
+it: one evaluation per distinct (node, shape, claims) among them, with the plugins'
+verdicts (`extender.drift.evaluate`). Nothing here runs on the verbs' path, and the
+store's hook only does set operations (and parses a pod's constraint text the first
+time it is seen).
+
+What is reported: pods whose node no longer satisfies them (`drifted`), with the
+failing requirements in `extender explain`'s words; `extender_pods_violating{plugin,
+reason,severity}` counts them (pods, not violations: a pod failing two volumes counts
+once). Pods are reported as of the last settle; `pending` says how many changes wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.drift.evaluate import (
+    INVALID,
+    KNOWN_REASONS,
+    SEVERITIES,
+    TAINTS,
+    Evaluator,
+    Violation,
+    gauge_reason,
+)
+from extender.drift.shapes import Key, Running, Shapes
+from extender.drift.spread import NAME as SPREAD
+from extender.drift.spread import REASONS as SPREAD_REASONS
+from extender.drift.spread import SPREAD_INTERVAL, SpreadDrift
+
+log = logging.getLogger("extender.drift")
+
+BATCH_SECONDS = 0.05  # a burst of events (a relist, a node drain) is settled together
+Labels = tuple[str, str, str]  # (plugin, reason, severity) of the gauge
+
+
+@dataclass(frozen=True, slots=True)
+class Drifted:
+    """A pod whose node fails at least one of its requirements."""
+
+    node: str
+    uid: str
+    violations: tuple[Violation, ...]
+    since: float  # wall-clock time these violations were first seen
+
+    def labels(self) -> set[Labels]:
+        return {(v.plugin, gauge_reason(v), v.severity) for v in self.violations}
+
+
+def spread_labels() -> list[Labels]:
+    return [(SPREAD, reason, "required") for reason in SPREAD_REASONS]
+
+
+def gauge_labels() -> list[Labels]:
+    """Every label set the gauge can have (exported at 0 from the start)."""
+    out = []
+    for plugin, reasons in KNOWN_REASONS.items():
+        for reason in (*reasons, INVALID[plugin]):
+            severities = SEVERITIES if plugin == TAINTS and reason in KNOWN_REASONS[TAINTS] else ("required",)
+            out += [(plugin, reason, s) for s in severities]
+    return out
+
+
+class DriftTracker:
+    """See the module docstring. `changed` is the store's hook (any thread); `settle`
+    evaluates what changed (the tracker's thread, or a test); `report` reads."""
+
+    def __init__(self, shapes: Shapes, snapshot: Callable[[], Any] | None = None) -> None:
+        self.shapes = shapes
+        self.snapshot = snapshot  # the store's `snapshot` (set by `attach`)
+        self.evaluator: Evaluator | None = None  # set by `bind`, once the plugins exist
+        self.spread: SpreadDrift | None = None  # the opt-in spread report (`bind(spread=True)`)
+        self.on_drift: Callable[[Key, Drifted], None] | None = None  # newly drifted pods (events)
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._pods: dict[Key, Running] = {}
+        # lists, not sets: ~10 pods a node, and a list of them costs a quarter of a set
+        self._by_node: dict[str, list[Key]] = {}
+        self._by_claim: dict[tuple[str, str], list[Key]] = {}
+        self._volume_of_claim: dict[tuple[str, str], str] = {}
+        self._claims_of_volume: dict[str, set[tuple[str, str]]] = {}
+        self._dirty: set[Key] = set()
+        self._marks = 0  # marks made so far (a mark that changed the marked set)
+        self._settled_marks = 0  # marks covered by the last settle
+        self.drifted: dict[Key, Drifted] = {}
+        self.totals: Counter[Labels] = Counter()
+        self.settles = 0  # completed settles
+        self.settled_at = 0.0  # monotonic time of the last one
+        self.last_generation = -1  # the snapshot generation the last settle read
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # --- wiring ----------------------------------------------------------------------------
+
+    def attach(self, store: Any) -> DriftTracker:
+        """Observe `store` (before any feed writes into it)."""
+        store.observer = self
+        self.snapshot = store.snapshot
+        return self
+
+    def bind(self, plugins: list, spread: bool = False) -> None:
+        """Evaluate with these plugin instances (the engine's: same arguments, gates and
+        CEL cache as `/filter`); `spread`: keep the topology spread report too."""
+        self.evaluator = Evaluator(plugins)
+        if spread:
+            self.spread = SpreadDrift(next(p for p in plugins if p.name == SPREAD))
+        with self._wake:
+            self._wake.notify()
+
+    def start(self) -> None:
+        """The settling thread (in the serving process: threads do not survive a fork)."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="drift", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def pending(self) -> int:
+        """Pods marked for evaluation and not settled yet."""
+        return len(self._dirty)
+
+    @property
+    def tracked(self) -> int:
+        return len(self._pods)
+
+    # --- the store's hook --------------------------------------------------------------------
+
+    def changed(self, kind: str, namespace: str, name: str, raw: Mapping[str, Any] | None,
+                model: Any | None) -> None:
+        if kind == "Pod":
+            self._pod(namespace, name, raw, model)
+        elif kind == "Node":
+            with self._wake:
+                self._mark(self._by_node.get(name, ()))
+        elif kind == "PersistentVolumeClaim":
+            self._claim(namespace, name, model)
+        elif kind == "PersistentVolume":
+            with self._wake:
+                for claim in self._claims_of_volume.get(name, ()):
+                    self._mark(self._by_claim.get(claim, ()))
+
+    def _pod(self, namespace: str, name: str, raw: Mapping[str, Any] | None, model: Any) -> None:
+        if model is not None:  # share the store's strings: 150,000 keys add up
+            namespace, name = model.namespace, model.name
+        key = (namespace, name)
+        running = None if raw is None else self.shapes.running(raw, getattr(model, "uid", ""))
+        with self._wake:
+            old = self._pods.get(key)
+            if old == running:
+                return
+            if old is not None:
+                self._unindex(key, old)
+            if running is None:
+                self._pods.pop(key, None)
+            else:
+                self._pods[key] = running
+                self._index(key, running)
+            self._mark((key,))
+
+    def _claim(self, namespace: str, name: str, model: Any) -> None:
+        claim = (namespace, name)
+        volume = getattr(model, "volume_name", "") if model is not None else ""
+        with self._wake:
+            old = self._volume_of_claim.get(claim, "")
+            if old != volume:
+                if old:
+                    self._discard(self._claims_of_volume, old, claim)
+                    self._volume_of_claim.pop(claim, None)
+                if volume:
+                    self._claims_of_volume.setdefault(volume, set()).add(claim)
+                    self._volume_of_claim[claim] = volume
+            self._mark(self._by_claim.get(claim, ()))
+
+    @staticmethod
+    def _discard(index: dict, key: Any, member: Any) -> None:
+        members = index.get(key)
+        if members is not None and member in members:
+            members.remove(member)
+            if not members:
+                del index[key]
+
+    def _index(self, key: Key, running: Running) -> None:
+        """Under the lock, for a pod not indexed yet (`_unindex` first on a change)."""
+        self._by_node.setdefault(running.node, []).append(key)
+        for claim, _ in running.claims:
+            self._by_claim.setdefault((key[0], claim), []).append(key)
+
+    def _unindex(self, key: Key, running: Running) -> None:
+        self._discard(self._by_node, running.node, key)
+        for claim, _ in running.claims:
+            self._discard(self._by_claim, (key[0], claim), key)
+
+    def _mark(self, keys: Iterable[Key]) -> None:
+        """Under the lock: these pods need evaluating; wake the thread."""
+        before = len(self._dirty)
+        self._dirty.update(keys)
+        if len(self._dirty) != before:
+            self._marks += 1
+            self._wake.notify()
+
+    # --- settling ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._wake:
+                if not (self._dirty and self.evaluator is not None):
+                    # the spread report also follows changes that mark no pod (a node
+                    # added, a pod of another node): it checks for them on a timer
+                    self._wake.wait(SPREAD_INTERVAL / 2 if self.spread is not None else None)
+            if self._stop.wait(BATCH_SECONDS):
+                return
+            try:
+                if self._dirty:
+                    self.settle()
+                if self.spread is not None:
+                    self.run_spread()
+            except Exception:  # noqa: BLE001 - a bug here must not end the report
+                log.exception("evaluating the drift report failed")
+
+    def settle(self) -> int:
+        """Evaluate every marked pod on a snapshot taken after its marks; returns how
+        many were evaluated. The lock is never held while the snapshot is taken (the
+        store calls `changed` under its own lock)."""
+        if self.evaluator is None or self.snapshot is None:
+            return 0
+        with self._lock:
+            work = [(key, self._pods.get(key)) for key in self._dirty]
+            self._dirty = set()
+            marks = self._marks
+        snapshot = self.snapshot()
+        results = self._evaluate(work, snapshot)
+        changed: set[Labels] = set()
+        fresh: list[tuple[Key, Drifted]] = []
+        now = time.time()
+        with self._lock:
+            for key, (running, violations) in results.items():
+                if key in self._dirty:
+                    continue  # changed again meanwhile: the next settle decides
+                old = self.drifted.get(key)
+                new = None
+                if violations:
+                    keep = (old is not None and old.violations == violations and old.node == running.node
+                            and old.uid == running.uid)  # the same pod, drifted the same way
+                    new = Drifted(running.node, running.uid, violations, old.since if keep else now)
+                    if not keep and any(v.severity == "required" for v in violations):
+                        fresh.append((key, new))
+                if old == new:
+                    continue
+                for labels in old.labels() if old is not None else ():
+                    self.totals[labels] -= 1
+                    changed.add(labels)
+                for labels in new.labels() if new is not None else ():
+                    self.totals[labels] += 1
+                    changed.add(labels)
+                if new is None:
+                    self.drifted.pop(key, None)
+                else:
+                    self.drifted[key] = new
+            self.settles += 1
+            self.settled_at = time.monotonic()
+            self.last_generation = snapshot.generation
+            self._settled_marks = marks
+        self._publish(changed)
+        if self.on_drift is not None:
+            for key, drifted in fresh:
+                self.on_drift(key, drifted)
+        return len(results)
+
+    def run_spread(self, interval: float = SPREAD_INTERVAL) -> bool:
+        """The spread report again, when the state changed and `interval` has passed."""
+        spread = self.spread
+        if spread is None or self.snapshot is None:
+            return False
+        with self._lock:
+            pods = list(self._pods.items())
+        if not spread.maybe_run(self.snapshot(), pods, interval):
+            return False
+        totals: Counter[Labels] = Counter()
+        for _, violations in spread.drifted.values():
+            for labels in {(v.plugin, v.reason, v.severity) for v in violations}:
+                totals[labels] += 1
+        with self._lock:
+            stale = [labels for labels in self.totals if labels[0] == SPREAD and labels not in totals]
+            for labels in stale:
+                del self.totals[labels]
+            self.totals.update(totals)
+        self._publish([*stale, *totals, *spread_labels()])
+        return True
+
+    def _evaluate(self, work: list[tuple[Key, Running | None]], snapshot: Any
+                  ) -> dict[Key, tuple[Running | None, tuple[Violation, ...]]]:
+        """One evaluation per distinct (node, shape, claims) among the marked pods."""
+        evaluator = self.evaluator
+        nodes = snapshot.nodes.by_name
+        volumes = snapshot.volume_layer
+        seen: dict[tuple, tuple[Violation, ...]] = {}
+        out: dict[Key, tuple[Running | None, tuple[Violation, ...]]] = {}
+        for key, running in work:
+            node = nodes.get(running.node) if running is not None else None
+            if node is None:  # gone, or its node is not in the state (yet): nothing to say
+                out[key] = (running, ())
+                continue
+            group = (running.node, running.shape, key[0] if running.claims else "", running.claims)
+            violations = seen.get(group)
+            if violations is None:
+                violations = seen[group] = evaluator.evaluate(running.shape, node, key[0], running.claims, volumes)
+            out[key] = (running, violations)
+        return out
+
+    def _publish(self, labels: Iterable[Labels]) -> None:
+        from extender import metrics
+
+        for plugin, reason, severity in labels:
+            metrics.PODS_VIOLATING.labels(plugin, reason, severity).set(self.totals[(plugin, reason, severity)])
+
+    def export_zeros(self) -> None:
+        """Every label set at its current value (0 before any drift), so alerts and
+        dashboards see series rather than nothing."""
+        self._publish([*gauge_labels(), *(spread_labels() if self.spread is not None else ())])
+
+    def wait_settled(self, timeout: float) -> bool:
+        """Until every mark made before the call is settled (by the thread)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            wanted = self._marks
+        while self._settled_marks < wanted:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def entries(self, namespace: str | None = None) -> list[tuple[Key, Drifted]]:
+        """The drifted pods (of one namespace), sorted by namespace and name."""
+        with self._lock:
+            items = [(k, d) for k, d in self.drifted.items() if namespace is None or k[0] == namespace]
+        return sorted(items, key=lambda item: item[0])
+
+    def counts(self) -> dict[Labels, int]:
+        with self._lock:
+            return {labels: n for labels, n in self.totals.items() if n}
+
+
+__all__ = ["DriftTracker", "Drifted", "gauge_labels"]
