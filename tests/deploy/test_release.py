@@ -78,7 +78,9 @@ def release(tmp_path_factory) -> Path:
 def test_the_release_holds_every_artifact_with_checksums(release):
     names = sorted(p.name for p in release.iterdir())
     assert names == sorted(["RELEASE-NOTES.md", "SHA256SUMS", f"scheduling-extender-{VERSION}.sbom.cdx.json",
-                            f"scheduling-extender-{VERSION}.tgz", f"scheduling_extender-{VERSION}-py3-none-any.whl"])
+                            f"scheduling-extender-{VERSION}.tgz", f"scheduling_extender-{VERSION}-py3-none-any.whl",
+                            f"kubectl_extender-{VERSION}-py3-none-any.whl", f"kubectl-extender-{VERSION}.tar.gz",
+                            f"kubectl-extender-{VERSION}.krew.yaml"])
     sums = dict(line.split()[::-1] for line in (release / "SHA256SUMS").read_text().splitlines())
     assert set(sums) == set(names) - {"SHA256SUMS"}
     for name, digest in sums.items():
@@ -122,3 +124,45 @@ def test_the_notes_are_the_changelogs_section(release):
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert notes.startswith(f"# scheduling-extender {VERSION}\n")
     assert notes.split("\n", 1)[1].strip() in changelog
+
+
+def test_the_plugin_stands_alone_for_krew(release, tmp_path):
+    """Issue 36: the krew archive's kubectl-extender runs on a bare python3 (-I: no site
+    packages, none of the server's dependencies), and the manifest names its sha256."""
+    manifest = yaml.safe_load((release / f"kubectl-extender-{VERSION}.krew.yaml").read_text())
+    assert (manifest["apiVersion"], manifest["kind"]) == ("krew.googlecontainertools.github.com/v1alpha2", "Plugin")
+    assert manifest["metadata"]["name"] == "extender" and manifest["spec"]["version"] == f"v{VERSION}"
+    (platform,) = manifest["spec"]["platforms"]
+    archive = release / f"kubectl-extender-{VERSION}.tar.gz"
+    assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert platform["uri"].endswith(f"/kubectl-extender-{VERSION}.tar.gz") and platform["bin"] == "kubectl-extender"
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == ["LICENSE", "kubectl-extender"]
+        tar.extractall(tmp_path, filter="data")
+    assert {f["from"] for f in platform["files"]} == {"LICENSE", "kubectl-extender"}
+    proc = subprocess.run([sys.executable, "-I", str(tmp_path / "kubectl-extender"), "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "why" in proc.stdout, proc.stderr
+    proc = subprocess.run([sys.executable, "-I", str(tmp_path / "kubectl-extender"), "why", "p", "--url",
+                           "http://127.0.0.1:9", "--kubeconfig", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=60, env={"PATH": "/nonexistent"})
+    assert proc.returncode == 1 and "cannot reach the extender" in proc.stderr, proc.stderr
+
+
+def test_the_plugin_imports_the_standard_library_only():
+    import ast
+
+    for path in (ROOT / "plugin" / "kubectl_extender").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or top in ("kubectl_extender", "__future__"), (path.name, name)
+
+
+def test_the_plugin_has_the_servers_version():
+    plugin = re.search(r'^version = "(.*)"', (ROOT / "plugin" / "pyproject.toml").read_text(), re.M).group(1)
+    from kubectl_extender import __version__
+
+    assert plugin == VERSION == __version__
