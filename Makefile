@@ -58,7 +58,7 @@ TEST_WORKERS ?= 4
 XDIST = -n $(TEST_WORKERS) --dist loadgroup
 
 test: $(STAMP) tools
-	$(BIN)/ruff check extender tests perf testing
+	$(BIN)/ruff check extender tests perf testing plugin
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The full-size runs of tests that `make test` runs smaller (pytest marker `long`): the
@@ -73,7 +73,7 @@ e2e: $(STAMP)
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest tests/e2e $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check extender tests perf testing
+	$(BIN)/ruff check extender tests perf testing plugin
 
 perf: $(PERFSTAMP)
 	$(WITH_SCHEDULER) $(BIN)/python -m perf run --full
