@@ -15,7 +15,6 @@ probe's timeout scales with the probe's own latency measured before the attack."
 
 from __future__ import annotations
 
-import http.client
 import tempfile
 import threading
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from perf import attacks
+from testing import kubelet
 
 MIB = 1 << 20
 MEMORY_LIMIT = 16 * MIB
@@ -35,14 +35,7 @@ GIVE_UP = 600.0  # seconds: only a worker that stopped answering gets here
 
 def healthz(port: int, timeout: float) -> int:
     """GET /healthz as the kubelet sends it (OSError on a timeout)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("GET", "/healthz")
-        response = conn.getresponse()
-        response.read()
-        return response.status
-    finally:
-        conn.close()
+    return kubelet.http_probe("HTTP", "127.0.0.1", port, "/healthz", timeout)
 
 
 def probe_timeout(port: int) -> float:
