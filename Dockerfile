@@ -10,7 +10,7 @@ ARG BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm
 FROM ${BASE_IMAGE} AS build
 COPY build/wheels /wheels
 RUN python3 -m venv /opt/extender \
- && /opt/extender/bin/pip install --no-cache-dir --no-index --find-links /wheels extender
+ && /opt/extender/bin/pip install --no-cache-dir --no-index --find-links /wheels scheduling-extender
 
 FROM ${BASE_IMAGE}
 ARG VERSION=0.1.0

@@ -2,27 +2,44 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+RUNSTAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
+RELEASESTAMP := $(VENV)/.installed-release
 
-.PHONY: run test test-long e2e lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image image-archive image-push tools
+.PHONY: run test test-long e2e lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image image-archive image-push tools release
+
+# Every pip call made here (build isolation included: setuptools, wheel) installs the
+# versions constraints.txt pins, for `make run` as for `make test`.
+export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+# `make run`: what serving needs and nothing else (no test, perf or release extras).
+$(RUNSTAMP): $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip uninstall -q -y extender >/dev/null 2>&1; rm -rf extender.egg-info  # the distribution's name before issue 36
+	$(BIN)/pip install -q -e .
+	touch $(RUNSTAMP)
+
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip uninstall -q -y extender >/dev/null 2>&1; rm -rf extender.egg-info  # the distribution's name before issue 36
 	$(BIN)/pip install -q -e '.[test]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUNSTAMP)
 
 $(PERFSTAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,perf]'
 	touch $(PERFSTAMP)
 
+$(RELEASESTAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,release]'
+	touch $(RELEASESTAMP)
+
 # `make run` is a demo: without a state flag in ARGS it names the bundled example
 # explicitly (serve refuses the implicit default in a container).
 STATE_FLAGS := --cluster% --kubeconfig% --in-cluster% --config%
-run: $(STAMP)
+run: $(RUNSTAMP)
 	$(BIN)/extender serve $(if $(filter $(STATE_FLAGS),$(ARGS))$(EXTENDER_CLUSTER)$(EXTENDER_KUBECONFIG)$(EXTENDER_IN_CLUSTER)$(EXTENDER_CONFIG),,--cluster extender/data/cluster.yaml) $(ARGS)
 
 # Outside tools the deploy tests use (prometheus, promtool, kubectl, helm): installed
@@ -41,7 +58,7 @@ TEST_WORKERS ?= 4
 XDIST = -n $(TEST_WORKERS) --dist loadgroup
 
 test: $(STAMP) tools
-	$(BIN)/ruff check extender tests perf testing
+	$(BIN)/ruff check extender tests perf testing plugin
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The full-size runs of tests that `make test` runs smaller (pytest marker `long`): the
@@ -56,7 +73,7 @@ e2e: $(STAMP)
 	$(WITH_SCHEDULER) $(BIN)/python -m pytest tests/e2e $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check extender tests perf testing
+	$(BIN)/ruff check extender tests perf testing plugin
 
 perf: $(PERFSTAMP)
 	$(WITH_SCHEDULER) $(BIN)/python -m perf run --full
@@ -96,6 +113,13 @@ IMAGE_ARCHIVE ?= build/scheduling-extender-$(VERSION).tar
 BUILDAH := STORAGE_DRIVER=$${STORAGE_DRIVER:-vfs} buildah
 image:
 	IMAGE=$(IMAGE) .ci/build-image
+
+# Every versioned artifact of a release in build/release/VERSION (image archive, chart,
+# SBOM, wheel, checksums, notes from CHANGELOG.md); pushes nothing. RELEASE_IMAGE=0 leaves
+# the image out (docs/operate/releasing.md). The image needs root.
+RELEASE_IMAGE ?= 1
+release: $(RELEASESTAMP) tools
+	VERSION=$(VERSION) RELEASE_IMAGE=$(RELEASE_IMAGE) IMAGE_REPO=$(IMAGE_REPO) PYTHON_BIN=$(BIN)/python .ci/release
 
 # The built image as a docker-archive, for `kind load image-archive` (docs/operate/kind.md).
 image-archive:

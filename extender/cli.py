@@ -205,11 +205,16 @@ def cmd_validate(ns: argparse.Namespace) -> int:
 def cmd_serve(ns: argparse.Namespace) -> int:
     from extender.server.multiproc import prepare_multiprocess_metrics
 
-    config = build_config(_settings(ns), config_file=ns.config)  # creates no metric
-    if config.workers > 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Before the configuration is loaded: validating a pluginConfig imports the
+        # plugins and with them every metric, which opens its file in that directory at
+        # once. In a pod it is a fresh emptyDir that does not exist yet (issue 36).
+        prepare_multiprocess_metrics()
+    config = build_config(_settings(ns), config_file=ns.config)
+    if config.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # several processes answer: /metrics must add them up. One worker keeps its
         # metrics in memory (each multiprocess write costs a pid check and an mmap write)
-        prepare_multiprocess_metrics()  # before any metric exists
+        prepare_multiprocess_metrics()  # before the workers create their metrics
     from extender.logs import setup_logging
     from extender.server.launcher import ExtenderServer, check_metrics_listen
     from extender.state.select import open_source

@@ -15,14 +15,15 @@ example nodes for the live endpoint's default view (same shape, a true subset).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# the text views live with the plugin (stdlib only); re-exported for extender's callers
+from kubectl_extender.render import describe_state, key_details, render_summary, render_table  # noqa: F401
+
 from extender import metrics
 from extender.api.wire import filter_result
-from extender.framework import Code, FilterOutcome, Status
+from extender.framework import FilterOutcome, Status
 from extender.model import Pod
 from extender.service import Extender
 from extender.state import ClusterSnapshot, NodeSet, StaticSource
@@ -270,97 +271,6 @@ def trim(result: dict[str, Any], total: int | None = None) -> dict[str, Any]:
     cut["nodes"] = {n: v for n, v in result["nodes"].items() if n in keep}
     cut["omittedNodes"] = (len(result["nodes"]) if total is None else total) - len(cut["nodes"])
     return cut
-
-
-# Toleration lines that only say a toleration is about another taint: true, and noise
-# next to the line that says why the matching toleration did not tolerate.
-_UNRELATED = re.compile(r"^\S+\[\d+\] .*: (key does not match|effect \S+ does not match \S+)$")
-
-
-def key_details(details: Sequence[str]) -> list[str]:
-    """The detail lines worth a first look (tables, events): unrelated-toleration lines
-    dropped, unless nothing else is left to say."""
-    kept = [d for d in details if not _UNRELATED.match(d)]
-    return kept or list(details)
-
-
-def render_summary(report: dict[str, Any]) -> str:
-    """The live view's table (`kubectl extender why`): per pod, the state, the
-    scheduler-style line, then one row per reason and one per detail group."""
-    lines: list[str] = []
-    state = report.get("state")
-    for result in report["results"]:
-        summary = result["summary"]
-        lines.append(f"POD       {result['pod']}")
-        if state:
-            lines.append(f"STATE     {describe_state(state)}")
-        lines += [f"WARNING   {w}" for w in result.get("annotationWarnings", ())]
-        if "error" in summary:
-            lines += [f"ERROR     {summary['error']}", ""]
-            continue
-        lines.append(f"RESULT    {summary['message']}")
-        if summary.get("top"):
-            top = ", ".join(t["node"] if t["score"] is None else f"{t['node']} ({t['score']})" for t in summary["top"])
-            lines.append(f"FEASIBLE  {summary['feasible']}, best scored: {top}")
-        if summary.get("reasons"):
-            rows = [("NODES", "PLUGIN", "REASON")]
-            for entry in summary["reasons"]:
-                rows.append((str(entry["nodes"]), entry["plugin"], entry["reason"]))
-                for group in entry["groups"]:
-                    lines_of_group = key_details(group["details"])
-                    if group["examples"]:
-                        more = group["nodes"] - len(group["examples"])
-                        lines_of_group.append("e.g. " + ", ".join(group["examples"]) + (f" (+{more} more)" if more else ""))
-                    lines_of_group = lines_of_group or [""]
-                    rows.append((f"  {group['nodes']}", "", lines_of_group[0]))
-                    rows += [("", "", d) for d in lines_of_group[1:]]
-                if "moreGroups" in entry:
-                    more = entry["moreGroups"]
-                    rows.append((f"  {more['nodes']}", "", f"... {more['groups']} more distinct details"))
-            lines.append("")
-            lines += _columns(rows)
-        lines.append("")
-    return "\n".join(lines)
-
-
-def describe_state(state: dict[str, Any]) -> str:
-    parts = [state.get("mode", "?")]
-    if state.get("resourceVersion"):
-        parts.append(f"resourceVersion {state['resourceVersion']}")
-    if state.get("ageSeconds") is not None:
-        parts.append(f"age {state['ageSeconds']:.1f}s")
-    counts = state.get("objects") or {}
-    if counts:
-        parts.append(f"{counts.get('nodes', 0)} nodes, {counts.get('pods', 0)} pods")
-    return ", ".join(parts)
-
-
-def _columns(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return [("   ".join(r[i].ljust(widths[i]) for i in range(len(widths))) + "   " + r[-1]).rstrip() for r in rows]
-
-
-def render_table(report: dict[str, Any]) -> str:
-    """kubectl-style table: one row per node with verdict, reason and score."""
-    lines: list[str] = []
-    for result in report["results"]:
-        scores = {h["Host"]: h["Score"] for h in result["prioritize"]}
-        failed = {**(result["filter"]["FailedNodes"] or {}), **(result["filter"]["FailedAndUnresolvableNodes"] or {})}
-        rows = [("NODE", "VERDICT", "SCORE", "REASON")]
-        for node, info in result["nodes"].items():
-            if node in failed:
-                codes = [p["code"] for p in info["plugins"].values() if p["code"] != str(Code.SUCCESS)]
-                verdict = "Unschedulable" if codes and all(c == "Unschedulable" for c in codes) else "Unresolvable"
-                rows.append((node, verdict, "-", failed[node]))
-            else:
-                rows.append((node, "Feasible", str(scores.get(node, "-")), ""))
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines.append(f"POD {result['pod']}")
-        lines += [f"WARNING {w}" for w in result.get("annotationWarnings", ())]
-        for r in rows:
-            lines.append(("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3]).rstrip())
-        lines.append("")
-    return "\n".join(lines)
 
 
 def static_extender(config, snapshot: ClusterSnapshot) -> Extender:

@@ -2,8 +2,9 @@
 
 Inputs are files, directories (their `*.yaml`, `*.yml`, `*.json` files, sorted; with
 `recursive`, as kubectl's `-R`, also those of subdirectories) or `-` (stdin): multi-document YAML, JSON, `kind: List` and typed lists, Helm output. Each
-problem is one kubectl-style line, `file:doc:Kind/name: field: message` (`doc` counts
-YAML documents from 1); warnings go the same way with `warning:` before the field.
+problem is one compiler-style line, `file:line:Kind/name: field: message` (`line` is the
+line, from 1, where the object's YAML document starts, so editors and CI annotators
+point at it; 1 for JSON); warnings go the same way with `warning:` before the field.
 """
 
 from __future__ import annotations
@@ -53,8 +54,25 @@ def _inputs(paths: list[str], recursive: bool) -> Iterator[tuple[str, bytes | No
                 yield str(f), None, f"cannot read: {exc.strerror}"
 
 
-def _documents(data: bytes) -> Iterator[tuple[int, Any]]:
-    yield from enumerate(documents(data), start=1)
+def _documents(data: bytes) -> Iterator[tuple[int, int, Any]]:
+    """(document number from 1, the line it starts on, the document)."""
+    docs = documents(data)
+    lines = [1] * len(docs) if data.lstrip()[:1] in (b"{", b"[") else _start_lines(data)
+    for number, (line, doc) in enumerate(zip(lines, docs, strict=True), start=1):
+        yield number, line, doc
+
+
+def _start_lines(data: bytes) -> list[int]:
+    """The line (from 1) of each YAML document's first node, past comments and `---`."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    lines, pending = [], False
+    for event in yaml.parse(data, Loader=loader):
+        if isinstance(event, yaml.DocumentStartEvent):
+            pending = True
+        elif pending and isinstance(event, yaml.NodeEvent):
+            lines.append(event.start_mark.line + 1)
+            pending = False
+    return lines
 
 
 def validate_paths(paths: list[str], prefix: str, gates: FeatureGates, recursive: bool = False) -> Report:
@@ -68,9 +86,9 @@ def validate_paths(paths: list[str], prefix: str, gates: FeatureGates, recursive
         except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
             report.problems.append(f"{name}: error: cannot parse: {' '.join(str(exc).split())}")
             continue
-        for number, doc in docs:
+        for number, line, doc in docs:
             try:
-                objects = list(_flatten(doc, f"{name}:{number}"))
+                objects = list(_flatten(doc, f"{name}:{line}"))
             except ValueError as exc:
                 report.problems.append(f"{exc}")
                 continue
@@ -79,7 +97,7 @@ def validate_paths(paths: list[str], prefix: str, gates: FeatureGates, recursive
                 if not check.checked:
                     continue
                 report.objects.append({
-                    "file": name, "document": number, "kind": check.kind, "name": check.name,
+                    "file": name, "document": number, "line": line, "kind": check.kind, "name": check.name,
                     "namespace": check.namespace, "errors": [str(e) for e in check.errors],
                     "warnings": list(check.warnings),
                 })
@@ -89,7 +107,7 @@ def validate_paths(paths: list[str], prefix: str, gates: FeatureGates, recursive
 def render_text(report: Report) -> str:
     lines = list(report.problems)
     for o in report.objects:
-        where = f"{o['file']}:{o['document']}:{o['kind']}/{o['name']}"
+        where = f"{o['file']}:{o['line']}:{o['kind']}/{o['name']}"
         lines += [f"{where}: {e}" for e in o["errors"]]
         lines += [f"{where}: warning: {w}" for w in o["warnings"]]
     checked = len(report.objects)

@@ -6,8 +6,9 @@ Deeply nested list literals used to take ~0.5 s at depth 100, ~5 s at 200 and 29
 ~245 (the checker resolved each node's nested type at every level: cubic); a depth
 beyond cel-go's 250 was refused at once.  The series below runs every nesting shape at
 depths 100, 200, 245, 250 and 1,000: each either compiles or fails with the nesting
-message, and none takes seconds (the "doesn't hang" bound is generous for a busy
-machine; ``perf/cel_bench.py`` reports the real times).
+message, and none takes seconds of CPU (the "doesn't hang" bound counts the CPU time
+of the compiling thread, which a busy machine does not stretch as it stretches the
+clock; ``perf/cel_bench.py`` reports the real times).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ SHAPES = {
 }
 DEPTHS = (100, 200, 245, 250, 1000)
 NESTED = f"expression is nested too deeply (more than {MAX_NESTING_DEPTH} levels)"
-HANG = 5.0  # seconds: "doesn't hang", not a benchmark
+HANG = 5.0  # CPU seconds: "doesn't hang", not a benchmark (the cubic checker took 29.5)
 
 
 def compile_outcome(expression: str) -> str:
@@ -51,9 +52,9 @@ def test_the_depth_series_compiles_in_bounded_time_or_fails_clearly(shape):
     outcomes = {}
     for depth in DEPTHS:
         expression = SHAPES[shape](depth)
-        started = time.monotonic()
+        started = time.thread_time()
         outcomes[depth] = compile_outcome(expression)
-        assert time.monotonic() - started < HANG, (shape, depth)
+        assert time.thread_time() - started < HANG, (shape, depth)
     assert outcomes[100] == "true"
     too_long = f"expression exceeds the maximum length of {MAX_EXPRESSION_BYTES} bytes"
     assert outcomes[250] == NESTED and outcomes[1000] in (NESTED, too_long)
@@ -106,11 +107,11 @@ def test_distinct_deep_expressions_from_many_threads_all_finish():
         expression = "[" * 240 + str(i) + "]" * 240 + " != []"
         results.append(cache.evaluate(expression, Taint("k", "", "NoSchedule")).kind)
 
-    started = time.monotonic()
+    started = time.process_time()  # CPU of every thread: load does not stretch it
     threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert results == ["true"] * 6
-    assert time.monotonic() - started < 6 * HANG
+    assert time.process_time() - started < 6 * HANG

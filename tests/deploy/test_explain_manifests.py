@@ -4,9 +4,8 @@ every other overlay keeps the endpoint off."""
 
 from __future__ import annotations
 
+from kubectl_extender.cli import DEFAULT_SERVICE, ProxyTransport, parse_service
 from test_manifests import OVERLAYS, by_kind, container, render, the
-
-from extender.kubectl_plugin import DEFAULT_SERVICE, ProxyTransport, parse_service
 
 
 def extender_env(objects: list[dict]) -> dict[str, str]:

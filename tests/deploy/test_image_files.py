@@ -17,7 +17,7 @@ def test_dockerfile_is_parameterised_labelled_and_non_root():
     for label in ("title", "version", "licenses", "description"):
         assert f"org.opencontainers.image.{label}=" in text
     assert re.search(r"^USER 10001:10001$", text, re.M)
-    assert "--no-index --find-links /wheels extender" in text, "installs only the pinned wheels"
+    assert "--no-index --find-links /wheels scheduling-extender" in text, "installs only the pinned wheels"
     assert "[test]" not in text and "pytest" not in text
 
 
@@ -25,15 +25,45 @@ def normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def test_constraints_pin_every_runtime_dependency_and_no_test_tool():
-    pins = {normal(line.split("==")[0]) for line in (ROOT / "constraints.txt").read_text().splitlines()
-            if line and not line.startswith("#")}
+def pinned() -> dict[str, str]:
+    return {normal(line.split("==")[0]): line.split("==")[1]
+            for line in (ROOT / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")}
+
+
+def test_constraints_pin_every_runtime_dependency():
+    pins = pinned()
     project = (ROOT / "pyproject.toml").read_text()
     runtime = re.search(r"dependencies = \[(.*?)\]", project, re.S).group(1)
     names = [normal(re.match(r'\s*"([A-Za-z0-9_.-]+)', line).group(1))
              for line in runtime.splitlines() if line.strip().startswith('"')]
     assert names and [n for n in names if n not in pins] == []
-    assert not {"pytest", "hypothesis", "ruff", "kubernetes-validate"} & pins
+    build = re.search(r"^requires = \[(.*?)\]", project, re.M).group(1)
+    assert all("==" in r for r in re.findall(r'"([^"]+)"', build)), "the build backend is pinned too"
+
+
+def test_everything_make_installed_is_pinned():
+    """Issue 36: `make run` and `make test` install under PIP_CONSTRAINT=constraints.txt,
+    so every distribution of this venv (the project aside; pip and setuptools come with
+    the venv itself) is at the version constraints.txt pins."""
+    from importlib import metadata
+
+    pins = pinned()
+    unpinned = {}
+    for dist in metadata.distributions():
+        name = normal(dist.metadata["Name"])
+        if name in ("scheduling-extender", "pip", "setuptools"):
+            continue
+        if pins.get(name) != dist.version:
+            unpinned[name] = (dist.version, pins.get(name))
+    assert unpinned == {}, "installed (version, pin); regenerate constraints.txt (command in its header)"
+
+
+def test_make_run_installs_only_what_serving_needs():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^export PIP_CONSTRAINT := \$\(CURDIR\)/constraints.txt$", makefile, re.M)
+    assert re.search(r"^run: \$\(RUNSTAMP\)$", makefile, re.M)
+    recipe = re.search(r"^\$\(RUNSTAMP\):.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
+    assert "pip install -q -e .\n" in recipe and "[" not in recipe.replace("[ ", "")
 
 
 def test_install_tools_is_idempotent():

@@ -169,13 +169,14 @@ def test_probes_tie_kube_scheduler_to_its_sidecar(second):
     """Issue 25 item 5: a leader whose extender is down must give the lease up. The
     kubelet restarts kube-scheduler when the extender's /healthz fails (liveness), and
     waits for the extender before probing at all (startup); kube-scheduler's own
-    readiness stays its /readyz."""
+    readiness stays its own health (/healthz: /readyz is served only from v1.31)."""
     pod = the(second, "Deployment")["spec"]["template"]["spec"]
     sched, ext = container(pod, "kube-scheduler"), container(pod, "extender")
     metrics_port = {p["name"]: p["containerPort"] for p in ext["ports"]}["metrics"]
     for probe in ("startupProbe", "livenessProbe"):
         get = sched[probe]["httpGet"]
-        assert get["path"] == "/healthz" and get["port"] in ("metrics", metrics_port), probe
+        # by number: the kubelet looks a name up in kube-scheduler's own ports only
+        assert get["path"] == "/healthz" and get["port"] == metrics_port, probe
         assert get.get("scheme", "HTTP") == "HTTP" and "host" not in get
     live = sched["livenessProbe"]
     detection = live["periodSeconds"] * live.get("failureThreshold", 3)
@@ -183,7 +184,7 @@ def test_probes_tie_kube_scheduler_to_its_sidecar(second):
     assert sched["startupProbe"]["periodSeconds"] * sched["startupProbe"]["failureThreshold"] >= \
         ext["startupProbe"]["periodSeconds"] * ext["startupProbe"]["failureThreshold"], \
         "kube-scheduler may not be restarted while its extender is still allowed to start"
-    assert sched["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 10259, "scheme": "HTTPS"}
+    assert sched["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 10259, "scheme": "HTTPS"}
     assert ext["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert ext["readinessProbe"]["httpGet"]["path"] == "/readyz", "ready once the state is loaded"
 
@@ -354,7 +355,16 @@ def test_prometheus_operator_overlay_adds_monitor_and_rules():
         "one job per component"
     (endpoint,) = sched_monitor["spec"]["endpoints"]
     assert (endpoint["port"], endpoint["scheme"]) == ("https-sched", "https")
-    assert endpoint["bearerTokenFile"].endswith("/serviceaccount/token"), "delegated authentication"
+    # delegated authentication with a token of its own (bearerTokenFile is deprecated)
+    assert "bearerTokenFile" not in endpoint
+    credentials = endpoint["authorization"]["credentials"]
+    secret = the(objects, "Secret", credentials["name"])
+    assert secret["type"] == "kubernetes.io/service-account-token" and credentials["key"] == "token"
+    reader = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    binding = the(objects, "ClusterRoleBinding", "scheduling-extender-metrics-reader")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": reader, "namespace": "scheduling-extender"}]
+    role = the(objects, "ClusterRole", binding["roleRef"]["name"])
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     rule = the(objects, "PrometheusRule")
     plain = yaml.safe_load((MANIFESTS / "prometheus" / "rules.yaml").read_text())
     assert rule["spec"] == plain, "regenerate with `python -m tests.deploy.regen`"

@@ -1,15 +1,26 @@
-"""The release workflow (.github/workflows/release.yaml, not run here: issue 25 item 1)
-publishes on a version tag only, checks the tag against the package version, and runs the
-Makefile's own targets with the Python the image's wheels need."""
+"""`make release` (issue 36): .ci/release builds every versioned artifact, and the release
+workflow runs it and pushes what it built. Every step but the image runs here, into a
+temporary directory (.ci/run runs the whole release, the image included)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
 
+import pytest
 import yaml
-from deploy_tools import ROOT
+from deploy_tools import ROOT, tool
 
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yaml"
+VERSION = re.search(r'^version = "(.*)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+
+pytestmark = pytest.mark.xdist_group("deploy/test_release")
 
 
 def load() -> dict:
@@ -18,23 +29,140 @@ def load() -> dict:
     return doc
 
 
-def test_it_runs_on_version_tags_only_and_says_it_is_not_run_here():
+def test_the_workflow_runs_make_release_on_version_tags_then_pushes():
     doc = load()
     assert set(doc["on"]) == {"push"} and set(doc["on"]["push"]) == {"tags"}
     (pattern,) = doc["on"]["push"]["tags"]
     assert pattern.startswith("v")
-    assert "NOT RUN HERE" in WORKFLOW.read_text()
-    assert doc["permissions"] == {"contents": "read", "packages": "write"}
-
-
-def test_its_steps_are_the_makefile_targets():
-    (job,) = load()["jobs"].values()
+    (job,) = doc["jobs"].values()
     runs = [s["run"] for s in job["steps"] if "run" in s]
     python = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python")]
     assert python and python[0]["with"]["python-version"] == "3.11", "cp311 wheels for the image"
-    assert any(re.search(r"\bmake image$", r) for r in runs)
-    assert any(re.search(r"\bmake image-push \"IMAGE_REPO=\$IMAGE_REPO\"", r) for r in runs)
     assert any("GITHUB_REF_NAME" in r and "pyproject.toml" in r for r in runs), "tag == version"
+    release = next(i for i, r in enumerate(runs) if re.search(r"\bmake release \"VERSION=", r))
+    pushes = [i for i, r in enumerate(runs) if "image-push" in r or "helm push" in r or "gh release create" in r]
+    assert len(pushes) == 3 and min(pushes) > release, "everything pushed is what make release built"
     makefile = (ROOT / "Makefile").read_text()
-    for target in ("image", "image-push"):
+    for target in ("release", "image", "image-push"):
         assert re.search(rf"^{target}:", makefile, re.M)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^make release ", ci, re.M), "CI exercises the release up to the push"
+
+
+def refusal(tmp_path: Path, version: str) -> str:
+    env = {**os.environ, "VERSION": version, "RELEASE_DIR": str(tmp_path / "out"),
+           "RELEASE_WORK": str(tmp_path / "work"), "PYTHON_BIN": sys.executable, "RELEASE_IMAGE": "0"}
+    proc = subprocess.run(["bash", str(ROOT / ".ci" / "release")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0
+    return proc.stderr
+
+
+def test_it_refuses_a_version_that_is_not_the_projects(tmp_path):
+    assert "not 9.9.9: bump it first" in refusal(tmp_path, "9.9.9")
+    assert "is not x.y.z" in refusal(tmp_path, "v1")
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("release")
+    env = {**os.environ, "VERSION": VERSION, "RELEASE_DIR": str(tmp / "out"), "RELEASE_WORK": str(tmp / "work"),
+           "PYTHON_BIN": sys.executable, "RELEASE_IMAGE": "0", "IMAGE_REPO": "ghcr.io/example/scheduling-extender",
+           "HELM": tool("helm")}
+    proc = subprocess.run(["bash", str(ROOT / ".ci" / "release")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "out"
+
+
+def test_the_release_holds_every_artifact_with_checksums(release):
+    names = sorted(p.name for p in release.iterdir())
+    assert names == sorted(["RELEASE-NOTES.md", "SHA256SUMS", f"scheduling-extender-{VERSION}.sbom.cdx.json",
+                            f"scheduling-extender-{VERSION}.tgz", f"scheduling_extender-{VERSION}-py3-none-any.whl",
+                            f"kubectl_extender-{VERSION}-py3-none-any.whl", f"kubectl-extender-{VERSION}.tar.gz",
+                            f"kubectl-extender-{VERSION}.krew.yaml"])
+    sums = dict(line.split()[::-1] for line in (release / "SHA256SUMS").read_text().splitlines())
+    assert set(sums) == set(names) - {"SHA256SUMS"}
+    for name, digest in sums.items():
+        assert hashlib.sha256((release / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_the_chart_carries_the_version_and_the_image(release):
+    with tarfile.open(release / f"scheduling-extender-{VERSION}.tgz") as archive:
+        chart = yaml.safe_load(archive.extractfile("scheduling-extender/Chart.yaml"))
+        values = yaml.safe_load(archive.extractfile("scheduling-extender/values.yaml"))
+    assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+    assert values["image"] == {"repository": "ghcr.io/example/scheduling-extender", "tag": VERSION}
+
+
+def pins() -> dict[str, str]:
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return {normal(n): v for n, v in (line.split("==") for line in lines if line and not line.startswith("#"))}
+
+
+def normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_sbom_lists_the_images_pinned_packages(release):
+    """The image installs the runtime dependencies at constraints.txt's pins: the SBOM
+    lists each of them, at that version, and nothing of the test tools (pip and
+    setuptools are the venv's own, from the Python the image runs)."""
+    sbom = json.loads((release / f"scheduling-extender-{VERSION}.sbom.cdx.json").read_text())
+    assert sbom["bomFormat"] == "CycloneDX"
+    assert sbom["metadata"]["component"]["name"] == "scheduling-extender"
+    components = {normal(c["name"]): c["version"] for c in sbom["components"]}
+    pinned = pins()
+    assert {n: v for n, v in components.items() if n not in ("scheduling-extender", "pip", "setuptools") and pinned.get(n) != v} == {}
+    for runtime in ("flask", "gunicorn", "cel-python", "kubernetes", "orjson", "google-re2", "pyyaml"):
+        assert runtime in components
+    assert not {"pytest", "hypothesis", "ruff", "cyclonedx-bom"} & components.keys()
+
+
+def test_the_notes_are_the_changelogs_section(release):
+    notes = (release / "RELEASE-NOTES.md").read_text()
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert notes.startswith(f"# scheduling-extender {VERSION}\n")
+    assert notes.split("\n", 1)[1].strip() in changelog
+
+
+def test_the_plugin_stands_alone_for_krew(release, tmp_path):
+    """Issue 36: the krew archive's kubectl-extender runs on a bare python3 (-I: no site
+    packages, none of the server's dependencies), and the manifest names its sha256."""
+    manifest = yaml.safe_load((release / f"kubectl-extender-{VERSION}.krew.yaml").read_text())
+    assert (manifest["apiVersion"], manifest["kind"]) == ("krew.googlecontainertools.github.com/v1alpha2", "Plugin")
+    assert manifest["metadata"]["name"] == "extender" and manifest["spec"]["version"] == f"v{VERSION}"
+    (platform,) = manifest["spec"]["platforms"]
+    archive = release / f"kubectl-extender-{VERSION}.tar.gz"
+    assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert platform["uri"].endswith(f"/kubectl-extender-{VERSION}.tar.gz") and platform["bin"] == "kubectl-extender"
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == ["LICENSE", "kubectl-extender"]
+        tar.extractall(tmp_path, filter="data")
+    assert {f["from"] for f in platform["files"]} == {"LICENSE", "kubectl-extender"}
+    proc = subprocess.run([sys.executable, "-I", str(tmp_path / "kubectl-extender"), "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "why" in proc.stdout, proc.stderr
+    proc = subprocess.run([sys.executable, "-I", str(tmp_path / "kubectl-extender"), "why", "p", "--url",
+                           "http://127.0.0.1:9", "--kubeconfig", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=60, env={"PATH": "/nonexistent"})
+    assert proc.returncode == 1 and "cannot reach the extender" in proc.stderr, proc.stderr
+
+
+def test_the_plugin_imports_the_standard_library_only():
+    import ast
+
+    for path in (ROOT / "plugin" / "kubectl_extender").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or top in ("kubectl_extender", "__future__"), (path.name, name)
+
+
+def test_the_plugin_has_the_servers_version():
+    plugin = re.search(r'^version = "(.*)"', (ROOT / "plugin" / "pyproject.toml").read_text(), re.M).group(1)
+    from kubectl_extender import __version__
+
+    assert plugin == VERSION == __version__

@@ -6,6 +6,7 @@ adds one event on the pod with the reasons in the extender's words."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -95,9 +96,11 @@ def test_the_explanation_counts_what_the_scheduler_counts(start_cluster):
                     "spec": {"ports": [{"name": "metrics", "port": 8889}]}})
     add_service_proxy(cluster.api, {("scheduling-extender", "extended-scheduler-metrics"):
                                     f"127.0.0.1:{cluster.metrics_port}"})
-    proc = subprocess.run([sys.executable, "-m", "extender.kubectl_plugin", "why", "picky",
+    from tests.deploy.deploy_tools import kubectl  # the plugin talks through kubectl (proxy)
+
+    proc = subprocess.run([sys.executable, "-m", "kubectl_extender.cli", "why", "picky",
                            "--kubeconfig", str(cluster.workdir / "kubeconfig")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "KUBECTL": kubectl()})
     assert proc.returncode == 0, proc.stderr
     assert f"RESULT    {scheduler_says}" in proc.stdout.splitlines()
 

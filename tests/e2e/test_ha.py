@@ -5,10 +5,12 @@ an `extender serve` and a kube-scheduler with the shipped leader election (the l
 `scheduling-extender/extended-scheduler`, upstream's 15 s / 10 s / 2 s timings), all
 against one API double that serves leases with optimistic concurrency.
 
-The leader's extender is killed (a crash). The kubelet is played by `Kubelet`: it probes
-each replica's extender `/healthz` exactly as the Deployment's kube-scheduler
-`livenessProbe` says (period, failure threshold, 1 s timeout) and, at the threshold,
-stops that kube-scheduler with SIGTERM, as the kubelet does. With it the standby takes
+The leader's extender is killed (a crash). The kubelet is played by `Kubelet`: it
+resolves the Deployment's kube-scheduler `livenessProbe` as the kubelet does
+(`testing.kubelet`: a named port only among kube-scheduler's own ports, a number on the
+pod's IP, which the extender shares), probes the replica's process listening on that pod
+port (period, failure threshold, 1 s timeout) and, at the threshold, stops that
+kube-scheduler with SIGTERM, as the kubelet does. With it the standby takes
 the lease and places the pod that arrived after the crash; without it (the manifests
 before issue 25) the dead-sidecar leader keeps the lease and the pod waits.
 
@@ -18,7 +20,6 @@ the extended-scheduler.* alerts read exist there, with the labels they select on
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import threading
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testing import kubelet
 from testing.harness import SCHEDULER_CONFIG, E2ECluster, key_of, node, pod, wait_for
 from testing.wiretap import WireTap
 
@@ -35,11 +37,26 @@ DEPLOYMENT = Path(__file__).resolve().parents[2] / "manifests" / "base" / "deplo
 ACQUIRED = "successfully acquired lease"
 
 
-def liveness() -> dict:
-    """kube-scheduler's livenessProbe in the shipped Deployment."""
+def shipped(name: str) -> dict:
+    """A container of the shipped Deployment's pod."""
     pod_spec = yaml.safe_load(DEPLOYMENT.read_text())["spec"]["template"]["spec"]
-    (sched,) = [c for c in pod_spec["containers"] if c["name"] == "kube-scheduler"]
-    return sched["livenessProbe"]
+    (found,) = [c for c in pod_spec["containers"] if c["name"] == name]
+    return found
+
+
+def test_the_kubelet_can_run_kube_schedulers_probes():
+    """Issue 36 item 1: the kubelet resolves a named probe port among the probed
+    container's own ports only. kube-scheduler's probes of its extender's health must
+    therefore name the port by number (the pod's IP is shared), and that number must be
+    the port the extender container declares for /healthz."""
+    sched, ext = shipped("kube-scheduler"), shipped("extender")
+    metrics = kubelet.resolve_port("metrics", ext)
+    for name in ("startupProbe", "livenessProbe"):
+        probe = kubelet.target(name, sched[name], sched)
+        assert (probe.port, probe.path, probe.host) == (metrics, "/healthz", ""), name
+    # what the manifests said before: the extender's port name, probed for kube-scheduler
+    with pytest.raises(kubelet.ProbeError, match="couldn't find port"):
+        kubelet.target("livenessProbe", {"httpGet": {"path": "/healthz", "port": "metrics"}}, sched)
 
 
 def leader_election(config: dict) -> None:
@@ -58,6 +75,11 @@ class Replica(E2ECluster):
         self.tap = WireTap(self.extender_port).start()
         self.start_scheduler(kubeconfig)
         return self
+
+    def pod_ports(self) -> dict[int, int]:
+        """The pod's ports (as the shipped containers declare and listen on them) to
+        where this replica's processes listen on the test machine."""
+        return {kubelet.resolve_port("metrics", shipped("extender")): self.metrics_port}
 
     def leads(self) -> bool:
         return self.scheduler is not None and ACQUIRED in self.scheduler.tail(10**7)
@@ -83,25 +105,27 @@ class Replica(E2ECluster):
 class Kubelet(threading.Thread):
     """The kubelet's liveness probe of each replica's kube-scheduler container."""
 
-    def __init__(self, replicas: list[Replica], probe: dict) -> None:
+    def __init__(self, replicas: list[Replica], container: dict) -> None:
         super().__init__(daemon=True)
         self.replicas = replicas
+        probe = container["livenessProbe"]
         self.period = probe["periodSeconds"]
         self.threshold = probe.get("failureThreshold", 3)
         self.timeout = probe.get("timeoutSeconds", 1)
-        assert probe["httpGet"]["path"] == "/healthz" and probe["httpGet"]["port"] == "metrics"
+        self.target = kubelet.target("livenessProbe", probe, container)  # ProbeError: never run
+        assert self.target.action == "httpGet" and self.target.host == "", "the pod's IP"
         self.restarted: dict[int, float] = {}  # replica index -> when kube-scheduler was stopped
         self._stop = threading.Event()
 
     def healthy(self, replica: Replica) -> bool:
-        conn = http.client.HTTPConnection("127.0.0.1", replica.metrics_port, timeout=self.timeout)
+        port = replica.pod_ports().get(self.target.port)
+        if port is None:
+            return False  # nothing in the pod listens there: connection refused
         try:
-            conn.request("GET", "/healthz")
-            return conn.getresponse().status == 200
+            return kubelet.succeeds(kubelet.http_probe(self.target.scheme, "127.0.0.1", port,
+                                                       self.target.path, self.timeout))
         except OSError:
             return False
-        finally:
-            conn.close()
 
     def run(self) -> None:
         failures = [0] * len(self.replicas)
@@ -164,14 +188,18 @@ def place_one(leader: Replica, api, name: str) -> None:
 def test_the_standby_takes_over_when_the_leaders_extender_dies(replicas, record_property):
     leader, standby = elect(replicas)
     api = leader.api
+    started = time.monotonic()
     place_one(leader, api, "before")
+    # how long one pod takes through kube-scheduler and the extender on this machine now:
+    # the slack of the bounds below scales with it (a busy machine is slow, not wrong)
+    cycle = time.monotonic() - started
     holder = lease_holder(api)
-    kubelet = Kubelet(replicas, liveness())
-    kubelet.start()
+    prober = Kubelet(replicas, shipped("kube-scheduler"))
+    prober.start()
     changed: list[float] = []
 
     def watch_lease() -> None:
-        while not changed and not kubelet._stop.is_set():
+        while not changed and not prober._stop.is_set():
             if lease_holder(api) not in ("", holder):
                 changed.append(time.monotonic())
             time.sleep(0.05)
@@ -187,25 +215,27 @@ def test_the_standby_takes_over_when_the_leaders_extender_dies(replicas, record_
         placed = time.monotonic()
         watcher.join(timeout=5)
     finally:
-        kubelet.stop()
+        prober.stop()
     assert node_name, f"the pod that arrived after the crash was never placed\n{leader.logs()}\n{standby.logs()}"
     assert standby.leads() and lease_holder(api) not in ("", holder), "the standby holds the lease"
     assert standby.filtered(key_of(after)), "the standby's extender answered for it"
-    assert replicas.index(leader) in kubelet.restarted and replicas.index(standby) not in kubelet.restarted
-    detected = kubelet.restarted[replicas.index(leader)] - crashed
+    assert replicas.index(leader) in prober.restarted and replicas.index(standby) not in prober.restarted
+    detected = prober.restarted[replicas.index(leader)] - crashed
     handover = placed - crashed
-    lease_moved = changed[0] - kubelet.restarted[replicas.index(leader)]
+    lease_moved = changed[0] - prober.restarted[replicas.index(leader)]
     record_property("liveness_restart_after_s", round(detected, 1))
     record_property("lease_moved_after_restart_s", round(lease_moved, 1))
     record_property("pod_placed_after_s", round(handover, 1))
-    period, threshold = kubelet.period, kubelet.threshold
-    assert detected <= period * (threshold + 1) + 2, f"restart after {detected:.1f} s"
+    record_property("one_pod_before_the_crash_s", round(cycle, 1))
+    period, threshold = prober.period, prober.threshold
+    slack = 2 + 3 * cycle
+    assert detected <= period * (threshold + 1) + slack, f"restart after {detected:.1f} s"
     # kube-scheduler gives the lease up when it is stopped: the standby takes it within
     # its retry period (2 s), not after the 15 s lease duration
-    assert lease_moved <= 2 + 3, f"the lease moved {lease_moved:.1f} s after the restart"
+    assert lease_moved <= 2 + slack, f"the lease moved {lease_moved:.1f} s after the restart"
     # restart, then at most one lease duration (15 s) plus a retry period before the
     # standby leads, then one scheduling cycle
-    assert handover <= detected + 15 + 2 + 10, f"placed {handover:.1f} s after the crash"
+    assert handover <= detected + 15 + 2 + 10 + slack, f"placed {handover:.1f} s after the crash"
 
 
 def test_without_the_probe_the_leader_keeps_the_lease_and_the_profile_stalls(replicas):
@@ -277,6 +307,17 @@ def test_the_scheduler_alerts_use_series_the_real_kube_scheduler_exports(kube_sc
         assert re.search(rf'^scheduler_pending_pods\{{queue="{queue}"\}} ', text, re.M), queue
     assert re.search(r'^scheduler_schedule_attempts_total\{profile="extended-scheduler",result="error"\} [1-9]',
                      text, re.M), "an extender failure counts as result=error (ExtendedSchedulerErrors)"
+    # the dashboard's kube-scheduler panels read series this kube-scheduler exports
+    import json
+
+    dashboard = DEPLOYMENT.parents[1] / "components" / "prometheus-operator" / "grafana-dashboard.json"
+    exprs = [t["expr"] for p in json.loads(dashboard.read_text())["panels"] for t in p["targets"]
+             if 'job="extended-scheduler"' in t["expr"]]
+    assert len(exprs) >= 4
+    exported = set(re.findall(r"^([a-z_:]+)[{ ]", text, re.M))
+    for expr in exprs:
+        for name in re.findall(r"\b(scheduler_[a-z_]+|leader_election_[a-z_]+)\{", expr):
+            assert name in exported, f"{name} (dashboard: {expr}) is not exported"
 
 
 def _scraped_with(port: int, needle: str) -> str | None:

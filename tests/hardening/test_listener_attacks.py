@@ -8,8 +8,10 @@
 * AdmissionReviews larger than the body limit (refused before they are read) and more
   large ones at once than the in-flight byte budget holds (503 + Retry-After).
 
-Bounds are generous ("answered", not "fast"): the latency figures under these attacks
-are measured by `perf/listener_attacks.py` (docs/operate/hardening.md)."""
+Bounds are generous ("answered", not "fast") and scale with the same call measured
+before the attack on this machine now (issue 36: a busy machine is slow, not locked out);
+the latency figures under these attacks are measured by `perf/listener_attacks.py`
+(docs/operate/hardening.md)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,16 @@ def review(port: int, ctx: ssl.SSLContext, body: bytes = REVIEW, timeout: float 
         conn.close()
 
 
+def scaled(call, floor: float) -> float:
+    """`floor`, or ten times the slowest of three calls before the attack, if longer."""
+    took = []
+    for _ in range(3):
+        status, seconds = call()
+        assert status == 200
+        took.append(seconds)
+    return max(floor, 10 * max(took))
+
+
 def probe(port: int, timeout: float = PROBE_TIMEOUT) -> tuple[int, float]:
     """A kubelet-style probe: a new connection, `Connection: close`."""
     started = time.monotonic()
@@ -81,12 +93,13 @@ def test_never_handshaking_connections_do_not_lock_reviews_out(pki):
     listener = webhook(pki)
     silent = []
     try:
+        bound = scaled(lambda: review(listener.port, pki["client"]), 2.0)
         for _ in range(80):  # more than the old 64 slots; no certificate needed
             silent.append(socket.create_connection(("127.0.0.1", listener.port)))
             time.sleep(0.01)  # each one accepted before the next (the old backlog was 5)
         for _ in range(5):
-            status, took = review(listener.port, pki["client"])
-            assert status == 200 and took < 2.0
+            status, took = review(listener.port, pki["client"], timeout=max(5.0, bound))
+            assert status == 200 and took < bound
     finally:
         for sock in silent:
             sock.close()
@@ -100,6 +113,7 @@ def test_a_byte_at_a_time_cannot_hold_a_connection_past_the_request_deadline(pki
     listener = webhook(pki, timeout=2.0)
     slow: list[tuple[ssl.SSLSocket, float]] = []
     try:
+        bound = scaled(lambda: review(listener.port, pki["client"]), 2.0)
         for _ in range(64):
             raw = socket.create_connection(("127.0.0.1", listener.port))
             slow.append((pki["client"].wrap_socket(raw, server_hostname="localhost"), time.monotonic()))
@@ -118,12 +132,12 @@ def test_a_byte_at_a_time_cannot_hold_a_connection_past_the_request_deadline(pki
                     cut_after.append(time.monotonic() - opened)
                     sock.close()
                     slow[i] = (None, opened)
-            status, took = review(listener.port, pki["client"])
-            assert status == 200 and took < 2.0
+            status, took = review(listener.port, pki["client"], timeout=max(5.0, bound))
+            assert status == 200 and took < bound
             answered += 1
             time.sleep(0.5)
         assert len(cut_after) == 64, f"{64 - len(cut_after)} slow clients still connected"
-        assert max(cut_after) < 2.0 + 1.5
+        assert max(cut_after) < 2.0 + max(1.5, bound)
         assert answered == 12
     finally:
         for sock, _ in slow:
@@ -136,12 +150,13 @@ def test_idle_connections_do_not_lock_probes_out():
     listener = Listener("127.0.0.1:0", {"/healthz": lambda: (200, "text/plain", b"ok")}).start()
     idle = []
     try:
+        bound = scaled(lambda: probe(listener.port, timeout=30.0), PROBE_TIMEOUT)
         for _ in range(70):
             idle.append(socket.create_connection(("127.0.0.1", listener.port)))
             time.sleep(0.01)
         for _ in range(5):
-            status, took = probe(listener.port)
-            assert status == 200 and took < PROBE_TIMEOUT
+            status, took = probe(listener.port, timeout=bound)
+            assert status == 200 and took < bound
     finally:
         for sock in idle:
             sock.close()

@@ -1,7 +1,9 @@
 """Slow and hostile clients, for each worker class: slowloris heads, stalled bodies of
 every framing, long pipelines and 1,000 idle keep-alive connections. Throughout, health
 (on both listeners) and a normal `/filter` must answer, correctly, within a generous
-bound: "answers", not "is fast" (latency numbers belong in perf/)."""
+bound: "answers", not "is fast" (latency numbers belong in perf/). The bound scales with
+the same calls measured on the idle server first (issue 36: a busy machine is slow, not
+stalled)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ pytestmark = pytest.mark.xdist_group("hardening/test_slow_clients")
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
 FEASIBLE = ["od-a1", "od-b1", "spot-a1", "spot-b1"]
 BOUND = 2.0  # seconds; far above the milliseconds these take, far below a 5 s stall
+LIMITS: dict[int, float] = {}  # verbs port -> BOUND, or ten times the idle server's slowest call
 
 
 def post(body: bytes = BODY, extra: bytes = b"") -> bytes:
@@ -38,22 +41,31 @@ def server(request):
     metrics = free_port()
     port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", request.param,
                        "--metrics-listen", f"127.0.0.1:{metrics}", "--log-level", "error")
+    LIMITS[port] = max(BOUND, 10 * max(served_in((port, metrics)) for _ in range(3)))
     yield port, metrics
     stop(proc)
 
 
-def assert_served(ports: tuple[int, int]) -> None:
-    """Health on both listeners and a correct /filter, each within BOUND."""
+def served_in(ports: tuple[int, int], bound: float = float("inf")) -> float:
+    """Health on both listeners and a correct /filter, each within `bound`; the slowest."""
     port, metrics = ports
+    slowest = 0.0
     for target, method, path, body in ((port, "POST", "/filter", BODY), (port, "GET", "/healthz", None),
                                        (metrics, "GET", "/healthz", None), (metrics, "GET", "/readyz", None)):
         started = time.monotonic()
         status, data = request(target, method, path, body)
         took = time.monotonic() - started
         assert status == 200, (path, status, data[:200])
-        assert took < BOUND, f"{path} on {target} took {took:.2f} s"
+        assert took < bound, f"{path} on {target} took {took:.2f} s"
         if path == "/filter":
             assert orjson.loads(data)["NodeNames"] == FEASIBLE
+        slowest = max(slowest, took)
+    return slowest
+
+
+def assert_served(ports: tuple[int, int]) -> None:
+    """Health on both listeners and a correct /filter, each within the module's bound."""
+    served_in(ports, LIMITS[ports[0]])
 
 
 def read_one(sock: socket.socket) -> bytes:

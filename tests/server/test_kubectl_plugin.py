@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
+from kubectl_extender.cli import PluginError, Response, ask
 
-from extender.kubectl_plugin import PluginError, Response, ask
 from extender.state import load_objects
 from testing.apiserver import FakeApiServer
 from testing.harness import start_extender
@@ -45,8 +45,9 @@ def extender(tmp_path_factory):
 
 
 def plugin(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "extender.kubectl_plugin", *args], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **(env or {})})
+    """The plugin as kubectl runs it, with the kubectl it talks through (.ci/install-tools)."""
+    return subprocess.run([sys.executable, "-m", "kubectl_extender.cli", *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "KUBECTL": kubectl(), **(env or {})})
 
 
 def test_why_prints_the_table_through_the_service_proxy(extender):
@@ -128,7 +129,7 @@ def test_kubectl_finds_the_plugin(extender, tmp_path):
     script = Path(sys.executable).parent / "kubectl-extender"
     assert script.exists(), f"{script}: the package's console script (pip install -e .)"
     env = {**os.environ, "PATH": f"{script.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "KUBECONFIG": str(kubeconfig)}
+           "KUBECONFIG": str(kubeconfig), "KUBECTL": kubectl()}
     proc = subprocess.run([kubectl(), "extender", "why", "sla-gt"], capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -139,8 +140,10 @@ def test_port_forward_runs_kubectl_port_forward(extender, tmp_path):
     _, kubeconfig, port, _ = extender
     calls = tmp_path / "calls"
     fake = tmp_path / "kubectl"
-    fake.write_text(f"#!/bin/sh\necho \"$@\" > {calls}\necho 'Forwarding from 127.0.0.1:{port} -> 8889'\n"
-                    "exec sleep 60\n")
+    # port-forward is played; every other command (the context's namespace, the API
+    # proxy for the pod check) is the real kubectl's
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = port-forward ] || exec {kubectl()} \"$@\"\n"
+                    f"echo \"$@\" > {calls}\necho 'Forwarding from 127.0.0.1:{port} -> 8889'\nexec sleep 60\n")
     fake.chmod(0o755)
     proc = plugin("why", "sla-gt", "--port-forward", "--kubeconfig", str(kubeconfig), env={"KUBECTL": str(fake)})
     assert proc.returncode == 0, proc.stderr

@@ -61,7 +61,7 @@ metadata:
     assert main(["validate", "-"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
-        "-:2:Pod/p: warning: metadata.annotations[scheduling-extender.io/tolerations][0]: a NoExecute taint can "
+        "-:6:Pod/p: warning: metadata.annotations[scheduling-extender.io/tolerations][0]: a NoExecute taint can "
         "only be tolerated from spec.tolerations: the node's taint manager evicts a pod that only this annotation "
         "lets onto the node",
         "1 object(s) checked, 0 error(s)",

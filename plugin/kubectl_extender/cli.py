@@ -7,19 +7,24 @@
 `why` explains a pod of the cluster (`GET /explain/NAMESPACE/POD`), `explain` a pod
 from a file, e.g. one not created yet (`POST /explain`), both against the extender's
 live state; `drift` lists the running pods whose node no longer satisfies them
-(`GET /drift`, docs/operate/drift.md). The extender is reached like `kubectl get --raw` reaches a Service: through
-the API server's service proxy with the user's kubeconfig (RBAC: `get` on
+(`GET /drift`, docs/operate/drift.md). The extender is reached like `kubectl get --raw`
+reaches a Service: through the API server's service proxy, by way of `kubectl proxy` with
+the user's kubeconfig (every kind of credential kubectl knows; RBAC: `get` on
 `services/proxy` of the extender's Service; manifests/components/explain has a
 ClusterRole), or with `--port-forward` (runs `kubectl port-forward` to the Service) or
 `--url` (a direct URL, e.g. a port-forward you started). `why` first reads the pod with
 the user's own credentials, so a user who may not read it is told so, as kubectl would.
 
-A console script of the package (`kubectl-extender` on PATH makes it a kubectl plugin).
+The standard library only (issue 36): kubectl does the talking to the API server and
+reads YAML pod files (`kubectl patch --local`), so the plugin installs on its own
+(plugin/pyproject.toml, the krew manifest of a release) without the server's dependencies.
+`kubectl-extender` on PATH makes it a kubectl plugin.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -30,9 +35,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
-
-import orjson
+from urllib.parse import quote, urlencode
 
 DEFAULT_SERVICE = "scheduling-extender/extended-scheduler-metrics:metrics"
 SERVICE_ENV = "KUBECTL_EXTENDER_SERVICE"
@@ -40,6 +43,7 @@ URL_ENV = "KUBECTL_EXTENDER_URL"
 RETRIES = 3  # 429 / 503 with a Retry-After of at most MAX_WAIT seconds are retried
 MAX_WAIT = 10.0
 _FORWARDING = re.compile(rb"Forwarding from (?:127\.0\.0\.1|\[::1\]):(\d+)")
+_SERVING = re.compile(rb"Starting to serve on 127\.0\.0\.1:(\d+)")
 
 
 class PluginError(Exception):
@@ -77,13 +81,13 @@ class DirectTransport:
             raise PluginError(f"cannot reach the extender at {self.base}: {reason}") from None
 
 
-class ProxyTransport:
-    """Through the API server's service proxy, with the kubeconfig's credentials."""
+class ProxyTransport(DirectTransport):
+    """Through the API server's service proxy, reached by way of `kubectl proxy` (which
+    carries the kubeconfig's credentials)."""
 
-    def __init__(self, api_client: Any, service: str, timeout: float) -> None:
-        self.api_client = api_client
+    def __init__(self, proxy_url: str | None, service: str, timeout: float) -> None:
         self.namespace, self.name, self.port = parse_service(service)
-        self.timeout = timeout
+        super().__init__((proxy_url or "") + self.prefix, timeout)
 
     @property
     def prefix(self) -> str:
@@ -92,19 +96,6 @@ class ProxyTransport:
 
     def describe(self) -> str:
         return f"service {self.namespace}/{self.name}{':' + self.port if self.port else ''} via the API server"
-
-    def send(self, method: str, path: str, body: bytes | None) -> Response:
-        resource, _, params = path.partition("?")
-        try:
-            request = self.api_client.param_serialize(
-                method, self.prefix + resource, query_params=parse_qsl(params),
-                header_params={"Content-Type": "application/json", "Accept": "application/json"},
-                body=orjson.loads(body) if body else None, auth_settings=["BearerToken"])
-            response = self.api_client.call_api(*request, _request_timeout=self.timeout)
-            data = response.read()
-        except Exception as exc:  # unreachable API server, TLS, timeout
-            raise PluginError(f"cannot reach the API server: {exc}") from None
-        return Response(response.status, data, response.headers.get("Retry-After"))
 
 
 def parse_service(text: str) -> tuple[str, str, str]:
@@ -119,45 +110,50 @@ def parse_service(text: str) -> tuple[str, str, str]:
 # --- kubeconfig ------------------------------------------------------------------------
 
 
-def load_kubeconfig(path: str | None, context: str | None) -> tuple[Any, str]:
-    """(ApiClient, the context's namespace or "default"), as kubectl reads them."""
-    from kubernetes import client, config
+class Kubectl:
+    """The kubectl the plugin runs (`$KUBECTL`, else the one on PATH), with the user's
+    `--kubeconfig` and `--context`."""
 
-    configuration = client.Configuration()
-    try:
-        config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
-        _, active = config.list_kube_config_contexts(config_file=path)
-        if context:
-            contexts, _ = config.list_kube_config_contexts(config_file=path)
-            active = next((c for c in contexts if c["name"] == context), active)
-    except Exception as exc:  # ConfigException, missing file, bad YAML
-        raise PluginError(f"cannot load the kubeconfig: {exc}") from None
-    namespace = (active or {}).get("context", {}).get("namespace") or "default"
-    return client.ApiClient(configuration), namespace
+    def __init__(self, kubeconfig: str | None, context: str | None) -> None:
+        found = shutil.which(os.environ.get("KUBECTL", "kubectl"))
+        if found is None:
+            raise PluginError("kubectl not found on PATH (or set KUBECTL)")
+        self.path = found
+        self.flags = [*(["--kubeconfig", kubeconfig] if kubeconfig else []),
+                      *(["--context", context] if context else [])]
+
+    def run(self, *args: str, stdin: bytes | None = None) -> bytes:
+        proc = subprocess.run([self.path, *args, *self.flags], input=stdin, capture_output=True, timeout=120)
+        if proc.returncode != 0:
+            raise PluginError(proc.stderr.decode(errors="replace").strip().removeprefix("error: ")
+                              or f"kubectl {args[0]} exited {proc.returncode}")
+        return proc.stdout
+
+    def namespace(self) -> str:
+        """The context's namespace, or "default", as kubectl reads it."""
+        try:
+            out = self.run("config", "view", "--minify", "-o", "jsonpath={.contexts[0].context.namespace}")
+        except PluginError as exc:
+            raise PluginError(f"cannot load the kubeconfig: {exc}") from None
+        return out.decode().strip() or "default"
 
 
-def check_pod(api_client: Any, namespace: str, name: str, timeout: float) -> None:
+def check_pod(proxy_url: str, namespace: str, name: str, timeout: float) -> None:
     """Read the pod with the user's credentials: not found and forbidden are said as
     kubectl says them, before the extender is asked."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        response = client.CoreV1Api(api_client).read_namespaced_pod(
-            name, namespace, _preload_content=False, _request_timeout=timeout)
-        response.release_conn()
-    except ApiException as exc:
-        message = _status_message(exc.body) or f"{exc.status} {exc.reason}"
-        kind = {404: "NotFound", 403: "Forbidden", 401: "Unauthorized"}.get(exc.status, str(exc.status))
-        raise PluginError(f"Error from server ({kind}): {message}") from None
-    except Exception as exc:
-        raise PluginError(f"cannot reach the API server: {exc}") from None
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+    response = DirectTransport(proxy_url, timeout).send("GET", path, None)
+    if response.status == 200:
+        return
+    message = _status_message(response.body) or f"HTTP {response.status}"
+    kind = {404: "NotFound", 403: "Forbidden", 401: "Unauthorized"}.get(response.status, str(response.status))
+    raise PluginError(f"Error from server ({kind}): {message}")
 
 
 def _status_message(body: Any) -> str:
     try:
-        data = orjson.loads(body)
-    except (orjson.JSONDecodeError, TypeError):
+        data = json.loads(body)
+    except (ValueError, TypeError):
         return body.decode(errors="replace")[:300] if isinstance(body, bytes) else ""
     if isinstance(data, dict):
         return str(data.get("message") or data.get("error") or "")
@@ -167,25 +163,18 @@ def _status_message(body: Any) -> str:
 # --- port-forward ----------------------------------------------------------------------
 
 
-class PortForward:
-    """`kubectl port-forward` to the Service on a free local port, for one command."""
+class Background:
+    """A kubectl command that serves on a local port it prints (`port-forward`, `proxy`),
+    for one command of the plugin."""
 
-    def __init__(self, service: str, kubeconfig: str | None, context: str | None, timeout: float) -> None:
-        namespace, name, port = parse_service(service)
-        kubectl = shutil.which(os.environ.get("KUBECTL", "kubectl"))
-        if kubectl is None:
-            raise PluginError("--port-forward needs kubectl on PATH")
-        cmd = [kubectl, "port-forward", "-n", namespace, f"service/{name}", f":{port or '8889'}"]
-        if kubeconfig:
-            cmd += ["--kubeconfig", kubeconfig]
-        if context:
-            cmd += ["--context", context]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def __init__(self, kubectl: Kubectl, args: list[str], printed: re.Pattern[bytes], timeout: float) -> None:
+        self.proc = subprocess.Popen([kubectl.path, *args, *kubectl.flags], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout
         line = b""
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
-            match = _FORWARDING.search(line)
+            match = printed.search(line)
             if match:
                 self.url = f"http://127.0.0.1:{int(match.group(1))}"
                 return
@@ -193,7 +182,7 @@ class PortForward:
                 break
         self.close()
         err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
-        raise PluginError(f"kubectl port-forward failed: {err or line.decode(errors='replace') or 'no port'}")
+        raise PluginError(f"kubectl {args[0]} failed: {err or line.decode(errors='replace') or 'no port'}")
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -202,6 +191,18 @@ class PortForward:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+def port_forward(kubectl: Kubectl, service: str, timeout: float) -> Background:
+    """`kubectl port-forward` to the Service on a free local port."""
+    namespace, name, port = parse_service(service)
+    return Background(kubectl, ["port-forward", "-n", namespace, f"service/{name}", f":{port or '8889'}"],
+                      _FORWARDING, timeout)
+
+
+def api_proxy(kubectl: Kubectl, timeout: float) -> Background:
+    """`kubectl proxy` on a free local port: the API server with the user's credentials."""
+    return Background(kubectl, ["proxy", "--port=0"], _SERVING, timeout)
 
 
 # --- asking ----------------------------------------------------------------------------
@@ -213,8 +214,8 @@ def ask(transport: Any, method: str, path: str, body: bytes | None = None) -> di
         response = transport.send(method, path, body)
         if response.status == 200:
             try:
-                return orjson.loads(response.body)
-            except orjson.JSONDecodeError:
+                return json.loads(response.body)
+            except ValueError:
                 raise PluginError(f"{transport.describe()} answered something other than JSON") from None
         wait = _seconds(response.retry_after)
         if response.status in (429, 503) and wait is not None and wait <= MAX_WAIT and attempt < RETRIES:
@@ -245,17 +246,17 @@ def query(ns: argparse.Namespace) -> str:
     return "?" + urlencode(params) if params else ""
 
 
-def read_pods(path: str, namespace: str) -> list[dict[str, Any]]:
-    from extender.state.loader import ClusterFileError, parse_documents
-
-    try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        raise PluginError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        objects = parse_documents(data, path)
-    except ClusterFileError as exc:
-        raise PluginError(str(exc)) from None
+def read_pods(kubectl: Kubectl, path: str, namespace: str) -> list[dict[str, Any]]:
+    """The Pods of a YAML or JSON file (`-` for stdin), as JSON: kubectl reads the file
+    (`kubectl patch --local` with an empty patch prints each object unchanged)."""
+    if path != "-" and not Path(path).is_file():
+        raise PluginError(f"cannot read {path}: no such file")
+    data = sys.stdin.buffer.read() if path == "-" else None
+    out = kubectl.run("patch", "--local", "-f", path, "--type", "merge", "-p", "{}", "-o", "json", stdin=data)
+    decoder, text, objects, at = json.JSONDecoder(), out.decode(), [], 0
+    while text[at:].strip():
+        obj, at = decoder.raw_decode(text, len(text) - len(text[at:].lstrip()))
+        objects += obj.get("items", []) if obj.get("kind", "").endswith("List") else [obj]
     pods = [o for o in objects if o.get("kind", "Pod") == "Pod"]
     if not pods:
         raise PluginError(f"{path}: no Pod objects found")
@@ -306,13 +307,12 @@ def render_drift(report: dict[str, Any], all_namespaces: bool) -> str:
 
 
 def render(report: dict[str, Any], output: str, all_nodes: bool) -> str:
-    if output == "json":
-        return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
-    if output == "yaml":
-        import yaml
+    from kubectl_extender.render import render_summary, render_table, to_yaml
 
-        return yaml.safe_dump(report, sort_keys=False)
-    from extender.explain import render_summary, render_table
+    if output == "json":
+        return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    if output == "yaml":
+        return to_yaml(report)
 
     text = render_summary(report)
     if all_nodes:
@@ -358,46 +358,53 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(ns: argparse.Namespace) -> int:
-    api_client, namespace = None, ns.namespace
-    if not ns.url or ns.command == "why":
-        try:
-            api_client, context_namespace = load_kubeconfig(ns.kubeconfig, ns.context)
-        except PluginError:
-            if not ns.url:
-                raise
-            context_namespace = "default"  # --url without a usable kubeconfig: no pod check
-        namespace = namespace or context_namespace
-    namespace = namespace or "default"
-    forward = None
     try:
+        kubectl: Kubectl | None = Kubectl(ns.kubeconfig, ns.context)
+    except PluginError:
+        if not (ns.url and ns.command == "why"):
+            raise
+        kubectl = None  # --url asks without kubectl; only the pod check needs it
+    namespace, proxy, forward = ns.namespace, None, None
+    try:
+        if kubectl is not None and (not ns.url or ns.command == "why"):
+            try:
+                namespace = namespace or kubectl.namespace()
+                if ns.command == "why" or not (ns.url or ns.port_forward):
+                    proxy = api_proxy(kubectl, ns.request_timeout)
+            except PluginError:
+                if not ns.url:
+                    raise
+                # --url without a usable kubeconfig: no pod check
+        namespace = namespace or "default"
         if ns.url:
             transport: Any = DirectTransport(ns.url, ns.request_timeout)
         elif ns.port_forward:
-            forward = PortForward(ns.service, ns.kubeconfig, ns.context, ns.request_timeout)
+            forward = port_forward(kubectl, ns.service, ns.request_timeout)
             transport = DirectTransport(forward.url, ns.request_timeout)
         else:
-            transport = ProxyTransport(api_client, ns.service, ns.request_timeout)
+            transport = ProxyTransport(proxy.url, ns.service, ns.request_timeout)
         if ns.command == "drift":
             report = ask(transport, "GET", drift_query(ns, namespace))
             if ns.output == "json":
-                sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+                sys.stdout.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
             else:
                 sys.stdout.write(render_drift(report, ns.all_namespaces))
             return 0
         if ns.command == "why":
-            if api_client is not None:
-                check_pod(api_client, namespace, ns.pod, ns.request_timeout)
+            if proxy is not None:
+                check_pod(proxy.url, namespace, ns.pod, ns.request_timeout)
             path = f"/explain/{quote(namespace, safe='')}/{quote(ns.pod, safe='')}{query(ns)}"
             report = ask(transport, "GET", path)
         else:
             report = {"results": []}
-            for pod in read_pods(ns.filename, namespace):
-                answer = ask(transport, "POST", "/explain" + query(ns), orjson.dumps(pod))
+            for pod in read_pods(kubectl, ns.filename, namespace):
+                answer = ask(transport, "POST", "/explain" + query(ns), json.dumps(pod).encode())
                 report["results"] += answer["results"]
                 report.update({k: v for k, v in answer.items() if k != "results"})
     finally:
-        if forward is not None:
-            forward.close()
+        for background in (forward, proxy):
+            if background is not None:
+                background.close()
     sys.stdout.write(render(report, ns.output, ns.all_nodes))
     return 0
 
