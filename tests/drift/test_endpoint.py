@@ -136,7 +136,7 @@ def test_kubectl_extender_drift_prints_the_report(served):
     url = f"http://127.0.0.1:{listener.port}"
 
     def kubectl(*args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "extender.kubectl_plugin", "drift", "--url", url, *args],
+        proc = subprocess.run([sys.executable, "-m", "kubectl_extender.cli", "drift", "--url", url, *args],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout

@@ -130,7 +130,7 @@ def wait_gauge(cluster: E2ECluster, plugin: str, count: int) -> None:
 
 
 def kubectl_drift(cluster: E2ECluster) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "extender.kubectl_plugin", "drift", "-A", "-o", "json",
+    proc = subprocess.run([sys.executable, "-m", "kubectl_extender.cli", "drift", "-A", "-o", "json",
                            "--kubeconfig", str(cluster.workdir / "kubeconfig")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
