@@ -119,29 +119,37 @@ def size_of(v: Any) -> int:
     return 1
 
 
-def cel_equal(a: Any, b: Any) -> bool:
-    """CEL runtime (heterogeneous) equality: numbers compare by value across int/uint/double,
-    other kinds must match, lists/maps compare element-wise; different kinds are unequal."""
+def equal(a: Any, b: Any) -> Any:
+    """cel-go ``types.Equal``: True, False, or the error (a ``CelError``, not raised) of a
+    Kubernetes type compared with another type.  Numbers compare by value across
+    int/uint/double (NaN equals nothing); other kinds must match; lists and maps compare
+    element-wise, an element error counting as "not unequal" (cel-go tests ``== False``)."""
     ka, kb = kind(a), kind(b)
     if ka in NUMERIC and kb in NUMERIC:
         if ka == kb:
             return a == b if ka != "double" else float(a) == float(b)
         if (ka == "double" and math.isnan(a)) or (kb == "double" and math.isnan(b)):
-            return False  # NaN equals nothing (only ordering a NaN is an error)
+            return False
         return _num_cmp(a, b) == 0
+    if ka == "null_type" or kb == "null_type":
+        return ka == kb
+    if getattr(a, "strict_equality", False):
+        try:
+            return bool(a.cel_equals(b))
+        except (TypeError, EvalError):
+            return CelError(f"no such overload: {ka} == {kb}")
     if ka != kb:
-        strict = getattr(a, "cel_equals", None) if getattr(a, "strict_equality", False) else None
-        if strict is not None:  # a Kubernetes type's Equal: no such overload
-            return bool(strict(b))
         return False
     if ka == "list":
-        return len(a) == len(b) and all(cel_equal(x, y) for x, y in zip(a, b, strict=True))
+        if len(a) != len(b):
+            return False
+        return all(equal(x, y) is not False for x, y in zip(a, b, strict=True))
     if ka == "map":
         if len(a) != len(b):
             return False
         for k, v in a.items():
-            found = _map_lookup(b, k)
-            if found is _MISSING or not cel_equal(v, found):
+            found = map_find(b, k)
+            if found is MISSING or equal(v, found) is False:
                 return False
         return True
     if ka == "bool":
@@ -154,28 +162,67 @@ def cel_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-_MISSING = object()
+def cel_equal(a: Any, b: Any) -> bool:
+    """Equality where cel-go asks ``Equal(...) == True`` (an error is not equal)."""
+    return equal(a, b) is True
 
 
-def _map_lookup(m: dict, key: Any) -> Any:
-    """Look a key up with CEL key semantics (numeric keys equal across int/uint/double)."""
+MISSING = object()
+_MISSING = MISSING
+
+
+def _same_key(stored: Any, key: Any) -> bool:
+    return kind(stored) == kind(key) and stored == key
+
+
+def map_find(m: dict, key: Any) -> Any:
+    """cel-go map lookup: the entry with the same key; else an int key finds a uint one,
+    a uint key an int one, a double key (integral) an int then a uint one."""
     k = kind(key)
-    for candidate, value in m.items():
-        kc = kind(candidate)
-        if (kc == k or (kc in NUMERIC and k in NUMERIC)) and cel_equal(candidate, key):
+    if k == "string":
+        return m.get(key, MISSING)  # a str key equals only str keys
+    for stored, value in m.items():
+        if _same_key(stored, key):
             return value
-    return _MISSING
+    if k == "int" and key >= 0:
+        return _find_kind(m, "uint", int(key))
+    if k == "uint" and key <= INT64_MAX:
+        return _find_kind(m, "int", int(key))
+    if k == "double" and float(key).is_integer():
+        i = int(key)
+        found = _find_kind(m, "int", i) if INT64_MIN <= i <= INT64_MAX else MISSING
+        if found is MISSING and 0 <= i <= UINT64_MAX:
+            found = _find_kind(m, "uint", i)
+        return found
+    return MISSING
+
+
+def _find_kind(m: dict, k: str, value: int) -> Any:
+    for stored, v in m.items():
+        if kind(stored) == k and stored == value:
+            return v
+    return MISSING
 
 
 def map_get(m: dict, key: Any) -> Any:
-    try:
-        if kind(key) == "string":
-            value = m.get(key, _MISSING)
-            if value is not _MISSING:
-                return value
-    except TypeError:  # celpy keys raise on cross-type comparisons
-        pass
-    return _map_lookup(m, key)
+    return map_find(m, key)
+
+
+def map_put(m: dict, key: Any, value: Any) -> None:
+    """Insert or replace (cel-go builds a Go map: a repeated key keeps the last value).
+    Python conflates ``True``, ``1``, ``1u`` and ``1.0`` as keys where CEL does not."""
+    if kind(key) != "string":
+        for stored in m:
+            if stored == key and kind(stored) != kind(key):
+                raise CelError("a map with keys of different kinds that compare equal "
+                               f"({kind(stored)} and {kind(key)}) is not supported")
+    m[key] = value
+
+
+def map_delete(m: dict, key: Any) -> None:
+    for stored in list(m):
+        if _same_key(stored, key):
+            del m[stored]
 
 
 def _num_cmp(a: Any, b: Any) -> int:

@@ -36,6 +36,5 @@ def is_less_than(a: Any, b: Any) -> Any:
     return bool(_compare(a, b) == -1)
 
 
-SIGNATURES: list[str] = []  # declared by the semver and quantity libraries
 FUNCTIONS = {"compareTo": compare_to, "isGreaterThan": is_greater_than,
              "isLessThan": is_less_than}

@@ -220,10 +220,5 @@ def _constant(f: Format):
     return impl
 
 
-SIGNATURES = [
-    "format.named(string) -> optional_type(Format)",
-    "Format.validate(string) -> optional_type(list(string))",
-    *(f"format.{key}() -> Format" for key in FORMATS),
-]
 FUNCTIONS = {"format.named": named, "validate": validate,
              **{f"format.{key}": _constant(f) for key, f in FORMATS.items()}}

@@ -188,15 +188,6 @@ _PREDICATES = {"isUnspecified": "is_unspecified", "isLoopback": "is_loopback",
                "isLinkLocalUnicast": "is_link_local_unicast",
                "isGlobalUnicast": "is_global_unicast"}
 
-SIGNATURES = [
-    "ip(string) -> IP", "isIP(string) -> bool", "ip.isCanonical(string) -> bool",
-    "IP.family() -> int", "string(IP) -> string",
-    *(f"IP.{name}() -> bool" for name in _PREDICATES),
-    "cidr(string) -> CIDR", "isCIDR(string) -> bool", "string(CIDR) -> string",
-    "CIDR.containsIP(IP) -> bool", "CIDR.containsIP(string) -> bool",
-    "CIDR.containsCIDR(CIDR) -> bool", "CIDR.containsCIDR(string) -> bool",
-    "CIDR.ip() -> IP", "CIDR.masked() -> CIDR", "CIDR.prefixLength() -> int",
-]
 FUNCTIONS = {"ip": ip, "isIP": is_ip, "ip.isCanonical": is_canonical, "family": family,
              "cidr": cidr, "isCIDR": is_cidr, "containsIP": contains_ip,
              "containsCIDR": contains_cidr, "masked": masked, "prefixLength": prefix_length,

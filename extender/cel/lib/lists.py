@@ -111,6 +111,19 @@ def sort(items: Any) -> Any:
     return list(sort_values(list(items)))
 
 
+@cel_function("@sortByAssociatedKeys")
+def sort_by_keys(items: Any, keys: Any) -> Any:
+    """``sortBy``'s sort (cel-go ``sortListByAssociatedKeys``): ``items`` in the order of
+    ``keys``; the two lists must be of one size."""
+    want(items, "list")
+    want(keys, "list")
+    if len(items) != len(keys):
+        raise EvalError("@sortByAssociatedKeys() expected a list of the same size as the "
+                        f"associated keys list, but got {len(items)} and {len(keys)} elements "
+                        "respectively")
+    return list(sort_values(list(items), list(keys)))
+
+
 @cel_function("isSorted")
 def is_sorted(items: Any) -> Any:
     want(items, "list")
@@ -184,18 +197,8 @@ def last_index_of(target: Any, item: Any, offset: Any = None) -> Any:
     return -1
 
 
-SIGNATURES = [
-    "list(A).slice(int, int) -> list(A)", "list(A).flatten() -> list(dyn)",
-    "list(A).flatten(int) -> list(dyn)", "list(A).distinct() -> list(A)",
-    "lists.range(int) -> list(int)", "list(A).reverse() -> list(A)",
-    "list(A).sort() -> list(A)",
-    "list(A).isSorted() -> bool", "list(int).sum() -> int", "list(uint).sum() -> uint",
-    "list(double).sum() -> double", "list(duration).sum() -> duration",
-    "list(A).min() -> A", "list(A).max() -> A",
-    "list(A).indexOf(A) -> int", "list(A).lastIndexOf(A) -> int",
-]
 FUNCTIONS = {
     "slice": slice_, "flatten": flatten, "distinct": distinct, "lists.range": range_,
-    "reverse": reverse, "sort": sort, "isSorted": is_sorted, "sum": sum_, "min": min_,
+    "reverse": reverse, "sort": sort, "@sortByAssociatedKeys": sort_by_keys, "isSorted": is_sorted, "sum": sum_, "min": min_,
     "max": max_, "indexOf": index_of, "lastIndexOf": last_index_of,
 }

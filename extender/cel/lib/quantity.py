@@ -237,15 +237,6 @@ def quantity_compare(a: Any, b: Any) -> int:
     return (x > y) - (x < y)
 
 
-SIGNATURES = [
-    "quantity(string) -> Quantity", "isQuantity(string) -> bool",
-    "Quantity.isInteger() -> bool", "Quantity.asInteger() -> int",
-    "Quantity.asApproximateFloat() -> double", "sign(Quantity) -> int",
-    "Quantity.add(Quantity) -> Quantity", "Quantity.add(int) -> Quantity",
-    "Quantity.sub(Quantity) -> Quantity", "Quantity.sub(int) -> Quantity",
-    "Quantity.compareTo(Quantity) -> int", "Quantity.isGreaterThan(Quantity) -> bool",
-    "Quantity.isLessThan(Quantity) -> bool",
-]
 FUNCTIONS = {"quantity": quantity, "isQuantity": is_quantity, "isInteger": is_integer,
              "asInteger": as_integer, "asApproximateFloat": as_approximate_float,
              "sign": sign, "add": add, "sub": sub}

@@ -502,57 +502,6 @@ def type_of(v: Any) -> CelType:
     return CelType(kind(v))
 
 
-SIGNATURES = [
-    # operators (names as cel-python calls them; checked by the validator)
-    "_+_(int, int) -> int", "_+_(uint, uint) -> uint", "_+_(double, double) -> double",
-    "_+_(string, string) -> string", "_+_(bytes, bytes) -> bytes",
-    "_+_(list(A), list(A)) -> list(A)", "_+_(timestamp, duration) -> timestamp",
-    "_+_(duration, timestamp) -> timestamp", "_+_(duration, duration) -> duration",
-    "_-_(int, int) -> int", "_-_(uint, uint) -> uint", "_-_(double, double) -> double",
-    "_-_(timestamp, timestamp) -> duration", "_-_(timestamp, duration) -> timestamp",
-    "_-_(duration, duration) -> duration",
-    "_*_(int, int) -> int", "_*_(uint, uint) -> uint", "_*_(double, double) -> double",
-    "_/_(int, int) -> int", "_/_(uint, uint) -> uint", "_/_(double, double) -> double",
-    "_%_(int, int) -> int", "_%_(uint, uint) -> uint",
-    "-_(int) -> int", "-_(double) -> double",
-    "!_(bool) -> bool",
-    "_&&_(bool, bool) -> bool", "_||_(bool, bool) -> bool", "_?_:_(bool, A, A) -> A",
-    "_==_(A, A) -> bool", "_!=_(A, A) -> bool",
-    "@in(A, list(A)) -> bool", "@in(A, map(A, B)) -> bool",
-    "_[_](list(A), int) -> A", "_[_](map(K, V), K) -> V",
-    # cel-go's declaration order (a free type variable binds to the first match)
-    "size(bytes) -> int", "size(list(A)) -> int", "size(map(K, V)) -> int",
-    "size(string) -> int", "bytes.size() -> int", "list(A).size() -> int",
-    "map(K, V).size() -> int", "string.size() -> int",
-    "string.contains(string) -> bool", "string.startsWith(string) -> bool",
-    "string.endsWith(string) -> bool",
-    "int(int) -> int", "int(uint) -> int", "int(double) -> int", "int(string) -> int",
-    "int(timestamp) -> int", "int(duration) -> int",
-    "uint(uint) -> uint", "uint(int) -> uint", "uint(double) -> uint", "uint(string) -> uint",
-    "double(double) -> double", "double(int) -> double", "double(uint) -> double",
-    "double(string) -> double",
-    "string(string) -> string", "string(bool) -> string", "string(int) -> string",
-    "string(uint) -> string", "string(double) -> string", "string(bytes) -> string",
-    "string(timestamp) -> string", "string(duration) -> string",
-    "bool(bool) -> bool", "bool(string) -> bool",
-    "bytes(bytes) -> bytes", "bytes(string) -> bytes",
-    "duration(duration) -> duration", "duration(string) -> duration",
-    "duration(int) -> duration",
-    "timestamp(timestamp) -> timestamp", "timestamp(string) -> timestamp",
-    "timestamp(int) -> timestamp",
-    "dyn(A) -> dyn", "type(A) -> type",
-]
-for _op in ("_<_", "_<=_", "_>_", "_>=_"):
-    SIGNATURES += [f"{_op}({t}, {t}) -> bool" for t in ("bool", "string", "bytes",
-                                                         "timestamp", "duration")]
-    SIGNATURES += [f"{_op}({a}, {b}) -> bool" for a in ("int", "uint", "double")
-                   for b in ("int", "uint", "double")]
-for _acc in ("getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek",
-             "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds"):
-    SIGNATURES += [f"timestamp.{_acc}() -> int", f"timestamp.{_acc}(string) -> int"]
-for _acc in ("getHours", "getMinutes", "getSeconds", "getMilliseconds"):
-    SIGNATURES.append(f"duration.{_acc}() -> int")
-
 FUNCTIONS = {
     "_+_": add, "_-_": sub, "_*_": mul, "_/_": div, "_%_": mod, "-_": neg, "!_": logical_not,
     "_==_": eq, "_!=_": ne, "_<_": lt, "_<=_": le, "_>_": gt, "_>=_": ge,

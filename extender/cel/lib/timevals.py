@@ -125,8 +125,7 @@ _DURATION = {
     "getHours": lambda ns: _trunc(ns, 3600 * 10**9),
     "getMinutes": lambda ns: _trunc(ns, 60 * 10**9),
     "getSeconds": lambda ns: _trunc(ns, 10**9),
-    "getMilliseconds": lambda ns: _trunc(ns, 10**6) % 1000 if ns >= 0 else -(
-        _trunc(-ns, 10**6) % 1000),
+    "getMilliseconds": lambda ns: _trunc(ns, 10**6),  # Go Duration.Milliseconds(): total
 }
 _TIMESTAMP = {
     "getFullYear": lambda d, y: d.year + y,
