@@ -618,23 +618,38 @@ def _replace_estimate(sz: Range, old: Range, new: Range) -> tuple[Range, Range]:
 # --- run-time charges ------------------------------------------------------------------
 
 def actual_size(v: Any) -> int:
-    """cel-go ``actualSize``: the size of strings (code points), bytes, lists and maps,
-    an optional's value's; 1 for anything else."""
-    t = type(v)
-    if t is str or t is bytes or t is list or t is dict:
-        return len(v)
-    if isinstance(v, str | bytes | list | dict):
-        return len(v)
+    """cel-go ``actualSize``: a Sizer's size (strings in code points, bytes, lists, maps,
+    Kubernetes' IP and CIDR in address bytes), an optional's value's; 1 for anything
+    else."""
     if isinstance(v, Optional) and v.has_value:
         return actual_size(v.value)
-    return 1
+    return _sizer(v)
 
 
 def _sizer(v: Any) -> int:
     """Kubernetes' / the extensions' ``actualSize``: a Sizer's size, else 1."""
     if isinstance(v, str | bytes | list | dict):
         return len(v)
-    return 1
+    size = getattr(v, "cel_size", None)
+    return size() if size is not None else 1
+
+
+class GoPanic(Exception):  # noqa: N818 - what it models
+    """A cost tracker's type assertion failed (cel-go panics; the evaluation fails as a
+    whole, whatever would have absorbed an error)."""
+
+
+def _lister(v: Any) -> list:
+    if not isinstance(v, list):
+        raise GoPanic(f"internal error: interface conversion: {kind_name(v)} is not "
+                      "traits.Lister: missing method Add")
+    return v
+
+
+def kind_name(v: Any) -> str:
+    from extender.cel.values import CelError
+
+    return "*types.Err" if isinstance(v, CelError) else type(v).__name__
 
 
 def ceil_factor(n: int, factor: float) -> int:
@@ -670,6 +685,9 @@ def _self_compare(items: Any) -> int:
 
 
 def _track_flatten(args: list, result: Any) -> int:
+    if len(args) == 2 and type(args[1]) is not int:
+        raise GoPanic(f"internal error: interface conversion: ref.Val is {kind_name(args[1])}, "
+                      "not types.Int")
     depth = 1.0 if len(args) < 2 else float(args[1])
     value = float(_sizer(args[0])) * depth
     if value < 0:  # Go converts a negative float64 to uint64 by wrapping (amd64)
@@ -682,12 +700,13 @@ TRACKERS: dict[str, Any] = {
     "lists_range": lambda a, r: _track_list_call(1, _sizer(r)),
     "list_reverse": lambda a, r: _track_list_call(1, _sizer(r)),
     "list_flatten": _track_flatten, "list_flatten_int": _track_flatten,
-    "list_distinct": lambda a, r: _self_compare(a[0]),
+    "list_distinct": lambda a, r: _self_compare(_lister(a[0])),
     "list_sets_contains_list": lambda a, r: 1 + int(float(_sizer(a[0]) * _sizer(a[1]))),
     "list_sets_intersects_list": lambda a, r: 1 + int(float(_sizer(a[0]) * _sizer(a[1]))),
     "list_sets_equivalent_list": lambda a, r: 1 + int(float(_sizer(a[0]) * _sizer(a[1])) * 2),
-    **{f"list_{go}_sort": (lambda a, r: _self_compare(a[0])) for go in _SORTABLE},
-    **{f"list_{go}_sortByAssociatedKeys": (lambda a, r: _self_compare(a[1])) for go in _SORTABLE},
+    **{f"list_{go}_sort": (lambda a, r: _self_compare(_lister(a[0]))) for go in _SORTABLE},
+    **{f"list_{go}_sortByAssociatedKeys": (lambda a, r: _self_compare(_lister(a[1])))
+       for go in _SORTABLE},
 }
 
 _K8S_STRING_SCAN = frozenset({"url", "lowerAscii", "upperAscii", "substring", "trim", "cidr",
@@ -765,3 +784,22 @@ def default_call_cost(oid: str, args: list) -> int:
         return (ceil_factor(actual_size(args[0]), STRING_TRAVERSAL)
                 * ceil_factor(actual_size(args[1]), STRING_TRAVERSAL))
     return 1
+
+
+_K8S_NAMES = frozenset({"isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "replace",
+                        "split", "join", "find", "findAll", "ip", "ip.isCanonical",
+                        "containsIP", "containsCIDR", "validate", "_==_"}) | _K8S_STRING_SCAN
+_DEFAULT_SIZED = (_DEFAULT_SCAN | _TEXT_COMPARISONS
+                  | {"in_list", "add_string", "add_bytes", "matches_string", "contains_string"})
+
+
+def cost_rule(fn: str, oid: str) -> int | None:
+    """The constant charge of a call site when its cost does not depend on the values
+    (None: call ``call_cost``), decided once when the program is planned."""
+    if oid in TRACKERS:
+        return None
+    if fn in _NOMINAL:
+        return 1
+    if fn in _K8S_NAMES:
+        return None
+    return None if oid in _DEFAULT_SIZED else 1

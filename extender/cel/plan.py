@@ -87,6 +87,7 @@ class Call(Plan):
     args: list[Plan]
     impl: Any
     non_strict: bool = False
+    types: tuple = ()  # the arguments' static types (receiver first)
 
 
 @dataclass(eq=False)
@@ -94,6 +95,7 @@ class Equals(Plan):
     lhs: Plan
     rhs: Plan
     negate: bool
+    types: tuple = ()
 
 
 @dataclass(eq=False)
@@ -200,8 +202,9 @@ class Planner:
         if name == "_?_:_":
             return Attr(cond=args[0], then=self._attr_of(args[1]),
                         otherwise=self._attr_of(args[2]))
+        static = tuple(a.type for a in n.children())
         if name in ("_==_", "_!=_"):
-            return Equals(args[0], args[1], negate=name == "_!=_")
+            return Equals(args[0], args[1], negate=name == "_!=_", types=static)
         if name in ("_[_]", "_[?_]", "_?._"):
             return self._index(args[0], args[1], optional=name != "_[_]")
         oid = n.overloads[0] if len(n.overloads) == 1 else ""
@@ -211,7 +214,8 @@ class Planner:
             return _set_membership(args[0], args[1].value)
         letters = decl_table.binding(name, oid or None, BINDINGS)
         mode = decl_table.call_mode(letters, len(args))
-        call = Call(name, oid, mode, args, FUNCTIONS.get(name), non_strict=name in NON_STRICT)
+        call = Call(name, oid, mode, args, FUNCTIONS.get(name), non_strict=name in NON_STRICT,
+                    types=static)
         if name in CONVERSIONS and len(args) == 1 and isinstance(args[0], Const):
             return _fold_conversion(call)
         if (name in REGEX_FUNCTIONS and len(args) > 1 and isinstance(args[1], Const)

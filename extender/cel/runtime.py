@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from extender.cel import deadline, folds
+from extender.cel import deadline, fastops, folds
 from extender.cel.ast import Node
-from extender.cel.cost import LIST_CREATE, MAP_CREATE, call_cost
+from extender.cel.cost import LIST_CREATE, MAP_CREATE, call_cost, cost_rule
+from extender.cel.lib import FUNCTIONS
 from extender.cel.lib.optional import NONE, Optional
 from extender.cel.plan import (
     Attr,
@@ -47,6 +48,7 @@ Fn = Callable[["Budget"], Any]
 TAINT_FIELDS = ("key", "value", "effect")
 #: a library call charged at least this many units is followed by a deadline check
 _DEADLINE_CALL_COST = 64
+_STOCK = dict(FUNCTIONS)  # the library as shipped (the typed fast paths must match it)
 _MISSING = object()
 UNINIT = object()  # an accumulator not evaluated yet (cel-go initialises it lazily)
 
@@ -365,6 +367,10 @@ def _invoke(impl: Callable | None, name: str, args: list) -> Any:
 
 def _finish(b: Budget, p: Call, args: list, result: Any) -> Any:
     units = call_cost(p.function, p.overload, args, result)
+    return _charged(b, units, result)
+
+
+def _charged(b: Budget, units: int, result: Any) -> Any:
     b.used += units
     if b.used > b.limit:
         raise CostLimitExceeded(b.used)
@@ -385,6 +391,12 @@ def _value(fn: Fn, b: Budget) -> Any:
 def _call(p: Call) -> Fn:
     fns = [compile_plan(a) for a in p.args]
     impl, name = p.impl, p.function
+    if (p.mode == "binary" and p.overload in fastops.INT_OPS
+            and impl is _STOCK.get(name) and p.types == ("int", "int")):
+        return fastops.binary(fns[0], fns[1], fastops.INT_OPS[p.overload], CostLimitExceeded)
+    constant = cost_rule(name, p.overload)
+    if constant is not None:
+        return _constant_cost_call(p, fns, constant)
     if p.non_strict:  # @not_strictly_false: anything but false is true
         (arg,) = fns
 
@@ -420,16 +432,87 @@ def _call(p: Call) -> Fn:
 
         return binary
 
+    last = len(fns) - 1
+
     def varargs(b: Budget) -> Any:
-        values = [f(b) for f in fns]  # the first error ends it, uncharged (cel-go)
+        """cel-go evaluates the arguments up to the first error; the call is charged only
+        if that was the last one (its cost tracker finds every argument's value)."""
+        values = []
+        for i, f in enumerate(fns):
+            try:
+                values.append(f(b))
+            except CelError as exc:
+                if i == last:
+                    values.append(exc)
+                    return _finish(b, p, values, exc)
+                raise
         return _finish(b, p, values, _invoke(impl, name, values))
 
     return varargs
 
 
+def _constant_cost_call(p: Call, fns: list[Fn], units: int) -> Fn:
+    """A call whose charge does not depend on its values (most of them)."""
+    impl, name = p.impl, p.function
+    if p.non_strict:  # @not_strictly_false: anything but false is true
+        (arg,) = fns
+
+        def not_strictly_false(b: Budget) -> Any:
+            v = _value(arg, b)
+            return _charged(b, units, v if v is True or v is False else True)
+
+        return not_strictly_false
+    if p.mode == "zero":
+        return lambda b: _charged(b, units, _invoke(impl, name, []))
+    if p.mode == "unary":
+        (arg,) = fns
+
+        def unary(b: Budget) -> Any:
+            try:
+                v = arg(b)
+            except CelError as exc:
+                return _charged(b, units, exc)
+            return _charged(b, units, _invoke(impl, name, [v]))
+
+        return unary
+    if p.mode == "binary":
+        lhs, rhs = fns
+
+        def binary(b: Budget) -> Any:
+            x, y = _value(lhs, b), _value(rhs, b)
+            if isinstance(x, CelError):
+                return _charged(b, units, x)
+            if isinstance(y, CelError):
+                return _charged(b, units, y)
+            return _charged(b, units, _invoke(impl, name, [x, y]))
+
+        return binary
+    last = len(fns) - 1
+
+    def varargs(b: Budget) -> Any:
+        values = []
+        for i, f in enumerate(fns):
+            try:
+                values.append(f(b))
+            except CelError as exc:
+                if i == last:
+                    return _charged(b, units, exc)
+                raise
+        return _charged(b, units, _invoke(impl, name, values))
+
+    return varargs
+
+
+_TYPED_EQUALITY = {("int", "int"): False, ("uint", "uint"): False, ("bool", "bool"): False,
+                   ("double", "double"): False, ("string", "string"): True}
+
+
 def _equals(p: Equals) -> Fn:
     lhs, rhs = compile_plan(p.lhs), compile_plan(p.rhs)
     negate = p.negate
+    text = _TYPED_EQUALITY.get(p.types)
+    if text is not None:
+        return fastops.equals(lhs, rhs, negate, text, CostLimitExceeded)
     fn, oid = ("_!=_", "not_equals") if negate else ("_==_", "equals")
 
     def equals(b: Budget) -> Any:

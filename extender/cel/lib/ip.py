@@ -39,6 +39,10 @@ class IP:
     def cel_string(self) -> str:
         return str(self.addr)
 
+    def cel_size(self) -> int:
+        """Kubernetes ``IP.Size()`` (what cost tracking counts): the address bytes."""
+        return self.addr.bits // 8
+
     def __repr__(self) -> str:
         return f"ip({str(self.addr)!r})"
 
@@ -58,6 +62,10 @@ class CIDR:
         if not isinstance(other, CIDR):  # Kubernetes' Equal: no such overload
             raise TypeError("CIDR.Equal: no such overload")
         return self.prefix == other.prefix
+
+    def cel_size(self) -> int:
+        """Kubernetes ``CIDR.Size()`` (what cost tracking counts): the prefix's bytes."""
+        return -(-self.prefix.length // 8)
 
     def cel_string(self) -> str:
         return str(self.prefix)
