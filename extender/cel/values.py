@@ -70,8 +70,7 @@ class CelError(Exception):
 
 _KINDS: dict[type, str] = {bool: "bool", int: "int", Uint: "uint", float: "double",
                            str: "string", bytes: "bytes", list: "list", dict: "map",
-                           type(None): "null_type", T.TimestampType: "timestamp",
-                           T.DurationType: "duration"}
+                           type(None): "null_type"}
 
 
 def kind(v: Any) -> str:
@@ -99,10 +98,6 @@ def _slow_kind(v: Any) -> str:
         return "list"
     if isinstance(v, dict):
         return "map"
-    if isinstance(v, T.TimestampType):
-        return "timestamp"
-    if isinstance(v, T.DurationType):
-        return "duration"
     if isinstance(v, type):
         return "type"
     name = getattr(v, "cel_type", None)

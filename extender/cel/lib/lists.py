@@ -8,13 +8,10 @@ name, so the implementation dispatches on the receiver's kind.
 
 from __future__ import annotations
 
-import datetime
 from functools import cmp_to_key
 from typing import Any
 
-from celpy import celtypes as T
-
-from extender.cel.lib import strings
+from extender.cel.lib import strings, timevals
 from extender.cel.values import (
     ORDERED,
     EvalError,
@@ -149,7 +146,10 @@ def sum_(items: Any) -> Any:
             total += float(x)
         return float(total)
     if k == "duration":
-        return T.DurationType(sum(items, datetime.timedelta(0)))
+        total = timevals.Duration(0)
+        for x in items:
+            total = timevals.add_durations(total, x)
+        return total
     raise TypeError(k)
 
 

@@ -19,12 +19,11 @@ otherwise the wrapped values are compared with CEL equality.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
+from extender.cel.lib import timevals
 from extender.cel.values import CelError, cel_equal, cel_function, kind, want
 
-_UTC = datetime.UTC
 
 
 class Optional:
@@ -70,10 +69,8 @@ def _is_zero(v: Any) -> bool:
         return len(v) == 0
     if k == "null_type":
         return True
-    if k == "duration":
-        return v == datetime.timedelta(0)
-    if k == "timestamp":
-        return v == datetime.datetime(1, 1, 1, tzinfo=_UTC)
+    if k in ("duration", "timestamp"):
+        return timevals.is_zero(v)
     return False
 
 

@@ -229,6 +229,10 @@ def add(q: Any, other: Any) -> Any:
 @cel_function("sub")
 def sub(q: Any, other: Any) -> Any:
     a, b = _q(q), _operand(other)
+    if b == INT64_MIN and a == a.to_integral_value() and 0 <= a <= INT64_MAX:
+        # resource.Quantity subtracts in int64 by adding the negated amount, and
+        # -(-2^63) wraps to -2^63 in Go: 0 <= q < 2^63 gives q + (-2^63), no overflow seen
+        return Quantity(a + b, by_reference=True)
     return Quantity(_ctx(a, b).subtract(a, b), by_reference=True)
 
 

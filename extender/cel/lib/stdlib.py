@@ -8,13 +8,11 @@ cel-python's evaluator calls them for operators, indexing and conversions.
 
 from __future__ import annotations
 
-import datetime
 import math
 import re
 from decimal import Decimal
 from typing import Any
 
-from celpy import celtypes as T
 
 from extender.cel.lib import timevals
 from extender.cel.values import (
@@ -261,9 +259,9 @@ def to_int(v: Any) -> Any:
             raise EvalError(f"cannot parse {str(v)!r} as int")
         return check_int(int(v))
     if k == "timestamp":
-        return int(int(v.timestamp()))
+        return int(v.sec)
     if k == "duration":  # cel-go: the duration in nanoseconds
-        return check_int(timevals.nanoseconds(v))
+        return int(v.ns)
     raise TypeError(k)
 
 
@@ -371,15 +369,6 @@ def go_format_double(f: float) -> str:
     return f"{neg}{ds[:point]}.{ds[point:]}"
 
 
-def go_format_duration_seconds(d: datetime.timedelta) -> str:
-    """cel-go string(duration): seconds with the shortest fraction, e.g. ``1.5s``."""
-    micros = (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
-    text = format(Decimal(micros) / Decimal(1_000_000), "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text + "s"
-
-
 @cel_function("string")
 def to_string(v: Any) -> Any:
     k = kind(v)
@@ -399,7 +388,7 @@ def to_string(v: Any) -> Any:
     if k == "timestamp":
         return timevals.rfc3339_nano(v)
     if k == "duration":
-        return str(go_format_duration_seconds(v))
+        return timevals.go_duration_string(v)
     conv = getattr(v, "cel_string", None)
     if conv is not None:
         return str(conv())
@@ -433,46 +422,15 @@ def to_bytes(v: Any) -> Any:
     raise TypeError(k)
 
 
-_DURATION_RE = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": Decimal(1), "us": Decimal(10**3), "µs": Decimal(10**3),
-                   "μs": Decimal(10**3), "ms": Decimal(10**6), "s": Decimal(10**9),
-                   "m": Decimal(60 * 10**9), "h": Decimal(3600 * 10**9)}
-
-
-def parse_go_duration(text: str) -> datetime.timedelta:
-    """Go ``time.ParseDuration`` (microsecond resolution: Python timedelta)."""
-    s = text
-    sign = 1
-    if s[:1] in "+-" and s:
-        sign = -1 if s[0] == "-" else 1
-        s = s[1:]
-    if s == "0":
-        return datetime.timedelta(0)
-    if not s:
-        raise EvalError(f"invalid duration {text!r}")
-    total = Decimal(0)
-    pos = 0
-    while pos < len(s):
-        m = _DURATION_RE.match(s, pos)
-        if not m or m.group(1) in ("", "."):
-            raise EvalError(f"invalid duration {text!r}")
-        total += Decimal(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    nanos = int(total) * sign
-    if abs(nanos) > INT64_MAX:
-        raise EvalError(f"invalid duration {text!r}")
-    return datetime.timedelta(microseconds=nanos // 1000 if nanos >= 0 else -((-nanos) // 1000))
-
-
 @cel_function("duration")
 def to_duration(v: Any) -> Any:
     k = kind(v)
     if k == "duration":
         return v
     if k == "string":
-        return T.DurationType(parse_go_duration(str(v)))
-    if k == "int":  # cel-go: nanoseconds (microsecond resolution here)
-        return timevals.from_nanoseconds(int(v))
+        return timevals.parse_duration(str(v))
+    if k == "int":  # cel-go: nanoseconds
+        return timevals.Duration(int(v))
     raise TypeError(k)
 
 
@@ -482,12 +440,9 @@ def to_timestamp(v: Any) -> Any:
     if k == "timestamp":
         return v
     if k == "string":
-        try:
-            return T.TimestampType(str(v))
-        except Exception as exc:
-            raise EvalError(f"invalid timestamp {str(v)!r}") from exc
+        return timevals.parse_rfc3339(str(v))
     if k == "int":
-        return T.TimestampType(datetime.datetime.fromtimestamp(int(v), tz=datetime.UTC))
+        return timevals.from_unix(int(v))
     raise TypeError(k)
 
 
