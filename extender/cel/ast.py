@@ -173,8 +173,6 @@ def _primary(child: lark.Tree) -> Node:
             if args[0].kind != "select":
                 raise CompileError("invalid argument to has() macro")
             return Node("has", args[0].name, target=args[0].target, where=args[0].where)
-        if name == "__opt_elem__":
-            raise CompileError("optional element outside a list or map literal")
         return Node("call", name, args, where=_where(child))
     if d == "list_lit":
         items = [build(a) for a in child.children[0].children] if child.children else []

@@ -186,7 +186,7 @@ class _Checker:
             return self._opt_select(n)
         for a in n.args:
             self.visit(a)
-        overloads = REGISTRY.get(n.name)
+        overloads = REGISTRY.get(n.name) if not n.name.startswith("__opt_") else None
         if n.target is not None:
             self.visit(n.target)
         if not overloads:

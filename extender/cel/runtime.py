@@ -42,7 +42,7 @@ from extender.cel.plan import (
     Qual,
     SetIn,
 )
-from extender.cel.values import MISSING, CelError, cel_equal, kind, map_delete, map_find, map_put
+from extender.cel.values import MISSING, CelError, equal, kind, map_delete, map_find, map_put
 
 Fn = Callable[["Budget"], Any]
 TAINT_FIELDS = ("key", "value", "effect")
@@ -521,11 +521,10 @@ def _equals(p: Equals) -> Fn:
             result: Any = x
         elif isinstance(y, CelError):
             result = y
+        elif negate:  # cel-go: Equal(x, y) != true, an error included
+            result = equal(x, y) is not True
         else:
-            try:
-                result = cel_equal(x, y) is not negate
-            except CelError as exc:
-                result = exc
+            result = equal(x, y)
         b.used += call_cost(fn, oid, [x, y], result)
         if b.used > b.limit:
             raise CostLimitExceeded(b.used)

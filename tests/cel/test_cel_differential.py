@@ -18,6 +18,7 @@ three declared fields, so the difference does not show.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -25,7 +26,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,10 @@ from unittest import mock
 import pytest
 from celpy import celtypes as T
 
-from extender.cel import check
+from extender.cel import check, plan
 from extender.cel.environment import CompileError
-from extender.cel.lib import FUNCTIONS
-from extender.cel.program import compile_program, run_program
+from extender.cel.lib import FUNCTIONS, timevals
+from extender.cel.program import build, run_program
 from extender.cel.values import EvalError, cel_function
 
 try:
@@ -180,15 +181,51 @@ def _cpp_ordering_overload_order() -> AbstractContextManager:
 
 
 def _no_homogeneous_literals() -> AbstractContextManager:
-    def anything_goes(self: Any, types: list) -> Any:
-        first = next((t for t in types if t != "dyn"), "dyn")
-        return first if all(t == first for t in types) else "dyn"
-
-    return mock.patch.object(check._Checker, "_homogeneous", anything_goes)
+    return mock.patch.object(check, "_homogeneous", lambda n: None)
 
 
 def _no_literal_validators() -> AbstractContextManager:
-    return mock.patch.object(check._Checker, "_constant_args", lambda self, n: None)
+    return mock.patch.object(check, "_literal_arguments", lambda n: None)
+
+
+def _no_empty_list_folding() -> AbstractContextManager:
+    """cel-cpp evaluates the left side of ``x in []``."""
+    original = plan._set_membership
+
+    def set_membership(arg: Any, items: list) -> Any:
+        return plan._in_list_call(arg, items) if not items else original(arg, items)
+
+    return mock.patch.object(plan, "_set_membership", set_membership)
+
+
+def _cpp_duration_milliseconds() -> AbstractContextManager:
+    """cel-cpp: a duration's milliseconds within its second."""
+    original = FUNCTIONS["getMilliseconds"]
+
+    def milliseconds(v: Any, tz: Any = None) -> Any:
+        if isinstance(v, timevals.Duration):
+            ms = abs(v.ns) // 10**6 % 1000
+            return -ms if v.ns < 0 else ms
+        return original(v) if tz is None else original(v, tz)
+
+    return _functions(getMilliseconds=milliseconds)
+
+
+def _cpp_repeated_map_keys() -> AbstractContextManager:
+    """cel-cpp: a repeated key in a map literal is an error."""
+    from extender.cel import runtime, values
+
+    def put(m: dict, key: Any, value: Any) -> None:
+        if values.map_find(m, key) is not values.MISSING:
+            raise values.CelError("duplicate key in map")
+        values.map_put(m, key, value)
+
+    return mock.patch.object(runtime, "map_put", put)
+
+
+def _no_constant_folding() -> AbstractContextManager:
+    """cel-cpp evaluates a conversion of a constant when the expression runs."""
+    return mock.patch.object(plan, "_fold_conversion", lambda call: call)
 
 
 KNOWN = [
@@ -201,6 +238,14 @@ KNOWN = [
           "at compile time",
           "k8s.io/apiserver pkg/cel/environment/base.go (ValidateDurationLiterals, "
           "ValidateTimestampLiterals, ValidateRegexLiterals, 1.29)", _no_literal_validators),
+    Known("OptOptimize: a type conversion of a constant is evaluated when the program is "
+          "built; its error fails the program (cel-cpp: an error when it runs, which || and "
+          "&& may absorb)",
+          "cel-go interpreter/decorators.go maybeOptimizeConstUnary (Kubernetes enables "
+          "cel.OptOptimize)", _no_constant_folding),
+    Known("OptOptimize: 'x in []' is the constant false (x is not evaluated)",
+          "cel-go interpreter/decorators.go maybeOptimizeSetMembership (an empty list: "
+          "NewConstValue(False))", _no_empty_list_folding),
     # --- cel-cpp behaviour that differs from cel-go ---------------------------------------
     Known("Go strings.Split: splitting '' gives [''] for a non-empty separator and [] for "
           "an empty one; cel-cpp gives [''] for both",
@@ -229,6 +274,13 @@ KNOWN = [
           "cel-go checker/checker.go resolveOverload + isAssignableList (mappings committed "
           "per match, in declaration order); common/stdlib/standard.go (LessBool first)",
           _cpp_ordering_overload_order),
+    Known("A duration's getMilliseconds() is its total milliseconds (Go "
+          "Duration.Milliseconds); cel-cpp: the milliseconds within the second",
+          "cel-go common/types/duration.go durationGetMilliseconds", _cpp_duration_milliseconds),
+    Known("A repeated key in a map literal: the last value wins (cel-go builds a Go map); "
+          "cel-cpp: an error",
+          "cel-go interpreter/interpretable.go evalMap.Eval (entries[keyVal] = valVal)",
+          _cpp_repeated_map_keys),
     Known("NaN ordering: <, <=, >, >= with a NaN operand is an error in cel-go (cel-cpp: "
           "false)",
           "cel-go common/types/double.go, int.go, uint.go Compare: \"NaN values cannot be "
@@ -257,26 +309,32 @@ def reference(env, expression: str, taint: tuple[str, str, str]) -> Outcome:
 
 
 def ours(expression: str, taint: tuple[str, str, str]) -> Outcome:
+    """Our outcome without the cost limit on the estimate (cel-cpp has no cost model; the
+    cost units are compared with cel-go in test_cel_oracle)."""
     try:
-        program = compile_program(expression)
+        built = build(expression)
     except CompileError as exc:
         return "error", f"compile: {exc}"
-    kind, message = run_program(program, *taint)
+    if built.type not in ("bool", "dyn"):
+        return "error", f"compile: the result is {built.type}"
+    kind, message = run_program(built, *taint)
     return (kind, "") if kind in ("true", "false") else ("error", f"{kind}: {message}")
 
 
 def explain(expression: str, taint: tuple[str, str, str], ref: Outcome) -> str | None:
-    """The entry (or, for two differences in one expression, the pair of entries) whose
+    """The entry (or, for two or three differences in one expression, the entries) whose
     cel-cpp emulation makes our outcome equal cel-cpp's."""
     for known in KNOWN:
         with known.emulate():
             if ours(expression, taint)[0] == ref[0]:
                 return known.name
-    for i, a in enumerate(KNOWN):
-        for b in KNOWN[i + 1:]:
-            with a.emulate(), b.emulate():
+    for size in (2, 3):
+        for entries in itertools.combinations(KNOWN, size):
+            with ExitStack() as stack:
+                for known in entries:
+                    stack.enter_context(known.emulate())
                 if ours(expression, taint)[0] == ref[0]:
-                    return f"{a.name} + {b.name}"
+                    return " + ".join(k.name for k in entries)
     return None
 
 
