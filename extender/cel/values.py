@@ -220,29 +220,50 @@ def map_delete(m: dict, key: Any) -> None:
             del m[stored]
 
 
+_F_MIN_INT, _F_MAX_INT, _F_MAX_UINT = float(INT64_MIN), float(INT64_MAX), float(UINT64_MAX)
+
+
+def _cmp(x: Any, y: Any) -> int:
+    return (x > y) - (x < y)
+
+
 def _num_cmp(a: Any, b: Any) -> int:
-    """Exact comparison of int/uint/double values (no float rounding of big ints)."""
-    if isinstance(a, float) or isinstance(b, float):
-        fa, fb = float(a), float(b)
-        if math.isnan(fa) or math.isnan(fb):
+    """cel-go's numeric Compare: int and uint exactly; a double against an int or uint
+    converts the integer to a double (so 2^53 + 1 == 2^53 as a double); NaN cannot be
+    ordered."""
+    ka, kb = kind(a), kind(b)
+    if ka == "double" or kb == "double":
+        if (ka == "double" and math.isnan(a)) or (kb == "double" and math.isnan(b)):
             raise EvalError("NaN values cannot be ordered")
-        if isinstance(a, float) and isinstance(b, float):
-            return (fa > fb) - (fa < fb)
-        # compare an integer with a double exactly
-        if isinstance(a, float):
-            return -_int_vs_float(int(b), fa)
-        return _int_vs_float(int(a), fb)
-    ia, ib = int(a), int(b)
-    return (ia > ib) - (ia < ib)
+        if ka == kb:
+            return _cmp(float(a), float(b))
+        if ka == "double":
+            return _double_vs(float(a), int(b), kb)
+        return -_double_vs(float(b), int(a), ka)
+    return _cmp(int(a), int(b))
 
 
-def _int_vs_float(i: int, f: float) -> int:
-    if math.isinf(f):
-        return -1 if f > 0 else 1
-    from fractions import Fraction
+def _double_vs(d: float, n: int, k: str) -> int:
+    if k == "int":
+        if d < _F_MIN_INT:
+            return -1
+        if d > _F_MAX_INT:
+            return 1
+    else:
+        if d < 0:
+            return -1
+        if d > _F_MAX_UINT:
+            return 1
+    return _cmp(d, float(n))
 
-    fi = Fraction(f)
-    return (i > fi) - (i < fi)
+
+def go_compare(a: Any, b: Any) -> int | None:
+    """cel-go ``Compare`` as a library sees it: -1, 0, 1, or None (an error: NaN, kinds
+    that do not order)."""
+    try:
+        return cel_compare(a, b)
+    except EvalError:
+        return None
 
 
 ORDERED = frozenset({"int", "uint", "double", "string", "bytes", "bool", "timestamp",

@@ -18,6 +18,7 @@ from extender.cel.values import (
     cel_compare,
     cel_equal,
     cel_function,
+    go_compare,
     check_int,
     check_uint,
     kind,
@@ -123,9 +124,13 @@ def sort_by_keys(items: Any, keys: Any) -> Any:
 
 @cel_function("isSorted")
 def is_sorted(items: Any) -> Any:
+    """Kubernetes ``isSorted``: false at the first element greater than its successor; a
+    comparison that fails (NaN, kinds that do not order) does not count."""
     want(items, "list")
-    return bool(all(cel_compare(a, b) <= 0 for a, b in zip(items, items[1:],
-                                                                  strict=False)))
+    for x in items:
+        if kind(x) not in ORDERED:
+            raise EvalError(f"no such overload: isSorted({kind(x)})")
+    return all(go_compare(a, b) != 1 for a, b in zip(items, items[1:], strict=False))
 
 
 @cel_function("sum")
@@ -154,12 +159,17 @@ def sum_(items: Any) -> Any:
 
 
 def _extreme(items: Any, name: str, sign: int) -> Any:
+    """Kubernetes ``min``/``max``: the kept element is replaced when it compares as 1
+    (min) / -1 (max) against the next; a failed comparison keeps it."""
     want(items, "list")
     if not items:
-        raise EvalError(f"{name}(list) argument must not be empty")
+        raise EvalError(f"{name} called on empty list")
+    for x in items:
+        if kind(x) not in ORDERED:
+            raise EvalError(f"no such overload: {name}({kind(x)})")
     best = items[0]
     for x in items[1:]:
-        if cel_compare(x, best) * sign > 0:
+        if go_compare(best, x) == -sign:
             best = x
     return best
 
