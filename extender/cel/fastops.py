@@ -104,3 +104,51 @@ def equals(lhs: Fn, rhs: Fn, negate: bool, text: bool, limit_exceeded: type) -> 
         return (x == y) is not negate
 
     return typed_equality
+
+
+def _size_or_one(v: Any) -> int:
+    return len(v) if isinstance(v, str) else 1
+
+
+def prefix_test(lhs: Fn, rhs: Fn, ends: bool, limit_exceeded: type) -> Fn:
+    """``startsWith`` / ``endsWith`` on strings: cel-go charges ceil(0.1 x the receiver's
+    size) at run time (an error counts as size 1)."""
+    test = str.endswith if ends else str.startswith
+
+    def prefix(b: Any) -> Any:
+        error = None
+        try:
+            x = lhs(b)
+        except CelError as exc:
+            error, x = exc, None
+        try:
+            y = rhs(b)
+        except CelError as exc:
+            error = error or exc
+        b.used += math.ceil(_size_or_one(x) * 0.1)
+        if b.used > b.limit:
+            raise limit_exceeded(b.used)
+        if error is not None:
+            raise error
+        return test(x, y)
+
+    return prefix
+
+
+def size_of(arg: Fn, limit_exceeded: type) -> Fn:
+    """``size()`` of a string (code points), bytes, list or map: 1 unit."""
+
+    def size(b: Any) -> Any:
+        try:
+            v = arg(b)
+        except CelError:
+            b.used += 1
+            if b.used > b.limit:
+                raise limit_exceeded(b.used) from None
+            raise
+        b.used += 1
+        if b.used > b.limit:
+            raise limit_exceeded(b.used)
+        return len(v)
+
+    return size

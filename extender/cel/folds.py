@@ -133,7 +133,8 @@ def _specialise(p: Any, compile_plan: Callable) -> Any:
     macro, step = p.macro, p.step
     two = len(p.iter_slots) == 2
     if macro in ("all", "exists") and isinstance(step, Logic):
-        return _quantifier(compile_plan(step.rhs), decisive=macro == "exists", two=two)
+        return _quantifier(compile_plan(step.rhs), decisive=macro == "exists", two=two,
+                           slots=p.iter_slots)
     if macro in ("exists_one", "existsOne") and isinstance(step, Attr) and step.cond:
         return _exists_one(compile_plan(step.cond), two)
     if macro in ("map", "filter", "transformList"):
@@ -147,36 +148,53 @@ def _loop(two: bool, name: str) -> Callable:
     return lambda r: _items(r, two, name)
 
 
-def _quantifier(pred: Callable, decisive: bool, two: bool) -> Any:
+def _quantifier(pred: Callable, decisive: bool, two: bool, slots: tuple[int, ...]) -> Any:
     """``all`` (decisive False): the condition ``@not_strictly_false(@result)`` costs 2,
     the step ``@result && pred`` 1 + pred; ``exists`` (decisive True): the condition
     ``@not_strictly_false(!@result)`` costs 3, the step ``@result || pred`` 1 + pred.  The
     loop stops at the condition after the deciding element; the result reads
-    ``@result``: 1."""
+    ``@result``: 1.  (The hottest loop: binding and charging are inlined.)"""
+    from extender.cel.runtime import CostLimitExceeded, charge_each
+
     op = "_||_" if decisive else "_&&_"
     cond = (1, 1, 1) if decisive else (1, 1)
     per = cond + (1,)
     cond_total, per_total = sum(cond), sum(per)
     items = _loop(two, "exists" if decisive else "all")
+    first = slots[0]
+    second = slots[1] if two else -1
+    undecided = not decisive
 
     def driver(rng: Callable, bind: Callable, charge: Callable) -> Callable:
         def quantifier(b: Any) -> Any:
-            accu: Any = not decisive
+            accu: Any = undecided
+            vars_ = b.vars
             for item in items(rng(b)):
                 if accu is decisive:
                     charge(b, cond, cond_total)
                     break
-                charge(b, per, per_total)
-                bind(b, item)
+                used = b.used + per_total
+                if used > b.limit:
+                    charge_each(b, per)
+                b.used = used
+                b.ticks += 1
+                if not b.ticks & 31 and b.deadline is not None:
+                    deadline.check(b.deadline)
+                if two:
+                    vars_[first], vars_[second] = item
+                else:
+                    vars_[first] = item
                 try:
                     v = pred(b)
                 except CelError as exc:
                     v = exc
                 if v is decisive:
                     accu = v
-                elif v is not (not decisive) and accu is (not decisive):
+                elif v is not undecided and accu is undecided:
                     accu = _no_overload(v, op)
-            charge(b, (1,), 1)
+            b.used += 1
+            if b.used > b.limit:
+                raise CostLimitExceeded(b.used)
             if isinstance(accu, CelError):
                 raise accu
             return accu

@@ -391,9 +391,9 @@ def _value(fn: Fn, b: Budget) -> Any:
 def _call(p: Call) -> Fn:
     fns = [compile_plan(a) for a in p.args]
     impl, name = p.impl, p.function
-    if (p.mode == "binary" and p.overload in fastops.INT_OPS
-            and impl is _STOCK.get(name) and p.types == ("int", "int")):
-        return fastops.binary(fns[0], fns[1], fastops.INT_OPS[p.overload], CostLimitExceeded)
+    fast = _fast_call(p, fns)
+    if fast is not None:
+        return fast
     constant = cost_rule(name, p.overload)
     if constant is not None:
         return _constant_cost_call(p, fns, constant)
@@ -449,6 +449,23 @@ def _call(p: Call) -> Fn:
         return _finish(b, p, values, _invoke(impl, name, values))
 
     return varargs
+
+
+def _fast_call(p: Call, fns: list[Fn]) -> Fn | None:
+    """Typed operators compiled without the generic call (extender.cel.fastops)."""
+    if p.impl is not _STOCK.get(p.function) or p.impl is None:
+        return None
+    oid, types = p.overload, p.types
+    if p.mode == "binary" and oid in fastops.INT_OPS and types == ("int", "int"):
+        return fastops.binary(fns[0], fns[1], fastops.INT_OPS[oid], CostLimitExceeded)
+    if oid in ("starts_with_string", "ends_with_string") and types == ("string", "string"):
+        return fastops.prefix_test(fns[0], fns[1], oid == "ends_with_string",
+                                   CostLimitExceeded)
+    if (p.function == "size" and len(fns) == 1 and oid
+            and (types[0] in ("string", "bytes") or (isinstance(types[0], tuple)
+                                                      and types[0][0] in ("list", "map")))):
+        return fastops.size_of(fns[0], CostLimitExceeded)
+    return None
 
 
 def _constant_cost_call(p: Call, fns: list[Fn], units: int) -> Fn:
