@@ -14,6 +14,7 @@ evaluator (``extender.cel.runtime``) compiles it into closures charging at the s
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,10 @@ CONVERSIONS = frozenset({"bool", "bytes", "double", "duration", "dyn", "int", "s
                          "timestamp", "type", "uint"})
 #: regex functions whose constant pattern (argument 1, receiver first) is compiled
 REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
+#: parsers of the Kubernetes libraries: pure functions of their string arguments,
+#: returning immutable values; their results are remembered per argument (``_memoised``)
+PARSERS = frozenset({"quantity", "isQuantity", "semver", "isSemver", "ip", "isIP", "cidr",
+                     "isCIDR", "url", "isURL", "ip.isCanonical", "format.named"})
 NON_STRICT = frozenset({"@not_strictly_false"})
 
 
@@ -214,8 +219,10 @@ class Planner:
             return _set_membership(args[0], args[1].value)
         letters = decl_table.binding(name, oid or None, BINDINGS)
         mode = decl_table.call_mode(letters, len(args))
-        call = Call(name, oid, mode, args, FUNCTIONS.get(name), non_strict=name in NON_STRICT,
-                    types=static)
+        impl = FUNCTIONS.get(name)
+        if name in PARSERS and impl is not None:
+            impl = _memoised(name, impl)
+        call = Call(name, oid, mode, args, impl, non_strict=name in NON_STRICT, types=static)
         if name in CONVERSIONS and len(args) == 1 and isinstance(args[0], Const):
             return _fold_conversion(call)
         if (name in REGEX_FUNCTIONS and len(args) > 1 and isinstance(args[1], Const)
@@ -256,6 +263,38 @@ class Planner:
     def _slot(self) -> int:
         self.slots += 1
         return self.slots - 1
+
+
+_PARSED: dict[tuple, Any] = {}
+_PARSED_LOCK = threading.Lock()
+_PARSED_MAX = 8192
+
+
+def _memoised(name: str, impl: Any) -> Any:
+    """``impl`` remembering its result (or error message) per string arguments: a
+    library parse costs tens of microseconds here, a lookup well under one, and the same
+    strings come back for every taint and every evaluation.  Bounded; cleared when full."""
+
+    def parse(*args: Any) -> Any:
+        if not all(type(a) is str or type(a) is bool for a in args):
+            return impl(*args)
+        key = (name, *args)
+        hit = _PARSED.get(key)
+        if hit is None:
+            try:
+                hit = (True, impl(*args))
+            except CelError as exc:
+                hit = (False, str(exc))
+            with _PARSED_LOCK:
+                if len(_PARSED) >= _PARSED_MAX:
+                    _PARSED.clear()
+                _PARSED[key] = hit
+        if hit[0]:
+            return hit[1]
+        raise CelError(hit[1])
+
+    parse.__wrapped__ = impl  # type: ignore[attr-defined]
+    return parse
 
 
 def _valid_qualifier(value: Any) -> bool:
