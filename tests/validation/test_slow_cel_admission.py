@@ -20,6 +20,7 @@ from test_webhook import P, admission, pod, response
 from extender.api.wire import ExtenderArgs
 from extender.cli import main
 from extender.config import build_config, bundled_cluster
+from extender.explain import explain
 from extender.state import load_objects
 from extender.validation.limits import ASSUMED_DISTINCT_TAINTS, ASSUMED_UNITS_PER_SECOND
 from extender.validation.rules import configure_slow_expressions, expected_seconds
@@ -101,3 +102,20 @@ def test_validate_cli_warns_by_default_and_denies_on_request(tmp_path, capsys, m
     monkeypatch.setenv("EXTENDER_SLOW_CEL_EXPRESSIONS", "deny")  # the env twin
     assert main(["validate", "--request-deadline", "600", str(path)]) == 0
     assert main(["validate", str(path)]) == 1
+
+
+@pytest.mark.parametrize("expression", [NESTED_20, "lists.range(140000).all(i, i >= 0)"])
+def test_one_warning_text_from_the_webhook_validate_and_explain(expression, tmp_path, capsys,
+                                                                example_extender):
+    """The same pod gets the same words from all three: the time warning when the
+    slow-expression rule applies, whatever else the cost would suggest."""
+    (webhook,) = response(admission(cel_pod(expression)))["warnings"]
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(cel_pod(expression)))
+    assert main(["validate", "--output", "json", str(path)]) == 0
+    validated = json.loads(capsys.readouterr().out)
+    (validate,) = [w for o in validated["objects"] for w in o["warnings"]]
+    (explained,) = explain(example_extender, [cel_pod(expression)], None)["results"][0][
+        "annotationWarnings"]
+    assert webhook == validate == explained
+    assert "more than the request deadline of 4 s" in webhook
