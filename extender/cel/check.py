@@ -19,7 +19,6 @@ from extender.cel.lib import FUNCTIONS, printf
 from extender.cel.lib.regex import pattern_error
 from extender.cel.types import (
     DYN,
-    ERROR,
     Mapping,
     Type,
     assignable,

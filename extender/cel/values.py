@@ -3,7 +3,7 @@ ordering, errors.
 
 CEL values are native Python values — ``bool``, ``int``, ``Uint`` (an ``int`` subclass
 for CEL ``uint``), ``float``, ``str``, ``bytes``, ``list``, ``dict``, ``None`` — plus
-cel-python's ``TimestampType``/``DurationType`` and the libraries' opaque types.  Python
+``Timestamp``/``Duration`` (``extender.cel.lib.timevals``) and the libraries' opaque types.  Python
 conflates some of them (``True == 1``, ``1 == Uint(1)``), so every type test here is on
 the exact CEL kind (``kind``).  cel-python's wrapper types (``celtypes.IntType`` ...) are
 still recognised by ``kind`` (tests may pass them), but nothing produces them.

@@ -153,8 +153,8 @@ class KubeGen:
         if k == 12:
             return self.pick([
                 "has(taint.key)", "has(taint.effect)", f"has({g('map_si', d, s)}.a)",
-                f"has(dyn({g('int', d, s)}).a)", f"has({{'a': {{'b': 1}}}}.a.b)",
-                f"has(dyn(taint).key)", "has(taint.foo)"])
+                f"has(dyn({g('int', d, s)}).a)", "has({'a': {'b': 1}}.a.b)",
+                "has(dyn(taint).key)", "has(taint.foo)"])
         if k == 13:
             t = self.pick(["optional_int", "optional_string"])
             return self.pick([f"{g(t, d, s)}.hasValue()",
@@ -221,9 +221,9 @@ class KubeGen:
         if k == 27:  # mixed literals (refused) and dyn literals
             return self.pick([f"[{g('int', d, s)}, {g('string', d, s)}].size() == 2",
                               f"[dyn({g('int', d, s)}), {g('int', d, s)}].size() == 2",
-                              f"[dyn(1), dyn('a')].size() == 2",
+                              "[dyn(1), dyn('a')].size() == 2",
                               f"{{'a': 1, 'a': 2}}['a'] == {g('int', d, s)}",
-                              f"{{dyn('a'): 1, dyn(2): 3}}.size() == 2"])
+                              "{dyn('a'): 1, dyn(2): 3}.size() == 2"])
         if k == 28:
             return self.pick([f"'%s-%d'.format([{g('string', d, s)}, {g('int', d, s)}]) == "
                               f"{g('string', d, s)}",

@@ -6,12 +6,11 @@ Four of these made a pod tolerate a taint Kubernetes would not (``type(x) != str
 
 from __future__ import annotations
 
+import celeval
 import pytest
 
-import celeval
-
 from extender.cel.environment import CompileError
-from extender.cel.program import compile_program, run_program
+from extender.cel.program import compile_program
 
 
 def ev(expr: str, key: str = "k", value: str = "1.5", effect: str = "NoSchedule"):

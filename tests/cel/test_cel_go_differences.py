@@ -11,9 +11,8 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 import celeval
+import pytest
 
 from extender.cel.decls import parse_declaration
 from extender.cel.environment import CompileError

@@ -2,13 +2,12 @@
 ``cidr_test.go`` and ``cost_test.go`` (TestIPCost, TestIPIsCanonicalCost, TestCIDRCost),
 plus Go ``netip`` parser cases (error texts as Go prints them)."""
 
-import pytest
-
 import celeval
+import pytest
 
 from extender.cel.environment import CompileError
 from extender.cel.lib.netip import AddrError, parse_addr, parse_prefix
-from extender.cel.program import compile_program, run_program, taint_activation
+from extender.cel.program import compile_program, taint_activation
 from extender.cel.runtime import Budget
 
 

@@ -6,9 +6,9 @@ import celeval
 import pytest
 
 from extender.cel.environment import CompileError
-from extender.cel.limits import MAX_COST
 from extender.cel.lib.optional import NONE, Optional, optional_of_non_zero_value
-from extender.cel.program import compile_program, run_program
+from extender.cel.limits import MAX_COST
+from extender.cel.program import compile_program
 from extender.cel.values import cel_equal, to_cel
 
 

@@ -124,7 +124,7 @@ def _some_map_order_agrees(mine: Mine, taint: dict, reference: dict) -> bool:
             return False
         for seed in range(MAP_ORDERS):
             shuffler = random.Random(seed)
-            folds.MAP_ORDER = lambda keys: shuffler.sample(keys, len(keys))
+            folds.MAP_ORDER = lambda keys, s=shuffler: s.sample(keys, len(keys))
             if _evaluate(mine.runner, taint) == (reference["v"], reference["cost"]):
                 return True
         return False

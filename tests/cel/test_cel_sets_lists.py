@@ -5,7 +5,7 @@ import celeval
 import pytest
 
 from extender.cel.environment import CompileError
-from extender.cel.program import compile_program, run_program
+from extender.cel.program import compile_program
 
 
 def ev(expr: str, key: str = "k", value: str = "v"):
@@ -54,6 +54,9 @@ TRUE = [
     # macros over taint data
     "taint.key.split('.').exists(p, p == 'example')",
     "taint.key.split('/').map(p, p.size()).max() > 3",
+    # Kubernetes' isSorted only looks for a comparison that says "greater": an int
+    # compared with a string is an error value, not 1, so cel-go answers true.
+    "[dyn(1), dyn('a')].isSorted()",
 ]
 
 
@@ -68,14 +71,13 @@ ERRORS = [
      "cannot slice(2, 1), start index must be less than or equal to end index"),
     ("[1, 2].slice(0, 3) == []", "cannot slice(0, 3), list is length 2"),
     ("[1].flatten(-1) == []", "level must be non-negative"),
-    ("[].min() == 0", "min(list) argument must not be empty"),
-    ("[].max() == 0", "max(list) argument must not be empty"),
+    ("[].min() == 0", "min called on empty list"),
+    ("[].max() == 0", "max called on empty list"),
     ("[dyn(1), dyn('a')].sort() == []", "list elements must have the same type"),
     ("{'a': 1, 'b': 1}.transformMapEntry(k, v, {v: k}).size() == 1",
      "insert failed: key 1 already exists"),
     ("[1, 0].map(x, 1 / x).size() == 2", "division by zero"),
     ("[1, 0].filter(x, 1 / x > 0).size() == 1", "division by zero"),
-    ("[dyn(1), dyn('a')].isSorted()", "no such overload"),
 ]
 
 

@@ -4,7 +4,7 @@ import celeval
 import pytest
 
 from extender.cel.environment import CompileError
-from extender.cel.program import compile_program, run_program
+from extender.cel.program import compile_program
 
 
 def ev(expr: str, key: str = "k", value: str = "v", effect: str = "NoSchedule"):

@@ -7,7 +7,7 @@ texts are Kubernetes' own, including the doubled "network address parse error" p
 ``cidr()``.  ``containsCIDR`` masks the other prefix's address to this prefix's length, as
 fixed upstream in kubernetes#130450 (1.33+); before that fix only equal addresses matched.
 ``ip`` is both the global parser and the member ``<CIDR>.ip()``: one callable dispatching on
-its argument, because cel-python resolves functions by name only.
+its argument (one implementation per function name).
 """
 
 from __future__ import annotations

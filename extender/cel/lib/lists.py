@@ -2,8 +2,8 @@
 
 ext.Lists: ``slice flatten distinct reverse sort lists.range`` (and the ``sortBy`` macro,
 implemented in the evaluator).  K8s: ``isSorted sum min max indexOf lastIndexOf``.
-``indexOf``/``lastIndexOf`` are shared with ext strings: cel-python has one callable per
-name, so the implementation dispatches on the receiver's kind.
+``indexOf``/``lastIndexOf`` are shared with ext strings: one implementation per
+function name, dispatching on the receiver's kind.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from extender.cel.values import (
     cel_compare,
     cel_equal,
     cel_function,
-    go_compare,
     check_int,
     check_uint,
+    go_compare,
     kind,
     want,
 )

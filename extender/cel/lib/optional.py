@@ -25,7 +25,6 @@ from extender.cel.lib import timevals
 from extender.cel.values import CelError, cel_equal, cel_function, kind, want
 
 
-
 class Optional:
     """Opaque CEL value of type ``optional_type(T)``; ``value`` is ``_NONE`` when empty."""
 

@@ -1,9 +1,9 @@
-"""CEL standard library fixes on top of cel-python (spec cel.md §2.9, Part 3 item 3).
+"""The CEL standard library (spec cel.md §2.9): operators, indexing, conversions, string
+functions, timestamps and durations, with cel-go's semantics.
 
-cel-python's built-ins are lenient where cel-go is strict (``int(' 1')``, ``'abc'[0]``,
-``[1,2][-1]``, ``string(true) == 'True'``) and lack heterogeneous equality and K8s'
-cross-type numeric ordering.  These overrides are registered under the same names, so
-cel-python's evaluator calls them for operators, indexing and conversions.
+cel-go is strict where a lenient implementation would not be (``int(' 1')``,
+``'abc'[0]``, ``[1,2][-1]`` are errors; ``string(true)`` is ``'true'``) and has
+heterogeneous equality and cross-type numeric ordering; these implementations follow it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import math
 import re
 from decimal import Decimal
 from typing import Any
-
 
 from extender.cel.lib import timevals
 from extender.cel.values import (
