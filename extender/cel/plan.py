@@ -195,7 +195,10 @@ class Planner:
         if all(isinstance(e, Const) for e in entries):
             from extender.cel.runtime import build_map
 
-            return Const(build_map([e.value for e in entries]))
+            try:
+                return Const(build_map([e.value for e in entries]))
+            except CelError:  # keys this engine cannot hold apart: an evaluation error
+                pass
         return MapLit(entries, n.value)
 
     # --- calls -------------------------------------------------------------------------

@@ -416,6 +416,13 @@ class KubeGen:
             return f"[{g('list_int', d, s)}, {g('list_int', d, s)}].flatten()"
         if k == 9:
             v = self.var(s)
+            if self.chance(0.3):  # past 12 elements with ties (and NaN keys): Go's pdqsort
+                n = self.r.randint(13, 90)
+                if self.chance(0.5):
+                    return f"lists.range({n}).sortBy({v}, {v} % {self.r.randint(2, 7)})"
+                keys = ", ".join(self.pick(["double('NaN')", "0.5", "1.0", "2.0", "-0.0"])
+                                 for _ in range(n))
+                return f"lists.range({n}).sortBy({v}, [{keys}][{v}])"
             return f"{g('list_int', d, s)}.sortBy({v}, {g('int', d, {**s, v: 'int'})})"
         if k == 10:
             i, v = self.var(s), self.var({**s, "_": 1})

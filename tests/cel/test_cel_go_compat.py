@@ -86,6 +86,16 @@ def test_value_in_an_empty_list_is_folded_to_false():
     assert build("!(int(taint.value) in [])").estimate == (14, 14)
 
 
+def test_value_sort_is_gos_unstable_sort_slice():
+    """cel-go sorts with Go's ``sort.Slice`` (pdqsort): past 12 elements, equal keys come
+    out in pdqsort's order, and a NaN key orders with nothing instead of failing the
+    sort.  Found by the differential test after the three classes above."""
+    pdq = "[10, 18, 2, 16, 4, 0, 6, 14, 8, 12, 5, 11, 9, 13, 7, 15, 3, 17, 1, 19]"
+    assert outcome(f"lists.range(20).sortBy(x, x % 2) == {pdq}") == ("true", 1127)
+    assert outcome("[1.0, double('NaN'), 0.5].sort()[2] == 0.5") == ("true", 32)
+    assert outcome("[dyn(1), dyn('a')].sort() == []") == ("error", 1)
+
+
 # --- cost classes -------------------------------------------------------------------------
 
 def test_cost_constants_cost_nothing_at_run_time():
@@ -206,3 +216,14 @@ def test_verdict_fifty_cubed_admitted():
     expr = f"{items}.all(a, {items}.all(b, {items}.all(c, taint.key != '')))"
     assert compile_program(expr).estimated_cost == 660711
     assert outcome(expr) == ("true", 635201)
+
+
+def test_known_difference_map_keys_of_different_kinds_that_compare_equal():
+    """The one value difference left (docs/reference/cel.md, "Known differences"): cel-go
+    keeps ``1`` and ``1u`` (or ``true`` and ``1``) apart as keys of a ``dyn`` map, Python's
+    dict cannot; such a map is an evaluation error here (the toleration does not match),
+    never a crash or a failed compile."""
+    kind, message, _used = evaluate(build("{dyn(1): 'a', dyn(1u): 'b'}.size() == 2").runner,
+                                    *TAINT)
+    assert kind == "runtime"
+    assert "keys of different kinds that compare equal (int and uint)" in message

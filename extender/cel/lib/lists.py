@@ -8,14 +8,13 @@ function name, dispatching on the receiver's kind.
 
 from __future__ import annotations
 
-from functools import cmp_to_key
 from typing import Any
 
 from extender.cel.lib import strings, timevals
+from extender.cel.lib.gosort import go_sort_slice
 from extender.cel.values import (
     ORDERED,
     EvalError,
-    cel_compare,
     cel_equal,
     cel_function,
     check_int,
@@ -86,20 +85,29 @@ def reverse(items: Any) -> Any:
     return list(list(reversed(items)))
 
 
-def _check_sortable(items: list) -> None:
-    kinds = {kind(x) for x in items}
-    if len(kinds) > 1:
-        raise EvalError("list elements must have the same type")
-    if kinds and not kinds <= ORDERED:
-        raise EvalError(f"list elements of type {kinds.pop()} are not comparable")
-
-
 def sort_values(items: list, keys: list | None = None) -> list:
-    """Stable sort by CEL ordering (of ``keys`` when given, as for ``sortBy``)."""
+    """cel-go ``sortListByAssociatedKeys``: ``items`` in the order Go's ``sort.Slice``
+    gives ``keys`` (``items`` themselves without ``keys``), comparing with cel-go's
+    ``Compare`` (a NaN orders with nothing: "less" is false both ways, not an error)."""
     basis = items if keys is None else keys
-    _check_sortable(basis)
-    order = sorted(range(len(items)), key=cmp_to_key(lambda i, j: cel_compare(basis[i],
-                                                                              basis[j])))
+    if not basis:
+        return items
+    first = kind(basis[0])
+    if first not in ORDERED:
+        raise EvalError("list elements must be comparable")
+    mixed = False
+
+    def less(i: int, j: int) -> bool:
+        nonlocal mixed
+        a, b = basis[i], basis[j]
+        if kind(a) != first or kind(b) != first:
+            mixed = True
+            return False
+        return go_compare(a, b) == -1
+
+    order = go_sort_slice(len(basis), less)
+    if mixed:
+        raise EvalError("list elements must have the same type")
     return [items[i] for i in order]
 
 
