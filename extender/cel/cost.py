@@ -709,6 +709,13 @@ TRACKERS: dict[str, Any] = {
        for go in _SORTABLE},
 }
 
+#: Trackers above that read only the arguments, for calls whose work is quadratic: the
+#: evaluator charges these before running the call (``extender.cel.runtime._invoker``).
+ARGUMENT_COSTED = frozenset({"list_distinct", "list_sets_contains_list",
+                             "list_sets_intersects_list", "list_sets_equivalent_list",
+                             *(f"list_{go}_sort" for go in _SORTABLE),
+                             *(f"list_{go}_sortByAssociatedKeys" for go in _SORTABLE)})
+
 _K8S_STRING_SCAN = frozenset({"url", "lowerAscii", "upperAscii", "substring", "trim", "cidr",
                               "isIP", "isCIDR", "quantity", "isQuantity", "semver", "isSemver"})
 _K8S_TYPES_EQUAL = frozenset({"Quantity", "IP", "CIDR", "Format", "URL", "Semver"})

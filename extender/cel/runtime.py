@@ -24,7 +24,7 @@ from typing import Any
 
 from extender.cel import deadline, fastops, folds
 from extender.cel.ast import Node
-from extender.cel.cost import LIST_CREATE, MAP_CREATE, call_cost, cost_rule
+from extender.cel.cost import ARGUMENT_COSTED, LIST_CREATE, MAP_CREATE, call_cost, cost_rule
 from extender.cel.lib import FUNCTIONS
 from extender.cel.lib.optional import NONE, Optional
 from extender.cel.plan import (
@@ -365,6 +365,27 @@ def _invoke(impl: Callable | None, name: str, args: list) -> Any:
         return CelError(f"{name}: {exc}")
 
 
+def _invoker(p: Call) -> Callable[[Budget, list], Any]:
+    """How a call runs its implementation.  The list functions whose charge depends on
+    their arguments only and whose work grows faster than their input (``distinct``,
+    ``sort``, ``sortBy``, ``sets.*``: quadratic charges) are charged first: a call the
+    budget cannot pay is cancelled before it runs, with the units cel-go's tracker would
+    report after running it (a quadratic call on an oversized list would otherwise run
+    for minutes before the charge stops it)."""
+    impl, name = p.impl, p.function
+    if p.overload not in ARGUMENT_COSTED:
+        return lambda b, args: _invoke(impl, name, args)
+
+    def charged_first(b: Budget, args: list) -> Any:
+        units = call_cost(name, p.overload, args, None)
+        if b.used + units > b.limit:
+            b.used += units
+            raise CostLimitExceeded(b.used)
+        return _invoke(impl, name, args)
+
+    return charged_first
+
+
 def _finish(b: Budget, p: Call, args: list, result: Any) -> Any:
     units = call_cost(p.function, p.overload, args, result)
     return _charged(b, units, result)
@@ -390,7 +411,7 @@ def _value(fn: Fn, b: Budget) -> Any:
 
 def _call(p: Call) -> Fn:
     fns = [compile_plan(a) for a in p.args]
-    impl, name = p.impl, p.function
+    name = p.function
     fast = _fast_call(p, fns)
     if fast is not None:
         return fast
@@ -406,14 +427,15 @@ def _call(p: Call) -> Fn:
             return _finish(b, p, [v], result)
 
         return not_strictly_false
+    run = _invoker(p)
     if p.mode == "zero":
-        return lambda b: _finish(b, p, [], _invoke(impl, name, []))
+        return lambda b: _finish(b, p, [], run(b, []))
     if p.mode == "unary":
         (arg,) = fns
 
         def unary(b: Budget) -> Any:
             v = _value(arg, b)
-            result = v if isinstance(v, CelError) else _invoke(impl, name, [v])
+            result = v if isinstance(v, CelError) else run(b, [v])
             return _finish(b, p, [v], result)
 
         return unary
@@ -427,7 +449,7 @@ def _call(p: Call) -> Fn:
             elif isinstance(y, CelError):
                 result = y
             else:
-                result = _invoke(impl, name, [x, y])
+                result = run(b, [x, y])
             return _finish(b, p, [x, y], result)
 
         return binary
@@ -446,7 +468,7 @@ def _call(p: Call) -> Fn:
                     values.append(exc)
                     return _finish(b, p, values, exc)
                 raise
-        return _finish(b, p, values, _invoke(impl, name, values))
+        return _finish(b, p, values, run(b, values))
 
     return varargs
 

@@ -211,3 +211,23 @@ def test_ranges_under_the_bound_still_work():
     # 1,000 elements: well under the static bound.
     outcome = CelCache().evaluate("lists.range(1000).size() == 1000", Taint("k", "v", "NoSchedule"))
     assert outcome.matched, outcome
+
+
+@pytest.mark.parametrize("expr,used", [
+    # range 490,011 + distinct 2 n^2 + 11 (cel-go's tracker; the oracle gives the same
+    # formula's 32,004,022 for n = 4,000)
+    ("lists.range(490000).distinct().size() > 0", 490_011 + 2 * 490_000**2 + 11),
+    ("lists.range(490000).sort().size() > 0", 490_011 + 2 * 490_000**2 + 11),
+    ("sets.contains(lists.range(490000), lists.range(490000))", 2 * 490_011 + 490_000**2 + 1),
+    ("sets.equivalent(lists.range(490000), lists.range(490000))",
+     2 * 490_011 + 2 * 490_000**2 + 1),
+])
+def test_quadratic_list_calls_over_the_budget_never_run(expr, used):
+    """A quadratic list call the budget cannot pay is cancelled with cel-go's units before
+    it runs: run, these would take hours here (this test would never end).  The server
+    only runs admitted programs, but taints it is sent are not bounded by validation."""
+    from extender.cel.program import build, evaluate
+
+    kind, message, units = evaluate(build(expr).runner, "k", "v", "NoSchedule")
+    assert (kind, units) == ("cost", used)
+    assert message.startswith("operation cancelled: actual cost limit exceeded")
