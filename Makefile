@@ -35,7 +35,7 @@ tools:
 WITH_SCHEDULER = KUBE_SCHEDULER_BINARY="$${KUBE_SCHEDULER_BINARY:-$$($(PYTHON) .ci/kube-scheduler 2>/dev/null)}"
 
 # The cel-go oracle for the CEL differential test (tests/cel/test_cel_oracle.py):
-# $$CEL_ORACLE_BINARY, else the one .ci/cel-oracle builds once from ../shared/cel-oracle
+# $$CEL_ORACLE_BINARY, else the one .ci/cel-oracle builds once from the vendored sources
 # (cached under build/cel-oracle/); without it that test fails, saying how to build it.
 WITH_CEL_ORACLE = CEL_ORACLE_BINARY="$${CEL_ORACLE_BINARY:-$$($(PYTHON) .ci/cel-oracle)}"
 

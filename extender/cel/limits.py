@@ -22,8 +22,8 @@ TAINT_EFFECT_MAX = 16
 
 #: Maximum nesting depth of the expression tree (calls, operators, literals, macros,
 #: parentheses): cel-go's parser recursion limit.  Evaluation of a tree this deep needs
-#: more Python frames than the default recursion limit; ``extender.cel.runtime`` raises
-#: it (``RECURSION_LIMIT``).
+#: more Python frames than the default recursion limit; ``extender.cel.environment``
+#: raises it (``RECURSION_LIMIT``).
 MAX_NESTING_DEPTH = 250
 
 #: Programs whose estimated cost reaches this many units (at most ~0.13 s here: the

@@ -30,8 +30,8 @@ COST_WARNING_RATIO = 0.8
 #: 5,000-node fleet of `perf/generate.py` has 78 distinct taints, so admission assumes 100.
 #: Units are cel-go's (issue 34).  The evaluator's measured floor (`perf/cel_bench.py`,
 #: units per CPU second, the slowest class of its at-limit set) is url() parsing of
-#: distinct strings, 0.42 M units/s; comprehensions do 3.7-7 M, other library parsers
-#: 0.6-0.9 M.  The rule assumes 400,000 units a second, so cost / 400,000 s bounds one
+#: distinct strings, 0.43 M units/s; comprehensions do 10-23 M, quantity() parsing
+#: 0.6-1.9 M.  The rule assumes 400,000 units a second, so cost / 400,000 s bounds one
 #: evaluation's CPU time (docs/reference/cel.md, "Admission").
 ASSUMED_DISTINCT_TAINTS = 100
 ASSUMED_UNITS_PER_SECOND = 400_000

@@ -47,7 +47,7 @@ def oracle_binary() -> str:
     path = os.environ.get("CEL_ORACLE_BINARY")
     if not path or not os.access(path, os.X_OK):
         pytest.fail("the cel-go oracle is required: run the suite with `make test` (it builds "
-                    "it with .ci/cel-oracle from ../shared/cel-oracle) or set "
+                    "it with .ci/cel-oracle, see that script) or set "
                     f"CEL_ORACLE_BINARY to a built celoracle (got {path!r})")
     return path
 
