@@ -271,15 +271,10 @@ def _list_builder(step: Any, compile_plan: Callable, two: bool) -> Any:
             for item in items(rng(b)):
                 bind(b, item)
                 if filt_fn is not None:
-                    try:
-                        keep = filt_fn(b)
-                    except CelError as exc:
-                        error = exc
-                        continue
-                    if keep is False:
-                        continue
+                    keep = _filter_verdict(filt_fn, b)
                     if keep is not True:
-                        error = CelError("no such overload: _?_:_")
+                        if keep is not False:
+                            error = keep
                         continue
                 if elem_fn is None:
                     charge(b, units, 2)
@@ -307,6 +302,19 @@ def _list_builder(step: Any, compile_plan: Callable, two: bool) -> Any:
     return driver
 
 
+def _filter_verdict(filt_fn: Callable, b: Any) -> Any:
+    """A filter's verdict on the bound element: True (keep it), False (skip it), or the
+    CelError that makes the fold's result an error (the element is skipped; the loop goes
+    on, charging, as cel-go's fold does)."""
+    try:
+        keep = filt_fn(b)
+    except CelError as exc:
+        return exc
+    if keep is True or keep is False:
+        return keep
+    return CelError("no such overload: _?_:_")
+
+
 def _map_builder(step: Any, compile_plan: Callable, two: bool, entry: bool) -> Any:
     """``transformMap``: ``cel.@mapInsert(@result, k, e)`` is variadic: 1 (the variable),
     and with the accumulator an error nothing more (the call stops there, uncharged);
@@ -329,15 +337,10 @@ def _map_builder(step: Any, compile_plan: Callable, two: bool, entry: bool) -> A
             for item in items(rng(b)):
                 bind(b, item)
                 if filt_fn is not None:
-                    try:
-                        keep = filt_fn(b)
-                    except CelError as exc:
-                        error = exc
-                        continue
-                    if keep is False:
-                        continue
+                    keep = _filter_verdict(filt_fn, b)
                     if keep is not True:
-                        error = CelError("no such overload: _?_:_")
+                        if keep is not False:
+                            error = keep
                         continue
                 charge(b, (1,), 1)
                 if error is not None and not entry:

@@ -620,12 +620,7 @@ def _list(p: ListLit) -> Fn:
                     continue
                 v = v.value
             out.append(v)
-        b.used += LIST_CREATE
-        if b.used > b.limit:
-            raise CostLimitExceeded(b.used)
-        if isinstance(result, CelError):
-            raise result
-        return out
+        return _charged(b, LIST_CREATE, result)
 
     return list_literal
 
@@ -652,12 +647,7 @@ def _map(p: MapLit) -> Fn:
                 map_put(out, key, value)
         except CelError as exc:
             result = exc
-        b.used += MAP_CREATE
-        if b.used > b.limit:
-            raise CostLimitExceeded(b.used)
-        if isinstance(result, CelError):
-            raise result
-        return out
+        return _charged(b, MAP_CREATE, result)
 
     return map_literal
 
