@@ -33,7 +33,6 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from celpy import celtypes as T
 
 from extender.cel import check, plan
 from extender.cel.environment import CompileError
@@ -91,7 +90,7 @@ def _cpp_nan_ordering() -> AbstractContextManager:
     originals = {op: FUNCTIONS[op] for op in ("_<_", "_<=_", "_>_", "_>=_")}
 
     def order(op: str) -> Callable:
-        return lambda a, b: T.BoolType(False) if _double(a) or _double(b) else originals[op](a, b)
+        return lambda a, b: False if _double(a) or _double(b) else originals[op](a, b)
 
     return mock.patch.dict(FUNCTIONS, {op: order(op) for op in originals})
 
@@ -115,7 +114,7 @@ def _cpp_index_of() -> AbstractContextManager:
     def cpp_last(s: Any, sub: Any, offset: Any = None) -> Any:
         off = in_range(s, offset)
         if off is not None and off == len(s) > 0 and sub != "":
-            offset = T.IntType(off - 1)
+            offset = off - 1
         return last_index_of(s, sub) if offset is None else last_index_of(s, sub, offset)
 
     return _functions(indexOf=cpp_index, lastIndexOf=cpp_last)
@@ -126,7 +125,7 @@ def _cpp_split() -> AbstractContextManager:
 
     def cpp_split(s: Any, sep: Any, n: Any = None) -> Any:
         if s == "" and (n is None or int(n) != 0):
-            return T.ListType([T.StringType("")])
+            return [""]
         return split(s, sep) if n is None else split(s, sep, n)
 
     return _functions(split=cpp_split)
@@ -148,7 +147,7 @@ def _cpp_lenient_numbers() -> AbstractContextManager:
     wrapped = {name: FUNCTIONS[name] for name in ("int", "uint", "double")}
 
     def lenient(name: str) -> Callable:
-        return lambda v: wrapped[name](T.StringType(v.strip()) if isinstance(v, str) else v)
+        return lambda v: wrapped[name](v.strip() if isinstance(v, str) else v)
 
     return _functions(**{name: lenient(name) for name in wrapped})
 
@@ -160,24 +159,27 @@ def _cpp_time_strings() -> AbstractContextManager:
 
     def cpp_duration(v: Any) -> Any:
         if isinstance(v, str) and re.fullmatch(r"[+-]?[0-9.]+", v):
-            v = T.StringType(v + "s")
+            v = v + "s"
         return duration(v)
 
     def cpp_timestamp(v: Any) -> Any:
-        return timestamp(T.StringType(v.upper()) if isinstance(v, str) else v)
+        return timestamp(v.upper() if isinstance(v, str) else v)
 
     return _functions(duration=cpp_duration, timestamp=cpp_timestamp)
 
 
-def _cpp_ordering_overload_order() -> AbstractContextManager:
-    """cel-cpp tries the numeric ordering overloads first, so a free type variable
-    compared with a dyn becomes int there and bool in cel-go."""
-    def numbers_first(name: str) -> list:
-        overloads = check.REGISTRY[name]
-        return sorted(overloads, key=lambda o: o.params[0] not in ("int", "uint", "double"))
+def _cpp_operator_overload_order() -> AbstractContextManager:
+    """cel-cpp tries the int overloads of the operators first, so a free type variable
+    compared with a dyn or added to itself becomes int there, and bool (ordering),
+    bytes (``+``) or double (``-x``) in cel-go."""
+    rank = {"int": 0, "uint": 1, "double": 2}
 
-    return mock.patch.dict(check.REGISTRY, {op: numbers_first(op)
-                                            for op in ("_<_", "_<=_", "_>_", "_>=_")})
+    def ints_first(name: str) -> list:
+        overloads = check.REGISTRY[name]
+        return sorted(overloads, key=lambda o: rank.get(o.params[0], 3))
+
+    return mock.patch.dict(check.REGISTRY, {op: ints_first(op) for op in (
+        "_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_", "_%_", "-_")})
 
 
 def _no_homogeneous_literals() -> AbstractContextManager:
@@ -269,11 +271,11 @@ KNOWN = [
           "cel-go common/types/string.go String.ConvertToType -> time.ParseDuration / "
           "time.Parse(time.RFC3339)", _cpp_time_strings),
     Known("A free type variable (the element type of []) takes the type of the first "
-          "matching overload in declaration order; for <, <=, >, >= cel-go declares bool "
-          "first, cel-cpp effectively int",
+          "matching overload in declaration order; cel-go declares bool first for <, <=, "
+          ">, >=, bytes first for +, double first for unary -; cel-cpp effectively int",
           "cel-go checker/checker.go resolveOverload + isAssignableList (mappings committed "
-          "per match, in declaration order); common/stdlib/standard.go (LessBool first)",
-          _cpp_ordering_overload_order),
+          "per match, in declaration order); common/stdlib/standard.go (LessBool, "
+          "AddBytes, NegateDouble first)", _cpp_operator_overload_order),
     Known("A duration's getMilliseconds() is its total milliseconds (Go "
           "Duration.Milliseconds); cel-cpp: the milliseconds within the second",
           "cel-go common/types/duration.go durationGetMilliseconds", _cpp_duration_milliseconds),
