@@ -51,6 +51,11 @@ tools:
 # unpacks; with neither, the e2e tests are reported SKIPPED with the reason.
 WITH_SCHEDULER = KUBE_SCHEDULER_BINARY="$${KUBE_SCHEDULER_BINARY:-$$($(PYTHON) .ci/kube-scheduler 2>/dev/null)}"
 
+# The cel-go oracle for the CEL differential test (tests/cel/test_cel_oracle.py):
+# $$CEL_ORACLE_BINARY, else the one .ci/cel-oracle builds once from the vendored sources
+# (cached under build/cel-oracle/); without it that test fails, saying how to build it.
+WITH_CEL_ORACLE = CEL_ORACLE_BINARY="$${CEL_ORACLE_BINARY:-$$($(PYTHON) .ci/cel-oracle)}"
+
 # pytest-xdist: TEST_WORKERS processes (the end-to-end and server tests wait on child
 # processes and sockets much of the time, hence more workers than cores);
 # TEST_WORKERS=0 runs everything in one process.
@@ -59,14 +64,15 @@ XDIST = -n $(TEST_WORKERS) --dist loadgroup
 
 test: $(STAMP) tools
 	$(BIN)/ruff check extender tests perf testing plugin
-	$(WITH_SCHEDULER) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(WITH_SCHEDULER) $(WITH_CEL_ORACLE) $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The full-size runs of tests that `make test` runs smaller (pytest marker `long`): the
-# 5,000-body fuzz slice, the 5,000-expression CEL differential, 50,000 CEL programs
-# through the cache, the 9 MB YAML reloads, the 2,000-pod spread simulation
+# 5,000-body fuzz slice, the 5,000-expression CEL differential (cel-cpp), 3,000 generated
+# expressions against cel-go, 50,000 CEL programs through the cache, the 9 MB YAML
+# reloads, the 2,000-pod spread simulation
 # (docs/design/layout.md#running-the-tests). CI (.ci/run) runs it after `make test`.
 test-long: $(STAMP) tools
-	$(WITH_SCHEDULER) $(BIN)/python -m pytest -m long $(XDIST) $(PYTEST_ARGS)
+	$(WITH_SCHEDULER) $(WITH_CEL_ORACLE) $(BIN)/python -m pytest -m long $(XDIST) $(PYTEST_ARGS)
 
 # The end-to-end suite alone: the real kube-scheduler, `extender serve`, the API double.
 e2e: $(STAMP)

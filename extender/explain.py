@@ -161,14 +161,18 @@ def node_verdicts(diag: Diagnosis, score_outcome: Any, feasible: NodeSet, keep: 
 
 
 def annotation_warnings(extender: Extender, pod_raw: dict[str, Any]) -> list[str]:
-    """What the admission webhook would warn about (valid but surprising annotations)."""
+    """What the admission webhook would warn about (valid but surprising annotations, and
+    the slow-expression rule with this configuration's request deadline: the same text
+    the webhook and `extender validate` give)."""
     from extender.validation import check_pod
+    from extender.validation.rules import SlowExpressionPolicy, admission
 
     meta = pod_raw.get("metadata") or {}
     spec = pod_raw.get("spec") or {}
     tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
-    check = check_pod(meta.get("annotations") or {}, tolerations, extender.config.annotation_prefix,
-                      extender.config.feature_gates)
+    with admission(SlowExpressionPolicy(extender.config.request_deadline, deny=False)):
+        check = check_pod(meta.get("annotations") or {}, tolerations,
+                          extender.config.annotation_prefix, extender.config.feature_gates)
     return list(check.warnings)
 
 

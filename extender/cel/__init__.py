@@ -1,4 +1,7 @@
-"""CEL toleration expressions (KEP-5500) on cel-python.
+"""CEL toleration expressions (KEP-5500): cel-go v0.26 with Kubernetes' environment, in Python.
+
+cel-python's lark grammar parses; everything after (checker, cost estimator, planner,
+evaluator, libraries) is this package's own port of cel-go's rules.
 
 Public API::
 
@@ -9,8 +12,9 @@ Public API::
     cache.evaluate(expr, taint)                 # CelOutcome(matched, kind, message)
 
 See ``extender/cel/README`` in the module docstrings: ``environment`` (parsing, recursion
-limit), ``check`` (static validation), ``cost`` (estimate + runtime charges), ``runtime``
-(evaluator), ``cache`` (shared cache and memo), ``lib`` (the libraries).
+limit), ``ast`` (the IR, macro expansion), ``check`` (static validation), ``cost``
+(estimate + runtime charges), ``plan`` / ``runtime`` / ``folds`` (evaluator), ``program``
+(compile + evaluate), ``cache`` (shared cache and memo), ``lib`` (the libraries).
 """
 
 from extender.cel.cache import CelCache, CelOutcome

@@ -22,13 +22,14 @@ TAINT_EFFECT_MAX = 16
 
 #: Maximum nesting depth of the expression tree (calls, operators, literals, macros,
 #: parentheses): cel-go's parser recursion limit.  Evaluation of a tree this deep needs
-#: more Python frames than the default recursion limit; ``extender.cel.runtime`` raises
-#: it (``RECURSION_LIMIT``).
+#: more Python frames than the default recursion limit; ``extender.cel.environment``
+#: raises it (``RECURSION_LIMIT``).
 MAX_NESTING_DEPTH = 250
 
-#: Programs whose estimated cost reaches this many units (~0.3 s of cel-python here) are
-#: "expensive": at most ``EXPENSIVE_SLOTS`` of their evaluations run at once per process,
-#: the others wait (within their request's deadline).  Cheap programs never wait.  With
+#: Programs whose estimated cost reaches this many units (at most ~0.13 s here: the
+#: evaluator's slowest measured rate is ~400,000 units per CPU second, see
+#: perf/PERFORMANCE.md) are "expensive": at most ``EXPENSIVE_SLOTS`` of their evaluations
+#: run at once per process, the others wait (within their request's deadline).  Cheap programs never wait.  With
 #: the GIL, eight concurrent expensive evaluations would each get an eighth of a core and
 #: make every other thread (health probes, cheap pods) queue behind them for the GIL;
 #: one at a time gives the same throughput and leaves the rest of the server responsive.
@@ -42,7 +43,7 @@ EXPENSIVE_SLOTS = 1
 #: already never wait for this.
 COMPILE_SLOTS = 2
 
-#: Programs estimated below this many units (~10-15 ms of cel-python at worst) may run
+#: Programs estimated below this many units (~5 ms at the slowest measured rate) may run
 #: on a server worker's event loop; costlier ones, and any expression not compiled yet
 #: (a 10 KiB expression takes most of a second to compile), run on a pool thread, and
 #: those at ``EXPENSIVE_COST`` or more in the expensive lane (``extender.cel.lane``).
@@ -50,27 +51,3 @@ LOOP_COST = 2_000
 
 #: Error messages in CelOutcome / compile_error are truncated to this many characters.
 MAX_MESSAGE_CHARS = 300
-
-#: Cost charged per comprehension iteration on top of the loop step.  cel-go charges ~3
-#: (loop condition + accumulator); cel-python additionally clones an activation per element,
-#: which costs about as much as five more selections, so we charge 8.  Estimate and runtime
-#: use the same constant.  Consequence (deliberate): a 50x50x50 nested ``all`` over list
-#: literals (~125k iterations) is rejected by the estimate, where cel-go would accept it.
-ITERATION_COST = 8
-
-#: Cost per element materialized by ``lists.range(n)``. cel-go charges ~1, but cel-python
-#: needs ~13 us to build each element and one library call cannot be interrupted by the
-#: request deadline, so an unbounded range could blow through it (``lists.range(100000)``
-#: took 1.4 s). At 300 units the estimate and the runtime budget cap a range at ~3,300
-#: elements (~45 ms); everything that makes big lists starts from a range, so this bounds
-#: sort/reverse/slice/flatten too. Deliberately stricter than Kubernetes.
-RANGE_ELEMENT_COST = 300
-
-#: cel-go unit costs (checker/cost.go, common/cost.go).
-STRING_TRAVERSAL_FACTOR = 0.1
-REGEX_LENGTH_FACTOR = 0.25
-LIST_CREATE_COST = 10
-MAP_CREATE_COST = 30
-
-#: "Unknown size" in the estimator (cel-go uses max uint64).
-UNBOUNDED = 2**64 - 1

@@ -1,9 +1,11 @@
-"""Compile (validate + estimate + build the runner) and evaluate one expression.
+"""Compile (check + estimate + plan) and evaluate one expression.
 
-``compile_program`` is the admission-style check: length, syntax, nesting depth, names,
-overloads, literal validators, static bool result, estimated cost.  ``run_program``
-evaluates against one taint and classifies the result; every failure is a non-match
-(semantics §0.7).  Neither function caches; ``extender.cel.cache`` does.
+``build`` is cel-go's ``Compile`` + ``EstimateCost`` + ``Program``: length, syntax, nesting
+depth, names, overloads, literal validators, the (min, max) cost estimate and the plan,
+whose constant folding can fail the program as cel-go's does.  ``compile_program`` adds
+what admission (KEP-5500) requires on top: a bool (or dyn) result and an estimate within
+the limit.  ``run_program`` evaluates against one taint and classifies the result; every
+failure is a non-match (semantics §0.7).  Nothing here caches; ``extender.cel.cache`` does.
 """
 
 from __future__ import annotations
@@ -14,14 +16,26 @@ from extender.cel import ast, check, cost, deadline
 from extender.cel.environment import CompileError, parse
 from extender.cel.limits import MAX_COST, MAX_MESSAGE_CHARS
 from extender.cel.runtime import Budget, CostLimitExceeded, Runner, compile_tree
+from extender.cel.types import format_type
 from extender.cel.values import CelError, kind
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """A compiled expression before admission: its type, estimate and runner."""
+
+    expression: str
+    type: object
+    estimate: tuple[int, int]
+    runner: Runner
 
 
 @dataclass(frozen=True, slots=True)
 class Program:
     expression: str
     runner: Runner
-    estimated_cost: int
+    estimated_cost: int  # the estimate's maximum, what admission compares to the limit
+    estimated_min: int = 0
 
 
 def truncate(message: str) -> str:
@@ -31,28 +45,44 @@ def truncate(message: str) -> str:
     return message[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
-def compile_program(expression: str, max_cost: int = MAX_COST) -> Program:
-    """Validate and build; raises CompileError with a precise (truncated) message.
+def build(expression: str) -> Built:
+    """Parse, check, estimate and plan; raises CompileError (truncated message).
 
     The work is bounded by the length and nesting limits (``MAX_NESTING_DEPTH``, checked
-    while normalising, before anything recursive runs: at most ~0.5 s at the deepest
-    nesting allowed); the request deadline is checked between the phases
-    (``DeadlineExceeded``: never cached, never a verdict)."""
+    while normalising, before anything recursive runs); the request deadline is checked
+    between the phases (``DeadlineExceeded``: never cached, never a verdict)."""
     try:
         tree = parse(expression)
         deadline.check()
         root = ast.build(tree)
-        check.check(root)
+        result_type = check.check(root)
         deadline.check()
         estimated = cost.estimate(root)
+        deadline.check()
+        runner = compile_tree(root)
     except CompileError as exc:
         raise CompileError(truncate(str(exc))) from None
     except RecursionError:
         raise CompileError("expression is nested too deeply") from None
-    if estimated > max_cost:
-        raise CompileError(f"estimated cost {estimated} exceeds the limit of {max_cost}")
-    deadline.check()
-    return Program(expression, compile_tree(root), estimated)
+    return Built(expression, result_type, estimated, runner)
+
+
+def admission_error(built: Built, max_cost: int = MAX_COST) -> str | None:
+    """Why admission refuses a compiled expression (KEP-5500), or None."""
+    if built.type not in ("bool", "dyn"):
+        return f"expression must evaluate to bool, not {format_type(built.type)}"
+    if built.estimate[1] > max_cost:
+        return f"estimated cost {built.estimate[1]} exceeds the limit of {max_cost}"
+    return None
+
+
+def compile_program(expression: str, max_cost: int = MAX_COST) -> Program:
+    """``build`` plus admission; raises CompileError with a precise message."""
+    built = build(expression)
+    refused = admission_error(built, max_cost)
+    if refused is not None:
+        raise CompileError(refused)
+    return Program(expression, built.runner, built.estimate[1], built.estimate[0])
 
 
 def taint_activation(key: str, value: str, effect: str) -> tuple[str, str, str]:
@@ -60,27 +90,30 @@ def taint_activation(key: str, value: str, effect: str) -> tuple[str, str, str]:
     return (key, value, effect)
 
 
-def run_program(program: Program, key: str, value: str, effect: str, *,
+def run_program(program: Program | Built, key: str, value: str, effect: str, *,
                 cost_limit: int = MAX_COST) -> tuple[str, str]:
-    """Evaluate; returns (kind, message) with kind in true/false/runtime/cost/non-bool.
+    """Evaluate; returns (kind, message) with kind in true/false/runtime/cost/non-bool."""
+    kind_, message, _used = evaluate(program.runner, key, value, effect, cost_limit=cost_limit)
+    return kind_, message
 
-    A pure function of (program, taint): the only limiter is the deterministic cost
-    budget.  ``deadline.DeadlineExceeded`` (the request ran out of time) propagates:
-    it is not an outcome."""
+
+def evaluate(runner: Runner, key: str, value: str, effect: str, *,
+             cost_limit: int = MAX_COST) -> tuple[str, str, int]:
+    """(kind, message, units used).  A pure function of (program, taint): the only
+    limiter is the deterministic cost budget.  ``deadline.DeadlineExceeded`` (the request
+    ran out of time) propagates: it is not an outcome."""
     budget = Budget(cost_limit)
     try:
-        result = program.runner.run(taint_activation(key, value, effect), budget)
+        result = runner.run(taint_activation(key, value, effect), budget)
     except CostLimitExceeded:
         return "cost", (f"operation cancelled: actual cost limit exceeded "
-                        f"({budget.used} > {cost_limit})")
+                        f"({budget.used} > {cost_limit})"), budget.used
     except CelError as exc:
-        return "runtime", truncate(str(exc) or "evaluation error")
+        return "runtime", truncate(str(exc) or "evaluation error"), budget.used
     except RecursionError:
-        return "runtime", "expression is nested too deeply to evaluate"
+        return "runtime", "expression is nested too deeply to evaluate", budget.used
     except Exception as exc:  # a library defect: never let it escape
-        return "runtime", truncate(f"{type(exc).__name__}: {exc}")
+        return "runtime", truncate(f"{type(exc).__name__}: {exc}"), budget.used
     if result is True or result is False:
-        return ("true", "") if result else ("false", "")
-    if kind(result) == "bool":
-        return ("true", "") if result else ("false", "")
-    return "non-bool", f"expression evaluated to {kind(result)}, not bool"
+        return ("true" if result else "false"), "", budget.used
+    return "non-bool", f"expression evaluated to {kind(result)}, not bool", budget.used

@@ -3,7 +3,7 @@ ordering, errors.
 
 CEL values are native Python values — ``bool``, ``int``, ``Uint`` (an ``int`` subclass
 for CEL ``uint``), ``float``, ``str``, ``bytes``, ``list``, ``dict``, ``None`` — plus
-cel-python's ``TimestampType``/``DurationType`` and the libraries' opaque types.  Python
+``Timestamp``/``Duration`` (``extender.cel.lib.timevals``) and the libraries' opaque types.  Python
 conflates some of them (``True == 1``, ``1 == Uint(1)``), so every type test here is on
 the exact CEL kind (``kind``).  cel-python's wrapper types (``celtypes.IntType`` ...) are
 still recognised by ``kind`` (tests may pass them), but nothing produces them.
@@ -70,8 +70,7 @@ class CelError(Exception):
 
 _KINDS: dict[type, str] = {bool: "bool", int: "int", Uint: "uint", float: "double",
                            str: "string", bytes: "bytes", list: "list", dict: "map",
-                           type(None): "null_type", T.TimestampType: "timestamp",
-                           T.DurationType: "duration"}
+                           type(None): "null_type"}
 
 
 def kind(v: Any) -> str:
@@ -99,10 +98,6 @@ def _slow_kind(v: Any) -> str:
         return "list"
     if isinstance(v, dict):
         return "map"
-    if isinstance(v, T.TimestampType):
-        return "timestamp"
-    if isinstance(v, T.DurationType):
-        return "duration"
     if isinstance(v, type):
         return "type"
     name = getattr(v, "cel_type", None)
@@ -119,29 +114,37 @@ def size_of(v: Any) -> int:
     return 1
 
 
-def cel_equal(a: Any, b: Any) -> bool:
-    """CEL runtime (heterogeneous) equality: numbers compare by value across int/uint/double,
-    other kinds must match, lists/maps compare element-wise; different kinds are unequal."""
+def equal(a: Any, b: Any) -> Any:
+    """cel-go ``types.Equal``: True, False, or the error (a ``CelError``, not raised) of a
+    Kubernetes type compared with another type.  Numbers compare by value across
+    int/uint/double (NaN equals nothing); other kinds must match; lists and maps compare
+    element-wise, an element error counting as "not unequal" (cel-go tests ``== False``)."""
     ka, kb = kind(a), kind(b)
     if ka in NUMERIC and kb in NUMERIC:
         if ka == kb:
             return a == b if ka != "double" else float(a) == float(b)
         if (ka == "double" and math.isnan(a)) or (kb == "double" and math.isnan(b)):
-            return False  # NaN equals nothing (only ordering a NaN is an error)
+            return False
         return _num_cmp(a, b) == 0
+    if ka == "null_type" or kb == "null_type":
+        return ka == kb
+    if getattr(a, "strict_equality", False):
+        try:
+            return bool(a.cel_equals(b))
+        except (TypeError, EvalError):
+            return CelError(f"no such overload: {ka} == {kb}")
     if ka != kb:
-        strict = getattr(a, "cel_equals", None) if getattr(a, "strict_equality", False) else None
-        if strict is not None:  # a Kubernetes type's Equal: no such overload
-            return bool(strict(b))
         return False
     if ka == "list":
-        return len(a) == len(b) and all(cel_equal(x, y) for x, y in zip(a, b, strict=True))
+        if len(a) != len(b):
+            return False
+        return all(equal(x, y) is not False for x, y in zip(a, b, strict=True))
     if ka == "map":
         if len(a) != len(b):
             return False
         for k, v in a.items():
-            found = _map_lookup(b, k)
-            if found is _MISSING or not cel_equal(v, found):
+            found = map_find(b, k)
+            if found is MISSING or equal(v, found) is False:
                 return False
         return True
     if ka == "bool":
@@ -154,53 +157,113 @@ def cel_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-_MISSING = object()
+def cel_equal(a: Any, b: Any) -> bool:
+    """Equality where cel-go asks ``Equal(...) == True`` (an error is not equal)."""
+    return equal(a, b) is True
 
 
-def _map_lookup(m: dict, key: Any) -> Any:
-    """Look a key up with CEL key semantics (numeric keys equal across int/uint/double)."""
+MISSING = object()
+_MISSING = MISSING
+
+
+def _same_key(stored: Any, key: Any) -> bool:
+    return kind(stored) == kind(key) and stored == key
+
+
+def map_find(m: dict, key: Any) -> Any:
+    """cel-go map lookup: the entry with the same key; else an int key finds a uint one,
+    a uint key an int one, a double key (integral) an int then a uint one."""
     k = kind(key)
-    for candidate, value in m.items():
-        kc = kind(candidate)
-        if (kc == k or (kc in NUMERIC and k in NUMERIC)) and cel_equal(candidate, key):
+    if k == "string":
+        return m.get(key, MISSING)  # a str key equals only str keys
+    for stored, value in m.items():
+        if _same_key(stored, key):
             return value
-    return _MISSING
+    if k == "int" and key >= 0:
+        return _find_kind(m, "uint", int(key))
+    if k == "uint" and key <= INT64_MAX:
+        return _find_kind(m, "int", int(key))
+    if k == "double" and float(key).is_integer():
+        i = int(key)
+        found = _find_kind(m, "int", i) if INT64_MIN <= i <= INT64_MAX else MISSING
+        if found is MISSING and 0 <= i <= UINT64_MAX:
+            found = _find_kind(m, "uint", i)
+        return found
+    return MISSING
+
+
+def _find_kind(m: dict, k: str, value: int) -> Any:
+    for stored, v in m.items():
+        if kind(stored) == k and stored == value:
+            return v
+    return MISSING
 
 
 def map_get(m: dict, key: Any) -> Any:
-    try:
-        if kind(key) == "string":
-            value = m.get(key, _MISSING)
-            if value is not _MISSING:
-                return value
-    except TypeError:  # celpy keys raise on cross-type comparisons
-        pass
-    return _map_lookup(m, key)
+    return map_find(m, key)
+
+
+def map_put(m: dict, key: Any, value: Any) -> None:
+    """Insert or replace (cel-go builds a Go map: a repeated key keeps the last value).
+    Python conflates ``True``, ``1``, ``1u`` and ``1.0`` as keys where CEL does not."""
+    if kind(key) != "string":
+        for stored in m:
+            if stored == key and kind(stored) != kind(key):
+                raise CelError("a map with keys of different kinds that compare equal "
+                               f"({kind(stored)} and {kind(key)}) is not supported")
+    m[key] = value
+
+
+def map_delete(m: dict, key: Any) -> None:
+    for stored in list(m):
+        if _same_key(stored, key):
+            del m[stored]
+
+
+_F_MIN_INT, _F_MAX_INT, _F_MAX_UINT = float(INT64_MIN), float(INT64_MAX), float(UINT64_MAX)
+
+
+def _cmp(x: Any, y: Any) -> int:
+    return (x > y) - (x < y)
 
 
 def _num_cmp(a: Any, b: Any) -> int:
-    """Exact comparison of int/uint/double values (no float rounding of big ints)."""
-    if isinstance(a, float) or isinstance(b, float):
-        fa, fb = float(a), float(b)
-        if math.isnan(fa) or math.isnan(fb):
+    """cel-go's numeric Compare: int and uint exactly; a double against an int or uint
+    converts the integer to a double (so 2^53 + 1 == 2^53 as a double); NaN cannot be
+    ordered."""
+    ka, kb = kind(a), kind(b)
+    if ka == "double" or kb == "double":
+        if (ka == "double" and math.isnan(a)) or (kb == "double" and math.isnan(b)):
             raise EvalError("NaN values cannot be ordered")
-        if isinstance(a, float) and isinstance(b, float):
-            return (fa > fb) - (fa < fb)
-        # compare an integer with a double exactly
-        if isinstance(a, float):
-            return -_int_vs_float(int(b), fa)
-        return _int_vs_float(int(a), fb)
-    ia, ib = int(a), int(b)
-    return (ia > ib) - (ia < ib)
+        if ka == kb:
+            return _cmp(float(a), float(b))
+        if ka == "double":
+            return _double_vs(float(a), int(b), kb)
+        return -_double_vs(float(b), int(a), ka)
+    return _cmp(int(a), int(b))
 
 
-def _int_vs_float(i: int, f: float) -> int:
-    if math.isinf(f):
-        return -1 if f > 0 else 1
-    from fractions import Fraction
+def _double_vs(d: float, n: int, k: str) -> int:
+    if k == "int":
+        if d < _F_MIN_INT:
+            return -1
+        if d > _F_MAX_INT:
+            return 1
+    else:
+        if d < 0:
+            return -1
+        if d > _F_MAX_UINT:
+            return 1
+    return _cmp(d, float(n))
 
-    fi = Fraction(f)
-    return (i > fi) - (i < fi)
+
+def go_compare(a: Any, b: Any) -> int | None:
+    """cel-go ``Compare`` as a library sees it: -1, 0, 1, or None (an error: NaN, kinds
+    that do not order)."""
+    try:
+        return cel_compare(a, b)
+    except EvalError:
+        return None
 
 
 ORDERED = frozenset({"int", "uint", "double", "string", "bytes", "bool", "timestamp",

@@ -89,7 +89,8 @@ class SlowExpressionPolicy:
 
 
 _slow_policy = SlowExpressionPolicy()
-_ADMISSION: ContextVar[bool] = ContextVar("extender_admission", default=False)
+_ADMISSION: ContextVar[SlowExpressionPolicy | None] = ContextVar("extender_admission",
+                                                                 default=None)
 
 
 def configure_slow_expressions(request_deadline: float, deny: bool) -> None:
@@ -99,11 +100,12 @@ def configure_slow_expressions(request_deadline: float, deny: bool) -> None:
 
 
 @contextmanager
-def admission() -> Iterator[None]:
-    """Validate as admission does (the webhook, `extender validate`): with the slow
-    expression rule.  The scheduling path validates the same pods without it: a slow
-    expression is still evaluated (under the request deadline), never refused there."""
-    token = _ADMISSION.set(True)
+def admission(policy: SlowExpressionPolicy | None = None) -> Iterator[None]:
+    """Validate as admission does (the webhook, `extender validate`, and `extender
+    explain`'s warnings, which pass a warn-only policy): with the slow-expression rule.
+    The scheduling path validates the same pods without it: a slow expression is still
+    evaluated (under the request deadline), never refused there."""
+    token = _ADMISSION.set(policy or _slow_policy)
     try:
         yield
     finally:
@@ -112,7 +114,7 @@ def admission() -> Iterator[None]:
 
 def current_slow_policy() -> SlowExpressionPolicy | None:
     """The slow-expression policy in force here (None outside admission)."""
-    return _slow_policy if _ADMISSION.get() else None
+    return _ADMISSION.get()
 
 
 def expected_seconds(cost: int) -> tuple[float, float]:
@@ -133,6 +135,22 @@ def slow_expression_message(cost: int, policy: SlowExpressionPolicy) -> str | No
             f"{per_request:.2f} s for the first /filter on a cluster with "
             f"{ASSUMED_DISTINCT_TAINTS} distinct taints (5,000 nodes), more than the request "
             f"deadline of {deadline:g} s: the pod may stay Pending")
+
+
+def close_to_limit(cost: int) -> str:
+    return f"estimated cost {cost} is close to the limit of {MAX_COST}"
+
+
+def cost_finding(cost: int, policy: SlowExpressionPolicy | None) -> str | None:
+    """The one thing said about a valid expression's cost, the same from the webhook,
+    `extender validate` and `extender explain`: the time warning of the slow-expression
+    rule when it applies (admission), else "close to the limit" from 80% of it."""
+    slow = slow_expression_message(cost, policy) if policy is not None else None
+    if slow is not None:
+        return slow
+    if cost >= COST_WARNING_RATIO * MAX_COST:
+        return close_to_limit(cost)
+    return None
 
 
 def _reinit_lock_after_fork() -> None:
@@ -175,15 +193,15 @@ def validate_toleration(t: Mapping[str, Any], path: str, gates: FeatureGates,
         else:
             message, cost = compile_expression(expression)
             policy = current_slow_policy()
-            slow = slow_expression_message(cost, policy) if message is None and policy else None
             if message is not None:
                 errs.append(invalid(where, expression, message))
-            elif slow is not None and policy is not None and policy.deny:
-                errs.append(invalid(where, expression, slow))
-            elif slow is not None:
-                warnings.append(f"{where}: {slow}")
-            elif cost >= COST_WARNING_RATIO * MAX_COST:
-                warnings.append(f"{where}: estimated cost {cost} is close to the limit of {MAX_COST}")
+            else:
+                finding = cost_finding(cost, policy)
+                if finding is not None and policy is not None and policy.deny and (
+                        finding != close_to_limit(cost)):
+                    errs.append(invalid(where, expression, finding))
+                elif finding is not None:
+                    warnings.append(f"{where}: {finding}")
         return errs
     if tol_key:
         errs += [invalid(child(path, "key"), tol_key, m) for m in validate_label_key(tol_key)]

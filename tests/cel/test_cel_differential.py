@@ -18,6 +18,7 @@ three declared fields, so the difference does not show.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -25,19 +26,18 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
-from celpy import celtypes as T
 
-from extender.cel import check
+from extender.cel import check, plan
 from extender.cel.environment import CompileError
-from extender.cel.lib import FUNCTIONS
-from extender.cel.program import compile_program, run_program
+from extender.cel.lib import FUNCTIONS, timevals
+from extender.cel.program import build, run_program
 from extender.cel.values import EvalError, cel_function
 
 try:
@@ -90,7 +90,7 @@ def _cpp_nan_ordering() -> AbstractContextManager:
     originals = {op: FUNCTIONS[op] for op in ("_<_", "_<=_", "_>_", "_>=_")}
 
     def order(op: str) -> Callable:
-        return lambda a, b: T.BoolType(False) if _double(a) or _double(b) else originals[op](a, b)
+        return lambda a, b: False if _double(a) or _double(b) else originals[op](a, b)
 
     return mock.patch.dict(FUNCTIONS, {op: order(op) for op in originals})
 
@@ -114,7 +114,7 @@ def _cpp_index_of() -> AbstractContextManager:
     def cpp_last(s: Any, sub: Any, offset: Any = None) -> Any:
         off = in_range(s, offset)
         if off is not None and off == len(s) > 0 and sub != "":
-            offset = T.IntType(off - 1)
+            offset = off - 1
         return last_index_of(s, sub) if offset is None else last_index_of(s, sub, offset)
 
     return _functions(indexOf=cpp_index, lastIndexOf=cpp_last)
@@ -125,7 +125,7 @@ def _cpp_split() -> AbstractContextManager:
 
     def cpp_split(s: Any, sep: Any, n: Any = None) -> Any:
         if s == "" and (n is None or int(n) != 0):
-            return T.ListType([T.StringType("")])
+            return [""]
         return split(s, sep) if n is None else split(s, sep, n)
 
     return _functions(split=cpp_split)
@@ -147,7 +147,7 @@ def _cpp_lenient_numbers() -> AbstractContextManager:
     wrapped = {name: FUNCTIONS[name] for name in ("int", "uint", "double")}
 
     def lenient(name: str) -> Callable:
-        return lambda v: wrapped[name](T.StringType(v.strip()) if isinstance(v, str) else v)
+        return lambda v: wrapped[name](v.strip() if isinstance(v, str) else v)
 
     return _functions(**{name: lenient(name) for name in wrapped})
 
@@ -159,36 +159,75 @@ def _cpp_time_strings() -> AbstractContextManager:
 
     def cpp_duration(v: Any) -> Any:
         if isinstance(v, str) and re.fullmatch(r"[+-]?[0-9.]+", v):
-            v = T.StringType(v + "s")
+            v = v + "s"
         return duration(v)
 
     def cpp_timestamp(v: Any) -> Any:
-        return timestamp(T.StringType(v.upper()) if isinstance(v, str) else v)
+        return timestamp(v.upper() if isinstance(v, str) else v)
 
     return _functions(duration=cpp_duration, timestamp=cpp_timestamp)
 
 
-def _cpp_ordering_overload_order() -> AbstractContextManager:
-    """cel-cpp tries the numeric ordering overloads first, so a free type variable
-    compared with a dyn becomes int there and bool in cel-go."""
-    def numbers_first(name: str) -> list:
-        overloads = check.REGISTRY[name]
-        return sorted(overloads, key=lambda o: o.params[0] not in ("int", "uint", "double"))
+def _cpp_operator_overload_order() -> AbstractContextManager:
+    """cel-cpp tries the int overloads of the operators first, so a free type variable
+    compared with a dyn or added to itself becomes int there, and bool (ordering),
+    bytes (``+``) or double (``-x``) in cel-go."""
+    rank = {"int": 0, "uint": 1, "double": 2}
 
-    return mock.patch.dict(check.REGISTRY, {op: numbers_first(op)
-                                            for op in ("_<_", "_<=_", "_>_", "_>=_")})
+    def ints_first(name: str) -> list:
+        overloads = check.REGISTRY[name]
+        return sorted(overloads, key=lambda o: rank.get(o.params[0], 3))
+
+    return mock.patch.dict(check.REGISTRY, {op: ints_first(op) for op in (
+        "_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_", "_%_", "-_")})
 
 
 def _no_homogeneous_literals() -> AbstractContextManager:
-    def anything_goes(self: Any, types: list) -> Any:
-        first = next((t for t in types if t != "dyn"), "dyn")
-        return first if all(t == first for t in types) else "dyn"
-
-    return mock.patch.object(check._Checker, "_homogeneous", anything_goes)
+    return mock.patch.object(check, "_homogeneous", lambda n: None)
 
 
 def _no_literal_validators() -> AbstractContextManager:
-    return mock.patch.object(check._Checker, "_constant_args", lambda self, n: None)
+    return mock.patch.object(check, "_literal_arguments", lambda n: None)
+
+
+def _no_empty_list_folding() -> AbstractContextManager:
+    """cel-cpp evaluates the left side of ``x in []``."""
+    original = plan._set_membership
+
+    def set_membership(arg: Any, items: list) -> Any:
+        return plan._in_list_call(arg, items) if not items else original(arg, items)
+
+    return mock.patch.object(plan, "_set_membership", set_membership)
+
+
+def _cpp_duration_milliseconds() -> AbstractContextManager:
+    """cel-cpp: a duration's milliseconds within its second."""
+    original = FUNCTIONS["getMilliseconds"]
+
+    def milliseconds(v: Any, tz: Any = None) -> Any:
+        if isinstance(v, timevals.Duration):
+            ms = abs(v.ns) // 10**6 % 1000
+            return -ms if v.ns < 0 else ms
+        return original(v) if tz is None else original(v, tz)
+
+    return _functions(getMilliseconds=milliseconds)
+
+
+def _cpp_repeated_map_keys() -> AbstractContextManager:
+    """cel-cpp: a repeated key in a map literal is an error."""
+    from extender.cel import runtime, values
+
+    def put(m: dict, key: Any, value: Any) -> None:
+        if values.map_find(m, key) is not values.MISSING:
+            raise values.CelError("duplicate key in map")
+        values.map_put(m, key, value)
+
+    return mock.patch.object(runtime, "map_put", put)
+
+
+def _no_constant_folding() -> AbstractContextManager:
+    """cel-cpp evaluates a conversion of a constant when the expression runs."""
+    return mock.patch.object(plan, "_fold_conversion", lambda call: call)
 
 
 KNOWN = [
@@ -201,6 +240,14 @@ KNOWN = [
           "at compile time",
           "k8s.io/apiserver pkg/cel/environment/base.go (ValidateDurationLiterals, "
           "ValidateTimestampLiterals, ValidateRegexLiterals, 1.29)", _no_literal_validators),
+    Known("OptOptimize: a type conversion of a constant is evaluated when the program is "
+          "built; its error fails the program (cel-cpp: an error when it runs, which || and "
+          "&& may absorb)",
+          "cel-go interpreter/decorators.go maybeOptimizeConstUnary (Kubernetes enables "
+          "cel.OptOptimize)", _no_constant_folding),
+    Known("OptOptimize: 'x in []' is the constant false (x is not evaluated)",
+          "cel-go interpreter/decorators.go maybeOptimizeSetMembership (an empty list: "
+          "NewConstValue(False))", _no_empty_list_folding),
     # --- cel-cpp behaviour that differs from cel-go ---------------------------------------
     Known("Go strings.Split: splitting '' gives [''] for a non-empty separator and [] for "
           "an empty one; cel-cpp gives [''] for both",
@@ -224,11 +271,18 @@ KNOWN = [
           "cel-go common/types/string.go String.ConvertToType -> time.ParseDuration / "
           "time.Parse(time.RFC3339)", _cpp_time_strings),
     Known("A free type variable (the element type of []) takes the type of the first "
-          "matching overload in declaration order; for <, <=, >, >= cel-go declares bool "
-          "first, cel-cpp effectively int",
+          "matching overload in declaration order; cel-go declares bool first for <, <=, "
+          ">, >=, bytes first for +, double first for unary -; cel-cpp effectively int",
           "cel-go checker/checker.go resolveOverload + isAssignableList (mappings committed "
-          "per match, in declaration order); common/stdlib/standard.go (LessBool first)",
-          _cpp_ordering_overload_order),
+          "per match, in declaration order); common/stdlib/standard.go (LessBool, "
+          "AddBytes, NegateDouble first)", _cpp_operator_overload_order),
+    Known("A duration's getMilliseconds() is its total milliseconds (Go "
+          "Duration.Milliseconds); cel-cpp: the milliseconds within the second",
+          "cel-go common/types/duration.go durationGetMilliseconds", _cpp_duration_milliseconds),
+    Known("A repeated key in a map literal: the last value wins (cel-go builds a Go map); "
+          "cel-cpp: an error",
+          "cel-go interpreter/interpretable.go evalMap.Eval (entries[keyVal] = valVal)",
+          _cpp_repeated_map_keys),
     Known("NaN ordering: <, <=, >, >= with a NaN operand is an error in cel-go (cel-cpp: "
           "false)",
           "cel-go common/types/double.go, int.go, uint.go Compare: \"NaN values cannot be "
@@ -257,26 +311,32 @@ def reference(env, expression: str, taint: tuple[str, str, str]) -> Outcome:
 
 
 def ours(expression: str, taint: tuple[str, str, str]) -> Outcome:
+    """Our outcome without the cost limit on the estimate (cel-cpp has no cost model; the
+    cost units are compared with cel-go in test_cel_oracle)."""
     try:
-        program = compile_program(expression)
+        built = build(expression)
     except CompileError as exc:
         return "error", f"compile: {exc}"
-    kind, message = run_program(program, *taint)
+    if built.type not in ("bool", "dyn"):
+        return "error", f"compile: the result is {built.type}"
+    kind, message = run_program(built, *taint)
     return (kind, "") if kind in ("true", "false") else ("error", f"{kind}: {message}")
 
 
 def explain(expression: str, taint: tuple[str, str, str], ref: Outcome) -> str | None:
-    """The entry (or, for two differences in one expression, the pair of entries) whose
+    """The entry (or, for two or three differences in one expression, the entries) whose
     cel-cpp emulation makes our outcome equal cel-cpp's."""
     for known in KNOWN:
         with known.emulate():
             if ours(expression, taint)[0] == ref[0]:
                 return known.name
-    for i, a in enumerate(KNOWN):
-        for b in KNOWN[i + 1:]:
-            with a.emulate(), b.emulate():
+    for size in (2, 3):
+        for entries in itertools.combinations(KNOWN, size):
+            with ExitStack() as stack:
+                for known in entries:
+                    stack.enter_context(known.emulate())
                 if ours(expression, taint)[0] == ref[0]:
-                    return f"{a.name} + {b.name}"
+                    return " + ".join(k.name for k in entries)
     return None
 
 

@@ -1,13 +1,14 @@
 """Kubernetes CEL semver library v1 (spec cel.md §1.3; table from semantics.md §4.4)."""
 
+import celeval
 import pytest
 
 from extender.cel.environment import CompileError
-from extender.cel.program import compile_program, run_program
+from extender.cel.program import compile_program
 
 
 def ev(expr: str, value: str = ""):
-    return run_program(compile_program(expr), "k", value, "NoSchedule")
+    return celeval.ev(expr, "k", value)
 
 
 ERR = None

@@ -1,14 +1,15 @@
 """cel-go ext.Sets, ext.Lists v3, the Kubernetes lists library and comprehension macros
 (including the two-variable forms)."""
 
+import celeval
 import pytest
 
 from extender.cel.environment import CompileError
-from extender.cel.program import compile_program, run_program
+from extender.cel.program import compile_program
 
 
 def ev(expr: str, key: str = "k", value: str = "v"):
-    return run_program(compile_program(expr), key, value, "NoSchedule")
+    return celeval.ev(expr, key, value)
 
 
 TRUE = [
@@ -23,9 +24,11 @@ TRUE = [
     "sets.contains(taint.key.split('/'), ['dev'])",
     # ext.Lists v3
     "[1, 2, 3, 4].slice(1, 3) == [2, 3]", "[1, 2].slice(2, 2) == []",
-    "[[1], [2, dyn([3])]].flatten() == [1, 2, dyn([3])]", "[[1], [2, dyn([3])]].flatten(2) == [1, 2, 3]",
-    "[dyn(1), [2]].flatten(0) == [dyn(1), [2]]", "[1, 2, 1, 3, 2].distinct() == [1, 2, 3]",
-    "[1, dyn(1.0), dyn(1u)].distinct() == [1]", "lists.range(4) == [0, 1, 2, 3]",
+    # literals are homogeneous (Kubernetes' validator): mixed elements go through dyn
+    "[[dyn(1)], [dyn(2), dyn([3])]].flatten() == [dyn(1), dyn(2), dyn([3])]",
+    "[[dyn(1)], [dyn(2), dyn([3])]].flatten(2) == [1, 2, 3]",
+    "[dyn(1), dyn([2])].flatten(0) == [dyn(1), dyn([2])]", "[1, 2, 1, 3, 2].distinct() == [1, 2, 3]",
+    "[dyn(1), dyn(1.0), dyn(1u)].distinct() == [dyn(1)]", "lists.range(4) == [0, 1, 2, 3]",
     "lists.range(0) == []", "[1, 2, 3].reverse() == [3, 2, 1]",
     "[3, 1, 2].sort() == [1, 2, 3]", "['b', 'a', 'B'].sort() == ['B', 'a', 'b']",
     "[3, 1, 2].sortBy(x, -x) == [3, 2, 1]",
@@ -51,6 +54,9 @@ TRUE = [
     # macros over taint data
     "taint.key.split('.').exists(p, p == 'example')",
     "taint.key.split('/').map(p, p.size()).max() > 3",
+    # Kubernetes' isSorted only looks for a comparison that says "greater": an int
+    # compared with a string is an error value, not 1, so cel-go answers true.
+    "[dyn(1), dyn('a')].isSorted()",
 ]
 
 
@@ -65,14 +71,13 @@ ERRORS = [
      "cannot slice(2, 1), start index must be less than or equal to end index"),
     ("[1, 2].slice(0, 3) == []", "cannot slice(0, 3), list is length 2"),
     ("[1].flatten(-1) == []", "level must be non-negative"),
-    ("[].min() == 0", "min(list) argument must not be empty"),
-    ("[].max() == 0", "max(list) argument must not be empty"),
+    ("[].min() == 0", "min called on empty list"),
+    ("[].max() == 0", "max called on empty list"),
     ("[dyn(1), dyn('a')].sort() == []", "list elements must have the same type"),
     ("{'a': 1, 'b': 1}.transformMapEntry(k, v, {v: k}).size() == 1",
      "insert failed: key 1 already exists"),
     ("[1, 0].map(x, 1 / x).size() == 2", "division by zero"),
     ("[1, 0].filter(x, 1 / x > 0).size() == 1", "division by zero"),
-    ("[dyn(1), dyn('a')].isSorted()", "no such overload"),
 ]
 
 
@@ -85,15 +90,16 @@ def test_errors(expr, fragment):
 
 STATIC = [
     ("sets.contains([1], ['a'])", "found no matching overload for 'sets.contains'"),
-    ("[[1], [2, [3]]].flatten().size() > 0", "expected type 'int' but found 'list(int)'"),
+    ("[[1], [2, [3]]].flatten().size() > 0", "expected type 'list(int)' but found 'list(dyn)'"),
     ("sets.intersects([1], [1.0])", "applied to '(list(int), list(double))'"),
     ("[1, 'a'].size() == 2", "expected type 'int' but found 'string'"),
     ("{'a': 1, 'b': 'x'}.size() == 2", "expected type 'int' but found 'string'"),
-    ("[1].all(x, x)", "all() predicate must be bool, got int"),
-    ("[1].filter(x, x + 1).size() > 0", "filter() predicate must be bool, got int"),
+    # the macros' expansions: @result && pred, pred ? @result + [x] : @result
+    ("[1].all(x, x)", "expected type 'bool' but found 'int'"),
+    ("[1].filter(x, x + 1).size() > 0", "found no matching overload for '_?_:_'"),
     ("'abc'.all(c, c == 'a')", "cannot be the range of a comprehension"),
-    ("[1].all(x.y, true)", "all() variable must be a simple identifier"),
-    ("[1].all(i, i, true)", "variables must be distinct"),
+    ("[1].all(x.y, true)", "argument must be a simple name"),
+    ("[1].all(i, i, true)", "duplicate variable name: i"),
     ("[1].map(x, x).first() == 1", "found no matching overload for '_==_' applied to "
      "'(optional_type(int), int)'"),
     ("[1].all(x, y > 0)", "undeclared reference to 'y'"),

@@ -3,6 +3,7 @@ Kubernetes regex library."""
 
 import time
 
+import celeval
 import pytest
 
 from extender.cel.environment import CompileError
@@ -10,7 +11,7 @@ from extender.cel.program import compile_program, run_program
 
 
 def ev(expr: str, key: str = "k", value: str = "v"):
-    return run_program(compile_program(expr), key, value, "NoSchedule")
+    return celeval.ev(expr, key, value)
 
 
 STRING_TRUE = [

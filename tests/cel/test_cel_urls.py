@@ -115,11 +115,13 @@ def test_path_escape(raw, escaped):
     assert gourl.unescape(escaped, gourl.PATH) == raw
 
 
-# cost_test.go TestURLsCost: (suffix, estimated max, runtime)
+# cost_test.go TestURLsCost's expressions; the units are cel-go v0.26's with Kubernetes'
+# environment (url() of a 22-byte constant: 3; URL equality: 1 at run time, estimated by
+# the right side's size, read twice): (suffix, estimated max, runtime)
 URL = "url('https:://kubernetes.io/')"
 COSTS = [(".getScheme()", 4, 4), (".getHostname()", 4, 4), (".getHost()", 4, 4),
          (".getPort()", 4, 4), (".getEscapedPath()", 4, 4), (".getQuery()", 4, 4),
-         (" == url('https:://kubernetes.io/')", 7, 7), (" == url('http://x.b')", 5, 5)]
+         (" == url('https:://kubernetes.io/')", 9, 7), (" == url('http://x.b')", 5, 5)]
 
 
 @pytest.mark.parametrize("suffix,estimate,runtime", COSTS)

@@ -1,16 +1,16 @@
-"""The library registry: every declared overload, its runtime callable and cost.
+"""The libraries' implementations by function name (``FUNCTIONS``).
 
-``SIGNATURES`` feed the validator (``extender.cel.decls``); ``FUNCTIONS`` is the mapping
-handed to cel-python (operators and built-ins are overridden by name); ``UNSUPPORTED``
-lists Kubernetes CEL functions this extender deliberately does not implement, so that
-using one fails compilation with a message naming it instead of silently misbehaving.
+The declarations (overload ids, signatures, bindings) are cel-go's, in
+``extender.cel.overloads``; ``REGISTRY`` is re-exported from ``extender.cel.decls``.  An
+implementation dispatches on its arguments' kinds, as cel-go's function-level bindings do.
 """
 
 from __future__ import annotations
 
-from extender.cel.decls import build_registry
+from extender.cel.decls import REGISTRY
 from extender.cel.lib import (
     compare,
+    comprehensions,
     format,
     ip,
     lists,
@@ -26,16 +26,10 @@ from extender.cel.lib import (
 )
 
 _MODULES = (stdlib, strings, regex, sets, lists, semver, quantity, compare, ip, urls, optional,
-            format, printf)
+            format, printf, comprehensions)
 
-SIGNATURES: list[str] = [sig for m in _MODULES for sig in m.SIGNATURES]
 FUNCTIONS: dict = {}
 for _m in _MODULES:
     FUNCTIONS.update(_m.FUNCTIONS)
 
-#: name -> why it is unsupported (all are part of the Kubernetes 1.35 base environment).
-#: Optional *syntax* (``x.?f``, ``m[?k]``, ``[?e]``, ``{?k: v}``) is supported by a
-#: rewrite before parsing (``extender.cel.optsyntax``).
-UNSUPPORTED: dict[str, str] = {}
-
-REGISTRY = build_registry(SIGNATURES)
+__all__ = ["FUNCTIONS", "REGISTRY"]

@@ -1,7 +1,8 @@
 """``compareTo`` / ``isGreaterThan`` / ``isLessThan``: one name, two K8s types.
 
-cel-python resolves functions by bare name, so Semver and Quantity share these callables;
-they dispatch on the receiver and reject mixed operands like cel-go's overloads do.
+One implementation per function name (``extender.cel.lib.FUNCTIONS``), so Semver and
+Quantity share these callables; they dispatch on the receiver and reject mixed operands
+like cel-go's overloads do.
 """
 
 from __future__ import annotations
@@ -36,6 +37,5 @@ def is_less_than(a: Any, b: Any) -> Any:
     return bool(_compare(a, b) == -1)
 
 
-SIGNATURES: list[str] = []  # declared by the semver and quantity libraries
 FUNCTIONS = {"compareTo": compare_to, "isGreaterThan": is_greater_than,
              "isLessThan": is_less_than}

@@ -166,10 +166,10 @@ class Format:
         return f"Format({self.name})"
 
 
-#: ``len(govalidator.URL)`` (the estimate for ``uri``, which ParseRequestURI implements
-#: without a regex), ``len(strfmt.UUIDPattern)``, ``len(govalidator.Base64)``,
+#: Kubernetes' ``urlLength`` (its estimate of govalidator's URL regex, for ``uri``, which
+#: ParseRequestURI implements without a regex), ``len(strfmt.UUIDPattern)``, ``len(govalidator.Base64)``,
 #: ``len(strfmt.DateTimePattern)``.
-_URL_REGEX_SIZE, _UUID_REGEX_SIZE, _BASE64_REGEX_SIZE, _DATETIME_REGEX_SIZE = 1080, 70, 84, 71
+_URL_REGEX_SIZE, _UUID_REGEX_SIZE, _BASE64_REGEX_SIZE, _DATETIME_REGEX_SIZE = 1103, 70, 84, 71
 
 #: key of ``format.<key>()`` / ``format.named('<key>')`` -> Format (``ConstantFormats``).
 FORMATS: dict[str, Format] = {
@@ -220,10 +220,5 @@ def _constant(f: Format):
     return impl
 
 
-SIGNATURES = [
-    "format.named(string) -> optional_type(Format)",
-    "Format.validate(string) -> optional_type(list(string))",
-    *(f"format.{key}() -> Format" for key in FORMATS),
-]
 FUNCTIONS = {"format.named": named, "validate": validate,
              **{f"format.{key}": _constant(f) for key, f in FORMATS.items()}}

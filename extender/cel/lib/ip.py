@@ -7,7 +7,7 @@ texts are Kubernetes' own, including the doubled "network address parse error" p
 ``cidr()``.  ``containsCIDR`` masks the other prefix's address to this prefix's length, as
 fixed upstream in kubernetes#130450 (1.33+); before that fix only equal addresses matched.
 ``ip`` is both the global parser and the member ``<CIDR>.ip()``: one callable dispatching on
-its argument, because cel-python resolves functions by name only.
+its argument (one implementation per function name).
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ class IP:
     def cel_string(self) -> str:
         return str(self.addr)
 
+    def cel_size(self) -> int:
+        """Kubernetes ``IP.Size()`` (what cost tracking counts): the address bytes."""
+        return self.addr.bits // 8
+
     def __repr__(self) -> str:
         return f"ip({str(self.addr)!r})"
 
@@ -58,6 +62,10 @@ class CIDR:
         if not isinstance(other, CIDR):  # Kubernetes' Equal: no such overload
             raise TypeError("CIDR.Equal: no such overload")
         return self.prefix == other.prefix
+
+    def cel_size(self) -> int:
+        """Kubernetes ``CIDR.Size()`` (what cost tracking counts): the prefix's bytes."""
+        return -(-self.prefix.length // 8)
 
     def cel_string(self) -> str:
         return str(self.prefix)
@@ -188,15 +196,6 @@ _PREDICATES = {"isUnspecified": "is_unspecified", "isLoopback": "is_loopback",
                "isLinkLocalUnicast": "is_link_local_unicast",
                "isGlobalUnicast": "is_global_unicast"}
 
-SIGNATURES = [
-    "ip(string) -> IP", "isIP(string) -> bool", "ip.isCanonical(string) -> bool",
-    "IP.family() -> int", "string(IP) -> string",
-    *(f"IP.{name}() -> bool" for name in _PREDICATES),
-    "cidr(string) -> CIDR", "isCIDR(string) -> bool", "string(CIDR) -> string",
-    "CIDR.containsIP(IP) -> bool", "CIDR.containsIP(string) -> bool",
-    "CIDR.containsCIDR(CIDR) -> bool", "CIDR.containsCIDR(string) -> bool",
-    "CIDR.ip() -> IP", "CIDR.masked() -> CIDR", "CIDR.prefixLength() -> int",
-]
 FUNCTIONS = {"ip": ip, "isIP": is_ip, "ip.isCanonical": is_canonical, "family": family,
              "cidr": cidr, "isCIDR": is_cidr, "containsIP": contains_ip,
              "containsCIDR": contains_cidr, "masked": masked, "prefixLength": prefix_length,

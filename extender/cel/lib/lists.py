@@ -2,27 +2,24 @@
 
 ext.Lists: ``slice flatten distinct reverse sort lists.range`` (and the ``sortBy`` macro,
 implemented in the evaluator).  K8s: ``isSorted sum min max indexOf lastIndexOf``.
-``indexOf``/``lastIndexOf`` are shared with ext strings: cel-python has one callable per
-name, so the implementation dispatches on the receiver's kind.
+``indexOf``/``lastIndexOf`` are shared with ext strings: one implementation per
+function name, dispatching on the receiver's kind.
 """
 
 from __future__ import annotations
 
-import datetime
-from functools import cmp_to_key
 from typing import Any
 
-from celpy import celtypes as T
-
-from extender.cel.lib import strings
+from extender.cel.lib import strings, timevals
+from extender.cel.lib.gosort import go_sort_slice
 from extender.cel.values import (
     ORDERED,
     EvalError,
-    cel_compare,
     cel_equal,
     cel_function,
     check_int,
     check_uint,
+    go_compare,
     kind,
     want,
 )
@@ -88,20 +85,29 @@ def reverse(items: Any) -> Any:
     return list(list(reversed(items)))
 
 
-def _check_sortable(items: list) -> None:
-    kinds = {kind(x) for x in items}
-    if len(kinds) > 1:
-        raise EvalError("list elements must have the same type")
-    if kinds and not kinds <= ORDERED:
-        raise EvalError(f"list elements of type {kinds.pop()} are not comparable")
-
-
 def sort_values(items: list, keys: list | None = None) -> list:
-    """Stable sort by CEL ordering (of ``keys`` when given, as for ``sortBy``)."""
+    """cel-go ``sortListByAssociatedKeys``: ``items`` in the order Go's ``sort.Slice``
+    gives ``keys`` (``items`` themselves without ``keys``), comparing with cel-go's
+    ``Compare`` (a NaN orders with nothing: "less" is false both ways, not an error)."""
     basis = items if keys is None else keys
-    _check_sortable(basis)
-    order = sorted(range(len(items)), key=cmp_to_key(lambda i, j: cel_compare(basis[i],
-                                                                              basis[j])))
+    if not basis:
+        return items
+    first = kind(basis[0])
+    if first not in ORDERED:
+        raise EvalError("list elements must be comparable")
+    mixed = False
+
+    def less(i: int, j: int) -> bool:
+        nonlocal mixed
+        a, b = basis[i], basis[j]
+        if kind(a) != first or kind(b) != first:
+            mixed = True
+            return False
+        return go_compare(a, b) == -1
+
+    order = go_sort_slice(len(basis), less)
+    if mixed:
+        raise EvalError("list elements must have the same type")
     return [items[i] for i in order]
 
 
@@ -111,11 +117,28 @@ def sort(items: Any) -> Any:
     return list(sort_values(list(items)))
 
 
+@cel_function("@sortByAssociatedKeys")
+def sort_by_keys(items: Any, keys: Any) -> Any:
+    """``sortBy``'s sort (cel-go ``sortListByAssociatedKeys``): ``items`` in the order of
+    ``keys``; the two lists must be of one size."""
+    want(items, "list")
+    want(keys, "list")
+    if len(items) != len(keys):
+        raise EvalError("@sortByAssociatedKeys() expected a list of the same size as the "
+                        f"associated keys list, but got {len(items)} and {len(keys)} elements "
+                        "respectively")
+    return list(sort_values(list(items), list(keys)))
+
+
 @cel_function("isSorted")
 def is_sorted(items: Any) -> Any:
+    """Kubernetes ``isSorted``: false at the first element greater than its successor; a
+    comparison that fails (NaN, kinds that do not order) does not count."""
     want(items, "list")
-    return bool(all(cel_compare(a, b) <= 0 for a, b in zip(items, items[1:],
-                                                                  strict=False)))
+    for x in items:
+        if kind(x) not in ORDERED:
+            raise EvalError(f"no such overload: isSorted({kind(x)})")
+    return all(go_compare(a, b) != 1 for a, b in zip(items, items[1:], strict=False))
 
 
 @cel_function("sum")
@@ -136,17 +159,25 @@ def sum_(items: Any) -> Any:
             total += float(x)
         return float(total)
     if k == "duration":
-        return T.DurationType(sum(items, datetime.timedelta(0)))
+        total = timevals.Duration(0)
+        for x in items:
+            total = timevals.add_durations(total, x)
+        return total
     raise TypeError(k)
 
 
 def _extreme(items: Any, name: str, sign: int) -> Any:
+    """Kubernetes ``min``/``max``: the kept element is replaced when it compares as 1
+    (min) / -1 (max) against the next; a failed comparison keeps it."""
     want(items, "list")
     if not items:
-        raise EvalError(f"{name}(list) argument must not be empty")
+        raise EvalError(f"{name} called on empty list")
+    for x in items:
+        if kind(x) not in ORDERED:
+            raise EvalError(f"no such overload: {name}({kind(x)})")
     best = items[0]
     for x in items[1:]:
-        if cel_compare(x, best) * sign > 0:
+        if go_compare(best, x) == -sign:
             best = x
     return best
 
@@ -184,18 +215,8 @@ def last_index_of(target: Any, item: Any, offset: Any = None) -> Any:
     return -1
 
 
-SIGNATURES = [
-    "list(A).slice(int, int) -> list(A)", "list(A).flatten() -> list(dyn)",
-    "list(A).flatten(int) -> list(dyn)", "list(A).distinct() -> list(A)",
-    "lists.range(int) -> list(int)", "list(A).reverse() -> list(A)",
-    "list(A).sort() -> list(A)",
-    "list(A).isSorted() -> bool", "list(int).sum() -> int", "list(uint).sum() -> uint",
-    "list(double).sum() -> double", "list(duration).sum() -> duration",
-    "list(A).min() -> A", "list(A).max() -> A",
-    "list(A).indexOf(A) -> int", "list(A).lastIndexOf(A) -> int",
-]
 FUNCTIONS = {
     "slice": slice_, "flatten": flatten, "distinct": distinct, "lists.range": range_,
-    "reverse": reverse, "sort": sort, "isSorted": is_sorted, "sum": sum_, "min": min_,
+    "reverse": reverse, "sort": sort, "@sortByAssociatedKeys": sort_by_keys, "isSorted": is_sorted, "sum": sum_, "min": min_,
     "max": max_, "indexOf": index_of, "lastIndexOf": last_index_of,
 }

@@ -19,12 +19,10 @@ otherwise the wrapped values are compared with CEL equality.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
+from extender.cel.lib import timevals
 from extender.cel.values import CelError, cel_equal, cel_function, kind, want
-
-_UTC = datetime.UTC
 
 
 class Optional:
@@ -70,10 +68,8 @@ def _is_zero(v: Any) -> bool:
         return len(v) == 0
     if k == "null_type":
         return True
-    if k == "duration":
-        return v == datetime.timedelta(0)
-    if k == "timestamp":
-        return v == datetime.datetime(1, 1, 1, tzinfo=_UTC)
+    if k in ("duration", "timestamp"):
+        return timevals.is_zero(v)
     return False
 
 
@@ -190,22 +186,6 @@ def opt_index(target: Any, key: Any) -> Any:
     return _lookup(target, key)
 
 
-SIGNATURES = [
-    "dyn.__opt_field__(string) -> dyn",  # typed by the checker (extender.cel.check)
-    "dyn.__opt_index__(dyn) -> dyn",
-    "__opt_elem__(optional_type(A)) -> A",
-    "optional.of(A) -> optional_type(A)",
-    "optional.ofNonZeroValue(A) -> optional_type(A)",
-    "optional.none() -> optional_type(A)",
-    "optional_type(A).hasValue() -> bool",
-    "optional_type(A).value() -> A",
-    "optional_type(A).orValue(A) -> A",
-    "optional_type(A).or(optional_type(A)) -> optional_type(A)",
-    "list(A).first() -> optional_type(A)",
-    "list(A).last() -> optional_type(A)",
-    "optional.unwrap(list(optional_type(A))) -> list(A)",
-    "list(optional_type(A)).unwrapOpt() -> list(A)",
-]
 FUNCTIONS = {
     "optional.of": optional_of, "optional.ofNonZeroValue": optional_of_non_zero_value,
     "optional.none": optional_none, "hasValue": has_value, "value": value,

@@ -300,5 +300,4 @@ def check_constant(text: str, arg_kinds: list[str]) -> str | None:
     return None
 
 
-SIGNATURES = ["string.format(list(dyn)) -> string"]
 FUNCTIONS = {"format": format_}

@@ -229,6 +229,10 @@ def add(q: Any, other: Any) -> Any:
 @cel_function("sub")
 def sub(q: Any, other: Any) -> Any:
     a, b = _q(q), _operand(other)
+    if b == INT64_MIN and a == a.to_integral_value() and 0 <= a <= INT64_MAX:
+        # resource.Quantity subtracts in int64 by adding the negated amount, and
+        # -(-2^63) wraps to -2^63 in Go: 0 <= q < 2^63 gives q + (-2^63), no overflow seen
+        return Quantity(a + b, by_reference=True)
     return Quantity(_ctx(a, b).subtract(a, b), by_reference=True)
 
 
@@ -237,15 +241,6 @@ def quantity_compare(a: Any, b: Any) -> int:
     return (x > y) - (x < y)
 
 
-SIGNATURES = [
-    "quantity(string) -> Quantity", "isQuantity(string) -> bool",
-    "Quantity.isInteger() -> bool", "Quantity.asInteger() -> int",
-    "Quantity.asApproximateFloat() -> double", "sign(Quantity) -> int",
-    "Quantity.add(Quantity) -> Quantity", "Quantity.add(int) -> Quantity",
-    "Quantity.sub(Quantity) -> Quantity", "Quantity.sub(int) -> Quantity",
-    "Quantity.compareTo(Quantity) -> int", "Quantity.isGreaterThan(Quantity) -> bool",
-    "Quantity.isLessThan(Quantity) -> bool",
-]
 FUNCTIONS = {"quantity": quantity, "isQuantity": is_quantity, "isInteger": is_integer,
              "asInteger": as_integer, "asApproximateFloat": as_approximate_float,
              "sign": sign, "add": add, "sub": sub}

@@ -103,11 +103,6 @@ def find_all(text: Any, pattern: Any, limit: Any = None) -> Any:
     return list([str(x) for x in found])
 
 
-SIGNATURES = [
-    "matches(string, string) -> bool", "string.matches(string) -> bool",
-    "string.find(string) -> string", "string.findAll(string) -> list(string)",
-    "string.findAll(string, int) -> list(string)",
-]
 FUNCTIONS = {"matches": matches, "find": find, "findAll": find_all}
 #: (function name, index of the pattern argument incl. receiver) checked at compile time
 PATTERN_ARGS = {"matches": 1, "find": 1, "findAll": 1}

@@ -97,13 +97,6 @@ def semver_compare(a: Any, b: Any) -> int:
     return compare(_version(a), _version(b))
 
 
-SIGNATURES = [
-    "semver(string) -> Semver", "semver(string, bool) -> Semver",
-    "isSemver(string) -> bool", "isSemver(string, bool) -> bool",
-    "Semver.major() -> int", "Semver.minor() -> int", "Semver.patch() -> int",
-    "Semver.compareTo(Semver) -> int", "Semver.isGreaterThan(Semver) -> bool",
-    "Semver.isLessThan(Semver) -> bool",
-]
 FUNCTIONS = {"semver": semver, "isSemver": is_semver, "major": major, "minor": minor,
              "patch": patch}
 # compareTo / isGreaterThan / isLessThan are shared with quantity: see lib/compare.py.

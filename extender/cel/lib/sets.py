@@ -36,10 +36,5 @@ def intersects(a: Any, b: Any) -> Any:
     return bool(any(_has(b, x) for x in a))
 
 
-SIGNATURES = [
-    "sets.contains(list(A), list(A)) -> bool",
-    "sets.equivalent(list(A), list(A)) -> bool",
-    "sets.intersects(list(A), list(A)) -> bool",
-]
 FUNCTIONS = {"sets.contains": contains, "sets.equivalent": equivalent,
              "sets.intersects": intersects}

@@ -1,20 +1,17 @@
-"""CEL standard library fixes on top of cel-python (spec cel.md §2.9, Part 3 item 3).
+"""The CEL standard library (spec cel.md §2.9): operators, indexing, conversions, string
+functions, timestamps and durations, with cel-go's semantics.
 
-cel-python's built-ins are lenient where cel-go is strict (``int(' 1')``, ``'abc'[0]``,
-``[1,2][-1]``, ``string(true) == 'True'``) and lack heterogeneous equality and K8s'
-cross-type numeric ordering.  These overrides are registered under the same names, so
-cel-python's evaluator calls them for operators, indexing and conversions.
+cel-go is strict where a lenient implementation would not be (``int(' 1')``,
+``'abc'[0]``, ``[1,2][-1]`` are errors; ``string(true)`` is ``'true'``) and has
+heterogeneous equality and cross-type numeric ordering; these implementations follow it.
 """
 
 from __future__ import annotations
 
-import datetime
 import math
 import re
 from decimal import Decimal
 from typing import Any
-
-from celpy import celtypes as T
 
 from extender.cel.lib import timevals
 from extender.cel.values import (
@@ -261,9 +258,9 @@ def to_int(v: Any) -> Any:
             raise EvalError(f"cannot parse {str(v)!r} as int")
         return check_int(int(v))
     if k == "timestamp":
-        return int(int(v.timestamp()))
+        return int(v.sec)
     if k == "duration":  # cel-go: the duration in nanoseconds
-        return check_int(timevals.nanoseconds(v))
+        return int(v.ns)
     raise TypeError(k)
 
 
@@ -371,15 +368,6 @@ def go_format_double(f: float) -> str:
     return f"{neg}{ds[:point]}.{ds[point:]}"
 
 
-def go_format_duration_seconds(d: datetime.timedelta) -> str:
-    """cel-go string(duration): seconds with the shortest fraction, e.g. ``1.5s``."""
-    micros = (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
-    text = format(Decimal(micros) / Decimal(1_000_000), "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text + "s"
-
-
 @cel_function("string")
 def to_string(v: Any) -> Any:
     k = kind(v)
@@ -399,7 +387,7 @@ def to_string(v: Any) -> Any:
     if k == "timestamp":
         return timevals.rfc3339_nano(v)
     if k == "duration":
-        return str(go_format_duration_seconds(v))
+        return timevals.go_duration_string(v)
     conv = getattr(v, "cel_string", None)
     if conv is not None:
         return str(conv())
@@ -433,46 +421,15 @@ def to_bytes(v: Any) -> Any:
     raise TypeError(k)
 
 
-_DURATION_RE = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": Decimal(1), "us": Decimal(10**3), "µs": Decimal(10**3),
-                   "μs": Decimal(10**3), "ms": Decimal(10**6), "s": Decimal(10**9),
-                   "m": Decimal(60 * 10**9), "h": Decimal(3600 * 10**9)}
-
-
-def parse_go_duration(text: str) -> datetime.timedelta:
-    """Go ``time.ParseDuration`` (microsecond resolution: Python timedelta)."""
-    s = text
-    sign = 1
-    if s[:1] in "+-" and s:
-        sign = -1 if s[0] == "-" else 1
-        s = s[1:]
-    if s == "0":
-        return datetime.timedelta(0)
-    if not s:
-        raise EvalError(f"invalid duration {text!r}")
-    total = Decimal(0)
-    pos = 0
-    while pos < len(s):
-        m = _DURATION_RE.match(s, pos)
-        if not m or m.group(1) in ("", "."):
-            raise EvalError(f"invalid duration {text!r}")
-        total += Decimal(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    nanos = int(total) * sign
-    if abs(nanos) > INT64_MAX:
-        raise EvalError(f"invalid duration {text!r}")
-    return datetime.timedelta(microseconds=nanos // 1000 if nanos >= 0 else -((-nanos) // 1000))
-
-
 @cel_function("duration")
 def to_duration(v: Any) -> Any:
     k = kind(v)
     if k == "duration":
         return v
     if k == "string":
-        return T.DurationType(parse_go_duration(str(v)))
-    if k == "int":  # cel-go: nanoseconds (microsecond resolution here)
-        return timevals.from_nanoseconds(int(v))
+        return timevals.parse_duration(str(v))
+    if k == "int":  # cel-go: nanoseconds
+        return timevals.Duration(int(v))
     raise TypeError(k)
 
 
@@ -482,12 +439,9 @@ def to_timestamp(v: Any) -> Any:
     if k == "timestamp":
         return v
     if k == "string":
-        try:
-            return T.TimestampType(str(v))
-        except Exception as exc:
-            raise EvalError(f"invalid timestamp {str(v)!r}") from exc
+        return timevals.parse_rfc3339(str(v))
     if k == "int":
-        return T.TimestampType(datetime.datetime.fromtimestamp(int(v), tz=datetime.UTC))
+        return timevals.from_unix(int(v))
     raise TypeError(k)
 
 
@@ -501,57 +455,6 @@ def type_of(v: Any) -> CelType:
     """A type value that compares equal to the type identifiers (``string``, ``int``...)."""
     return CelType(kind(v))
 
-
-SIGNATURES = [
-    # operators (names as cel-python calls them; checked by the validator)
-    "_+_(int, int) -> int", "_+_(uint, uint) -> uint", "_+_(double, double) -> double",
-    "_+_(string, string) -> string", "_+_(bytes, bytes) -> bytes",
-    "_+_(list(A), list(A)) -> list(A)", "_+_(timestamp, duration) -> timestamp",
-    "_+_(duration, timestamp) -> timestamp", "_+_(duration, duration) -> duration",
-    "_-_(int, int) -> int", "_-_(uint, uint) -> uint", "_-_(double, double) -> double",
-    "_-_(timestamp, timestamp) -> duration", "_-_(timestamp, duration) -> timestamp",
-    "_-_(duration, duration) -> duration",
-    "_*_(int, int) -> int", "_*_(uint, uint) -> uint", "_*_(double, double) -> double",
-    "_/_(int, int) -> int", "_/_(uint, uint) -> uint", "_/_(double, double) -> double",
-    "_%_(int, int) -> int", "_%_(uint, uint) -> uint",
-    "-_(int) -> int", "-_(double) -> double",
-    "!_(bool) -> bool",
-    "_&&_(bool, bool) -> bool", "_||_(bool, bool) -> bool", "_?_:_(bool, A, A) -> A",
-    "_==_(A, A) -> bool", "_!=_(A, A) -> bool",
-    "@in(A, list(A)) -> bool", "@in(A, map(A, B)) -> bool",
-    "_[_](list(A), int) -> A", "_[_](map(K, V), K) -> V",
-    # cel-go's declaration order (a free type variable binds to the first match)
-    "size(bytes) -> int", "size(list(A)) -> int", "size(map(K, V)) -> int",
-    "size(string) -> int", "bytes.size() -> int", "list(A).size() -> int",
-    "map(K, V).size() -> int", "string.size() -> int",
-    "string.contains(string) -> bool", "string.startsWith(string) -> bool",
-    "string.endsWith(string) -> bool",
-    "int(int) -> int", "int(uint) -> int", "int(double) -> int", "int(string) -> int",
-    "int(timestamp) -> int", "int(duration) -> int",
-    "uint(uint) -> uint", "uint(int) -> uint", "uint(double) -> uint", "uint(string) -> uint",
-    "double(double) -> double", "double(int) -> double", "double(uint) -> double",
-    "double(string) -> double",
-    "string(string) -> string", "string(bool) -> string", "string(int) -> string",
-    "string(uint) -> string", "string(double) -> string", "string(bytes) -> string",
-    "string(timestamp) -> string", "string(duration) -> string",
-    "bool(bool) -> bool", "bool(string) -> bool",
-    "bytes(bytes) -> bytes", "bytes(string) -> bytes",
-    "duration(duration) -> duration", "duration(string) -> duration",
-    "duration(int) -> duration",
-    "timestamp(timestamp) -> timestamp", "timestamp(string) -> timestamp",
-    "timestamp(int) -> timestamp",
-    "dyn(A) -> dyn", "type(A) -> type",
-]
-for _op in ("_<_", "_<=_", "_>_", "_>=_"):
-    SIGNATURES += [f"{_op}({t}, {t}) -> bool" for t in ("bool", "string", "bytes",
-                                                         "timestamp", "duration")]
-    SIGNATURES += [f"{_op}({a}, {b}) -> bool" for a in ("int", "uint", "double")
-                   for b in ("int", "uint", "double")]
-for _acc in ("getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek",
-             "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds"):
-    SIGNATURES += [f"timestamp.{_acc}() -> int", f"timestamp.{_acc}(string) -> int"]
-for _acc in ("getHours", "getMinutes", "getSeconds", "getMilliseconds"):
-    SIGNATURES.append(f"duration.{_acc}() -> int")
 
 FUNCTIONS = {
     "_+_": add, "_-_": sub, "_*_": mul, "_/_": div, "_%_": mod, "-_": neg, "!_": logical_not,

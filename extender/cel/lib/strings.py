@@ -158,18 +158,6 @@ def quote(s: Any) -> Any:
     return S(go_quote(str(s)))
 
 
-SIGNATURES = [
-    "string.charAt(int) -> string",
-    "string.indexOf(string) -> int", "string.indexOf(string, int) -> int",
-    "string.lastIndexOf(string) -> int", "string.lastIndexOf(string, int) -> int",
-    "string.lowerAscii() -> string", "string.upperAscii() -> string",
-    "string.replace(string, string) -> string", "string.replace(string, string, int) -> string",
-    "string.split(string) -> list(string)", "string.split(string, int) -> list(string)",
-    "string.substring(int) -> string", "string.substring(int, int) -> string",
-    "string.trim() -> string",
-    "list(string).join() -> string", "list(string).join(string) -> string",
-    "strings.quote(string) -> string",
-]
 FUNCTIONS = {
     "charAt": char_at, "lowerAscii": lower_ascii, "upperAscii": upper_ascii,
     "replace": replace, "split": split, "substring": substring, "trim": trim, "join": join,

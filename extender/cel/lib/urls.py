@@ -98,11 +98,6 @@ def get_query(u: Any) -> Any:
     return dict({_s(k): list([_s(v) for v in vs]) for k, vs in query.items()})
 
 
-SIGNATURES = [
-    "url(string) -> URL", "isURL(string) -> bool", "URL.getScheme() -> string",
-    "URL.getHost() -> string", "URL.getHostname() -> string", "URL.getPort() -> string",
-    "URL.getEscapedPath() -> string", "URL.getQuery() -> map(string, list(string))",
-]
 FUNCTIONS = {"url": url, "isURL": is_url, "getScheme": get_scheme, "getHost": get_host,
              "getHostname": get_hostname, "getPort": get_port,
              "getEscapedPath": get_escaped_path, "getQuery": get_query}
