@@ -37,6 +37,12 @@ HELP = {
     "max_staleness": "live mode: seconds the cluster state may go unconfirmed by the API server "
     "(an event, a bookmark, or a probe of a silent watch); past it /readyz fails and the verbs "
     "answer an Error, as they do until every kind has listed once (default 60, at least 2)",
+    "bind_watch_timeout": "live mode: seconds the watch may take to show a pod the bind verb bound; "
+    "past it every watched kind is probed at once and verdicts that read a kind not yet "
+    "confirmed current answer an Error until it is; 0 disables (default 1)",
+    "max_unready": "live mode: seconds the cluster state may stay unready (not synced, stale) "
+    "before /healthz fails too, so that a process that cannot recover is restarted; 0 "
+    "disables (default 300)",
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
     "weights": "score plugin weights, e.g. TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
@@ -74,8 +80,9 @@ HELP = {
     "`profile` label of the scheduler_* metrics (default default-scheduler)",
     "inflight_wait": "seconds a filter/prioritize/preempt waits at most for a pod answered "
     "earlier and not yet bound that one of its DoNotSchedule spread constraints selects (same "
-    "namespace; the next pod then counts it); a pod that did not come back in time is not waited "
-    "for again; 0 disables; off in file mode (default 1)",
+    "namespace; the next pod then counts it); still not bound then, filter answers an Error "
+    "(kube-scheduler retries the pod) rather than a verdict without it; 0 disables; off in "
+    "file mode (default 1)",
     "assume_ttl": "deprecated, no effect: a pod bound through the bind verb stays counted on its "
     "node until the cluster state shows it (bound, deleted, or gone after a relist), never by "
     "a timer; accepted so existing configurations keep working",
@@ -94,6 +101,7 @@ SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", 
               "max_inflight_bytes", "reload_interval",
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
+              "bind_watch_timeout", "max_unready",
               "request_deadline", "slow_cel_expressions", "inflight_wait", "assume_ttl",
               "explain_endpoint", "explain_rate", "explain_burst", "record_events")
 # flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)

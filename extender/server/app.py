@@ -33,7 +33,7 @@ from extender.config import Config
 from extender.server.budget import BODIES
 from extender.server.listener import JSON, LOOP, Listener, Reply, Request, Route, Routes
 from extender.server.verbs import answer, verb_of
-from extender.service import Extender
+from extender.service import STATE_VERSION_HEADER, Extender
 from extender.state import ClusterSource, readiness
 
 TEXT = "text/plain; charset=utf-8"
@@ -75,7 +75,10 @@ def health_routes(engine: Extender) -> dict[str, Route]:
     the same answers."""
 
     def healthz() -> tuple[int, str, bytes]:
-        return 200, TEXT, b"ok"
+        # a live state unready for --max-unready: restart (the source's `liveness`)
+        liveness = getattr(engine.source, "liveness", None)
+        alive, why = liveness() if liveness is not None else (True, "ok")
+        return (200 if alive else 503), TEXT, why.encode()
 
     def readyz() -> tuple[int, str, bytes]:
         ok, why = readiness(engine.source)
@@ -113,8 +116,10 @@ class App(Routes):
             return super().__call__(request)
         if request.method != "POST":
             return 405, JSON, b'{"error":"method not allowed"}', {}
+        self.engine.take_state_version()  # nothing left over from another call on this thread
         code, body = answer(self.engine, verb, request.body)
-        return code, JSON, body, {}
+        version = self.engine.take_state_version()
+        return code, JSON, body, ({STATE_VERSION_HEADER: version} if version else {})
 
 
 def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> App:
