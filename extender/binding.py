@@ -11,7 +11,8 @@ call fails, and let the watch confirm it (`extender.inflight`).
 kube-scheduler waits for our answer only until its `httpTimeout`; its own DefaultBinder
 waits for the API however long it takes, keeping the pod assumed (counted) meanwhile.
 So the binding runs in the background (`Bindings`) and the verb waits for it only
-until what is left of `--request-deadline`:
+until what is left of `--request-deadline`, and at most `ANSWER_WITHIN` (a healthy API
+server binds in milliseconds; the threads answering `bind` are not held by a slow one):
 
 * the API answered in time: success, or an Error (the call was refused: not applied;
   the assumption is forgotten);
@@ -50,8 +51,14 @@ log = logging.getLogger("extender.bind")
 ERR_NO_API = "the bind verb needs API access: run in live mode (--kubeconfig or --in-cluster)"
 DEFAULT_BIND_SECONDS = 4.0  # with --request-deadline 0: its default, below httpTimeout 5 s
 MIN_BIND_SECONDS = 0.05  # less time than this left: answer an Error without calling
-# connections kept for bindings: kube-scheduler binds in parallel (one goroutine a pod)
+# bind verb calls answered at once: kube-scheduler binds in parallel (one goroutine a pod)
 BIND_CONNECTIONS = 64
+# bindings out with the API at once (threads, and connections kept): a slow API server
+# holds each for seconds while kube-scheduler goes on binding
+BINDING_THREADS = 256
+# a healthy API server binds in milliseconds: one that has not answered in this long is
+# slow, and the verb answers without it (the binding goes on; module docstring)
+ANSWER_WITHIN = 1.0
 # a binding call's own timeout: the API server's default request timeout (--request-timeout
 # 1m); past it the outcome is unknown and settled by a GET
 CALL_SECONDS = 60.0
@@ -118,7 +125,7 @@ class ApiBinder:
         from kubernetes import client
 
         configuration = copy.copy(api_client.configuration)
-        configuration.connection_pool_maxsize = BIND_CONNECTIONS
+        configuration.connection_pool_maxsize = BINDING_THREADS
         configuration.retries = False
         self.api = client.CoreV1Api(client.ApiClient(configuration))
 
@@ -217,7 +224,7 @@ class Bindings:
         self.clock = clock
         self._stop = threading.Event()
         self.sleep = sleep or self._stop.wait
-        self._pool = _Threads(BIND_CONNECTIONS, "binding")
+        self._pool = _Threads(BINDING_THREADS, "binding")
         self._unsettled = 0
         self._lock = threading.Lock()
 
@@ -228,7 +235,7 @@ class Bindings:
 
     def bind(self, args: BindingArgs, timeout: float) -> dict[str, str]:
         """`ExtenderBindingResult`: assume, bind, answer within `timeout` seconds (what
-        is left of the request's deadline)."""
+        is left of the request's deadline) or `ANSWER_WITHIN`, whichever is sooner."""
         ns, name = args.pod_namespace, args.pod_name
         if self.post is None:
             return _failed(self.inflight, ns, name, ERR_NO_API)
@@ -244,7 +251,7 @@ class Bindings:
         answered = threading.Event()
         future = self._pool.submit(self._settle, args, answered)
         try:
-            outcome = future.result(timeout=timeout)
+            outcome = future.result(timeout=min(timeout, ANSWER_WITHIN))
         except FutureTimeout:
             answered.set()
             if not future.done():  # the API has not said yet: not a failure (module docstring)

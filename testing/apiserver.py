@@ -286,7 +286,7 @@ class FakeApiServer:
         self._closing = False
         self._epoch = 0  # restores so far
         self.too_large_wait = 3.0  # the watch cache's wait for a resourceVersion it has not reached
-        self._freezes: list[str] = []  # freeze_watches calls (agents), in order
+        self._freezes: list[tuple[str, str]] = []  # freeze_watches calls (agent, resource), in order
         self._httpd = QuietServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -550,13 +550,13 @@ class FakeApiServer:
             self._emit(resource, type_, obj)
             return self._rv
 
-    def freeze_watches(self, agent: str = "") -> None:
-        """Every watch stream open now (whose client's User-Agent contains `agent`) falls
-        silent for good: no events, no bookmarks, no end, the TCP connection open (a
-        stuck proxy, a half-dead connection). New streams are served normally (unless
-        `faults.hang_watches`)."""
+    def freeze_watches(self, agent: str = "", resource: str = "") -> None:
+        """Every watch stream open now (whose client's User-Agent contains `agent`; only
+        those of `resource`, e.g. "nodes", if given) falls silent for good: no events,
+        no bookmarks, no end, the TCP connection open (a stuck proxy, a half-dead
+        connection). New streams are served normally (unless `faults.hang_watches`)."""
         with self._cond:
-            self._freezes.append(agent)
+            self._freezes.append((agent, resource))
             self._cond.notify_all()
 
     def close_watches(self) -> None:
@@ -1005,7 +1005,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 with api._cond:
                     if api._closing:
                         return self._chunk(b"")
-                    if any(a in agent for a in api._freezes[epoch:]):
+                    if any(a in agent and r in ("", resource) for a, r in api._freezes[epoch:]):
                         break
                     log = api._log[resource]
                     if since < api._oldest[resource]:

@@ -14,10 +14,10 @@ the verb's status and JSON. Where it runs:
 * in the expensive lane (`EXPENSIVE`, one thread per `EXPENSIVE_SLOTS`, its own queue):
   a request whose CEL programs are estimated past what a pool thread may run, so it
   never holds a thread cheap work needs;
-* in the bind lane (`BIND`, `BIND_THREADS` threads, one API connection each): `bind` is
-  an API call that may take until its deadline; kube-scheduler runs each binding in a
-  goroutine of its own and may have dozens out at once, so binds never queue behind
-  filter work nor hold the threads it needs.
+* in the bind lane (`BIND`, `BIND_THREADS` threads): `bind` waits for its API call up
+  to a second (the call itself goes on in `extender.binding`); kube-scheduler runs
+  each binding in a goroutine of its own and may have dozens out at once, so binds
+  never queue behind filter work nor hold the threads it needs.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from extender.state import ClusterSource, readiness
 TEXT = "text/plain; charset=utf-8"
 POOL, EXPENSIVE, BIND = lane.POOL, lane.EXPENSIVE, "bind"
 INLINE_MAX_BYTES = 1 << 20  # larger bodies are answered on a pool thread
-BIND_THREADS = BIND_CONNECTIONS  # one API connection each
+BIND_THREADS = BIND_CONNECTIONS  # each answers within a second (`extender.binding`)
 # kube-scheduler gives up on an extender call after its httpTimeout (5 s by default): a
 # request that has not fully arrived by then is not worth its buffer any longer.
 REQUEST_READ_TIMEOUT = 5.0

@@ -16,11 +16,13 @@ over their own label. The faults:
   in the API);
 - `pause`: the extender (for the control: kube-scheduler) is stopped 1.3 s (SIGSTOP);
 - `slow-late`: every binding write takes 2-8 s, and lands even if its client left;
-- `slow-lost`: every binding write takes 2-8 s; one slower than the API's own 6 s
-  request timeout is answered 504 and dropped;
-- `restore`: etcd is restored to a backup mid-burst: pods bound after it are unbound
-  again, and the API answers 504 "Too large resource version" to every client that
-  resumes from a resourceVersion it handed out before.
+- `slow-lost`: every binding write takes 2-8 s, and is dropped if its client left (the
+  API server cancels the request's context); neither kube-scheduler's binder nor the
+  extender's leaves, so neither loses one;
+- `restore`: etcd is restored to a backup taken a third into the burst, once the burst
+  is bound: the pods bound after the backup are unbound again, and the API answers 504
+  "Too large resource version" to every client that resumes from a resourceVersion it
+  handed out before.
 
 Each run ends with every pod the control binds bound, final skew within `maxSkew` per
 group over its eligible nodes, and (the extender) 0 violations judged at the state
@@ -172,21 +174,25 @@ def pause(run: Run) -> None:
 
 
 def slow_binds(late: bool) -> Callable[[Run], None]:
+    """Every binding write takes 2-8 s; one whose client went away meanwhile is applied
+    at the end anyway (`late`) or not at all (the request's context is cancelled)."""
     def slow(run: Run) -> None:
         faults = run.cluster.api.faults
         draws = random.Random(7)
         faults.delay_for = lambda line: draws.uniform(2.0, 8.0) if line.startswith("POST") and \
             line.endswith("/binding") else 0.0
         faults.late_writes = late
-        if not late:
-            faults.request_timeout = 6.0
     return slow
 
 
 def restore(run: Run) -> None:
-    after_bound(run, len(run.pods) // 6)
+    """A backup a third into the burst, restored once every pod is bound: the pods bound
+    after the backup are unbound again and every client resumes from a resourceVersion
+    the API has not reached (504 Too large resource version)."""
+    after_bound(run, len(run.pods) // 3)
     backup = run.cluster.api.checkpoint()
-    after_bound(run, len(run.pods) // 2)
+    after_bound(run, len(run.pods))
+    time.sleep(0.5)
     run.figures["restored_objects"] = run.cluster.api.restore(backup)
     run.figures["restored_rv"] = backup.rv
 
@@ -300,10 +306,12 @@ def pause_checks(run: Run, report: truth.Report) -> None:
 
 def slow_checks(run: Run, report: truth.Report) -> None:
     faults = run.cluster.api.faults
-    slow = sum(1 for c in run.cluster.tap.calls if c.verb == "bind" and c.seconds > 3.5)
-    assert slow >= 1, "no bind answered near its deadline: the API was never slower than it"
-    if not faults.late_writes:
-        assert faults.fired["timed_out_writes"] >= 1, "no binding write timed out in the API"
+    assert metric(run.cluster, "extender_bindings_total", 'result="pending"') >= 1, \
+        "no bind was answered before the API: it was never slow"
+    # the extender never gave up on a binding call, so the API never had to decide
+    # what to do with a write whose client left
+    assert faults.fired["aborted_writes"] == faults.fired["late_writes"] == 0
+    assert metric(run.cluster, "extender_bindings_total", 'result="error"') == 0
     assert metric(run.cluster, "extender_assumed_pods") == 0
 
 
