@@ -60,8 +60,9 @@ HELP = {
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
     "request_deadline": "seconds a filter/prioritize request may spend (CEL evaluation); past it "
     "the request answers an Error, never a verdict; 0 disables (default 4, below "
-    "kube-scheduler's 5 s httpTimeout). It also bounds bind's API call, counted from the "
-    "request's arrival (4 s when 0)",
+    "kube-scheduler's 5 s httpTimeout). It also bounds how long bind waits for its API call, "
+    "counted from the request's arrival (4 s when 0, and a second at most); a call still out "
+    "then is answered as in progress and goes on",
     "slow_cel_expressions": "warn (default) or deny: what the admission webhook and `extender "
     "validate` do with a CEL toleration whose estimated cost a first /filter on a 5,000-node "
     "cluster (100 distinct taints) could not evaluate within --request-deadline",

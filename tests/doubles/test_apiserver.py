@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from testing.apiserver import ApiError, FakeApiServer
+from testing.harness import wait_for
 
 
 @pytest.fixture
@@ -365,7 +366,7 @@ def test_a_slow_write_lands_late_or_is_lost(api):
     assert api.faults.fired["aborted_writes"] == 1
     api.faults.late_writes = True
     impatient_bind("p")
-    assert wait_until(lambda: api.get("pods", "p", "default")["spec"].get("nodeName") == "n1")
+    assert wait_for(lambda: api.get("pods", "p", "default")["spec"].get("nodeName") == "n1", timeout=5)
     assert api.faults.fired["late_writes"] == 1
     api.create("pods", pod("q"))
     api.faults.late_writes, api.faults.request_timeout = False, 0.3
@@ -374,11 +375,3 @@ def test_a_slow_write_lands_late_or_is_lost(api):
     time.sleep(0.5)
     assert api.get("pods", "q", "default")["spec"].get("nodeName") is None  # dropped
 
-
-def wait_until(predicate, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True

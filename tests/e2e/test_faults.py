@@ -228,13 +228,29 @@ def figures(run: Run, scenario: str, report: truth.Report | None) -> dict:
            "skew": final_skews(run)}
     if not run.in_tree:
         calls = list(run.cluster.tap.calls)
-        errors = Counter(_reason(c.error) for c in calls if c.error and c.verb in ("filter", "bind"))
-        out["errors"] = dict(errors)
+        refused = [c for c in calls if c.error and c.verb in ("filter", "bind")]
+        out["errors"] = dict(Counter(_reason(c.error) for c in refused))
+        out["refusing_s"] = round(refused[-1].at - refused[0].at, 1) if refused else 0.0
+        out["slowest_answer_s"] = {verb: round(max((c.seconds for c in calls if c.verb == verb), default=0.0), 2)
+                                   for verb in ("filter", "bind")}
+        out["pending_binds"] = metric(run.cluster, "extender_bindings_total", 'result="pending"')
+        out["suspicions"] = metric(run.cluster, "extender_watch_suspicions_total")
         missed = [c.missed for c in report.checked]
         out["decisions"] = len(missed)
         out["stale_decisions"] = sum(1 for m in missed if m > 0.5)
         out["max_missed"] = round(max(missed, default=0.0), 2)
         out["violations"] = len(report.violations)
+    restored = next((c.at for c in run.cluster.api.journal if c.type == "RESTORED"), None)
+    if restored is not None:  # until every pod the restore unbound is bound again
+        where: dict = {}
+        binds = []
+        for c in run.cluster.api.journal:
+            if c.resource == "pods":
+                node = c.obj["spec"].get("nodeName") if c.type != "DELETED" else None
+                if node and not where.get(key_of(c.obj)) and c.at > restored:
+                    binds.append(c.at)
+                where[key_of(c.obj)] = node
+        out["rebound_s"] = round(max(binds, default=restored) - restored, 1)
     for k, v in run.figures.items():
         if not k.endswith("_at"):
             out[k] = v

@@ -6,8 +6,6 @@ suspect until probed, and a state that cannot recover fails liveness.
 
 from __future__ import annotations
 
-import time
-
 import orjson
 import pytest
 from conftest import EXAMPLES
@@ -21,6 +19,7 @@ from extender.state import load_objects
 from extender.state.store import KINDS, Store
 from testing.apiserver import FakeApiServer
 from testing.client import Client
+from testing.harness import wait_for
 
 OPENAPI_CLIENT = "OpenAPI-Generator"  # the User-Agent of the extender's kubernetes client
 
@@ -32,14 +31,6 @@ def api():
         yield server
 
 
-def wait_until(predicate, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
 
 def counter(metric, *labels) -> float:
     return metric.labels(*labels)._value.get()
@@ -50,7 +41,7 @@ def test_each_snapshot_names_the_resource_versions_its_objects_match(api, tmp_pa
         node = api.objects("nodes")[0]
         node["metadata"].setdefault("labels", {})["rack"] = "r9"
         rv = int(api.update("nodes", node)["metadata"]["resourceVersion"])
-        assert wait_until(lambda: int(live.snapshot().resource_versions.get("Node") or 0) >= rv)
+        assert wait_for(lambda: int(live.snapshot().resource_versions.get("Node") or 0) >= rv, timeout=20)
         snap = live.snapshot()
         assert set(snap.resource_versions) == set(KINDS)
         assert snap.nodes.by_name[node["metadata"]["name"]].labels["rack"] == "r9"
@@ -100,7 +91,7 @@ def test_a_restore_answered_too_large_relists_every_kind(api, tmp_path):
         wait_converged(live, api)  # the pod and nodes written after the backup are gone again
         assert live.snapshot().pod_layer.get("shop", "late") is None
         assert counter(metrics.WATCH_ERRORS_TOTAL, "Pod", "too large") > too_large
-        assert wait_until(lambda: live.readiness()[0])
+        assert wait_for(lambda: live.readiness()[0], timeout=20)
 
 
 def test_a_bind_the_watch_does_not_show_makes_every_kind_suspect_until_probed(api, tmp_path):
@@ -111,7 +102,7 @@ def test_a_bind_the_watch_does_not_show_makes_every_kind_suspect_until_probed(ap
     with synced_live(api, tmp_path, bind_watch_timeout=0.3) as live:
         api.create("pods", {"metadata": {"name": "w1", "namespace": "shop", "labels": {"app": "web"}},
                             "spec": {"containers": [{"name": "c"}]}})
-        assert wait_until(lambda: live.snapshot().pod_layer.get("shop", "w1") is not None)
+        assert wait_for(lambda: live.snapshot().pod_layer.get("shop", "w1") is not None, timeout=20)
         node = api.objects("nodes")[0]["metadata"]["name"]
         api.freeze_watches(agent=OPENAPI_CLIENT)
         pod = live.snapshot().pod_layer.get("shop", "w1")
@@ -119,10 +110,10 @@ def test_a_bind_the_watch_does_not_show_makes_every_kind_suspect_until_probed(ap
         api.bind("shop", "w1", node)
         live.store.bound("shop", "w1")
         assert live.unconfirmed(["Node"]) is None  # within the timeout: nothing doubted
-        assert wait_until(lambda: live.unconfirmed(["Node"]) is not None), "never suspected"
+        assert wait_for(lambda: live.unconfirmed(["Node"]) is not None, timeout=20), "never suspected"
         reason, message = live.unconfirmed(["Pod"]) or ("", "")
         assert reason == "unconfirmed" and "shop/w1" in message
-        assert wait_until(lambda: live.unconfirmed(KINDS) is None), "never confirmed again"
+        assert wait_for(lambda: live.unconfirmed(KINDS) is None, timeout=20), "never confirmed again"
         assert live.store.assumed() == {}  # the resumed stream showed the bind
         assert counter(metrics.WATCH_ERRORS_TOTAL, "Pod", "silent") >= 1
 
@@ -138,7 +129,7 @@ def test_a_pod_the_scheduler_has_and_the_watch_does_not_makes_it_suspect(api, tm
         assert live.behind("Pod", rv)
         assert not live.await_version("Pod", rv, "pod shop/new")
         assert live.unconfirmed(["Node"]) is not None
-        assert wait_until(lambda: live.unconfirmed(KINDS) is None)
+        assert wait_for(lambda: live.unconfirmed(KINDS) is None, timeout=20)
         assert not live.behind("Pod", rv) and live.snapshot().pod_layer.get("shop", "new") is not None
 
 
