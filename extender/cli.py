@@ -36,7 +36,8 @@ HELP = {
     "in_cluster": "live mode: watch the API server with the pod's service account",
     "max_staleness": "live mode: seconds the cluster state may go unconfirmed by the API server "
     "(an event, a bookmark, or a probe of a silent watch); past it /readyz fails and the verbs "
-    "answer an Error, as they do until every kind has listed once (default 60, at least 2)",
+    "answer an Error, as they do until every kind has listed once; a silent stream is probed after a "
+    "third of it (default 20, at least 2)",
     "bind_watch_timeout": "live mode: seconds the watch may take to show a pod the bind verb bound; "
     "past it every watched kind is probed at once and verdicts that read a kind not yet "
     "confirmed current answer an Error until it is; 0 disables (default 1)",

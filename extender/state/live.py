@@ -528,7 +528,7 @@ class LiveSource:
     """The `ClusterSource` fed by the API server (see the module docstring)."""
 
     def __init__(
-        self, api_client: Any, max_staleness: float = 60.0, store: Store | None = None,
+        self, api_client: Any, max_staleness: float = 20.0, store: Store | None = None,
         page_size: int = PAGE_SIZE, backoff: Callable[[], Backoff] = Backoff,
         watch_seconds: tuple[int, int] = WATCH_SECONDS, freeze_after_sync: bool = False,
         bind_watch_timeout: float = 1.0, max_unready: float = 300.0,
