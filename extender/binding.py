@@ -67,8 +67,12 @@ RETRY = (0.2, 5.0)  # back-off between settling attempts: first, longest
 
 
 class BindError(RuntimeError):
-    """The API server refused the binding, or was never reached: it was not applied.
-    The message goes to the scheduler."""
+    """The API server refused the binding (`reached`), or was never reached: this call
+    was not applied. The message goes to the scheduler."""
+
+    def __init__(self, message: str, reached: bool = True) -> None:
+        super().__init__(message)
+        self.reached = reached
 
 
 class BindUnknown(RuntimeError):
@@ -181,7 +185,7 @@ def _transport_error(where: str, exc: BaseException, timeout: float) -> RuntimeE
     from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 
     if isinstance(exc, (NewConnectionError, ConnectTimeoutError)):
-        return BindError(f"{where}: {exc}")
+        return BindError(f"{where}: {exc}", reached=False)
     if isinstance(exc, ReadTimeoutError):
         return BindUnknown(f"{where}: no answer from the API server within {timeout:.2f} s")
     return BindUnknown(f"{where}: {exc}")
@@ -249,7 +253,7 @@ class Bindings:
             log.info("binding a pod without assuming it (no store, or a pod unknown here)",
                      extra={"pod": f"{ns}/{name}", "node": args.node})
         answered = threading.Event()
-        future = self._pool.submit(self._settle, args, answered)
+        future = self._pool.submit(self._settle, args, answered, assumed)
         try:
             outcome = future.result(timeout=min(timeout, ANSWER_WITHIN))
         except FutureTimeout:
@@ -260,8 +264,8 @@ class Bindings:
                     metrics.BINDINGS_UNSETTLED.set(self._unsettled)
                 future.add_done_callback(self._settled_late)
                 metrics.BINDINGS_TOTAL.labels("pending").inc()
-                log.info("binding not settled within the request's deadline; answering success and "
-                         "settling it with the API server", extra={"pod": f"{ns}/{name}", "node": args.node})
+                log.info("the API server has not answered the binding yet; answering success and settling "
+                         "it in the background", extra={"pod": f"{ns}/{name}", "node": args.node})
                 return {"Error": ""}
             outcome = future.result()
         answered.set()
@@ -276,26 +280,28 @@ class Bindings:
             self._unsettled -= 1
             metrics.BINDINGS_UNSETTLED.set(self._unsettled)
 
-    def _settle(self, args: BindingArgs, answered: threading.Event) -> Outcome:
+    def _settle(self, args: BindingArgs, answered: threading.Event, assumed: bool) -> Outcome:
         """Bind and settle (on a pool thread): the outcome, once the API said."""
         ns, name, uid, node = args.pod_namespace, args.pod_name, args.pod_uid, args.node
         started = self.clock()
         delay = RETRY[0]
+        unknown = ""
         while True:
             try:
                 self.post(ns, name, uid, node, CALL_SECONDS)
                 return self._done(args, answered, True)
-            except BindError as exc:  # refused: not applied
-                return self._done(args, answered, False, str(exc))
+            except BindError as exc:  # this call was not applied; an earlier one may have been
+                if exc.reached or not unknown:
+                    return self._done(args, answered, False, str(exc))
             except BindUnknown as exc:
                 unknown = str(exc)
-            where = self._lookup(ns, name, uid)  # settles what the call could not say
+            where = self._lookup(ns, name, uid)  # settles what the calls could not say
             if where == node:
                 return self._done(args, answered, True)
             if where is None or where:
                 why = "the pod is gone" if where is None else f"the pod is bound to node {where}"
                 return self._done(args, answered, False, f"binding pod {ns}/{name} to node {node}: {why}")
-            if not self._still_assumed(ns, name):  # the watch settled it meanwhile
+            if assumed and not self._still_assumed(ns, name):  # the watch showed it meanwhile
                 return self._done(args, answered, True)
             if self.clock() - started > SETTLE_FOR:
                 return self._done(args, answered, False, f"{unknown}; not settled in {SETTLE_FOR:.0f} s")

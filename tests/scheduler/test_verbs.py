@@ -425,6 +425,27 @@ class Unsure:
         return self.where.pop(0)
 
 
+def test_an_unreachable_api_after_an_unknown_outcome_does_not_settle_it():
+    """The first call's outcome is unknown; the next one cannot reach the API (refused:
+    that call was not applied, the first may still land): the binding is posted again
+    rather than forgotten, and bound at the third call."""
+    from extender.binding import BindError, BindUnknown
+
+    class Flaky(Unsure):
+        def __call__(self, namespace, name, uid, node_name, timeout):
+            self.calls += 1
+            if self.calls == 1:
+                raise BindUnknown("binding: connection reset")
+            if self.calls == 2:
+                raise BindError("binding: connection refused", reached=False)
+
+    engine = Extender(Config(inflight_wait=5.0), StoreSource(NODES + [pod("w1")]), binder=Flaky(["", ""]))
+    engine.bindings.sleep = lambda seconds: False  # no back-off in the test
+    assert orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))) == {"Error": ""}
+    assert engine.binder.calls == 3
+    assert engine.source.store._assumed["default", "w1"].bound_at is not None
+
+
 @pytest.mark.parametrize("where, calls, bound", [
     (["a1"], 1, True),  # it had landed: settled by the GET, not posted again
     ([""], 2, True),  # not landed: posted again, bound then
