@@ -276,6 +276,7 @@ class FakeApiServer:
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
         self.requests: deque[str] = deque(maxlen=10_000)  # "METHOD /path?query" seen
+        self.agents: deque[tuple[str, str]] = deque(maxlen=10_000)  # (User-Agent, request line)
         self._cond = threading.Condition()
         self._rv = 1000
         self._objects: dict[str, dict[Key, dict]] = {p: {} for p in RESOURCES}
@@ -807,6 +808,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def _dispatch(self, method: str) -> None:
             line = f"{method} {self.path}"
             api.requests.append(line)
+            api.agents.append((self.headers.get("User-Agent") or "", line))
             delay = api.faults.delay_of(line)
             if delay:
                 self._cached_body = self._raw_body()  # read, so a closed client shows as EOF

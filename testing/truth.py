@@ -341,7 +341,10 @@ def _decision(key: Key, change: Any, decisions: Mapping[Key, list] | None,
         return _Placement(change.at, None)
     if isinstance(best, (int, float)):
         return _Placement(best, None)
-    return _Placement(best.at, best.versions)
+    versions = best.versions
+    if versions is not None and not {"Node", "Pod"} <= versions.keys():
+        versions = None  # a kind the rules read was relisting: no single state to judge at
+    return _Placement(best.at, versions)
 
 
 ANSWER_WITHIN = 5.0  # seconds: kube-scheduler's httpTimeout, the latest a verdict reads its state

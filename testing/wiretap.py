@@ -57,16 +57,15 @@ class Decision:
 
 
 def parse_state_version(text: str | None) -> dict[str, int] | None:
-    """`Node=12,Pod=15,...` -> {"Node": 12, ...}; None without a header, or when a kind
-    has no version (it was relisting: the state matched no single version)."""
+    """`Node=12,Pod=15,...` -> {"Node": 12, ...}; None without a header. A kind without
+    a version (it was relisting: its objects matched no single version) is left out."""
     if not text:
         return None
     out = {}
     for part in text.split(","):
         kind, _, rv = part.partition("=")
-        if not rv.isdigit():
-            return None
-        out[kind] = int(rv)
+        if rv.isdigit():
+            out[kind] = int(rv)
     return out
 
 

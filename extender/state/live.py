@@ -34,7 +34,11 @@ being relisted is unconfirmed the same way: its objects are mid-replacement.
 
 After an etcd restore the API server's resourceVersion is behind ours: a watch (or a
 probe) from our resourceVersion is answered 504 "Too large resource version" (cause
-`ResourceVersionTooLarge`); the kind is relisted, as client-go's reflector does.
+`ResourceVersionTooLarge`); the kind is relisted, as client-go's reflector does. Not
+every server refuses (a plain watch ahead of the watch cache may be accepted and
+resume once the restored server passes our resourceVersion, skipping what it wrote
+before), so a watch that resumes first asks for the server's resourceVersion (a
+one-item list): behind ours, the kind relists the same way.
 
 Readiness (and whether the verbs may answer at all, `unready`): every kind's initial
 list has synced, and every kind was confirmed current (a list, an event, a bookmark or
@@ -259,11 +263,16 @@ class Reflector:
     # --- the loop ----------------------------------------------------------------------
 
     def run(self) -> None:
+        resuming = False  # a watch ended: the next one resumes from its resourceVersion
         while not self._stop.is_set():
             try:
                 if not self.resource_version or self._relist:
                     self._relist = False
                     self.relist()
+                elif resuming and self._server_behind():
+                    raise Expired(f"Too large resource version: the API server is behind {self.resource_version} "
+                                  "(restored from a backup)")
+                resuming = True
                 self.watch()
             except Expired as exc:
                 reason = "too large" if "Too large" in str(exc) else "expired"
@@ -318,6 +327,20 @@ class Reflector:
         if not self.synced.is_set():
             log.info("initial list synced", extra={"kind": self.kind, "changed": changed, "rejected": rejected})
         self.synced.set()
+
+    def _server_behind(self) -> bool:
+        """Is the API server's resourceVersion (a one-item list, a consistent read) older
+        than ours? Only after an etcd restore: resuming there would skip whatever the
+        restored server writes before it reaches ours again (a watch ahead of the
+        server is not always refused). Asked before a watch resumes, never per event."""
+        if not self.resource_version.isdigit():
+            return False
+        response = self.lister(limit=1, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, 30.0))
+        try:
+            server = (orjson.loads(response.data).get("metadata") or {}).get("resourceVersion") or ""
+        finally:
+            response.release_conn()
+        return server.isdigit() and int(server) < int(self.resource_version)
 
     def _pages(self, rv_box: list[str]) -> Iterator[dict[str, Any]]:
         token = None
