@@ -111,7 +111,9 @@ class Extender:
     def filter(self, args: ExtenderArgs) -> bytes:
         """ExtenderFilterResult. An answer that names a feasible node makes the pods
         after it wait for its bind (`extender.inflight`); invalid arguments, a state
-        that cannot give a verdict (`extender.gate`) and the deadline answer `Error`."""
+        that cannot give a verdict or whose kinds it reads are not confirmed current
+        (`extender.gate`), pods answered before it and still being bound, and the
+        deadline answer `Error`."""
         refusal = self.gate.refusal("filter")
         if refusal is not None:
             return encode(error_filter_result(refusal))
@@ -242,7 +244,8 @@ class Extender:
         `await_version`), and the verdict refused (`check_current`). An event loop
         must not wait: the request moves to a pool thread."""
         behind = getattr(self.source, "behind", None)
-        rv = (raw.get("metadata") or {}).get("resourceVersion") if isinstance(raw.get("metadata"), dict) else None
+        meta = raw.get("metadata")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if behind is None or not isinstance(rv, str) or not behind("Pod", rv):
             return
         if lane.on_loop():

@@ -150,3 +150,36 @@ def test_liveness_fails_once_the_state_cannot_recover(api, tmp_path):
         client.close()
     finally:
         live.stop()
+
+
+TOO_LARGE = {"code": 504, "reason": "Timeout", "status": "Failure",
+             "message": "Timeout: Too large resource version: 180, current: 120",
+             "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]}}
+
+
+@pytest.mark.parametrize("status, meaning", [
+    (TOO_LARGE, True),
+    ({"code": 504, "message": "Timeout: Too large resource version: 9, current: 8"}, True),  # before 1.17
+    ({"code": 504, "reason": "Timeout", "message": "context deadline exceeded"}, False),
+    ({"code": 410, "reason": "Expired"}, False),
+])
+def test_too_large_is_read_as_client_go_reads_it(status, meaning):
+    from extender.state.live import too_large
+
+    assert too_large(status) is meaning
+
+
+def test_a_probe_answered_too_large_relists():
+    """A probe (or a watch) ERROR event 504 Too large: the kind relists, not retried."""
+    from extender.state.live import Reflector
+
+    class Answer:
+        def stream(self, amt=None, decode_content=False):
+            yield orjson.dumps({"type": "ERROR", "object": TOO_LARGE}) + b"\n"
+
+        def close(self) -> None:
+            pass
+
+    reflector = Reflector("Node", lambda **kw: Answer(), Store())
+    reflector.resource_version = "180"
+    assert reflector.probe() == "relist" and reflector._relist
