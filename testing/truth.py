@@ -437,7 +437,8 @@ class _VersionView:
                 change = self.changes[seq]
                 if change.at > at:
                     break
-                if change.resource == resource and self.relevant[seq] and not self._assumed(change):
+                if (change.resource == resource and self.relevant[seq] and not self._assumed(change)
+                        and not getattr(change, "restore", False)):  # a restore is not a write watched late
                     missed = min(missed, change.at)
                     break
         return at - missed
