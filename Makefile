@@ -69,7 +69,8 @@ test: $(STAMP) tools
 # The full-size runs of tests that `make test` runs smaller (pytest marker `long`): the
 # 5,000-body fuzz slice, the 5,000-expression CEL differential (cel-cpp), 3,000 generated
 # expressions against cel-go, 50,000 CEL programs through the cache, the 9 MB YAML
-# reloads, the 2,000-pod spread simulation
+# reloads, the 2,000-pod spread simulation, and each fault scenario of
+# tests/e2e/test_faults.py ten times at 180 pods, two at a time (two xdist groups)
 # (docs/design/layout.md#running-the-tests). CI (.ci/run) runs it after `make test`.
 test-long: $(STAMP) tools
 	$(WITH_SCHEDULER) $(WITH_CEL_ORACLE) $(BIN)/python -m pytest -m long $(XDIST) $(PYTEST_ARGS)

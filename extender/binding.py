@@ -8,13 +8,22 @@ the assumed pod and re-queues it. We assume the pod on the node in our own state
 *before* the API call (so the next pod's answer already counts it), forget it if the
 call fails, and let the watch confirm it (`extender.inflight`).
 
-The call must end before kube-scheduler's `httpTimeout`: a binding that succeeds after
-the scheduler gave up has it forget the pod and offer its capacity to the next one
-(double-booked until the watch shows the pod). So the call gets only the time the
-request has left under `--request-deadline` (counted from the request's arrival), with
-no retries; out of time it answers an Error and forgets the assumption. (A call cut
-off at the deadline may still have been applied by the API server: the watch then
-shows the pod bound a moment later, and the state counts it from there.)
+kube-scheduler waits for our answer only until its `httpTimeout`; its own DefaultBinder
+waits for the API however long it takes, keeping the pod assumed (counted) meanwhile.
+So the binding runs in the background (`Bindings`) and the verb waits for it only
+until what is left of `--request-deadline`, and at most `ANSWER_WITHIN` (a healthy API
+server binds in milliseconds; the threads answering `bind` are not held by a slow one):
+
+* the API answered in time: success, or an Error (the call was refused: not applied;
+  the assumption is forgotten);
+* it has not (a slow API server): the answer is success. The outcome is unknown, which
+  is not a failure: the pod stays assumed in kube-scheduler's cache and ours, and the
+  binding goes on until it is settled. A call that ends without a verdict (timed out,
+  connection lost, 5xx, 409) is settled by a GET of the pod: bound to our node (done),
+  bound elsewhere or gone (forgotten; the watch has the truth), or still unbound (the
+  write did not land: posted again, with back-off). The watch showing the pod bound or
+  deleted settles it too. Only a binding that cannot be settled for `SETTLE_FOR`
+  seconds is given up (logged as an error).
 
 API access is the live source's (`--kubeconfig` or `--in-cluster`); in file mode the
 verb answers an Error (there is no API to bind through).
@@ -24,7 +33,12 @@ from __future__ import annotations
 
 import copy
 import logging
+import queue
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,15 +51,38 @@ log = logging.getLogger("extender.bind")
 ERR_NO_API = "the bind verb needs API access: run in live mode (--kubeconfig or --in-cluster)"
 DEFAULT_BIND_SECONDS = 4.0  # with --request-deadline 0: its default, below httpTimeout 5 s
 MIN_BIND_SECONDS = 0.05  # less time than this left: answer an Error without calling
-# connections kept for bindings: kube-scheduler binds in parallel (one goroutine a pod)
+# bind verb calls answered at once: kube-scheduler binds in parallel (one goroutine a pod)
 BIND_CONNECTIONS = 64
+# bindings out with the API at once (threads, and connections kept): a slow API server
+# holds each for seconds while kube-scheduler goes on binding
+BINDING_THREADS = 256
+# a healthy API server binds in milliseconds: one that has not answered in this long is
+# slow, and the verb answers without it (the binding goes on; module docstring)
+ANSWER_WITHIN = 1.0
+# a binding call's own timeout: the API server's default request timeout (--request-timeout
+# 1m); past it the outcome is unknown and settled by a GET
+CALL_SECONDS = 60.0
+SETTLE_FOR = 300.0  # seconds an unsettled binding is retried before it is given up
+RETRY = (0.2, 5.0)  # back-off between settling attempts: first, longest
 
 
 class BindError(RuntimeError):
-    """The API server refused or could not be reached; the message goes to the scheduler."""
+    """The API server refused the binding (`reached`), or was never reached: this call
+    was not applied. The message goes to the scheduler."""
+
+    def __init__(self, message: str, reached: bool = True) -> None:
+        super().__init__(message)
+        self.reached = reached
 
 
-# (namespace, name, uid, node, timeout seconds) -> None, or raises BindError
+class BindUnknown(RuntimeError):
+    """The call ended without saying whether the binding was applied (timed out,
+    connection lost, 5xx, 409): a GET of the pod settles it."""
+
+
+# (namespace, name, uid, node, timeout seconds) -> None, or raises BindError / BindUnknown.
+# A binder may also have `lookup(namespace, name, uid, timeout) -> node name ("" unbound)
+# or None (gone or replaced)`, raising BindUnknown when it cannot tell.
 PostBinding = Callable[[str, str, str, str, float], None]
 
 
@@ -92,7 +129,7 @@ class ApiBinder:
         from kubernetes import client
 
         configuration = copy.copy(api_client.configuration)
-        configuration.connection_pool_maxsize = BIND_CONNECTIONS
+        configuration.connection_pool_maxsize = BINDING_THREADS
         configuration.retries = False
         self.api = client.CoreV1Api(client.ApiClient(configuration))
 
@@ -103,8 +140,8 @@ class ApiBinder:
     def __call__(self, namespace: str, name: str, uid: str, node: str,
                  timeout: float = DEFAULT_BIND_SECONDS) -> None:
         from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
+        where = f"binding pod {namespace}/{name} to node {node}"
         try:
             # _preload_content=False: the client's model rejects the API's answer (a Status)
             response = self.api.create_namespaced_pod_binding(
@@ -113,13 +150,45 @@ class ApiBinder:
             response.read()  # drained, the connection goes back to the pool
             response.release_conn()
         except ApiException as exc:
-            raise BindError(f"binding pod {namespace}/{name} to node {node}: {exc.status} {exc.reason}: "
-                            f"{(exc.body or b'')[:300]!r}") from None
-        except Urllib3Timeout:
-            raise BindError(f"binding pod {namespace}/{name} to node {node}: no answer from the API server "
-                            f"within {timeout:.2f} s, the time left before kube-scheduler's httpTimeout") from None
-        except Exception as exc:  # unreachable server, ...
-            raise BindError(f"binding pod {namespace}/{name} to node {node}: {exc}") from None
+            text = f"{where}: {exc.status} {exc.reason}: {(exc.body or b'')[:300]!r}"
+            if exc.status == 409 or (exc.status or 0) >= 500:  # already assigned, or the server failed
+                raise BindUnknown(text) from None
+            raise BindError(text) from None
+        except Exception as exc:  # noqa: BLE001 - timed out, unreachable, connection lost
+            raise _transport_error(where, exc, timeout) from None
+
+    def lookup(self, namespace: str, name: str, uid: str, timeout: float = DEFAULT_BIND_SECONDS) -> str | None:
+        """Where the API has the pod: its node ("" unbound), or None when it is gone or
+        is another pod of that name (another UID). BindUnknown when it cannot tell."""
+        import orjson
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = self.api.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                    _request_timeout=timeout)
+            pod = orjson.loads(response.data)
+            response.release_conn()
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise BindUnknown(f"reading pod {namespace}/{name}: {exc.status} {exc.reason}") from None
+        except Exception as exc:  # noqa: BLE001 - unreachable, timed out
+            raise BindUnknown(f"reading pod {namespace}/{name}: {exc}") from None
+        if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
+            return None
+        return (pod.get("spec") or {}).get("nodeName") or ""
+
+
+def _transport_error(where: str, exc: BaseException, timeout: float) -> RuntimeError:
+    """A call that failed below HTTP: not applied if it never reached the server
+    (connection refused or not made in time), unknown otherwise."""
+    from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
+
+    if isinstance(exc, (NewConnectionError, ConnectTimeoutError)):
+        return BindError(f"{where}: {exc}", reached=False)
+    if isinstance(exc, ReadTimeoutError):
+        return BindUnknown(f"{where}: no answer from the API server within {timeout:.2f} s")
+    return BindUnknown(f"{where}: {exc}")
 
 
 def binder_for(source) -> PostBinding | None:
@@ -140,26 +209,172 @@ def refused(inflight: InFlight, args: BindingArgs, message: str) -> dict[str, st
     return _failed(inflight, args.pod_namespace, args.pod_name, message)
 
 
-def bind(inflight: InFlight, post: PostBinding | None, args: BindingArgs, timeout: float) -> dict[str, str]:
-    """`ExtenderBindingResult`: assume, call the API within `timeout` seconds (what is
-    left of the request's deadline), forget on failure."""
-    ns, name = args.pod_namespace, args.pod_name
-    if post is None:
-        return _failed(inflight, ns, name, ERR_NO_API)
-    if timeout < MIN_BIND_SECONDS:
-        log.warning("no time left to bind before kube-scheduler's httpTimeout",
-                    extra={"pod": f"{ns}/{name}", "node": args.node})
-        return _failed(inflight, ns, name, f"binding pod {ns}/{name}: the request waited past its deadline "
-                       "(--request-deadline) before the binding call; not bound")
-    assumed = inflight.assume(ns, name, args.pod_uid, args.node)
-    try:
-        post(ns, name, args.pod_uid, args.node, timeout)
-    except BindError as exc:
-        log.warning("binding failed", extra={"pod": f"{ns}/{name}", "node": args.node, "error": str(exc)})
-        return _failed(inflight, ns, name, str(exc))
-    inflight.bound(ns, name)
-    metrics.BINDINGS_TOTAL.labels("success").inc()
-    if not assumed:
-        log.info("bound a pod without assuming it (no store, or a pod unknown here)",
-                 extra={"pod": f"{ns}/{name}", "node": args.node})
-    return {"Error": ""}
+@dataclass(frozen=True)
+class Outcome:
+    """How a binding ended: `bound`, or not (`message` says why)."""
+
+    bound: bool
+    message: str = ""
+
+
+class Bindings:
+    """The bind verb's bindings, each run to its outcome on a thread of its own (see the
+    module docstring): the verb waits for one only as long as kube-scheduler does."""
+
+    def __init__(self, inflight: InFlight, post: PostBinding | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Any] | None = None) -> None:
+        self.inflight = inflight
+        self.post = post
+        self.clock = clock
+        self._stop = threading.Event()
+        self.sleep = sleep or self._stop.wait
+        self._pool = _Threads(BINDING_THREADS, "binding")
+        self._unsettled = 0
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop retrying (tests; a serving process binds until it exits)."""
+        self._stop.set()
+        self._pool.shutdown()
+
+    def bind(self, args: BindingArgs, timeout: float) -> dict[str, str]:
+        """`ExtenderBindingResult`: assume, bind, answer within `timeout` seconds (what
+        is left of the request's deadline) or `ANSWER_WITHIN`, whichever is sooner."""
+        ns, name = args.pod_namespace, args.pod_name
+        if self.post is None:
+            return _failed(self.inflight, ns, name, ERR_NO_API)
+        if timeout < MIN_BIND_SECONDS:
+            log.warning("no time left to bind before kube-scheduler's httpTimeout",
+                        extra={"pod": f"{ns}/{name}", "node": args.node})
+            return _failed(self.inflight, ns, name, f"binding pod {ns}/{name}: the request waited past its "
+                           "deadline (--request-deadline) before the binding call; not bound")
+        assumed = self.inflight.assume(ns, name, args.pod_uid, args.node)
+        if not assumed:
+            log.info("binding a pod without assuming it (no store, or a pod unknown here)",
+                     extra={"pod": f"{ns}/{name}", "node": args.node})
+        answered = threading.Event()
+        future = self._pool.submit(self._settle, args, answered, assumed)
+        try:
+            outcome = future.result(timeout=min(timeout, ANSWER_WITHIN))
+        except FutureTimeout:
+            answered.set()
+            if not future.done():  # the API has not said yet: not a failure (module docstring)
+                with self._lock:
+                    self._unsettled += 1
+                    metrics.BINDINGS_UNSETTLED.set(self._unsettled)
+                future.add_done_callback(self._settled_late)
+                metrics.BINDINGS_TOTAL.labels("pending").inc()
+                log.info("the API server has not answered the binding yet; answering success and settling "
+                         "it in the background", extra={"pod": f"{ns}/{name}", "node": args.node})
+                return {"Error": ""}
+            outcome = future.result()
+        answered.set()
+        if not outcome.bound:
+            log.warning("binding failed", extra={"pod": f"{ns}/{name}", "node": args.node, "error": outcome.message})
+            return _failed(self.inflight, ns, name, outcome.message)
+        metrics.BINDINGS_TOTAL.labels("success").inc()
+        return {"Error": ""}
+
+    def _settled_late(self, future) -> None:
+        with self._lock:
+            self._unsettled -= 1
+            metrics.BINDINGS_UNSETTLED.set(self._unsettled)
+
+    def _settle(self, args: BindingArgs, answered: threading.Event, assumed: bool) -> Outcome:
+        """Bind and settle (on a pool thread): the outcome, once the API said."""
+        ns, name, uid, node = args.pod_namespace, args.pod_name, args.pod_uid, args.node
+        started = self.clock()
+        delay = RETRY[0]
+        unknown = ""
+        while True:
+            try:
+                self.post(ns, name, uid, node, CALL_SECONDS)
+                return self._done(args, answered, True)
+            except BindError as exc:  # this call was not applied; an earlier one may have been
+                if exc.reached or not unknown:
+                    return self._done(args, answered, False, str(exc))
+            except BindUnknown as exc:
+                unknown = str(exc)
+            where = self._lookup(ns, name, uid)  # settles what the calls could not say
+            if where == node:
+                return self._done(args, answered, True)
+            if where is None or where:
+                why = "the pod is gone" if where is None else f"the pod is bound to node {where}"
+                return self._done(args, answered, False, f"binding pod {ns}/{name} to node {node}: {why}")
+            if assumed and not self._still_assumed(ns, name):  # the watch showed it meanwhile
+                return self._done(args, answered, True)
+            if self.clock() - started > SETTLE_FOR:
+                return self._done(args, answered, False, f"{unknown}; not settled in {SETTLE_FOR:.0f} s")
+            log.info("binding outcome unknown and the pod is not bound; posting it again",
+                     extra={"pod": f"{ns}/{name}", "node": node, "error": unknown, "retry_in": round(delay, 2)})
+            if self.sleep(delay):
+                return Outcome(False, "stopped")
+            delay = min(delay * 2, RETRY[1])
+
+    def _lookup(self, ns: str, name: str, uid: str) -> str | None:
+        """The pod's node per the API ("" unbound, None gone); "" when the binder cannot
+        look (a test double) or the API does not answer: then the binding is posted
+        again, and a 409 says the rest."""
+        lookup = getattr(self.post, "lookup", None)
+        if lookup is None:
+            return ""
+        try:
+            return lookup(ns, name, uid, DEFAULT_BIND_SECONDS)
+        except BindUnknown:
+            return ""
+
+    def _still_assumed(self, ns: str, name: str) -> bool:
+        store = self.inflight.store
+        return store is None or (ns, name) in store.assumed()
+
+    def _done(self, args: BindingArgs, answered: threading.Event, bound: bool, message: str = "") -> Outcome:
+        """Record a settled binding: bound (the assumption now ends by observation) or
+        not (forgotten). After the answer went out, it is logged here."""
+        ns, name = args.pod_namespace, args.pod_name
+        if bound:
+            self.inflight.bound(ns, name)
+        if answered.is_set():
+            if bound:
+                log.info("binding settled: bound", extra={"pod": f"{ns}/{name}", "node": args.node})
+            else:
+                self.inflight.forget(ns, name)
+                log.error("a binding answered as in progress did not land; kube-scheduler still counts the pod "
+                          "on the node (until it restarts, or the pod is deleted)",
+                          extra={"pod": f"{ns}/{name}", "node": args.node, "error": message})
+        return Outcome(bound, message)
+
+
+class _Threads:
+    """A fixed set of daemon threads running submitted calls (a binding being settled
+    never holds up the process's exit, as an executor's threads would)."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size, self.name = size, name
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._started = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self._queue.put((future, fn, args))
+        with self._lock:
+            if self._started < self.size:
+                self._started += 1
+                threading.Thread(target=self._run, name=f"{self.name}-{self._started}", daemon=True).start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, fn, args = self._queue.get()
+            if future is None:
+                return
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        for _ in range(self._started):
+            self._queue.put((None, None, None))

@@ -36,7 +36,14 @@ HELP = {
     "in_cluster": "live mode: watch the API server with the pod's service account",
     "max_staleness": "live mode: seconds the cluster state may go unconfirmed by the API server "
     "(an event, a bookmark, or a probe of a silent watch); past it /readyz fails and the verbs "
-    "answer an Error, as they do until every kind has listed once (default 60, at least 2)",
+    "answer an Error, as they do until every kind has listed once; a silent stream is probed after a "
+    "third of it (default 20, at least 2)",
+    "bind_watch_timeout": "live mode: seconds the watch may take to show a pod the bind verb bound; "
+    "past it every watched kind is probed at once and verdicts that read a kind not yet "
+    "confirmed current answer an Error until it is; 0 disables (default 1)",
+    "max_unready": "live mode: seconds the cluster state may stay unready (not synced, stale) "
+    "before /healthz fails too, so that a process that cannot recover is restarted; 0 "
+    "disables (default 300)",
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
     "weights": "score plugin weights, e.g. TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
@@ -54,8 +61,9 @@ HELP = {
     "reload_interval": "seconds between cluster-file change checks; 0 disables (default 2)",
     "request_deadline": "seconds a filter/prioritize request may spend (CEL evaluation); past it "
     "the request answers an Error, never a verdict; 0 disables (default 4, below "
-    "kube-scheduler's 5 s httpTimeout). It also bounds bind's API call, counted from the "
-    "request's arrival (4 s when 0)",
+    "kube-scheduler's 5 s httpTimeout). It also bounds how long bind waits for its API call, "
+    "counted from the request's arrival (4 s when 0, and a second at most); a call still out "
+    "then is answered as in progress and goes on",
     "slow_cel_expressions": "warn (default) or deny: what the admission webhook and `extender "
     "validate` do with a CEL toleration whose estimated cost a first /filter on a 5,000-node "
     "cluster (100 distinct taints) could not evaluate within --request-deadline",
@@ -74,8 +82,9 @@ HELP = {
     "`profile` label of the scheduler_* metrics (default default-scheduler)",
     "inflight_wait": "seconds a filter/prioritize/preempt waits at most for a pod answered "
     "earlier and not yet bound that one of its DoNotSchedule spread constraints selects (same "
-    "namespace; the next pod then counts it); a pod that did not come back in time is not waited "
-    "for again; 0 disables; off in file mode (default 1)",
+    "namespace; the next pod then counts it); still not bound then, filter answers an Error "
+    "(kube-scheduler retries the pod) rather than a verdict without it; 0 disables; off in "
+    "file mode (default 1)",
     "assume_ttl": "deprecated, no effect: a pod bound through the bind verb stays counted on its "
     "node until the cluster state shows it (bound, deleted, or gone after a relist), never by "
     "a timer; accepted so existing configurations keep working",
@@ -105,6 +114,7 @@ SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", 
               "max_inflight_bytes", "reload_interval",
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
+              "bind_watch_timeout", "max_unready",
               "request_deadline", "slow_cel_expressions", "inflight_wait", "assume_ttl",
               "explain_endpoint", "explain_rate", "explain_burst", "record_events", "drift_report",
               "drift_endpoint", "drift_events", "drift_topology_spread")

@@ -40,7 +40,9 @@ class Config:
     cluster: str = ""  # "": not given (the bundled example, outside containers)
     kubeconfig: str = ""  # live mode: a kubeconfig path, or "default" ($KUBECONFIG, ~/.kube/config)
     in_cluster: bool = False  # live mode with the pod's service account
-    max_staleness: float = 60.0
+    max_staleness: float = 20.0  # perf/staleness.py: a frozen quiet stream found in 4-8 s
+    bind_watch_timeout: float = 1.0  # the Pod watch shows a pod we bound within this, or every kind is probed
+    max_unready: float = 300.0  # seconds unready before /healthz fails (0: never)
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
     feature_gates: FeatureGates = FeatureGates()
     weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
@@ -217,6 +219,8 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "kubeconfig": ("kubeconfig", _str),
     "in_cluster": ("inCluster", _bool),
     "max_staleness": ("maxStaleness", _float_at_least(2)),
+    "bind_watch_timeout": ("bindWatchTimeout", _float_at_least(0)),
+    "max_unready": ("maxUnready", _float_at_least(0)),
     "annotation_prefix": ("annotationPrefix", _prefix),
     "feature_gates": ("featureGates", _gates),
     "weights": ("weights", _weights),

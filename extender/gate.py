@@ -8,7 +8,9 @@ for `--max-staleness`, against a frozen one. In both cases each verb refuses ins
 `filter` and `bind` answer an `Error` (kube-scheduler fails the cycle or the binding
 and retries the pod with backoff), `prioritize` and `preempt`, which have no Error
 field, answer HTTP 503 (kube-scheduler fails the preemption attempt; a failed
-prioritize only loses our scores). Every refusal counts in
+prioritize only loses our scores). A verdict also waits for the kinds it reads to be
+confirmed current when the live source doubts them (`check_current`: a bind the watch
+did not show in time, a relist). Every refusal counts in
 `extender_unready_answers_total{verb,reason}`; a warning line says so at most every
 `LOG_EVERY` seconds per reason, with the number of refusals since the last line.
 """
@@ -36,6 +38,7 @@ class Gate:
 
     def __init__(self, source) -> None:
         self._unready = getattr(source, "unready", None)
+        self._unconfirmed = getattr(source, "unconfirmed", None)
         self._lock = threading.Lock()
         self._logged: dict[str, float] = {}
         self._quiet: dict[str, int] = {}
@@ -47,7 +50,11 @@ class Gate:
         why = self._unready()
         if why is None:
             return None
-        reason, message = why
+        return self.refuse(verb, *why)
+
+    def refuse(self, verb: str, reason: str, message: str) -> str:
+        """Count and (at most every `LOG_EVERY` seconds per reason) log a refusal;
+        returns `message`."""
         metrics.child(metrics.UNREADY_ANSWERS_TOTAL, verb, reason).inc()
         now = time.monotonic()
         with self._lock:
@@ -65,3 +72,12 @@ class Gate:
         message = self.refusal(verb)
         if message is not None:
             raise StateNotReady(message)
+
+    def check_current(self, verb: str, kinds) -> None:
+        """Raise StateNotReady when a kind among `kinds`, which the verdict reads, is
+        not confirmed current (the source's `unconfirmed`: a recheck or a relist)."""
+        if self._unconfirmed is None:
+            return
+        why = self._unconfirmed(kinds)
+        if why is not None:
+            raise StateNotReady(self.refuse(verb, *why))

@@ -15,11 +15,16 @@ The design (docs/reference/bind-preempt.md):
   selected by one of B's DoNotSchedule spread constraints (the pod's own, or the
   cluster defaults where they apply, `matchLabelKeys` included: `selectors`). Every
   other pod goes straight on: kube-scheduler runs one cycle at a time, so each wait
-  stalls every pod behind it. Each pending pod is waited for at most `wait` seconds
-  after it was answered; one that did not come back in time (rejected after our filter
-  by another plugin or extender, deleted, the scheduler restarted) is never waited for
-  again, however often it is filtered afterwards. A pending pod the state shows bound,
-  terminating, or deleted after it was seen is done.
+  stalls every pod behind it. A pending pod is waited for until `wait` seconds after
+  it was answered (and at least `GRACE` after B arrived: after a pause, A's bind may
+  be queued right behind B). One still pending then is *not* dropped: kube-scheduler
+  counts A however long its PreBind or Permit take, so B's `filter` answers an Error
+  (`Unconfirmed`; kube-scheduler retries B with back-off) instead of a verdict
+  without A. A pending pod is done when the state shows it bound (anywhere),
+  terminating, or deleted after it was seen; when it is filtered again (its previous
+  cycle ended without a bind: kube-scheduler never runs two cycles of one pod); or,
+  as a last resort, `GIVE_UP` seconds after it was answered, well past
+  kube-scheduler's own timeouts and back-off (it is then never waited for again).
 * **assumed**: `bind` turns A into an assumed pod on its node *before* calling the API
   (as kube-scheduler's `assume`), in the cluster state's `Store` (its assumed-pods
   overlay on the pod layer). An assumption ends when the state shows the pod (bound,
@@ -45,12 +50,23 @@ from typing import Protocol
 
 from extender import metrics
 from extender.cel import lane
+from extender.gate import StateNotReady
 from extender.model import Pod
 
 log = logging.getLogger("extender.inflight")
 
 Key = tuple[str, str]  # (namespace, name)
 GIVEN_UP = 10_000  # pods remembered as "did not come back in time" (oldest forgotten first)
+# A pending pod is counted this long at most: well past kube-scheduler's httpTimeout for
+# the extender (5 s), its longest back-off (podMaxBackoffSeconds, 10 s) and a binding
+# cycle's usual PreBind; only a pod rejected after our filter without a new cycle (a
+# Permit or Reserve failure whose retry waits in the unschedulable queue) stays so long.
+GIVE_UP = 60.0
+GRACE = 0.25  # seconds a verb waits for pending binds at least, from its own arrival
+
+
+class Unconfirmed(StateNotReady):
+    """Pods answered before this one can change its answer and are not bound yet."""
 
 
 class Selector(Protocol):
@@ -126,22 +142,32 @@ class InFlight:
     def has_pending(self) -> bool:
         return bool(self._pending)
 
-    def settle(self, pod: Pod) -> None:
-        """Block until no pending pod that can change `pod`'s answer is left (see the
-        module docstring); each is waited for at most `wait` seconds after it was
-        answered."""
+    def refiltered(self, pod: Pod) -> None:
+        """`pod`'s filter is asked again: its previous scheduling cycle is over, and if
+        it was pending, no bind is coming from that cycle."""
+        key = (pod.namespace, pod.name)
+        if key in self._pending:
+            with self._cond:
+                if self._pending.pop(key, None) is not None:
+                    self._gauge()
+
+    def settle(self, pod: Pod, strict: bool = True) -> list[Key]:
+        """Block until no pending pod that can change `pod`'s answer is left, or until
+        each has had its time (see the module docstring). Returns the pods still
+        pending then; with `strict`, raises `Unconfirmed` naming them instead."""
         if not self.enabled or not self._pending or not may_block():
-            return
+            return []
         key = (pod.namespace, pod.name)
         with self._cond:
             others = [(k, p.pod.labels) for k, p in self._pending.items() if k[0] == pod.namespace and k != key]
         if not others:
-            return
+            return []
         selectors = self.selectors(pod)
         relevant = [k for k, labels in others if any(s.matches(labels) for s in selectors)]
         if not relevant:
-            return
+            return []
         started = self.clock()
+        waited: dict[Key, float] = {}
         with self._cond:
             while True:
                 now = self.clock()
@@ -151,9 +177,21 @@ class InFlight:
                     blocking = self._unconfirmed(blocking)
                 if not blocking:
                     break
-                deadline = min(self._pending[k].since for k in blocking) + self.wait
-                self._cond.wait(timeout=min(max(deadline - now, 0.0), 0.005))
+                deadline = max(min(self._pending[k].since for k in blocking) + self.wait,
+                               started + min(GRACE, self.wait))
+                if now >= deadline:
+                    waited = {k: now - self._pending[k].since for k in blocking}
+                    break
+                self._cond.wait(timeout=min(deadline - now, 0.005))
         metrics.INFLIGHT_WAIT_SECONDS.observe(self.clock() - started)
+        if blocking and strict:
+            oldest = max(blocking, key=waited.get)
+            raise Unconfirmed(
+                f"{len(blocking)} pod(s) answered before this one and selected by its topology spread "
+                f"constraints are not bound yet (e.g. {oldest[0]}/{oldest[1]}, answered "
+                f"{waited[oldest]:.1f} s ago): kube-scheduler counts them while it binds them; "
+                "retry once their binds arrive")
+        return blocking
 
     def _unconfirmed(self, blocking: list[Key]) -> list[Key]:
         """Under the lock: drop the pending pods the state shows bound (by us, or,
@@ -171,12 +209,12 @@ class InFlight:
         return left
 
     def _expire(self, now: float) -> None:
-        """Under the lock: stop waiting for pods answered more than `wait` ago, and
-        never wait for them again."""
-        late = [k for k, p in self._pending.items() if now - p.since >= self.wait]
+        """Under the lock: give up on pods answered more than `GIVE_UP` ago, and never
+        wait for them again."""
+        late = [k for k, p in self._pending.items() if now - p.since >= GIVE_UP]
         for k in late:
             log.warning("pod answered but never bound; no longer waiting for it, nor when it is filtered again",
-                        extra={"pod": f"{k[0]}/{k[1]}", "waited": self.wait})
+                        extra={"pod": f"{k[0]}/{k[1]}", "waited": GIVE_UP})
             pod = self._pending.pop(k).pod
             self._given_up[(pod.namespace, pod.name, pod.uid)] = None
             if len(self._given_up) > GIVEN_UP:

@@ -193,6 +193,13 @@ WATCH_EVENT_LAG = Histogram(
     buckets=(0.5, 1, 2, 5, 10, 30, 60, 300),
 )
 
+WATCH_SUSPICIONS_TOTAL = Counter(
+    "extender_watch_suspicions_total",
+    "Times every watched kind was probed at once (and verdicts reading one were refused "
+    "until it was confirmed current) because the watch had not shown, within "
+    "--bind-watch-timeout, a pod this extender bound.",
+)
+
 WATCH_SECONDS_SINCE_SYNC = Gauge(
     "extender_watch_seconds_since_sync",
     "Seconds since the kind's list or watch last succeeded (an event, a bookmark, a "
@@ -275,7 +282,8 @@ INFLIGHT_WAIT_SECONDS = Histogram(
 
 INFLIGHT_EXPIRED_TOTAL = Counter(
     "extender_inflight_expired_total",
-    "Pods answered by filter whose bind did not arrive within --inflight-wait.",
+    "Pods answered by filter whose bind had not arrived 60 s later (and that were not "
+    "filtered again): no longer waited for.",
 )
 
 ASSUMED_PODS = Gauge(
@@ -288,8 +296,17 @@ ASSUMED_PODS = Gauge(
 
 BINDINGS_TOTAL = Counter(
     "extender_bindings_total",
-    "Bindings created through the bind verb, by result (success or error).",
+    "Bindings through the bind verb, by the answer kube-scheduler got: success (the API "
+    "bound the pod), error (it refused, or the request came too late), pending (the API "
+    "had not answered by the request's deadline: answered success, settled in the background).",
     ["result"],
+)
+
+BINDINGS_UNSETTLED = Gauge(
+    "extender_bindings_unsettled",
+    "Bindings answered as in progress whose outcome the API server has not settled yet "
+    "(the pod stays counted on its node meanwhile).",
+    multiprocess_mode="liveall",
 )
 
 PREEMPTION_NODES_TOTAL = Counter(
@@ -310,11 +327,13 @@ UNREADY_ANSWERS_TOTAL = Counter(
     "Verb calls answered with an Error (filter, bind) or HTTP 503 (prioritize, preempt) "
     "because the cluster state cannot give a verdict: not synced yet (every watched kind "
     "lists once first), stale (not confirmed by the API server within --max-staleness), "
+    "unconfirmed (a kind the verdict reads is being re-checked: a bind the watch did not "
+    "show in time, or a relist), inflight (pods answered before it are still being bound), "
     "or unconfigured.",
     ["verb", "reason"],
 )
 for _verb in ERROR_ANSWER_VERBS:
-    for _reason in ("not_synced", "stale", "unconfigured"):
+    for _reason in ("not_synced", "stale", "unconfirmed", "inflight", "unconfigured"):
         UNREADY_ANSWERS_TOTAL.labels(_verb, _reason)
 EVENTS_TOTAL = Counter(
     "extender_events_total",

@@ -11,6 +11,7 @@ wire format (`extender.api` writes it).
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import numpy as np
@@ -18,18 +19,24 @@ import numpy as np
 from extender import metrics
 from extender.api.templates import filter_answer, host_priority_json
 from extender.api.wire import ExtenderArgs, encode, error_filter_result
-from extender.binding import DEFAULT_BIND_SECONDS, BindingArgs, PostBinding, binder_for, refused
-from extender.binding import bind as bind_pod
+from extender.binding import (
+    DEFAULT_BIND_SECONDS,
+    BindingArgs,
+    Bindings,
+    PostBinding,
+    binder_for,
+    refused,
+)
 from extender.caching import ByteLRU, set_memory_limit
-from extender.cel import deadline
+from extender.cel import deadline, lane
 from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.config import Config
 from extender.errors import ScoringError
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import unschedulable
-from extender.gate import Gate
-from extender.inflight import InFlight, inflight_wait
+from extender.gate import Gate, StateNotReady
+from extender.inflight import InFlight, Unconfirmed, inflight_wait
 from extender.model import Pod
 from extender.model.parse import ModelError, pod_from_dict
 from extender.plugins import default_plugins
@@ -43,8 +50,11 @@ from extender.preemption import (
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 from extender.state.candidates import Candidates, resolve
+from extender.state.layers import WORKLOAD_KINDS
+from extender.state.store import KINDS
+from extender.state.volumes import VOLUME_KINDS
 
-__all__ = ["ERR_UNKNOWN_NODE", "Extender", "ScoringError"]
+__all__ = ["ERR_UNKNOWN_NODE", "STATE_VERSION_HEADER", "Extender", "ScoringError"]
 
 log = logging.getLogger("extender.service")
 
@@ -56,6 +66,9 @@ MAX_PARSED_POD_KEY = 64 << 10  # larger bodies are parsed every time, never held
 # pod's requeueing.
 ERR_UNKNOWN_NODE = "node not seen yet by the extender's cluster state (new node or watch lag)"
 UNKNOWN_NODE = unschedulable(ERR_UNKNOWN_NODE, unresolvable=False)
+# The answer header naming the cluster state a verdict was computed on: the API
+# resourceVersion of each watched kind (`ClusterSnapshot.state_version`).
+STATE_VERSION_HEADER = "X-Extender-State-Version"
 
 
 class Extender:
@@ -79,10 +92,16 @@ class Extender:
         plugins = default_plugins(self.handle)
         self.framework = Framework(plugins, config.weights, fast=fast)
         spread = next(p for p in plugins if isinstance(p, PodTopologySpread))
+        # cluster-level default constraints that are hard: a pod without its own then
+        # reads pods and workloads in its filter
+        self._hard_defaults = any(c.get("whenUnsatisfiable") == "DoNotSchedule"
+                                  for c in spread.args.defaults)
         # pods answered here and not yet bound / seen bound (extender.inflight)
         self.inflight = InFlight(source, inflight_wait(config, self.binder),
                                  lambda pod: spread.hard_selectors(pod, source.snapshot()))
+        self.bindings = Bindings(self.inflight, self.binder)  # the bind verb's calls, to their outcome
         self._parsed = ByteLRU("parsed-pods", max_entries=PARSED_PODS)  # request bytes -> Pod
+        self._versions = threading.local()  # the state version behind this thread's last verdict
         # --record-events: told of every pod the filter leaves with no node (its `offer`,
         # which explains and records off this path); the server sets it
         self.events: Any = None
@@ -94,13 +113,19 @@ class Extender:
     def filter(self, args: ExtenderArgs) -> bytes:
         """ExtenderFilterResult. An answer that names a feasible node makes the pods
         after it wait for its bind (`extender.inflight`); invalid arguments, a state
-        that cannot give a verdict (`extender.gate`) and the deadline answer `Error`."""
+        that cannot give a verdict or whose kinds it reads are not confirmed current
+        (`extender.gate`), pods answered before it and still being bound, and the
+        deadline answer `Error`."""
         refusal = self.gate.refusal("filter")
         if refusal is not None:
             return encode(error_filter_result(refusal))
         try:
-            snapshot, pod, cands = self._inputs(args)
+            snapshot, pod, cands = self._inputs(args, refiltered=True)
         except ModelError as exc:
+            return encode(error_filter_result(str(exc)))
+        except Unconfirmed as exc:  # pods answered before it are still being bound
+            return encode(error_filter_result(self.gate.refuse("filter", "inflight", str(exc))))
+        except StateNotReady as exc:  # a kind it reads is being rechecked (counted by the gate)
             return encode(error_filter_result(str(exc)))
         with request_deadline(self.config.request_deadline):
             try:
@@ -125,7 +150,7 @@ class Extender:
         400; kube-scheduler logs and ignores any prioritize failure); StateNotReady (503)
         when the state cannot give a verdict."""
         self.gate.check("prioritize")
-        snapshot, pod, cands = self._inputs(args)
+        snapshot, pod, cands = self._inputs(args, strict=False)  # scores only: never refused for it
         with request_deadline(self.config.request_deadline):
             try:
                 outcome, scores = self.run_score(self.new_state(snapshot), pod, cands.nodes)
@@ -141,10 +166,15 @@ class Extender:
         StateNotReady when the state cannot give a verdict."""
         self.gate.check("preempt")
         pod = self.pending_pod(args.pod)
-        self.inflight.settle(pod)
+        try:
+            self.inflight.settle(pod)
+        except Unconfirmed as exc:  # 503: the preemption attempt fails and is retried
+            raise StateNotReady(self.gate.refuse("preempt", "inflight", str(exc))) from None
+        self.gate.check_current("preempt", self.reads(pod))
+        snapshot = self._used(self.source.snapshot())
         with request_deadline(self.config.request_deadline):
             try:
-                kept = surviving_nodes(self, self.source.snapshot(), pod, args)
+                kept = surviving_nodes(self, snapshot, pod, args)
             except DeadlineExceeded as exc:  # no partial answer: the scheduler retries
                 raise ScoringError(str(exc)) from None
         metrics.PREEMPTION_NODES_TOTAL.labels("kept").inc(len(kept))
@@ -160,7 +190,7 @@ class Extender:
             return encode(refused(self.inflight, args, refusal))
         with request_deadline(self.config.request_deadline or DEFAULT_BIND_SECONDS):
             left = deadline.remaining()
-        return encode(bind_pod(self.inflight, self.binder, args, left))
+        return encode(self.bindings.bind(args, left))
 
     # --- building blocks ---------------------------------------------------------------
 
@@ -195,13 +225,63 @@ class Extender:
             lambda _: 2048 + 4 * len(key))  # the request's copy: about the same size
         return parsed
 
-    def _inputs(self, args: ExtenderArgs) -> tuple[ClusterSnapshot, Pod, Candidates]:
+    def _inputs(self, args: ExtenderArgs, strict: bool = True,
+                refiltered: bool = False) -> tuple[ClusterSnapshot, Pod, Candidates]:
         """The snapshot, the pod and the candidates; ModelError for invalid arguments.
-        The snapshot is taken once the pods answered before this one are accounted for."""
+        The snapshot is taken once the pods answered before this one are accounted for
+        (`strict`: Unconfirmed when some are still not bound; `refiltered`: a filter,
+        which ends the pod's own earlier cycle)."""
         pod = self.pending_pod(args.pod, args.pod_key)
-        self.inflight.settle(pod)
-        snapshot = self.source.snapshot()
+        if refiltered:
+            self.inflight.refiltered(pod)
+            self._caught_up(args.pod, pod)
+        self.inflight.settle(pod, strict)
+        self.gate.check_current("filter" if refiltered else "prioritize", self.reads(pod, every=not refiltered))
+        snapshot = self._used(self.source.snapshot())
         return snapshot, pod, resolve(snapshot, args.node_names, args.nodes, args.names_key)
+
+    def _caught_up(self, raw: dict[str, Any], pod: Pod) -> None:
+        """Wait until our Pod watch has reached the pod as kube-scheduler sent it (its
+        resourceVersion): a watch that cannot is suspected (live source's
+        `await_version`), and the verdict refused (`check_current`). An event loop
+        must not wait: the request moves to a pool thread."""
+        behind = getattr(self.source, "behind", None)
+        meta = raw.get("metadata")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if behind is None or not isinstance(rv, str) or not behind("Pod", rv):
+            return
+        if lane.on_loop():
+            raise lane.Elsewhere(lane.POOL)
+        self.source.await_version("Pod", rv, f"pod {pod.key}")
+
+    def reads(self, pod: Pod, every: bool = False) -> tuple[str, ...]:
+        """The kinds a filter verdict for `pod` reads (`every`: all of them, as scores
+        do): nodes always; pods (and workloads, for default constraints) with topology
+        spread; volumes with claims. Only those must be confirmed current."""
+        if every:
+            return KINDS
+        kinds: tuple[str, ...] = ("Node",)
+        if pod.topology_spread_constraints:
+            kinds += ("Pod",)
+        elif self._hard_defaults:
+            kinds += ("Pod", *WORKLOAD_KINDS)
+        if pod.volume_claims:
+            kinds += VOLUME_KINDS
+        return kinds
+
+    def _used(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        """Remember `snapshot` as the state behind this thread's verdict."""
+        self._versions.last = snapshot.state_version
+        return snapshot
+
+    def take_state_version(self) -> str:
+        """The state version (`ClusterSnapshot.state_version`) behind the last verdict
+        this thread computed, once ("" if none since the last call): the server sends it
+        as the `X-Extender-State-Version` header, so a replay can judge each verdict
+        against exactly the state it was computed on."""
+        version = getattr(self._versions, "last", "")
+        self._versions.last = ""
+        return version
 
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:
         state = CycleState(record_plugin_metrics=metrics.counting() and metrics.sample_plugin_metrics())

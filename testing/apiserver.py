@@ -29,10 +29,20 @@ compacted, for truth checks that replay a run in resourceVersion order (`journal
 Tests change the truth from Python (`create`/`update`/`delete`/`bind`/`terminate`) and
 inject faults through `server.faults` (cut streams mid-event, expire history, fail or
 slow requests (a write whose client gave up during the delay is not applied, as the
-API server cancels a request's context when its client goes away), hang new watch
-streams, events for objects never listed) and `freeze_watches()` (the open streams
-fall silent, their TCP connections stay open). Every change gets the next global
-resourceVersion, as etcd's revision does.
+API server cancels a request's context when its client goes away, unless
+`late_writes`: etcd had it already; `request_timeout`: a write slower than that is
+answered 504 at the timeout), hang new watch streams, events for objects never listed)
+and `freeze_watches()` (the open streams fall silent, their TCP connections stay
+open). Every change gets the next global resourceVersion, as etcd's revision does.
+
+`checkpoint()` / `restore(checkpoint)` play an etcd backup and restore: the truth and
+the resourceVersion go back to the checkpoint's, history is gone and every watch
+stream ends (the API server restarts). A client that resumes a watch (or lists) from a
+resourceVersion newer than the restored one is answered, after `too_large_wait`
+seconds (the watch cache's 3 s), a 504 `Timeout` whose cause is
+`ResourceVersionTooLarge` ("Too large resource version"): on a watch as an ERROR
+event, on a list as the response. The journal records the restore as a marker and the
+changes it made, in a new `epoch` (resourceVersions repeat older ones there).
 
 Usage::
 
@@ -45,6 +55,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import io
 import itertools
 import json
 import select
@@ -131,10 +142,12 @@ def status(code: int, reason: str, message: str) -> dict:
 class ApiError(Exception):
     """A request the double refuses; carries the HTTP code and a Status body."""
 
-    def __init__(self, code: int, reason: str, message: str):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
         super().__init__(message)
         self.code = code
         self.body = status(code, reason, message)
+        if details:
+            self.body["details"] = details
 
 
 @dataclass
@@ -153,6 +166,10 @@ class Faults:
     fail_match: str = ""  # substring of "METHOD /path?query" the failure applies to
     delay_seconds: float = 0.0  # sleep before answering every request (slow server)
     delay_match: str = ""  # only requests whose "METHOD /path?query" contains this
+    # per request "METHOD /path?query" -> seconds to sleep first (0: none), besides the above
+    delay_for: Any = None
+    late_writes: bool = False  # a delayed write is applied even if its client went away meanwhile
+    request_timeout: float = 0.0  # a write delayed past this is answered 504 then (0: never)
     hang_watches: bool = False  # new watch streams: headers, then nothing, never ended
     hang_agent: str = ""  # ... only those whose User-Agent contains this
     fired: Counter = field(default_factory=Counter)  # faults that fired, by counter name
@@ -167,6 +184,13 @@ class Faults:
                 self.fired[name] += 1
                 return True
             return False
+
+    def delay_of(self, request_line: str) -> float:
+        """Seconds `request_line` sleeps before it is served."""
+        delay = self.delay_seconds if self.delay_seconds and self.delay_match in request_line else 0.0
+        if self.delay_for is not None:
+            delay = max(delay, float(self.delay_for(request_line) or 0.0))
+        return delay
 
     def take_failure(self, request_line: str) -> int | None:
         with self.lock:
@@ -188,13 +212,27 @@ class _Event:
 
 @dataclass(frozen=True)
 class Change:
-    """One entry of the journal: a write to the truth, in resourceVersion order."""
+    """One entry of the journal: a write to the truth, in resourceVersion order (within
+    an epoch: a restore starts the next one, with a RESTORED marker of resource "")."""
 
     rv: int
     at: float  # time.monotonic() of the write
     resource: str
-    type: str  # ADDED, MODIFIED, DELETED
+    type: str  # ADDED, MODIFIED, DELETED (RESTORED: the marker)
     obj: dict  # the object after the write (before it, for DELETED); never mutated
+    epoch: int = 0
+    restore: bool = False  # written by a restore: the checkpoint's object, whatever came before
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The truth at one resourceVersion (`FakeApiServer.checkpoint`)."""
+
+    rv: int
+    objects: dict
+
+
+TOO_LARGE = "Too large resource version"
 
 
 class _Snapshot:
@@ -238,6 +276,7 @@ class FakeApiServer:
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
         self.requests: deque[str] = deque(maxlen=10_000)  # "METHOD /path?query" seen
+        self.agents: deque[tuple[str, str]] = deque(maxlen=10_000)  # (User-Agent, request line)
         self._cond = threading.Condition()
         self._rv = 1000
         self._objects: dict[str, dict[Key, dict]] = {p: {} for p in RESOURCES}
@@ -246,7 +285,9 @@ class FakeApiServer:
         self._snapshots: dict[str, _Snapshot] = {}
         self._snap_ids = itertools.count(1)
         self._closing = False
-        self._freezes: list[str] = []  # freeze_watches calls (agents), in order
+        self._epoch = 0  # restores so far
+        self.too_large_wait = 3.0  # the watch cache's wait for a resourceVersion it has not reached
+        self._freezes: list[tuple[str, str]] = []  # freeze_watches calls (agent, resource), in order
         self._httpd = QuietServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -446,6 +487,60 @@ class FakeApiServer:
             self._snapshots.clear()
             return self._rv
 
+    def checkpoint(self) -> Checkpoint:
+        """The truth now (an etcd backup)."""
+        with self._cond:
+            return Checkpoint(self._rv, copy.deepcopy(self._objects))
+
+    def restore(self, checkpoint: Checkpoint) -> int:
+        """Put the truth and the resourceVersion back to `checkpoint` (an etcd restore
+        and an API server restart): history is gone, every watch stream ends; clients
+        holding a newer resourceVersion get 504 Too large resource version (see the
+        module docstring). Returns how many objects changed."""
+        with self._cond:
+            self._epoch += 1
+            self._rv = checkpoint.rv
+            now = time.monotonic()
+            if self.journal is not None:
+                self.journal.append(Change(self._rv, now, "", "RESTORED", {}, self._epoch, True))
+            changed = 0
+            for resource in RESOURCES:
+                before, after = self._objects[resource], checkpoint.objects[resource]
+                for key in sorted(before.keys() | after.keys()):
+                    old, new = before.get(key), after.get(key)
+                    if old == new:
+                        continue
+                    changed += 1
+                    if self.journal is not None:
+                        type_ = "DELETED" if new is None else "ADDED" if old is None else "MODIFIED"
+                        self.journal.append(Change(self._rv, now, resource, type_, copy.deepcopy(new or old),
+                                                   self._epoch, True))
+                self._objects[resource] = copy.deepcopy(after)
+                self._log[resource].clear()
+                self._oldest[resource] = self._rv
+            self._snapshots.clear()
+            self._closing = True
+            self._cond.notify_all()
+        time.sleep(0.05)
+        with self._cond:
+            self._closing = False
+        return changed
+
+    def _too_large(self, since: int) -> dict | None:
+        """Wait up to `too_large_wait` for the resourceVersion to reach `since`; the
+        504 Status if it does not."""
+        deadline = time.monotonic() + self.too_large_wait
+        with self._cond:
+            while self._rv < since:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closing:
+                    body = status(504, "Timeout", f"Timeout: {TOO_LARGE}: {since}, current: {self._rv}")
+                    body["details"] = {"causes": [{"reason": "ResourceVersionTooLarge", "message": TOO_LARGE}],
+                                       "retryAfterSeconds": 1}
+                    return body
+                self._cond.wait(timeout=min(left, 0.2))
+        return None
+
     def inject_event(self, resource: str, type_: str, obj: dict) -> int:
         """Send an event to watchers WITHOUT changing the truth (e.g. a MODIFIED or
         DELETED for an object no list ever returned). Returns its resourceVersion."""
@@ -456,13 +551,13 @@ class FakeApiServer:
             self._emit(resource, type_, obj)
             return self._rv
 
-    def freeze_watches(self, agent: str = "") -> None:
-        """Every watch stream open now (whose client's User-Agent contains `agent`) falls
-        silent for good: no events, no bookmarks, no end, the TCP connection open (a
-        stuck proxy, a half-dead connection). New streams are served normally (unless
-        `faults.hang_watches`)."""
+    def freeze_watches(self, agent: str = "", resource: str = "") -> None:
+        """Every watch stream open now (whose client's User-Agent contains `agent`; only
+        those of `resource`, e.g. "nodes", if given) falls silent for good: no events,
+        no bookmarks, no end, the TCP connection open (a stuck proxy, a half-dead
+        connection). New streams are served normally (unless `faults.hang_watches`)."""
         with self._cond:
-            self._freezes.append(agent)
+            self._freezes.append((agent, resource))
             self._cond.notify_all()
 
     def close_watches(self) -> None:
@@ -529,7 +624,7 @@ class FakeApiServer:
         log = self._log[resource]
         log.append(_Event(self._rv, type_, obj["metadata"].get("namespace", ""), obj, prev))
         if self.journal is not None:
-            self.journal.append(Change(self._rv, time.monotonic(), resource, type_, obj))
+            self.journal.append(Change(self._rv, time.monotonic(), resource, type_, obj, self._epoch))
         while len(log) > self.history:
             self._oldest[resource] = log.popleft().rv
         self._cond.notify_all()
@@ -541,6 +636,11 @@ class FakeApiServer:
         if limit < 0:
             raise ApiError(400, "BadRequest", "limit must be non-negative")
         token = query.get("continue")
+        asked = query.get("resourceVersion") or ""
+        if asked.isdigit() and int(asked) > 0 and not token:
+            too_large = self._too_large(int(asked))
+            if too_large is not None:
+                raise ApiError(504, "Timeout", too_large["message"], too_large["details"])
         with self._cond:
             if token:
                 snap_id, start = _decode_continue(token)
@@ -708,14 +808,14 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def _dispatch(self, method: str) -> None:
             line = f"{method} {self.path}"
             api.requests.append(line)
-            if api.faults.delay_seconds and api.faults.delay_match in line:
+            api.agents.append((self.headers.get("User-Agent") or "", line))
+            delay = api.faults.delay_of(line)
+            if delay:
                 self._cached_body = self._raw_body()  # read, so a closed client shows as EOF
-                time.sleep(api.faults.delay_seconds)
-                if method != "GET" and self._client_gone():  # timed out meanwhile: not applied
-                    with api.faults.lock:
-                        api.faults.fired["aborted_writes"] += 1
-                    self.close_connection = True
+                if method != "GET" and not self._slow_write(method, line, delay):
                     return
+                if method == "GET":
+                    time.sleep(delay)
             try:
                 code = api.faults.take_failure(line)
                 if code is not None:
@@ -727,6 +827,45 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             except ApiError as e:
                 self._send_json(e.code, e.body)
             except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def _slow_write(self, method: str, line: str, delay: float) -> bool:
+            """Sleep `delay` before a write; False when it is answered here: past the
+            server's `request_timeout` (504 then; the write lands at the end of the
+            delay only with `late_writes`), or its client went away meanwhile (not
+            applied unless `late_writes`)."""
+            faults = api.faults
+            timeout = faults.request_timeout
+            if timeout and delay > timeout:
+                time.sleep(timeout)
+                self._send_json(504, status(504, "Timeout", "Timeout: request did not complete within "
+                                            "requested timeout - context deadline exceeded"))
+                self.close_connection = True
+                with faults.lock:
+                    faults.fired["timed_out_writes"] += 1
+                if faults.late_writes:
+                    time.sleep(delay - timeout)
+                    self._apply_unanswered(method, line)
+                return False
+            time.sleep(delay)
+            if self._client_gone():
+                with faults.lock:
+                    faults.fired["late_writes" if faults.late_writes else "aborted_writes"] += 1
+                self.close_connection = True
+                if faults.late_writes:
+                    self._apply_unanswered(method, line)
+                return False
+            return True
+
+        def _apply_unanswered(self, method: str, line: str) -> None:
+            """Apply a write whose answer nobody reads (its client left, or was already
+            answered): the response goes nowhere."""
+            self.wfile = io.BytesIO()
+            try:
+                url = urlsplit(self.path)
+                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                getattr(self, f"_{method.lower()}")(*_parse_path(url.path), query)
+            except ApiError:
                 pass
 
         def do_GET(self) -> None:
@@ -833,6 +972,10 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 err = status(410, "Expired", f"too old resource version: {since} ({current})")
                 self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
                 return self._chunk(b"")
+            too_large = api._too_large(since) if since else None
+            if too_large is not None:
+                self._chunk(json.dumps({"type": "ERROR", "object": too_large}).encode() + b"\n")
+                return self._chunk(b"")
             agent = self.headers.get("User-Agent") or ""
             with api._cond:
                 epoch = len(api._freezes)
@@ -864,7 +1007,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 with api._cond:
                     if api._closing:
                         return self._chunk(b"")
-                    if any(a in agent for a in api._freezes[epoch:]):
+                    if any(a in agent and r in ("", resource) for a, r in api._freezes[epoch:]):
                         break
                     log = api._log[resource]
                     if since < api._oldest[resource]:

@@ -419,9 +419,12 @@ class E2ECluster:
         return [key_of(c.obj) for c in list(self.api.journal or ()) if c.resource == "pods" and c.type == "DELETED"]
 
     def replay(self, oracles: dict | None = None, **kwargs: Any) -> truth.Report:
-        """Every bind checked against the truth when it was decided (`testing.truth`)."""
-        decisions = self.tap.decision_times() if self.tap else None
-        return truth.replay(self.api, oracles, PREFIX, decisions=decisions, **kwargs)
+        """Every bind checked against the truth when it was decided (`testing.truth`):
+        the extender's at the state version its verdict used (the wiretap's record)."""
+        if self.tap is not None:
+            kwargs.setdefault("decisions", self.tap.decisions())
+            kwargs.setdefault("binds", self.tap.bind_calls())
+        return truth.replay(self.api, oracles, PREFIX, **kwargs)
 
     def pending_but_feasible(self, keys: Iterable[Key], oracles: dict | None = None) -> dict[Key, str]:
         """Unbound pods among `keys` that some node admits in the final truth."""

@@ -31,12 +31,27 @@ A violation on a node (or, for spread, on any node) that changed less than
 `race_window` seconds before the bind is reported as `raced`, not as a violation: the
 scheduler decided on a snapshot taken before the change, exactly as upstream does.
 
+**At the state version used.** When the wiretap recorded the extender's
+`X-Extender-State-Version` with each `filter` answer (the resourceVersion of each kind
+its verdict was computed on), the rules the extender decides (taints, cordon,
+affinity, spread) are judged at exactly that state instead: the nodes as the journal
+had them at the Node version, the pods at the Pod version plus every placement decided
+before (kube-scheduler's assumed pods, which the extender counts from its own `bind`
+or waits for). No race window is needed then; NodeResourcesFit, which kube-scheduler
+decides on its own cache, is still judged at the decision's time. Each judged
+placement also records how long the newest node or pod write its state missed had been
+in the API (`Checked.missed`): a verdict on a state that was no longer current. An API
+restore (`FakeApiServer.restore`) starts a new journal epoch whose resourceVersions
+repeat older ones; a version is read in the newest epoch that had reached it by the
+decision's time.
+
 `pending_but_feasible(api)` checks the other direction on the final objects: a pod the
 scheduler left unbound that some node admits under every rule above.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -123,11 +138,23 @@ def tolerates_cordon(pod: Mapping[str, Any], prefix: str, oracles: Mapping[str, 
     return any(tolerates(t, UNSCHEDULABLE_TAINT, oracles) for t in tols)
 
 
+@dataclass(frozen=True)
+class Checked:
+    """One placement judged at the state version its verdict used."""
+
+    pod: Key
+    node: str
+    at: float  # the decision (its filter call)
+    versions: Mapping[str, int]  # kind -> resourceVersion of the state behind the verdict
+    missed: float  # seconds the oldest node/pod write the state lacked had been in the API (0: current)
+
+
 @dataclass
 class Report:
     binds: int = 0
     violations: list[Violation] = field(default_factory=list)
     raced: list[Violation] = field(default_factory=list)
+    checked: list[Checked] = field(default_factory=list)  # placements judged at their state version
 
     def by_rule(self) -> Counter:
         return Counter(v.rule for v in self.violations)
@@ -287,20 +314,201 @@ def _with_match_label_keys(selector: dict | None, keys: list[str], pod_labels: M
     return {**selector, "matchExpressions": [*(selector.get("matchExpressions") or []), *extra]}
 
 
+@dataclass(frozen=True)
+class _Placement:
+    at: float  # its decision (or its bind, undated)
+    versions: Mapping[str, int] | None  # the state behind the verdict, when the extender said
+
+
+def _decision(key: Key, change: Any, decisions: Mapping[Key, list] | None,
+              binds: Mapping[Key, list[tuple[float, str]]] | None) -> _Placement:
+    """The filter answer behind a bind: the last `filter` call before the `bind` call
+    that asked for this node (before the write, without bind calls)."""
+    until = change.at
+    node = change.obj["spec"]["nodeName"]
+    if binds:
+        asked = [t for t, n in binds.get(key, ()) if n == node and t <= change.at]
+        if asked:
+            until = asked[-1]
+    if decisions is None:
+        return _Placement(change.at, None)
+    best = None
+    for d in decisions.get(key, ()):
+        at = d if isinstance(d, (int, float)) else d.at
+        if at <= until:
+            best = d
+    if best is None:
+        return _Placement(change.at, None)
+    if isinstance(best, (int, float)):
+        return _Placement(best, None)
+    versions = best.versions
+    if versions is not None and not {"Node", "Pod"} <= versions.keys():
+        versions = None  # a kind the rules read was relisting: no single state to judge at
+    return _Placement(best.at, versions)
+
+
+ANSWER_WITHIN = 5.0  # seconds: kube-scheduler's httpTimeout, the latest a verdict reads its state
+
+
+class _Epochs:
+    """Where a resourceVersion sits in the journal. Within an epoch (between API
+    restores) changes are in resourceVersion order; `position` is the number of
+    changes a state current to `rv` includes. After a restore a resourceVersion can
+    name a point in two epochs: the extender's state only moves forward in the
+    journal, so the first point at or after the one its previous verdict used is it."""
+
+    def __init__(self, changes: list) -> None:
+        # per epoch: first sequence number, the time it began, its changes' rvs (an
+        # epoch after a restore opens with the restore's marker, at the restored rv)
+        self.epochs: list[tuple[int, float, list[int]]] = []
+        for seq, change in enumerate(changes):
+            epoch = getattr(change, "epoch", 0)
+            while len(self.epochs) <= epoch:
+                self.epochs.append((seq, change.at if self.epochs else float("-inf"), []))
+            self.epochs[epoch][2].append(change.rv)
+
+    def position(self, rv: int, at: float, floor: int) -> int:
+        """The journal position of a state current to `rv`, read by a verdict asked at
+        `at` (within httpTimeout after), at or after position `floor`."""
+        best = None
+        for index, (start, since, rvs) in enumerate(self.epochs):
+            if since > at + ANSWER_WITHIN or not rvs:
+                continue
+            if (index and rv < rvs[0]) or (index + 1 < len(self.epochs) and rv > rvs[-1]):
+                continue  # before this epoch began, or past where it ended
+            end = start + bisect.bisect_right(rvs, rv)
+            if end >= floor and (best is None or end < best):
+                best = end
+        return floor if best is None else best
+
+
+def _relevant(changes: list) -> list[bool]:
+    """Per change: does it change what the rules read (a node's labels, taints, cordon;
+    a pod's node, labels, phase, deletion, scheduling spec)? Status-only writes (the
+    scheduler's conditions, a kubelet's) do not: a state without them is current."""
+    last: dict[tuple[str, Key], dict] = {}
+    out = []
+    for change in changes:
+        if change.resource not in ("nodes", "pods"):
+            out.append(False)
+            continue
+        key = (change.resource, key_of(change.obj))
+        before = last.get(key)
+        last[key] = change.obj
+        if change.type != "MODIFIED" or before is None:
+            out.append(True)
+            continue
+        meta_a, meta_b = before.get("metadata") or {}, change.obj.get("metadata") or {}
+        same = (meta_a.get("labels") == meta_b.get("labels")
+                and meta_a.get("deletionTimestamp") == meta_b.get("deletionTimestamp")
+                and before.get("spec") == change.obj.get("spec"))
+        if change.resource == "pods":
+            same = same and (before.get("status") or {}).get("phase") == (change.obj.get("status") or {}).get("phase")
+        out.append(not same)
+    return out
+
+
+def _with_node(obj: dict, node: str) -> dict:
+    return {**obj, "spec": {**obj["spec"], "nodeName": node}}
+
+
+class _VersionView:
+    """The extender's state at a version: the journal's nodes up to the Node version,
+    its pods up to the Pod version, plus the placements decided so far (`place`)."""
+
+    def __init__(self, changes: list, prefix: str, oracles: Mapping[str, Oracle]) -> None:
+        self.changes = changes
+        self.epochs = _Epochs(changes)
+        self.view = ClusterView(prefix, oracles)
+        self.cursor = {"nodes": 0, "pods": 0}
+        self.placed: dict[Key, tuple[str, int]] = {}  # pod -> (node, seq of its bind)
+        self.relevant = _relevant(changes)
+
+    def at(self, versions: Mapping[str, int], at: float) -> float:
+        """Move to the state of `versions` as of time `at`; returns how long the oldest
+        node or pod write it lacks had been in the API by then (0 when it lacks none)."""
+        missed = at
+        for resource, kind in (("nodes", "Node"), ("pods", "Pod")):
+            end = self.epochs.position(versions.get(kind, 0), at, self.cursor[resource])
+            for seq in range(self.cursor[resource], end):
+                self._apply(seq, resource)
+            self.cursor[resource] = end
+            for seq in range(end, len(self.changes)):
+                change = self.changes[seq]
+                if change.at > at:
+                    break
+                if (change.resource == resource and self.relevant[seq] and not self._assumed(change)
+                        and not getattr(change, "restore", False)):  # a restore is not a write watched late
+                    missed = min(missed, change.at)
+                    break
+        return at - missed
+
+    def _assumed(self, change) -> bool:
+        """A pod's binding that a placement decided before put in the state already."""
+        placed = self.placed.get(key_of(change.obj))
+        return placed is not None and change.type == "MODIFIED" and change.obj["spec"].get("nodeName") == placed[0]
+
+    def _apply(self, seq: int, resource: str) -> None:
+        change = self.changes[seq]
+        if change.resource != resource:
+            return
+        if resource == "nodes":
+            if change.type == "DELETED":
+                self.view.drop_node(change.obj["metadata"]["name"], change.at)
+            else:
+                self.view.put_node(change.obj, change.at)
+            return
+        key = key_of(change.obj)
+        placed = self.placed.get(key)
+        if change.type == "DELETED":
+            self.placed.pop(key, None)
+            self.view.put_pod(None, key)
+            return
+        if placed is not None and getattr(change, "restore", False) and placed[1] < seq:
+            self.placed.pop(key)  # the restore undid that binding
+            placed = None
+        obj = change.obj
+        if placed is not None and not obj["spec"].get("nodeName"):
+            obj = _with_node(obj, placed[0])  # decided already: counted as kube-scheduler assumes it
+        self.view.put_pod(obj, key)
+
+    def violations(self, obj: dict, node: str) -> list[tuple[str, str]]:
+        """What the extender's rules say of `obj` on `node` here (the pod unplaced)."""
+        key = key_of(obj)
+        current = self.view.pods.get(key)
+        unplaced = {**obj, "spec": {k: v for k, v in obj["spec"].items() if k != "nodeName"}}
+        self.view.put_pod(unplaced, key)
+        try:
+            return [(rule, detail) for rule, detail in self.view.violations(unplaced, node)
+                    if rule != "NodeResourcesFit"]
+        finally:
+            self.view.put_pod(current, key)
+
+    def place(self, obj: dict, node: str, seq: int) -> None:
+        key = key_of(obj)
+        self.placed[key] = (node, seq)
+        current = self.view.pods.get(key) or obj
+        self.view.put_pod(_with_node(current, node), key)
+
+
 def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = "scheduling-extender.io",
-           decisions: Mapping[Key, list[float]] | None = None, race_window: float = 0.5,
-           only: Callable[[Key], bool] | None = None) -> Report:
+           decisions: Mapping[Key, list] | None = None, race_window: float = 0.5,
+           only: Callable[[Key], bool] | None = None,
+           binds: Mapping[Key, list[tuple[float, str]]] | None = None) -> Report:
     """Check every bind recorded in `api.journal` (see the module docstring) against
-    the cluster when the scheduler placed the pod: `decisions` (pod -> times of its
-    `filter` calls, from `testing.wiretap`) date each placement to the last call
-    before its bind (binds run concurrently, so their order in the API is not the
-    order of decisions); without them a placement is dated at its bind. `only` limits
-    the checked binds to some pods (every pod still counts for the others)."""
+    the cluster when the scheduler placed the pod: `decisions` (pod -> its `filter`
+    calls, from `testing.wiretap`: times, or `Decision`s with the state version behind
+    each verdict) date each placement to the last call before its bind (binds run
+    concurrently, so their order in the API is not the order of decisions; `binds`,
+    pod -> (time, node) of its bind calls, picks the bind that wrote it); without them
+    a placement is dated at its bind. A placement whose decision carries a state
+    version is judged at that version. `only` limits the checked binds to some pods
+    (every pod still counts for the others)."""
     if api.journal is None:
         raise ValueError("the API-server double was started without journal=True")
     changes = list(api.journal)
-    # (time, sequence, change, is_placement); a placement puts the bound pod at its decision
-    timeline: list[tuple[float, int, Any, bool]] = []
+    # (time, sequence, change, placement or None); a placement puts the bound pod at its decision
+    timeline: list[tuple[float, int, Any, _Placement | None]] = []
     unbound: set[Key] = set()
     for seq, change in enumerate(changes):
         if change.resource == "pods" and change.type != "DELETED":
@@ -309,17 +517,16 @@ def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = 
                 unbound.add(key)
             elif key in unbound:
                 unbound.discard(key)
-                at = change.at
-                if decisions is not None:
-                    at = max((t for t in decisions.get(key, ()) if t <= change.at), default=change.at)
-                timeline.append((at, seq, change, True))
+                placement = _decision(key, change, decisions, binds)
+                timeline.append((placement.at, seq, change, placement))
                 continue
-        timeline.append((change.at, seq, change, False))
+        timeline.append((change.at, seq, change, None))
     timeline.sort(key=lambda entry: (entry[0], entry[1]))
     view = ClusterView(prefix, oracles or {})
+    at_version = _VersionView(changes, prefix, oracles or {})
     report = Report()
     last_node_change = float("-inf")
-    for at, _, change, placement in timeline:
+    for at, seq, change, placement in timeline:
         if change.resource == "nodes":
             if change.type == "DELETED":
                 view.drop_node(change.obj["metadata"]["name"], change.at)
@@ -333,16 +540,25 @@ def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = 
         if change.type == "DELETED":
             view.put_pod(None, key)
             continue
-        if placement and (only is None or only(key)):
+        if placement is not None:
             node_name = change.obj["spec"]["nodeName"]
-            report.binds += 1
-            for rule, detail in view.violations(change.obj, node_name):
-                changed = last_node_change if rule == "PodTopologySpread" else view.node_changed.get(node_name, 0.0)
-                raced = at - changed < race_window
-                v = Violation(f"{key[0]}/{key[1]}", node_name, rule, detail, raced)
-                (report.raced if raced else report.violations).append(v)
+            if only is None or only(key):
+                report.binds += 1
+                found = view.violations(change.obj, node_name)
+                if placement.versions is not None:  # the extender's rules at its state; fit at the time
+                    missed = at_version.at(placement.versions, at)
+                    found = [f for f in found if f[0] == "NodeResourcesFit"]
+                    found += at_version.violations(change.obj, node_name)
+                    report.checked.append(Checked(key, node_name, at, dict(placement.versions), missed))
+                for rule, detail in found:
+                    changed = last_node_change if rule == "PodTopologySpread" else view.node_changed.get(node_name, 0.0)
+                    raced = placement.versions is None and at - changed < race_window
+                    v = Violation(f"{key[0]}/{key[1]}", node_name, rule, detail, raced)
+                    (report.raced if raced else report.violations).append(v)
+            at_version.place(change.obj, node_name, seq)
         current = view.pods.get(key)
-        if current is not None and current["spec"].get("nodeName") and not change.obj["spec"].get("nodeName"):
+        if (current is not None and current["spec"].get("nodeName") and not change.obj["spec"].get("nodeName")
+                and not getattr(change, "restore", False)):
             continue  # a status write of the unbound copy, dated after its placement
         view.put_pod(change.obj, key)
     return report

@@ -14,10 +14,10 @@ the verb's status and JSON. Where it runs:
 * in the expensive lane (`EXPENSIVE`, one thread per `EXPENSIVE_SLOTS`, its own queue):
   a request whose CEL programs are estimated past what a pool thread may run, so it
   never holds a thread cheap work needs;
-* in the bind lane (`BIND`, `BIND_THREADS` threads, one API connection each): `bind` is
-  an API call that may take until its deadline; kube-scheduler runs each binding in a
-  goroutine of its own and may have dozens out at once, so binds never queue behind
-  filter work nor hold the threads it needs.
+* in the bind lane (`BIND`, `BIND_THREADS` threads): `bind` waits for its API call up
+  to a second (the call itself goes on in `extender.binding`); kube-scheduler runs
+  each binding in a goroutine of its own and may have dozens out at once, so binds
+  never queue behind filter work nor hold the threads it needs.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from extender.config import Config
 from extender.server.budget import BODIES
 from extender.server.listener import JSON, LOOP, Listener, Reply, Request, Route, Routes
 from extender.server.verbs import answer, verb_of
-from extender.service import Extender
+from extender.service import STATE_VERSION_HEADER, Extender
 from extender.state import ClusterSource, readiness
 
 TEXT = "text/plain; charset=utf-8"
 POOL, EXPENSIVE, BIND = lane.POOL, lane.EXPENSIVE, "bind"
 INLINE_MAX_BYTES = 1 << 20  # larger bodies are answered on a pool thread
-BIND_THREADS = BIND_CONNECTIONS  # one API connection each
+BIND_THREADS = BIND_CONNECTIONS  # each answers within a second (`extender.binding`)
 # kube-scheduler gives up on an extender call after its httpTimeout (5 s by default): a
 # request that has not fully arrived by then is not worth its buffer any longer.
 REQUEST_READ_TIMEOUT = 5.0
@@ -75,7 +75,10 @@ def health_routes(engine: Extender) -> dict[str, Route]:
     the same answers."""
 
     def healthz() -> tuple[int, str, bytes]:
-        return 200, TEXT, b"ok"
+        # a live state unready for --max-unready: restart (the source's `liveness`)
+        liveness = getattr(engine.source, "liveness", None)
+        alive, why = liveness() if liveness is not None else (True, "ok")
+        return (200 if alive else 503), TEXT, why.encode()
 
     def readyz() -> tuple[int, str, bytes]:
         ok, why = readiness(engine.source)
@@ -113,8 +116,10 @@ class App(Routes):
             return super().__call__(request)
         if request.method != "POST":
             return 405, JSON, b'{"error":"method not allowed"}', {}
+        self.engine.take_state_version()  # nothing left over from another call on this thread
         code, body = answer(self.engine, verb, request.body)
-        return code, JSON, body, {}
+        version = self.engine.take_state_version()
+        return code, JSON, body, ({STATE_VERSION_HEADER: version} if version else {})
 
 
 def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> App:

@@ -50,7 +50,8 @@ def open_source(config: Config, serving: bool = False) -> ClusterSource:
         kubeconfig = None if config.kubeconfig in ("", "default") else config.kubeconfig
         try:
             return LiveSource.connect(kubeconfig, config.in_cluster, max_staleness=config.max_staleness,
-                                      freeze_after_sync=True, store=store)
+                                      freeze_after_sync=True, bind_watch_timeout=config.bind_watch_timeout,
+                                      max_unready=config.max_unready, store=store)
         except Exception as exc:  # kubernetes' ConfigException and file errors: say which flag
             flag = "--in-cluster" if config.in_cluster else "--kubeconfig"
             raise ConfigError(f"{flag}: cannot configure the API client: {exc}") from None

@@ -66,17 +66,21 @@ class ClusterSnapshot:
     @classmethod
     def from_layers(
         cls, nodes: NodeIndex, pods: PodLayer, workloads: WorkloadLayer, generation: int = 0,
-        volumes: VolumeLayer = EMPTY_VOLUMES,
+        volumes: VolumeLayer = EMPTY_VOLUMES, resource_versions: Mapping[str, str] | None = None,
     ) -> ClusterSnapshot:
+        """`resource_versions`: kind -> the API resourceVersion the kind's objects are
+        current to ("" while a kind relists); the store's feeds set them."""
         snap = cls.__new__(cls)
         snap._setup(nodes, pods, workloads, generation, volumes)
+        if resource_versions:
+            snap.resource_versions = dict(resource_versions)
         return snap
 
     def with_pods(self, pods: PodLayer, generation: int | None = None) -> ClusterSnapshot:
         """This snapshot with another pod layer (every other layer shared)."""
         return ClusterSnapshot.from_layers(self.nodes, pods, self.workload_layer,
                                            self.generation if generation is None else generation,
-                                           self.volume_layer)
+                                           self.volume_layer, self.resource_versions)
 
     def _setup(self, nodes: NodeIndex, pods: PodLayer, workloads: WorkloadLayer, generation: int,
                volumes: VolumeLayer) -> None:
@@ -85,6 +89,7 @@ class ClusterSnapshot:
         self.workload_layer = workloads
         self.volume_layer = volumes
         self.generation = generation
+        self.resource_versions: dict[str, str] = {}  # kind -> resourceVersion (live state only)
         self._derived: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._memo: LRUCache = LRUCache(MEMO_SIZE)
@@ -95,6 +100,14 @@ class ClusterSnapshot:
         """(node, pod, workload, volume layer) versions: equal tuples, equal state."""
         return (self.nodes.version, self.pod_layer.version, self.workload_layer.version,
                 self.volume_layer.version)
+
+    @property
+    def state_version(self) -> str:
+        """The API resourceVersion of each watched kind this snapshot is current to, as
+        `Kind=rv,...` (the `X-Extender-State-Version` answer header; "" without a live
+        feed). A kind relisting has an empty version: its objects are mid-replacement."""
+        return self.derived("state-version", lambda s: ",".join(
+            f"{kind}={rv}" for kind, rv in s.resource_versions.items()))
 
     @property
     def pods(self) -> list[Pod]:

@@ -15,7 +15,14 @@ Assumed pods (kube-scheduler's cache; the `bind` verb) are an overlay on the pod
 (`bound`) is never expired by a timer, as upstream's cache never expires an assumed pod
 whose binding succeeded: the assumption ends only when the state shows the pod bound
 (to any node), deleted, replaced by a pod of another UID, or absent from a relist
-that started after the binding succeeded. Until then it is the only truth we have.
+that started after the binding succeeded, or listed unbound by such a relist (the
+binding was undone: an etcd restore). Until then it is the only truth we have.
+
+Feeds that know the API's resourceVersion pass it with each change (`upsert`,
+`delete`, `advance` for bookmarks and relists): every snapshot carries, per kind, the
+resourceVersion its objects are current to (`ClusterSnapshot.resource_versions`), set
+under the same lock as the change, so a snapshot never claims a version its content
+does not match. A kind that is relisting has no version ("").
 """
 
 from __future__ import annotations
@@ -102,6 +109,9 @@ class Store:
         self._volumes = VolumeLayerWriter()
         self._assumed: dict[PodKey, Assumed] = {}
         self._shadow: dict[PodKey, Pod | None] = {}  # what the watch says under an assumption
+        # bound by the API for us, not shown by the watch yet, in the order bound (-> when)
+        self._awaiting: dict[PodKey, float] = {}
+        self._resource_versions: dict[str, str] = {}  # kind -> resourceVersion the content is current to
         self._generation = 0
         self._snapshot = self._combine()
         self._dirty = False
@@ -139,7 +149,7 @@ class Store:
     def _combine(self) -> ClusterSnapshot:
         return ClusterSnapshot.from_layers(
             self._node_layer, self._pods.publish(), self._workloads.publish(), self._generation,
-            self._volumes.publish(),
+            self._volumes.publish(), self._resource_versions,
         )
 
     def keys(self, kind: str) -> set[tuple[str, str]]:
@@ -155,14 +165,17 @@ class Store:
 
     # --- writing -------------------------------------------------------------------
 
-    def upsert(self, kind: str, obj: Mapping[str, Any]) -> bool:
+    def upsert(self, kind: str, obj: Mapping[str, Any], rv: str = "", listed_at: float | None = None) -> bool:
         """Add or update one raw object; False when nothing a plugin reads changed.
-        Raises ModelError for an object that cannot be parsed."""
+        Raises ModelError for an object that cannot be parsed. `rv`: the kind is current
+        to this resourceVersion once the object is in (a watch event's). `listed_at`:
+        the object comes from a list that started then (`replace`)."""
         if kind == "Node":
             node = node_from_dict(obj)
             if not node.name:
                 raise ModelError("node without metadata.name")
             with self._lock:
+                self._at_version(kind, rv)
                 old = self._nodes.get(node.name)
                 if old is not None and node_fingerprint(old) == node_fingerprint(node):
                     return False
@@ -177,15 +190,18 @@ class Store:
                 raise ModelError("pod without metadata.name")
             self._observe(kind, pod.namespace, pod.name, obj, pod)
             with self._lock:
-                return self._put_pod(pod)
+                self._at_version(kind, rv)
+                return self._put_pod(pod, listed_at)
         if kind in WORKLOAD_KINDS:
             with self._lock:
+                self._at_version(kind, rv)
                 changed = self._workloads.put(kind, obj)
                 self._dirty |= changed
                 return changed
         if kind in VOLUME_KINDS:
             volume = parse_volume(kind, obj)
             with self._lock:
+                self._at_version(kind, rv)
                 changed = self._volumes.put(volume)
                 self._dirty |= changed
                 if changed:
@@ -193,9 +209,10 @@ class Store:
                 return changed
         raise ModelError(f"unknown kind {kind!r}")
 
-    def delete(self, kind: str, namespace: str, name: str) -> bool:
-        """Remove one object; False when it was not there."""
+    def delete(self, kind: str, namespace: str, name: str, rv: str = "") -> bool:
+        """Remove one object; False when it was not there (`rv` as for `upsert`)."""
         with self._lock:
+            self._at_version(kind, rv)
             if kind == "Node":
                 if self._nodes.pop(name, None) is None:
                     return False
@@ -231,12 +248,14 @@ class Store:
         before may not show it yet)."""
         changed = rejected = 0
         started = time.monotonic()
+        with self._lock:
+            self._resource_versions[kind] = ""  # mid-replacement: no single version (see `advance`)
         stale = self.keys(kind)
         for obj in objects:
             key = ("", (obj.get("metadata") or {}).get("name") or "") if kind in CLUSTER_SCOPED else object_key(obj)
             stale.discard(key)
             try:
-                changed += self.upsert(kind, obj)
+                changed += self.upsert(kind, obj, listed_at=started)
             except ModelError as exc:
                 rejected += 1
                 log.error("object rejected", extra={"kind": kind, "object": "/".join(key), "error": str(exc)})
@@ -295,12 +314,35 @@ class Store:
         self._dirty |= bool(changed)
         return changed
 
-    def _put_pod(self, pod: Pod) -> bool:
+    def version_of(self, kind: str) -> str:
+        """The resourceVersion `kind` is current to in the store ("" unknown, relisting)."""
+        return self._resource_versions.get(kind, "")
+
+    def advance(self, kind: str, rv: str) -> None:
+        """`kind` is current to resourceVersion `rv` with no change (a bookmark, the end
+        of a relist). Publishes only when the kind had no version (after a relist)."""
+        if not rv:
+            return
+        with self._lock:
+            self._resource_versions[kind] = rv
+            if not self._snapshot.resource_versions.get(kind):
+                self._dirty = True
+
+    def _at_version(self, kind: str, rv: str) -> None:
+        """Under the lock: the kind is current to `rv` once this change is in (a
+        relisting kind keeps no version until `advance`)."""
+        if rv and self._resource_versions.get(kind, None) != "":
+            self._resource_versions[kind] = rv
+
+    def _put_pod(self, pod: Pod, listed_at: float | None = None) -> bool:
         key = (pod.namespace, pod.name)
         assumed = self._assumed.get(key)
         if assumed is not None:
             other = pod.uid and assumed.pod.uid and pod.uid != assumed.pod.uid  # deleted, recreated
-            if not pod.node_name and not other:  # not bound yet as far as the watch knows: keep ours
+            # a list that started after the binding succeeded shows what the API holds:
+            # listed unbound, the binding is gone (undone by an etcd restore)
+            undone = listed_at is not None and assumed.bound_at is not None and assumed.bound_at < listed_at
+            if not pod.node_name and not other and not undone:  # not bound yet as far as the watch knows
                 self._shadow[key] = pod
                 return False
             self._end_assumption(key)  # confirmed (or bound elsewhere, or replaced: the watch wins)
@@ -334,8 +376,24 @@ class Store:
         """The binding call succeeded: from now on only the state ends the assumption."""
         with self._lock:
             assumed = self._assumed.get((namespace, name))
-            if assumed is not None:
+            if assumed is not None and assumed.bound_at is None:
                 assumed.bound_at = time.monotonic()
+                self._awaiting[(namespace, name)] = assumed.bound_at
+
+    def oldest_unconfirmed_bind(self, after: float = 0.0) -> tuple[PodKey, float] | None:
+        """The pod bound longest ago (after `after`, monotonic) that the watch has not
+        shown yet, with when it was bound; None if there is none."""
+        with self._lock:
+            older = []
+            found = None
+            for key, at in self._awaiting.items():
+                if at > after:
+                    found = (key, at)
+                    break
+                older.append(key)
+            for key in older:  # looked into already: the assumption stays, the check does not
+                del self._awaiting[key]
+            return found
 
     def forget(self, namespace: str, name: str) -> bool:
         """Drop an assumption (the bind failed): the pod is what the watch last said."""
@@ -359,6 +417,7 @@ class Store:
     def _end_assumption(self, key: PodKey) -> Pod | None:
         """Under the lock: drop the overlay entry; returns what the watch last said."""
         self._assumed.pop(key)
+        self._awaiting.pop(key, None)
         metrics.ASSUMED_PODS.set(len(self._assumed))
         return self._shadow.pop(key, None)
 

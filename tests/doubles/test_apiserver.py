@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from testing.apiserver import ApiError, FakeApiServer
+from testing.harness import wait_for
 
 
 @pytest.fixture
@@ -308,3 +309,69 @@ def test_leases_are_served_with_optimistic_concurrency(api):
     status, body = request(api, "PUT", f"{path}/extended-scheduler", second)
     assert status == 409 and body["reason"] == "Conflict"
     assert api.get("leases", "extended-scheduler", "scheduling-extender")["spec"]["holderIdentity"] == "b"
+
+
+BINDING = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+           "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+
+
+def test_restore_goes_back_to_the_checkpoint_and_a_newer_resource_version_is_too_large(api):
+    """An etcd restore: the truth and the resourceVersion go back; a watch or a list
+    from a resourceVersion handed out before is answered 504 Too large resource version
+    (after the watch cache's wait), as client-go's reflector then relists."""
+    api.journal = []
+    api.too_large_wait = 0.2
+    api.create("pods", pod("p"))
+    backup = api.checkpoint()
+    api.bind("default", "p", "n1")
+    api.create("pods", pod("q"))
+    newer = api.resource_version
+    assert api.restore(backup) == 2  # p unbound again, q gone
+    assert api.resource_version == backup.rv < newer
+    assert api.get("pods", "p", "default")["spec"].get("nodeName") is None
+    assert api.get("pods", "q", "default") is None
+    (event,) = watch_lines(api, f"/api/v1/pods?watch=true&resourceVersion={newer}", until=1)
+    status = event["object"]
+    assert event["type"] == "ERROR" and status["code"] == 504 and status["reason"] == "Timeout"
+    assert status["details"]["causes"] == [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    code, body = request(api, "GET", f"/api/v1/pods?resourceVersion={newer}")
+    assert code == 504 and "Too large resource version" in body["message"]
+    assert request(api, "GET", "/api/v1/pods")[0] == 200  # a consistent list: the restored truth
+    marker = next(c for c in api.journal if c.type == "RESTORED")
+    restored = [c for c in api.journal if c.restore and c.resource == "pods"]
+    assert marker.epoch == 1 and {(c.type, c.obj["metadata"]["name"]) for c in restored} == {
+        ("MODIFIED", "p"), ("DELETED", "q")}
+    api.create("pods", pod("r"))  # the next write continues from the restored resourceVersion
+    assert api.resource_version == backup.rv + 1 and api.journal[-1].epoch == 1
+
+
+def test_a_slow_write_lands_late_or_is_lost(api):
+    """A write delayed past its client's patience is not applied (the request's context
+    is cancelled), unless `late_writes` (etcd had it already); one delayed past the
+    server's own `request_timeout` is answered 504."""
+    api.create("pods", pod("p"))
+    api.faults.delay_for = lambda line: 0.6 if line.endswith("/binding") else 0.0
+    u = urlsplit(api.url)
+
+    def impatient_bind(name: str) -> None:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=0.2)
+        conn.request("POST", f"/api/v1/namespaces/default/pods/{name}/binding", body=json.dumps(BINDING))
+        with pytest.raises(TimeoutError):
+            conn.getresponse()
+        conn.close()
+
+    impatient_bind("p")
+    time.sleep(0.8)
+    assert api.get("pods", "p", "default")["spec"].get("nodeName") is None
+    assert api.faults.fired["aborted_writes"] == 1
+    api.faults.late_writes = True
+    impatient_bind("p")
+    assert wait_for(lambda: api.get("pods", "p", "default")["spec"].get("nodeName") == "n1", timeout=5)
+    assert api.faults.fired["late_writes"] == 1
+    api.create("pods", pod("q"))
+    api.faults.late_writes, api.faults.request_timeout = False, 0.3
+    code, body = request(api, "POST", "/api/v1/namespaces/default/pods/q/binding", {**BINDING, "metadata": {"name": "q"}})
+    assert code == 504 and body["reason"] == "Timeout"
+    time.sleep(0.5)
+    assert api.get("pods", "q", "default")["spec"].get("nodeName") is None  # dropped
+

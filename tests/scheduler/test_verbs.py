@@ -170,14 +170,34 @@ def test_waiters_are_released_only_once_the_bound_pod_is_in_the_state():
     assert engine.inflight.counts() == {"pending": 0, "assumed": 1}
 
 
-def test_a_pod_that_never_comes_back_costs_at_most_the_wait():
+def test_a_bind_later_than_the_wait_is_an_error_then_counted():
+    """kube-scheduler counts w1 however long its PreBind takes: w2's filter never
+    answers as if w1 did not exist. Past the wait it is an Error (the scheduler retries
+    w2), w1 stays pending, and once w1's bind arrives w2 is answered with it counted."""
+    engine, _ = engine_with(NODES + [pod("w0", node_name="b1")], wait=0.2)
+    assert names(engine, pod("w1"), ["a1", "b1"]) == ["a1"]
+    code, result = post(engine, "filter", {"Pod": pod("w2"), "NodeNames": ["a1", "b1"]})
+    assert code == 200 and result["NodeNames"] is None
+    assert "not bound yet" in result["Error"] and "default/w1" in result["Error"]
+    assert engine.inflight.counts()["pending"] == 1  # w1: not given up on
+    orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")))
+    assert names(engine, pod("w2"), ["a1", "b1"]) == ["a1", "b1"]  # a 1, b 1: counted
+
+
+def test_a_pending_pod_is_given_up_well_past_the_schedulers_timeouts():
+    from extender.inflight import GIVE_UP
+
     engine, _ = engine_with(NODES, wait=0.2)
+    skipped = [0.0]
+    engine.inflight.clock = lambda: time.monotonic() + skipped[0]
     names(engine, pod("w1"), ["a1", "b1"])
+    skipped[0] = GIVE_UP
     thread, out = filter_in_thread(engine, pod("w2"), ["a1", "b1"])
-    thread.join(timeout=5)  # "doesn't hang": released once w1's 0.2 s are over
-    assert not thread.is_alive()
-    assert out["result"] == ["a1", "b1"]
-    assert engine.inflight.counts()["pending"] == 1  # w2 now pending; w1 expired
+    thread.join(timeout=5)
+    assert out["result"] == ["a1", "b1"]  # w1 no longer counted, nor waited for
+    orjson.loads(engine.bind(BindingArgs("w2", "default", "uid-w2", "a1")))
+    names(engine, pod("w1"), ["a1", "b1"])  # filtered again: given up for good
+    assert engine.inflight.counts()["pending"] == 0
 
 
 def test_other_namespaces_and_the_pod_itself_never_wait():
@@ -283,14 +303,38 @@ def test_inflight_accounting_is_off_without_api_access():
 # --- bind within kube-scheduler's httpTimeout ------------------------------------------
 
 
-def test_bind_gets_only_the_time_left_before_the_request_deadline():
+@pytest.mark.parametrize("deadline_s, waits", [(3.0, 1.0), (1.5, 0.5)])
+def test_bind_waits_for_the_api_a_second_at_most_and_only_the_time_left(deadline_s, waits):
+    """The request waited 1 s for a thread; the API never answers by itself: the answer
+    goes out after a second, or earlier when the request's deadline comes first
+    (kube-scheduler's httpTimeout is further), and the call goes on."""
     from extender.cel import deadline
 
     engine, recorder = engine_with(NODES)
-    engine.config = Config(inflight_wait=5.0, request_deadline=3.0)
-    with deadline.arrived(time.monotonic() - 1.0):  # the request waited 1 s for a thread
+    engine.config = Config(inflight_wait=5.0, request_deadline=deadline_s)
+    released, waited = threading.Event(), []
+    engine.bindings.post = lambda *args: released.wait()  # the API never answers by itself
+    engine.bindings._pool.submit = _recording_timeout(engine.bindings._pool.submit, waited)
+    with deadline.arrived(time.monotonic() - 1.0):
         assert orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))) == {"Error": ""}
-    assert 1.5 < recorder.timeouts[0] <= 2.0
+    assert not released.is_set()  # answered while the call was still out
+    assert waits - 0.5 < waited[0] <= waits
+    released.set()
+    engine.bindings.close()
+
+
+def _recording_timeout(submit, waited: list):
+    """`submit` whose futures record the timeout their `result` is asked with."""
+    def wrapped(*args):
+        future = submit(*args)
+        result = future.result
+
+        def recorded(timeout=None):
+            waited.append(timeout)
+            return result(timeout)
+        future.result = recorded
+        return future
+    return wrapped
 
 
 def test_bind_past_its_deadline_answers_error_without_calling_the_api():
@@ -305,9 +349,10 @@ def test_bind_past_its_deadline_answers_error_without_calling_the_api():
     assert engine.inflight.counts() == {"pending": 0, "assumed": 0}
 
 
-def test_a_binding_call_slower_than_the_deadline_is_an_error_and_forgotten(tmp_path):
-    """The API answers the binding after 3 s; kube-scheduler's httpTimeout would pass
-    first (the old client waited 10 s and bound the pod after the scheduler gave up)."""
+def test_a_binding_slower_than_the_deadline_is_answered_in_time_and_lands(tmp_path):
+    """The API answers the binding after 5 s, past the request's deadline: kube-scheduler
+    gets its answer in time (success: the outcome is unknown, which is not a failure),
+    the pod stays assumed, and the binding lands, as kube-scheduler's own binder would."""
     from extender.binding import ApiBinder
     from extender.state.live import LiveSource
     from testing.apiserver import FakeApiServer
@@ -317,12 +362,103 @@ def test_a_binding_call_slower_than_the_deadline_is_an_error_and_forgotten(tmp_p
         source = LiveSource.connect(str(api.write_kubeconfig(tmp_path / "kubeconfig")), False)
         engine = Extender(Config(request_deadline=0.5), StoreSource(NODES + [pod("w1")]),
                           binder=ApiBinder(source.api_client))
-        api.faults.delay_seconds, api.faults.delay_match = 3.0, "/binding"
-        result = orjson.loads(engine.bind(BindingArgs("w1", "default", "", "a1")))
-        assert "no answer from the API server within 0.50 s" in result["Error"]
-        assert engine.inflight.counts() == {"pending": 0, "assumed": 0}
-        assert engine.source.snapshot().pod_layer.get("default", "w1").node_name == ""
+        api.faults.delay_seconds, api.faults.delay_match = 5.0, "/binding"
+        assert orjson.loads(engine.bind(BindingArgs("w1", "default", "", "a1"))) == {"Error": ""}
+        assert not api.get("pods", "w1", "default")["spec"].get("nodeName")  # answered before the API did
+        assert engine.inflight.counts()["assumed"] == 1
+        assert engine.source.snapshot().pod_layer.get("default", "w1").node_name == "a1"
+        deadline = time.monotonic() + 30
+        while (api.get("pods", "w1", "default")["spec"].get("nodeName") != "a1"
+               or engine.source.store._assumed["default", "w1"].bound_at is None):
+            assert time.monotonic() < deadline, "the binding never landed"
+            time.sleep(0.02)
+        engine.bindings.close()
         engine.binder.close()
+
+
+def test_a_binding_the_api_timed_out_and_dropped_is_posted_again(tmp_path):
+    """The API answers the first binding 504 at its own request timeout and drops it:
+    the outcome is unknown, a GET finds the pod unbound, the binding is posted again
+    and lands, and the pod counted on its node throughout."""
+    from extender.binding import ApiBinder
+    from extender.state.live import LiveSource
+    from testing.apiserver import FakeApiServer
+
+    with FakeApiServer() as api:
+        api.create("pods", pod("w1"))
+        source = LiveSource.connect(str(api.write_kubeconfig(tmp_path / "kubeconfig")), False)
+        engine = Extender(Config(request_deadline=3.0), StoreSource(NODES + [pod("w1")]),
+                          binder=ApiBinder(source.api_client))
+        slow = [1.0]  # the first binding write only
+        api.faults.delay_for = lambda line: slow.pop() if slow and line.endswith("/binding") else 0.0
+        api.faults.request_timeout = 0.5
+        assert orjson.loads(engine.bind(BindingArgs("w1", "default", "", "a1"))) == {"Error": ""}
+        deadline = time.monotonic() + 30
+        while engine.source.store._assumed["default", "w1"].bound_at is None:
+            assert time.monotonic() < deadline, "never settled"
+            time.sleep(0.02)
+        assert api.get("pods", "w1", "default")["spec"]["nodeName"] == "a1"
+        assert api.faults.fired["timed_out_writes"] == 1
+        posts = [r for r in api.requests if r.endswith("/pods/w1/binding")]
+        gets = [r for r in api.requests if r.startswith("GET") and r.endswith("/pods/w1")]
+        assert len(posts) == 2 and len(gets) == 1
+        engine.bindings.close()
+        engine.binder.close()
+
+
+class Unsure:
+    """A binder whose first call ends without a verdict (timed out, 504); `lookup`
+    answers what the API holds then (`where`)."""
+
+    def __init__(self, where: list) -> None:
+        self.where = where
+        self.calls = 0
+
+    def __call__(self, namespace, name, uid, node_name, timeout):
+        from extender.binding import BindUnknown
+
+        self.calls += 1
+        if self.calls == 1:
+            raise BindUnknown("binding: 504 Timeout")
+
+    def lookup(self, namespace, name, uid, timeout):
+        return self.where.pop(0)
+
+
+def test_an_unreachable_api_after_an_unknown_outcome_does_not_settle_it():
+    """The first call's outcome is unknown; the next one cannot reach the API (refused:
+    that call was not applied, the first may still land): the binding is posted again
+    rather than forgotten, and bound at the third call."""
+    from extender.binding import BindError, BindUnknown
+
+    class Flaky(Unsure):
+        def __call__(self, namespace, name, uid, node_name, timeout):
+            self.calls += 1
+            if self.calls == 1:
+                raise BindUnknown("binding: connection reset")
+            if self.calls == 2:
+                raise BindError("binding: connection refused", reached=False)
+
+    engine = Extender(Config(inflight_wait=5.0), StoreSource(NODES + [pod("w1")]), binder=Flaky(["", ""]))
+    engine.bindings.sleep = lambda seconds: False  # no back-off in the test
+    assert orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))) == {"Error": ""}
+    assert engine.binder.calls == 3
+    assert engine.source.store._assumed["default", "w1"].bound_at is not None
+
+
+@pytest.mark.parametrize("where, calls, bound", [
+    (["a1"], 1, True),  # it had landed: settled by the GET, not posted again
+    ([""], 2, True),  # not landed: posted again, bound then
+    ([None], 1, False),  # the pod is gone: forgotten
+    (["b1"], 1, False),  # bound elsewhere: forgotten (the watch has the truth)
+])
+def test_an_unknown_binding_outcome_is_settled_by_a_get(where, calls, bound):
+    engine = Extender(Config(inflight_wait=5.0), StoreSource(NODES + [pod("w1")]), binder=Unsure(list(where)))
+    result = orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")))
+    assert (result == {"Error": ""}) is bound, result
+    assert engine.binder.calls == calls
+    assumed = engine.source.store._assumed.get(("default", "w1"))
+    assert (assumed is not None and assumed.bound_at is not None) is bound
 
 
 # --- waits only for pods that can change the answer ---------------------------------------
@@ -374,14 +510,18 @@ def test_match_label_keys_and_list_defaults_decide_who_waits():
     assert not waits(engine, pod("lone", labels={"app": "lone"}, spread=()))  # no Service selects it
 
 
-def test_a_pod_that_timed_out_once_is_not_waited_for_again():
-    engine, _ = engine_with(NODES, wait=0.2)
+def test_a_pod_filtered_again_ends_its_earlier_cycle():
+    """kube-scheduler never runs two cycles of one pod: a new filter for w1 means its
+    earlier cycle ended without a bind (Reserve or Permit failed); nobody waits for that
+    one any longer, and w1 is pending again only if this answer has a feasible node."""
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    engine, _ = engine_with([node("a1", "a"), node("b1", "b")], wait=30.0)
     names(engine, pod("w1"), ["a1", "b1"])
-    waits(engine, pod("w2"))  # w2 waits out w1's 0.2 s
-    names(engine, pod("w1"), ["a1", "b1"])  # w1 is filtered again (its cycle failed elsewhere)
-    assert engine.inflight.counts()["pending"] == 1  # w2 only: w1 is not pending again
-    orjson.loads(engine.bind(BindingArgs("w2", "default", "uid-w2", "a1")))
-    assert not waits(engine, pod("w3"))
+    engine.source.store.upsert("Node", node("a1", "a", taints=[taint]))
+    engine.source.store.upsert("Node", node("b1", "b", taints=[taint]))
+    assert names(engine, pod("w1"), ["a1", "b1"]) == []  # fits nowhere now
+    assert engine.inflight.counts()["pending"] == 0
+    assert not waits(engine, pod("w2"))
 
 
 def test_a_pending_pod_deleted_from_the_state_releases_its_waiters():

@@ -185,6 +185,12 @@ class _Answer:
     def read(self) -> bytes:
         return self.data
 
+    def stream(self, amt=None, decode_content=False):
+        yield from (line + b"\n" for line in self.data.split(b"\n") if line)  # one event a chunk
+
+    def close(self) -> None:
+        self.closed = True
+
     def release_conn(self) -> None:
         pass
 
