@@ -265,16 +265,17 @@ class E2ECluster:
 
     def __init__(self, workdir: Path, binary: str, extender_flags: Iterable[str] = (),
                  scheduler_config_edit: Callable[[dict], None] | None = None, verbosity: int = 2,
-                 history: int = 20_000, in_tree: bool = False) -> None:
+                 history: int = 20_000, in_tree: bool = False, api: Any = None) -> None:
         """`in_tree`: no extender; kube-scheduler runs its own TaintToleration,
-        NodeAffinity, NodeUnschedulable and PodTopologySpread (the baseline)."""
+        NodeAffinity, NodeUnschedulable and PodTopologySpread (the baseline). `api`:
+        another API with the double's interface (`testing.realapi.RealApi`)."""
         self.workdir = workdir
         self.in_tree = in_tree
         self.binary = binary
         self.extender_flags = list(extender_flags)
         self.scheduler_config_edit = scheduler_config_edit
         self.verbosity = verbosity
-        self.api = FakeApiServer(history=history, journal=True)
+        self.api = api if api is not None else FakeApiServer(history=history, journal=True)
         self.tap: WireTap | None = None
         self.extender: Process | None = None
         self.scheduler: Process | None = None

@@ -11,6 +11,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from testing.harness import E2ECluster, require_binary
+from testing.realcp_fixtures import (  # noqa: F401  (the real control plane: tests/e2e/README.md)
+    control_plane,
+    control_planes,
+    pair,
+    start_real_cluster,
+)
 
 
 @pytest.fixture(scope="session")
