@@ -152,6 +152,13 @@ def key_of(obj: dict) -> Key:
     return md.get("namespace") or "default", md["name"]
 
 
+def filter_part(message: str) -> str:
+    """The filter half of kube-scheduler's FailedScheduling message (`0/N nodes are
+    available: ...`) without what its PostFilter plugins append: ` preemption: ...`, and
+    from v1.34 on DynamicResources' ` no new claims to deallocate,` before it."""
+    return message.split(" preemption:")[0].removesuffix(" no new claims to deallocate,")
+
+
 # ---- processes ------------------------------------------------------------------------
 
 

@@ -28,7 +28,7 @@ import copy
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -216,6 +216,7 @@ class RealApi:
         self.plane = plane
         self.client = plane.admin()
         self.recorder = Recorder(plane.admin(), kubelet)
+        self.on_stop: list[Callable[[], None]] = []  # what tests started beside it (forwarders)
         self._namespaces: set[str] = set()
 
     # -- lifecycle (what E2ECluster calls on the double)
@@ -227,6 +228,8 @@ class RealApi:
     def stop(self) -> None:
         self.recorder.stop()
         self.client.close()
+        for stop in self.on_stop:
+            stop()
 
     @property
     def journal(self) -> list[Change]:
@@ -290,11 +293,23 @@ class RealApi:
         body = self._admissible(resource, obj)
         namespace = self._namespace_of(resource, body)
         self.ensure_namespace(namespace)
-        stored = self.client.call("POST", path_of(resource, namespace), body)
+        stored = self._post(resource, namespace, body)
         if status and resource in WITH_STATUS:
             stored = self.client.call("PATCH", path_of(resource, namespace, body["metadata"]["name"], "status"),
                                       {"status": status}, content_type="application/merge-patch+json")
         return stored
+
+    def _post(self, resource: str, namespace: str, body: dict, timeout: float = 60.0) -> dict:
+        """POST; a PriorityClass just created may not be in the admission plugin's cache
+        yet ("no PriorityClass with name ... was found"): asked again until it is."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.client.call("POST", path_of(resource, namespace), body)
+            except ApiError as exc:
+                if "no PriorityClass with name" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
 
     def update(self, resource: str, obj: dict, precondition: str | None = None) -> dict:
         """PUT (the stored resourceVersion unless `precondition` names one)."""

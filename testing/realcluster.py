@@ -30,7 +30,9 @@ import functools
 import os
 import re
 import shutil
+import socket
 import subprocess
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OVERLAY = "with-webhook"
 NAMESPACE, SERVICE_ACCOUNT = "scheduling-extender", "extended-scheduler"
 IDENTITY_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-ACQUIRED = "successfully acquired lease"  # v1.30: lowercase; v1.36: "Successfully acquired lease"
+# kube-scheduler's log, lowercased (v1.30 logs "successfully acquired lease", v1.36 "Successfully ...")
+ATTEMPTING, ACQUIRED = "attempting to acquire leader lease", "successfully acquired lease"
 FORBIDDEN = re.compile(r"forbidden", re.IGNORECASE)
 
 
@@ -190,18 +193,23 @@ class RealCluster(E2ECluster):
                 self.identity, self.workdir, self.extender_flags)
             self.tap = WireTap(self.extender_port).start()
         self.start_scheduler(self.identity)
+        self._wait_scheduler(self.leads, "take the lease")  # the lease is free after `reset`
         if self.extender is not None:
             wait_extender_ready(self.extender, self.metrics_port)
         return self
 
     def start_scheduler(self, kubeconfig: Path) -> None:
-        """kube-scheduler, returned once it leads (it has synced its caches by then)."""
+        """kube-scheduler, returned once it has synced its caches and asks for the lease
+        (a standby stays there)."""
         self.scheduler, self.scheduler_port = start_real_scheduler(
             self.binary, kubeconfig, self.workdir, None if self.in_tree else self.tap.port,
             self.plane.pair.feature_gates, self.scheduler_config_edit, self.verbosity)
-        if not wait_for(lambda: self.leads() or not self.scheduler.alive(),
-                        timeout=120, interval=0.1) or not self.scheduler.alive():
-            raise RuntimeError(f"kube-scheduler did not take the lease:\n{self.scheduler.tail()}")
+        self._wait_scheduler(lambda: ATTEMPTING in self.scheduler.tail(10**7).lower(), "ask for the lease")
+
+    def _wait_scheduler(self, condition: Callable[[], bool], what: str) -> None:
+        if not wait_for(lambda: condition() or not self.scheduler.alive(), timeout=120, interval=0.1) \
+                or not self.scheduler.alive():
+            raise RuntimeError(f"kube-scheduler did not {what}:\n{self.scheduler.tail()}")
 
     def leads(self) -> bool:
         return self.scheduler is not None and ACQUIRED in self.scheduler.tail(10**7).lower()
@@ -216,3 +224,95 @@ class RealCluster(E2ECluster):
 
     def logs(self, chars: int = 4000) -> str:
         return super().logs(chars) + f"\n--- kube-apiserver ---\n{self.plane.apiserver.tail(chars)}"
+
+
+# ---- the service proxy ------------------------------------------------------------------
+
+
+def host_address() -> str:
+    """A non-loopback IPv4 address of this machine: the API server refuses Endpoints on
+    loopback (and link-local) addresses, so a Service's backend must be reachable there."""
+    import ipaddress
+
+    import psutil
+
+    for addresses in psutil.net_if_addrs().values():
+        for a in addresses:
+            if a.family == socket.AF_INET:
+                ip = ipaddress.ip_address(a.address)
+                if not (ip.is_loopback or ip.is_link_local or ip.is_unspecified):
+                    return a.address
+    raise RuntimeError("no non-loopback IPv4 address on this machine: the API server's service proxy "
+                       "cannot reach a backend on loopback (Endpoints validation refuses 127.0.0.0/8)")
+
+
+class Forwarder:
+    """TCP from `host:<free port>` to `target` (host:port), one thread pair per connection:
+    the pod IP the API server's service proxy connects to."""
+
+    def __init__(self, host: str, target: str) -> None:
+        self.target = target.rsplit(":", 1)
+        self.server = socket.create_server((host, 0))
+        self.port = self.server.getsockname()[1]
+        self._stopped = False
+        threading.Thread(target=self._accept, daemon=True, name="forwarder").start()
+
+    def _accept(self) -> None:
+        while not self._stopped:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection((self.target[0], int(self.target[1])), timeout=10)
+            except OSError:
+                client.close()
+                continue
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.server.close()
+
+
+def serve_endpoints(api: RealApi, backends: dict[tuple[str, str], str]) -> None:
+    """What a running pod and the endpoints controller give each Service in `backends`
+    ((namespace, name) -> 127.0.0.1:port): a `Forwarder` on this machine's address as the
+    pod's IP, the extender's Pod (the rendered Deployment's template, admitted by the
+    namespace's Pod Security level) reporting that IP as a kubelet would, and Endpoints
+    naming the Pod. kube-apiserver's service proxy checks all three: a loopback
+    address, an address without a `targetRef` or one its Pod does not report is skipped
+    ("no endpoints available"). (The double's twin: `testing.service_proxy.add_service_proxy`.)"""
+    host = host_address()
+    for (namespace, name), target in backends.items():
+        forwarder = Forwarder(host, target)
+        api.on_stop.append(forwarder.stop)
+        (deployment,) = rendered_kind("Deployment")  # the extender's pod, as its ReplicaSet makes it
+        template = deployment["spec"]["template"]
+        backend = api.create("pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {**template["metadata"], "name": f"{name}-backend", "namespace": namespace},
+            "spec": template["spec"], "status": {"phase": "Running", "podIP": host, "podIPs": [{"ip": host}]}})
+        service = api.get("services", name, namespace)
+        ports = [{"name": p["name"], "port": forwarder.port} if p.get("name") else {"port": forwarder.port}
+                 for p in service["spec"]["ports"]]
+        target_ref = {"kind": "Pod", "namespace": namespace, "name": backend["metadata"]["name"],
+                      "uid": backend["metadata"]["uid"]}
+        api.apply("endpoints", {"apiVersion": "v1", "kind": "Endpoints",
+                                "metadata": {"name": name, "namespace": namespace},
+                                "subsets": [{"addresses": [{"ip": host, "targetRef": target_ref}], "ports": ports}]})
