@@ -51,7 +51,7 @@ from testing.harness import (
     wait_for,
 )
 from testing.live import free_port
-from testing.realapi import FORCE, KINDS, RealApi, path_of
+from testing.realapi import FORCE, KINDS, RealApi, path_of, resource_of
 from testing.wiretap import WireTap
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,6 +213,10 @@ class RealCluster(E2ECluster):
 
     def leads(self) -> bool:
         return self.scheduler is not None and ACQUIRED in self.scheduler.tail(10**7).lower()
+
+    def create(self, *objects: dict) -> list[dict]:
+        """Create objects of any kind the real server serves (`testing.realapi.KINDS`)."""
+        return [self.api.create(resource_of(o), o) for o in objects]
 
     def forbidden(self) -> list[str]:
         """Log lines of kube-scheduler or the extender that say `forbidden`."""
