@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import lzma
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,12 +50,16 @@ BINARIES = [
 ]
 
 
+class Missing(Exception):
+    """A binary that is neither given nor unpackable; the message says how to get it."""
+
+
 def find(component: str, version: str) -> Binary:
     for b in BINARIES:
         if b.component == component and b.version == version:
             return b
     known = ", ".join(b.version for b in BINARIES if b.component == component)
-    sys.exit(f"{component} {version}: not one of the shipped versions ({known})")
+    raise Missing(f"{component} {version}: not one of the shipped versions ({known})")
 
 
 def sha256(path: Path) -> str:
@@ -62,24 +67,24 @@ def sha256(path: Path) -> str:
 
 
 def unpack(binary: Binary) -> Path:
-    """The binary's path: $env, else build/ (unpacked now if needed); exits on failure."""
+    """The binary's path: $env, else build/ (unpacked now if needed); Missing otherwise."""
     given = os.environ.get(binary.env)
     if given:
         if not os.access(given, os.X_OK):
-            sys.exit(f"{binary.env}={given} is not an executable file")
+            raise Missing(f"{binary.env}={given} is not an executable file")
         return Path(given)
     if binary.dest.is_file() and sha256(binary.dest) == binary.sha256:
         return binary.dest
     where = Path(os.environ.get("CONTROL_PLANE_ARCHIVES") or SHARED / binary.component)
     archive = where / binary.archive_name
     if not archive.is_file():
-        sys.exit(f"{binary.component} {binary.version}: {archive} not found. Put "
+        raise Missing(f"{binary.component} {binary.version}: {archive} not found. Put "
                  f"{binary.archive_name} in ../shared/{binary.component}/ beside the clone "
                  f"(or in $CONTROL_PLANE_ARCHIVES), or set {binary.env} to the binary")
     data = lzma.decompress(archive.read_bytes())
     digest = hashlib.sha256(data).hexdigest()
     if digest != binary.sha256:
-        sys.exit(f"{archive}: unpacked sha256 {digest}, expected {binary.sha256}")
+        raise Missing(f"{archive}: unpacked sha256 {digest}, expected {binary.sha256}")
     binary.dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = binary.dest.with_suffix(f".tmp{os.getpid()}")
     tmp.write_bytes(data)
@@ -89,14 +94,23 @@ def unpack(binary: Binary) -> Path:
 
 
 def main(component: str, default_version: str) -> int:
-    """`SCRIPT [VERSION]` prints the path; `SCRIPT --env` prints `ENV=path` lines for
-    every shipped version of the component (for the Makefile)."""
+    """`SCRIPT [VERSION]` prints the path (exit 1 naming what is missing); `SCRIPT --env`
+    prints `export ENV=path` for every shipped version of the component (for the
+    Makefile and .ci/run to eval), each missing one on stderr (exit 1)."""
     args = sys.argv[1:]
     if args == ["--env"]:
+        status = 0
         for b in BINARIES:
-            if b.component == component:
-                print(f"{b.env}={unpack(b)}")
-        return 0
-    version = args[0] if args else default_version
-    print(unpack(find(component, version)))
+            if b.component != component:
+                continue
+            try:
+                print(f"export {b.env}={shlex.quote(str(unpack(b)))}")
+            except Missing as exc:
+                print(f"{component}: {exc}", file=sys.stderr)
+                status = 1
+        return status
+    try:
+        print(unpack(find(component, args[0] if args else default_version)))
+    except Missing as exc:
+        sys.exit(str(exc))
     return 0

@@ -89,8 +89,8 @@ def _binary(env: str, component: str, version: str) -> str:
         archive = f"{component}-{version}-linux-amd64.xz"
         raise MissingBinary(
             f"{env} is not set: the real-control-plane tests need {component} {version}. "
-            f"`make test` and .ci/run set it with `.ci/{component} {version}`, which unpacks "
-            f"../shared/{component}/{archive} beside the clone (or $CONTROL_PLANE_ARCHIVES/{archive}); "
+            f"`make test` and .ci/run set it with `.ci/{component} --env`, which unpacks {archive} "
+            f"from the archives CI provides (where: that script) or from $CONTROL_PLANE_ARCHIVES; "
             f"or export {env}=/path/to/{component}")
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise MissingBinary(f"{env}={path} is not an executable file")
@@ -340,7 +340,10 @@ class ControlPlane:
             "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-cluster", f"test=http://127.0.0.1:{peer}", "--log-level", "warn"],
+            "--initial-cluster", f"test=http://127.0.0.1:{peer}", "--log-level", "warn",
+            # as kubeadm runs it: without progress notifications a quiet resource's watch
+            # cache never advances, and kube-apiserver sends its watchers no bookmarks
+            "--experimental-watch-progress-notify-interval=5s"],
             self.workdir / "etcd.log")
 
         def healthy() -> bool:

@@ -460,13 +460,17 @@ class E2ECluster:
 
 
 def require_binary() -> str:
-    """The kube-scheduler binary, or a pytest skip that says why (never a silent pass)."""
+    """The kube-scheduler binary, or a test failure that names it and says how to get it
+    (the end-to-end tests never skip: a missing binary is a suite that did not run)."""
     import pytest
 
     binary = scheduler_binary()
     if binary is None:
-        pytest.skip(f"{BINARY_ENV} is not set: the end-to-end tests need the real kube-scheduler "
-                    "(`.ci/kube-scheduler` unpacks it for .ci/run and make; or export the path of a v1.30 binary)")
+        pytest.fail(f"{BINARY_ENV} is not set: the end-to-end tests need the real kube-scheduler v1.30.6. "
+                    "`make test` and .ci/run set it with `.ci/kube-scheduler --env`, which unpacks "
+                    "kube-scheduler-v1.30.6-linux-amd64.xz from the archives CI provides (where: that "
+                    "script) or from $CONTROL_PLANE_ARCHIVES; or export the path of a v1.30 binary",
+                    pytrace=False)
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-        raise AssertionError(f"{BINARY_ENV}={binary} is not an executable file")
+        pytest.fail(f"{BINARY_ENV}={binary} is not an executable file", pytrace=False)
     return binary
