@@ -250,30 +250,48 @@ def host_address() -> str:
                        "cannot reach a backend on loopback (Endpoints validation refuses 127.0.0.0/8)")
 
 
-class Forwarder:
+class Acceptor:
+    """A listening socket on `host`, each accepted connection handed to `handle` on a
+    thread of its own, until `stop`."""
+
+    def __init__(self, host: str, name: str) -> None:
+        self.server = socket.create_server((host, 0))
+        self.port = self.server.getsockname()[1]
+        self._stopped = False
+        threading.Thread(target=self._accept, daemon=True, name=name).start()
+
+    def _accept(self) -> None:
+        while not self._stopped:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+
+    def handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.server.close()
+
+
+class Forwarder(Acceptor):
     """TCP from `host:<free port>` to `target` (host:port), one thread pair per connection:
     the pod IP the API server's service proxy connects to."""
 
     def __init__(self, host: str, target: str) -> None:
         self.target = target.rsplit(":", 1)
-        self.server = socket.create_server((host, 0))
-        self.port = self.server.getsockname()[1]
-        self._stopped = False
-        threading.Thread(target=self._accept, daemon=True, name="forwarder").start()
+        super().__init__(host, "forwarder")
 
-    def _accept(self) -> None:
-        while not self._stopped:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection((self.target[0], int(self.target[1])), timeout=10)
-            except OSError:
-                client.close()
-                continue
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+    def handle(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection((self.target[0], int(self.target[1])), timeout=10)
+        except OSError:
+            client.close()
+            return
+        threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+        self._pipe(client, upstream)
 
     @staticmethod
     def _pipe(source: socket.socket, sink: socket.socket) -> None:
@@ -288,10 +306,7 @@ class Forwarder:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-
-    def stop(self) -> None:
-        self._stopped = True
-        self.server.close()
+            source.close()
 
 
 def serve_endpoints(api: RealApi, backends: dict[tuple[str, str], str]) -> None:

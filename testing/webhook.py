@@ -16,7 +16,6 @@ import base64
 import copy
 import socket
 import ssl
-import threading
 import time
 from typing import Any
 
@@ -24,7 +23,7 @@ from testing.apiserver import ApiError
 from testing.controlplane import Pki
 from testing.live import free_port
 from testing.realapi import KINDS, RealApi, path_of, resource_of
-from testing.realcluster import rendered_kind
+from testing.realcluster import Acceptor, rendered_kind
 
 NAME = "scheduling-extender"
 # a pod the validator always refuses (examples/invalid/pod-gt-leading-zero.yaml's annotation)
@@ -90,7 +89,7 @@ def effective(api: RealApi, refused_with: str, timeout: float = 60.0) -> str:
     raise AssertionError(f"the webhook configuration never took effect; last answer: {last}")
 
 
-class Silent:
+class Silent(Acceptor):
     """An HTTPS server that reads each request and never answers (until `stop`): it
     records the request lines (the API server adds `?timeout=Ns` from `timeoutSeconds`)."""
 
@@ -98,26 +97,15 @@ class Silent:
         cert, key = pki.issue("silent-webhook", "silent-webhook", hosts=["127.0.0.1"])
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.load_cert_chain(cert, key)
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
         self.requests: list[str] = []
         self._held: list[socket.socket] = []
-        self._stopped = False
-        threading.Thread(target=self._accept, daemon=True, name="silent-webhook").start()
+        super().__init__("127.0.0.1", "silent-webhook")
 
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}/validate"
 
-    def _accept(self) -> None:
-        while not self._stopped:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._hold, args=(conn,), daemon=True).start()
-
-    def _hold(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket) -> None:
         try:
             tls = self.context.wrap_socket(conn, server_side=True)
             tls.settimeout(30)
@@ -128,8 +116,7 @@ class Silent:
             conn.close()
 
     def stop(self) -> None:
-        self._stopped = True
-        self.server.close()
+        super().stop()
         for conn in self._held:
             conn.close()
 

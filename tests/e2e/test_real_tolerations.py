@@ -40,23 +40,12 @@ def cases_for(pair) -> dict[str, tuple[list, dict, str]]:
 
 
 def test_every_toleration_kind_on_the_real_api_server(start_real_cluster, pair):
-    cases = cases_for(pair)
-    cluster = start_real_cluster(scenario.NODES)
-    pods = [pod(name, {"case": name}, tolerations=tols, annotations=ann) for name, (tols, ann, _) in cases.items()]
-    cluster.create(*pods)
-    outcome = cluster.wait_settled(pods, timeout=90)
-    placed = {k[1]: n for k, n in outcome.bound.items()}
-    assert placed == {name: want for name, (_, _, want) in cases.items() if want}
-    assert {k[1] for k in outcome.unschedulable} == {name for name, (_, _, want) in cases.items() if not want}
-    report = cluster.replay(scenario.ORACLES)
-    assert report.violations == [] and report.binds == len(placed)
-    assert cluster.pending_but_feasible(outcome.unschedulable, scenario.ORACLES) == {}
-    message = outcome.unschedulable[("default", "noexecute-ann")]
-    assert "0/10 nodes are available: 10 node(s) had untolerated taint(s)" in message, message
+    cluster = scenario.every_kind_lands_where_tolerated(start_real_cluster, cases_for(pair))
     if pair.spec_gt_lt:  # where the extender read them: the API server's spec
-        stored = cluster.api.get("pods", "gt-900", "default")["spec"]["tolerations"][0]
-        assert stored == {"key": scenario.SLA, "operator": "Gt", "value": "900", "effect": "NoSchedule"}
-        assert not (cluster.api.get("pods", "gt-900", "default")["metadata"].get("annotations") or {})
+        stored = cluster.api.get("pods", "gt-900", "default")
+        assert stored["spec"]["tolerations"][0] == {"key": scenario.SLA, "operator": "Gt", "value": "900",
+                                                    "effect": "NoSchedule"}
+        assert not stored["metadata"].get("annotations")
 
 
 def test_the_api_server_admits_gt_in_spec_only_with_the_gate(start_real_cluster, pair):
