@@ -3,8 +3,7 @@ imports them; tests/e2e/README.md shows how to use them).
 
 - `pair`: the version pair, parametrized over `PAIRS` (v1.30.3 + v1.30.6, v1.36.2 +
   v1.36.2). Each pair's tests share one xdist group, so one worker runs them on one
-  control plane. A test for one pair: `@pytest.mark.parametrize("pair", ["v1.36"],
-  indirect=True)`.
+  control plane. A test for one pair: `@only_pairs("v1.36")`.
 - `control_plane`: that pair's etcd + kube-apiserver with the overlay's RBAC installed,
   started once per worker and stopped at the session's end.
 - `start_real_cluster(objects, **kwargs)`: a `RealCluster` on it (`extender serve` and
@@ -25,6 +24,11 @@ from testing.controlplane import PAIRS, ControlPlane, MissingBinary, Pair, binar
 from testing.realcluster import RealCluster, install
 
 PAIR_PARAMS = [pytest.param(name, id=name, marks=pytest.mark.xdist_group(f"realcp-{name}")) for name in PAIRS]
+
+
+def only_pairs(*names: str) -> pytest.MarkDecorator:
+    """`@only_pairs("v1.36")`: the test runs on those pairs alone (in their xdist groups)."""
+    return pytest.mark.parametrize("pair", [p for p in PAIR_PARAMS if p.values[0] in names], indirect=True)
 
 
 class ControlPlanes:

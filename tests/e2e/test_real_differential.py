@@ -32,8 +32,9 @@ from extender.validation.workloads import check_object
 from testing.apiserver import ApiError
 from testing.differential import Recorder, generate, scores_only
 from testing.harness import PREFIX, SCHEDULER_NAME, filter_part, key_of
+from testing.realcp_fixtures import only_pairs
 
-V136 = pytest.mark.parametrize("pair", ["v1.36"], indirect=True)
+V136 = only_pairs("v1.36")
 NODES = 40
 
 
