@@ -116,6 +116,7 @@ class Recorder:
         self._threads = [threading.Thread(target=self._run, args=(w,), daemon=True, name=f"recorder-{r}")
                          for r, w in self._watched.items()]
         self._killing: set[str] = set()
+        self._deleting: dict[str, float] = {}  # uid -> when its force delete was sent
         self._conns: list = []  # the open watch connections
 
     def _opened(self, conn) -> None:
@@ -149,12 +150,20 @@ class Recorder:
         md = obj["metadata"]
         key = (md.get("namespace") or "", md["name"])
         obj = _tagged(w.resource, obj)
+        at = time.monotonic()
         with self._lock:
+            # what its own force delete did to a pod (the last update, the deletion) is
+            # dated when it asked: the scheduler may see the pod gone, and place the
+            # preemptor, before this watch delivers it (both at one time: journal order)
+            asked = self._deleting.get(md.get("uid", ""))
+            if asked is not None:
+                at = min(at, asked)
             if type_ == "DELETED":
                 w.cache.pop(key, None)
+                self._deleting.pop(md.get("uid", ""), None)
             else:
                 w.cache[key] = obj
-            self.journal.append(Change(int(md["resourceVersion"]), time.monotonic(), w.resource, type_, obj))
+            self.journal.append(Change(int(md["resourceVersion"]), at, w.resource, type_, obj))
         if (self.kubelet and w.resource == "pods" and type_ != "DELETED" and md.get("deletionTimestamp")
                 and md["uid"] not in self._killing):
             self._killing.add(md["uid"])
@@ -163,6 +172,8 @@ class Recorder:
     def _force_delete(self, pod: dict) -> None:
         md = pod["metadata"]
         body = {"kind": "DeleteOptions", "apiVersion": "v1", **FORCE, "preconditions": {"uid": md["uid"]}}
+        with self._lock:
+            self._deleting[md["uid"]] = time.monotonic()
         try:
             self.client.call("DELETE", path_of("pods", md["namespace"], md["name"]), body)
         except (ApiError, OSError) as exc:

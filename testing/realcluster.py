@@ -33,6 +33,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,7 @@ class RealCluster(E2ECluster):
     def __init__(self, workdir: Path, plane: ControlPlane, binary: str, **kwargs: Any) -> None:
         super().__init__(workdir, binary, api=RealApi(plane), **kwargs)
         self.plane = plane
+        self.node_lags: list[float] = []  # seconds from a node write to the extender's watch event
         self.scheduler_port = 0
         self.kubeconfig = self.identity = workdir / "kubeconfig"
 
@@ -218,6 +220,42 @@ class RealCluster(E2ECluster):
         """Create objects of any kind the real server serves (`testing.realapi.KINDS`)."""
         return [self.api.create(resource_of(o), o) for o in objects]
 
+    # -- node changes, and when the extender saw them
+
+    def _observed(self, write: Callable[[], dict]) -> dict:
+        """A node write, then until the extender's Node watch delivered it: how long that
+        took (the extender decides on what it has seen) widens the truth's race window."""
+        if self.extender is None:
+            return write()
+        def seen() -> float:
+            try:
+                return self.extender_metric("extender_watch_events_total", 'kind="Node",type="MODIFIED"')
+            except AssertionError:  # none yet: the series appears with the first one
+                return 0.0
+
+        before = seen()
+        result = write()
+        written = time.monotonic()
+        wait_for(lambda: seen() > before, timeout=60, interval=0.01)
+        self.node_lags.append(time.monotonic() - written)
+        return result
+
+    def patch_node(self, name: str, patch: dict) -> dict:
+        return self._observed(lambda: super(RealCluster, self).patch_node(name, patch))
+
+    def set_taints(self, name: str, taints: list[dict]) -> dict:
+        return self._observed(lambda: super(RealCluster, self).set_taints(name, taints))
+
+    def cordon(self, name: str) -> dict:
+        return self._observed(lambda: super(RealCluster, self).cordon(name))
+
+    def replay(self, oracles: dict | None = None, **kwargs: Any):
+        """The truth's replay; a node change counts as a race for as long as the extender
+        took to see it (measured by `_observed`) beyond the double's 0.5 s. Here a change is
+        dated when this process's watch delivered it, and the extender's watch can be later."""
+        kwargs.setdefault("race_window", 0.5 + max(self.node_lags, default=0.0))
+        return super().replay(oracles, **kwargs)
+
     def forbidden(self) -> list[str]:
         """Log lines of kube-scheduler or the extender that say `forbidden`."""
         out = []
@@ -227,7 +265,14 @@ class RealCluster(E2ECluster):
         return out
 
     def logs(self, chars: int = 4000) -> str:
-        return super().logs(chars) + f"\n--- kube-apiserver ---\n{self.plane.apiserver.tail(chars)}"
+        """The tails of both processes' logs, the extender's warnings and errors however
+        early (in-flight give-ups, watch restarts), the API server's tail."""
+        warnings = []
+        if self.extender is not None:
+            warnings = [line for line in self.extender.tail(10**8).splitlines()
+                        if '"level":"warning"' in line or '"level":"error"' in line]
+        return (super().logs(chars) + f"\n--- extender warnings and errors ({len(warnings)}) ---\n"
+                + "\n".join(warnings[:30]) + f"\n--- kube-apiserver ---\n{self.plane.apiserver.tail(chars)}")
 
 
 # ---- the service proxy ------------------------------------------------------------------

@@ -43,16 +43,29 @@ def test_story(story, start_real_cluster, pair):
     stories.test_story_through_kube_scheduler(story, start_real_cluster)
 
 
+def patient(start_real_cluster):
+    """`start_real_cluster` with the extender's in-flight wait at 10 s instead of 1 s.
+    The extender waits that long for a pod it answered to come back through `bind`
+    before it answers the next pod of the same spread without it (docs/reference/
+    bind-preempt.md): a latency bound, which this suite's busy machine (load 12-18 on 2
+    cores, the test process relaying the verbs) crossed now and then (a filter-to-bind gap
+    of 2.9 s, then one placement at skew 2, the extender's warning "pod answered but never
+    bound" just before it). The property checked stays the same: 0 placements over maxSkew."""
+    def start(objects=(), extender_flags=(), **kwargs):
+        return start_real_cluster(objects, extender_flags=["--inflight-wait", "10", *extender_flags], **kwargs)
+    return start
+
+
 def test_burst_of_1000_with_hard_spread(start_real_cluster):
-    bursts.test_burst_of_1000_keeps_max_skew_with_a_tainted_zone_honoured(start_real_cluster)
+    bursts.test_burst_of_1000_keeps_max_skew_with_a_tainted_zone_honoured(patient(start_real_cluster))
 
 
 def test_burst_without_honor(start_real_cluster):
-    bursts.test_without_honor_the_untolerated_zone_blocks_the_spread(start_real_cluster)
+    bursts.test_without_honor_the_untolerated_zone_blocks_the_spread(patient(start_real_cluster))
 
 
 def test_taint_cordon_and_relabel_mid_burst(start_real_cluster):
-    node_changes.test_taint_cordon_and_relabel_mid_burst(start_real_cluster)
+    node_changes.test_taint_cordon_and_relabel_mid_burst(patient(start_real_cluster))
 
 
 @pytest.mark.parametrize("extended", [True, False], ids=["extender", "in-tree"])
