@@ -117,7 +117,15 @@ class Recorder:
                          for r, w in self._watched.items()]
         self._killing: set[str] = set()
         self._deleting: dict[str, float] = {}  # uid -> when its force delete was sent
+        self._writing: dict[tuple[str, Key], float] = {}  # a test's node write -> when it was sent
         self._conns: list = []  # the open watch connections
+
+    def writing(self, resource: str, key: Key) -> None:
+        """A node write is being sent now: the next event of that node is dated now, not
+        when this watch delivers it (kube-scheduler and the extender may see it first)."""
+        if resource == "nodes":
+            with self._lock:
+                self._writing.setdefault((resource, key), time.monotonic())
 
     def _opened(self, conn) -> None:
         with self._lock:
@@ -155,7 +163,7 @@ class Recorder:
             # what its own force delete did to a pod (the last update, the deletion) is
             # dated when it asked: the scheduler may see the pod gone, and place the
             # preemptor, before this watch delivers it (both at one time: journal order)
-            asked = self._deleting.get(md.get("uid", ""))
+            asked = self._deleting.get(md.get("uid", ""), self._writing.pop((w.resource, key), None))
             if asked is not None:
                 at = min(at, asked)
             if type_ == "DELETED":
@@ -326,6 +334,7 @@ class RealApi:
         """PUT (the stored resourceVersion unless `precondition` names one)."""
         namespace = self._namespace_of(resource, obj)
         name = obj["metadata"]["name"]
+        self.recorder.writing(resource, (namespace, name))
         body = _tagged(resource, copy.deepcopy(obj))
         if precondition:
             body["metadata"]["resourceVersion"] = precondition
@@ -349,12 +358,14 @@ class RealApi:
     def delete(self, resource: str, name: str, namespace: str = "") -> dict:
         """A forced delete (grace period 0: no kubelet waits for it)."""
         namespace = (namespace or "default") if KINDS[resource].namespaced else ""
+        self.recorder.writing(resource, (namespace, name))
         return self.client.call("DELETE", path_of(resource, namespace, name),
                                 {"kind": "DeleteOptions", "apiVersion": "v1", **FORCE})
 
     def patch(self, resource: str, name: str, namespace: str, body: dict, content_type: str,
               subresource: str = "") -> dict:
         namespace = (namespace or "default") if KINDS[resource].namespaced else ""
+        self.recorder.writing(resource, (namespace, name))
         return self.client.call("PATCH", path_of(resource, namespace, name, subresource), body,
                                 content_type=content_type)
 

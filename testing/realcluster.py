@@ -128,6 +128,13 @@ def reset(plane: ControlPlane) -> None:
             client.call("DELETE", path_of(resource, namespace), delete)
     for resource in RESET_CLUSTER:
         client.call("DELETE", path_of(resource), delete)
+    # the storage-object-in-use finalizers stay until a controller (none here) lifts them
+    for resource in ("persistentvolumes", "persistentvolumeclaims"):
+        for obj in client.call("GET", path_of(resource))["items"]:
+            md = obj["metadata"]
+            if md.get("finalizers"):
+                client.call("PATCH", path_of(resource, md.get("namespace", ""), md["name"]),
+                            {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
     for namespace in namespaces:
         for svc in client.call("GET", path_of("services", namespace))["items"]:
             if (namespace, svc["metadata"]["name"]) != ("default", "kubernetes"):
@@ -138,7 +145,8 @@ def reset(plane: ControlPlane) -> None:
         if exc.code != 404:
             raise
     # a deletecollection returns before every object is gone from the watch cache
-    wait_for(lambda: not any(client.call("GET", path_of(r))["items"] for r in ("pods", "nodes")), timeout=60)
+    wait_for(lambda: not any(client.call("GET", path_of(r))["items"]
+                             for r in ("pods", "nodes", "persistentvolumes", "persistentvolumeclaims")), timeout=60)
     client.close()
 
 

@@ -50,7 +50,10 @@ def patient(start_real_cluster):
     bind-preempt.md): a latency bound, which this suite's busy machine (load 12-18 on 2
     cores, the test process relaying the verbs) crossed now and then (a filter-to-bind gap
     of 2.9 s, then one placement at skew 2, the extender's warning "pod answered but never
-    bound" just before it). The property checked stays the same: 0 placements over maxSkew."""
+    bound" just before it). 10 s is above kube-scheduler's 5 s httpTimeout on purpose: a
+    filter that waits longer is an error kube-scheduler retries, and the retry waits again
+    for the same late bind (the wait counts from that pod's answer). The property checked
+    stays the same: 0 placements over maxSkew."""
     def start(objects=(), extender_flags=(), **kwargs):
         return start_real_cluster(objects, extender_flags=["--inflight-wait", "10", *extender_flags], **kwargs)
     return start
