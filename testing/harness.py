@@ -152,6 +152,13 @@ def key_of(obj: dict) -> Key:
     return md.get("namespace") or "default", md["name"]
 
 
+def filter_part(message: str) -> str:
+    """The filter half of kube-scheduler's FailedScheduling message (`0/N nodes are
+    available: ...`) without what its PostFilter plugins append: ` preemption: ...`, and
+    from v1.34 on DynamicResources' ` no new claims to deallocate,` before it."""
+    return message.split(" preemption:")[0].removesuffix(" no new claims to deallocate,")
+
+
 # ---- processes ------------------------------------------------------------------------
 
 
@@ -265,16 +272,17 @@ class E2ECluster:
 
     def __init__(self, workdir: Path, binary: str, extender_flags: Iterable[str] = (),
                  scheduler_config_edit: Callable[[dict], None] | None = None, verbosity: int = 2,
-                 history: int = 20_000, in_tree: bool = False) -> None:
+                 history: int = 20_000, in_tree: bool = False, api: Any = None) -> None:
         """`in_tree`: no extender; kube-scheduler runs its own TaintToleration,
-        NodeAffinity, NodeUnschedulable and PodTopologySpread (the baseline)."""
+        NodeAffinity, NodeUnschedulable and PodTopologySpread (the baseline). `api`:
+        another API with the double's interface (`testing.realapi.RealApi`)."""
         self.workdir = workdir
         self.in_tree = in_tree
         self.binary = binary
         self.extender_flags = list(extender_flags)
         self.scheduler_config_edit = scheduler_config_edit
         self.verbosity = verbosity
-        self.api = FakeApiServer(history=history, journal=True)
+        self.api = api if api is not None else FakeApiServer(history=history, journal=True)
         self.tap: WireTap | None = None
         self.extender: Process | None = None
         self.scheduler: Process | None = None
@@ -455,13 +463,17 @@ class E2ECluster:
 
 
 def require_binary() -> str:
-    """The kube-scheduler binary, or a pytest skip that says why (never a silent pass)."""
+    """The kube-scheduler binary, or a test failure that names it and says how to get it
+    (the end-to-end tests never skip: a missing binary is a suite that did not run)."""
     import pytest
 
     binary = scheduler_binary()
     if binary is None:
-        pytest.skip(f"{BINARY_ENV} is not set: the end-to-end tests need the real kube-scheduler "
-                    "(`.ci/kube-scheduler` unpacks it for .ci/run and make; or export the path of a v1.30 binary)")
+        pytest.fail(f"{BINARY_ENV} is not set: the end-to-end tests need the real kube-scheduler v1.30.6. "
+                    "`make test` and .ci/run set it with `.ci/kube-scheduler --env`, which unpacks "
+                    "kube-scheduler-v1.30.6-linux-amd64.xz from the archives CI provides (where: that "
+                    "script) or from $CONTROL_PLANE_ARCHIVES; or export the path of a v1.30 binary",
+                    pytrace=False)
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-        raise AssertionError(f"{BINARY_ENV}={binary} is not an executable file")
+        pytest.fail(f"{BINARY_ENV}={binary} is not an executable file", pytrace=False)
     return binary

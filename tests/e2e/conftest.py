@@ -1,7 +1,8 @@
 """Fixtures of the end-to-end suite (see tests/e2e/README.md).
 
-Every test here needs the real kube-scheduler: without `$KUBE_SCHEDULER_BINARY` each one
-is reported SKIPPED with the reason (`pytest -ra` lists it), never passed.
+Every test here needs the real kube-scheduler (and those on the real control plane,
+kube-apiserver and etcd): without them each one fails, naming the missing binary and how
+to get it; none is skipped or passed.
 """
 
 from __future__ import annotations
@@ -11,11 +12,17 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from testing.harness import E2ECluster, require_binary
+from testing.realcp_fixtures import (  # noqa: F401  (the real control plane: tests/e2e/README.md)
+    control_plane,
+    control_planes,
+    pair,
+    start_real_cluster,
+)
 
 
 @pytest.fixture(scope="session")
 def kube_scheduler() -> str:
-    """The kube-scheduler binary's path (skips the test when it is not configured)."""
+    """The kube-scheduler binary's path (fails the test when it is not configured)."""
     return require_binary()
 
 

@@ -13,7 +13,7 @@ import time
 
 import orjson
 
-from testing.harness import ZONE, E2ECluster, node, pod, spread
+from testing.harness import ZONE, E2ECluster, filter_part, node, pod, spread
 from testing.live import request
 from testing.service_proxy import add_service_proxy
 
@@ -32,7 +32,7 @@ def schedulers_line(cluster: E2ECluster, key: tuple[str, str], timeout: float = 
         notes = [e.get("note") or e.get("message") or "" for e in cluster.events(key)
                  if e.get("reason") == "FailedScheduling"]
         if notes:
-            return notes[-1].split(" preemption:")[0]
+            return filter_part(notes[-1])
         assert time.monotonic() < deadline, f"no FailedScheduling event for {key}\n{cluster.logs()}"
         time.sleep(0.1)
 
@@ -45,7 +45,7 @@ def pending_with(cluster: E2ECluster, pending: dict) -> tuple[tuple[str, str], s
     outcome = cluster.wait_settled([pending])
     assert key in outcome.unschedulable
     line = schedulers_line(cluster, key)
-    assert outcome.unschedulable[key].split(" preemption:")[0] == line
+    assert filter_part(outcome.unschedulable[key]) == line
     return key, line
 
 

@@ -60,16 +60,23 @@ CASES = {
 
 
 def test_every_toleration_kind_lands_exactly_where_it_is_tolerated(start_cluster):
+    every_kind_lands_where_tolerated(start_cluster, CASES)
+
+
+def every_kind_lands_where_tolerated(start_cluster, cases: dict):
+    """The scenario, for `cases` (tests/e2e/test_real_tolerations.py gives each version
+    pair's API server the cases it admits); returns the cluster."""
     cluster = start_cluster(NODES)
-    pods = [pod(name, {"case": name}, tolerations=tols, annotations=ann) for name, (tols, ann, _) in CASES.items()]
+    pods = [pod(name, {"case": name}, tolerations=tols, annotations=ann) for name, (tols, ann, _) in cases.items()]
     cluster.create(*pods)
     outcome = cluster.wait_settled(pods, timeout=90)
     placed = {k[1]: n for k, n in outcome.bound.items()}
-    assert placed == {name: want for name, (_, _, want) in CASES.items() if want}
-    assert {k[1] for k in outcome.unschedulable} == {name for name, (_, _, want) in CASES.items() if not want}
+    assert placed == {name: want for name, (_, _, want) in cases.items() if want}
+    assert {k[1] for k in outcome.unschedulable} == {name for name, (_, _, want) in cases.items() if not want}
     report = cluster.replay(ORACLES)
     assert report.violations == [] and report.binds == len(placed)
     assert cluster.pending_but_feasible(outcome.unschedulable, ORACLES) == {}
     # the reason the scheduler reports names the extender's verdict
     message = outcome.unschedulable[("default", "noexecute-ann")]
     assert "0/10 nodes are available: 10 node(s) had untolerated taint(s)" in message, message
+    return cluster

@@ -1,7 +1,7 @@
 """The end-to-end benchmark through the real kube-scheduler runs at a tiny size (no
 timing asserted: the numbers are `make perf`'s): both modes schedule the workload's
 pods without a placement problem, the breakdown is there and the report renders it.
-Skipped, with the reason, without `$KUBE_SCHEDULER_BINARY` (tests/e2e/README.md)."""
+Fails, naming it, without `$KUBE_SCHEDULER_BINARY` (tests/e2e/README.md)."""
 
 from __future__ import annotations
 
