@@ -64,7 +64,10 @@ HELP = {
     "tls_cert_file": "webhook serving certificate (PEM, chain first); reloaded when the file changes",
     "tls_private_key_file": "webhook serving private key (PEM); reloaded when the file changes",
     "client_ca_file": "CA bundle (PEM): the webhook (and the verbs with --verbs-tls) then require "
-    "client certificates signed by it",
+    "client certificates signed by it (never a CA certificate: basicConstraints CA:TRUE is refused)",
+    "client_cert_allowed_names": "comma-separated names: with --client-ca-file, only client "
+    "certificates whose subject common name, or a DNS or URI subject alternative name, equals "
+    "one of them are served (DNS names without regard to case); default: any subject",
     "verbs_tls": "true: serve --listen (verbs, health, metrics) over HTTPS with --tls-cert-file/"
     "--tls-private-key-file (default false)",
     "remember_answers": "deprecated, no effect: every answer is computed (reusing an answer per pod "
@@ -93,6 +96,7 @@ HELP = {
 SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes",
               "max_inflight_bytes", "reload_interval",
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
+              "client_cert_allowed_names",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
               "request_deadline", "slow_cel_expressions", "inflight_wait", "assume_ttl",
               "explain_endpoint", "explain_rate", "explain_burst", "record_events")

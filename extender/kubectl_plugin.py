@@ -12,6 +12,12 @@ ClusterRole), or with `--port-forward` (runs `kubectl port-forward` to the Servi
 `--url` (a direct URL, e.g. a port-forward you started). `why` first reads the pod with
 the user's own credentials, so a user who may not read it is told so, as kubectl would.
 
+The endpoint checks who asks (a TokenReview and a SubjectAccessReview: docs/operate/
+security.md): the plugin sends the kubeconfig's bearer token (a static token, an exec
+plugin's or an OIDC provider's), or `--token`, in `Authorization` (direct) and in
+`X-Extender-Authorization` (the API server removes `Authorization` before it proxies).
+A kubeconfig that authenticates with a client certificate has no token to send.
+
 A console script of the package (`kubectl-extender` on PATH makes it a kubectl plugin).
 """
 
@@ -35,6 +41,7 @@ import orjson
 DEFAULT_SERVICE = "scheduling-extender/extended-scheduler-metrics:metrics"
 SERVICE_ENV = "KUBECTL_EXTENDER_SERVICE"
 URL_ENV = "KUBECTL_EXTENDER_URL"
+TOKEN_ENV = "KUBECTL_EXTENDER_TOKEN"
 RETRIES = 3  # 429 / 503 with a Retry-After of at most MAX_WAIT seconds are retried
 MAX_WAIT = 10.0
 _FORWARDING = re.compile(rb"Forwarding from (?:127\.0\.0\.1|\[::1\]):(\d+)")
@@ -52,19 +59,26 @@ class Response:
         self.status, self.body, self.retry_after = status, body, retry_after
 
 
+def credentials(token: str) -> dict[str, str]:
+    """The headers that carry the bearer token to the extender (none without one)."""
+    return {"Authorization": f"Bearer {token}", "X-Extender-Authorization": f"Bearer {token}"} if token else {}
+
+
 class DirectTransport:
     """Plain HTTP to a URL (`--url`, `--port-forward`)."""
 
-    def __init__(self, base: str, timeout: float) -> None:
+    def __init__(self, base: str, timeout: float, token: str = "") -> None:
         self.base = base.rstrip("/")
         self.timeout = timeout
+        self.token = token
 
     def describe(self) -> str:
         return self.base
 
     def send(self, method: str, path: str, body: bytes | None) -> Response:
         request = urllib.request.Request(self.base + path, data=body, method=method,
-                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+                                         headers={"Content-Type": "application/json", "Accept": "application/json",
+                                                  **credentials(self.token)})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:  # noqa: S310 - user's URL
                 return Response(answer.status, answer.read(), answer.headers.get("Retry-After"))
@@ -78,10 +92,11 @@ class DirectTransport:
 class ProxyTransport:
     """Through the API server's service proxy, with the kubeconfig's credentials."""
 
-    def __init__(self, api_client: Any, service: str, timeout: float) -> None:
+    def __init__(self, api_client: Any, service: str, timeout: float, token: str = "") -> None:
         self.api_client = api_client
         self.namespace, self.name, self.port = parse_service(service)
         self.timeout = timeout
+        self.token = token
 
     @property
     def prefix(self) -> str:
@@ -96,7 +111,8 @@ class ProxyTransport:
         try:
             request = self.api_client.param_serialize(
                 method, self.prefix + resource, query_params=parse_qsl(params),
-                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                header_params={"Content-Type": "application/json", "Accept": "application/json",
+                               **{k: v for k, v in credentials(self.token).items() if k != "Authorization"}},
                 body=orjson.loads(body) if body else None, auth_settings=["BearerToken"])
             response = self.api_client.call_api(*request, _request_timeout=self.timeout)
             data = response.read()
@@ -132,6 +148,16 @@ def load_kubeconfig(path: str | None, context: str | None) -> tuple[Any, str]:
         raise PluginError(f"cannot load the kubeconfig: {exc}") from None
     namespace = (active or {}).get("context", {}).get("namespace") or "default"
     return client.ApiClient(configuration), namespace
+
+
+def kubeconfig_token(api_client: Any) -> str:
+    """The bearer token the kubeconfig authenticates with ("" for a client certificate),
+    refreshed first when it comes from an exec plugin."""
+    if api_client is None:
+        return ""
+    setting = api_client.configuration.auth_settings().get("BearerToken") or {}
+    scheme, _, token = str(setting.get("value") or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 def check_pod(api_client: Any, namespace: str, name: str, timeout: float) -> None:
@@ -219,6 +245,9 @@ def ask(transport: Any, method: str, path: str, body: bytes | None = None) -> di
             time.sleep(wait)
             continue
         message = _status_message(response.body) or f"HTTP {response.status}"
+        if response.status == 401:
+            message += (" (the extender checks a bearer token: give --token when the kubeconfig "
+                        "authenticates with a client certificate)")
         if response.status in (502, 503) and "explain" not in message and "cluster state" not in message:
             message += (" (is the extender running with --explain-endpoint=true, and does its "
                         "NetworkPolicy admit the API server? see manifests/components/explain)")
@@ -305,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"reach the extender's side listener directly, e.g. http://127.0.0.1:8889 (env {URL_ENV})")
         how.add_argument("--port-forward", action="store_true", help="run kubectl port-forward to the Service")
         cmd.add_argument("--request-timeout", type=float, default=30.0, help="seconds per request (default 30)")
+        cmd.add_argument("--token", default=os.environ.get(TOKEN_ENV),
+                         help=f"bearer token the extender checks (env {TOKEN_ENV}; default: the "
+                         "kubeconfig's, if it has one)")
     return parser
 
 
@@ -320,14 +352,15 @@ def run(ns: argparse.Namespace) -> int:
         namespace = namespace or context_namespace
     namespace = namespace or "default"
     forward = None
+    token = ns.token or kubeconfig_token(api_client)
     try:
         if ns.url:
-            transport: Any = DirectTransport(ns.url, ns.request_timeout)
+            transport: Any = DirectTransport(ns.url, ns.request_timeout, token)
         elif ns.port_forward:
             forward = PortForward(ns.service, ns.kubeconfig, ns.context, ns.request_timeout)
-            transport = DirectTransport(forward.url, ns.request_timeout)
+            transport = DirectTransport(forward.url, ns.request_timeout, token)
         else:
-            transport = ProxyTransport(api_client, ns.service, ns.request_timeout)
+            transport = ProxyTransport(api_client, ns.service, ns.request_timeout, token)
         if ns.command == "why":
             if api_client is not None:
                 check_pod(api_client, namespace, ns.pod, ns.request_timeout)

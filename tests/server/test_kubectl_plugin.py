@@ -18,6 +18,7 @@ from conftest import EXAMPLES, example_pod
 from extender.kubectl_plugin import PluginError, Response, ask
 from extender.state import load_objects
 from testing.apiserver import FakeApiServer
+from testing.auth_reviews import add_reviews
 from testing.harness import start_extender
 from testing.service_proxy import add_service_proxy
 from tests.deploy.deploy_tools import kubectl
@@ -25,6 +26,7 @@ from tests.deploy.deploy_tools import kubectl
 # one pytest-xdist worker runs the module: the module's server made once, not once per worker
 pytestmark = [pytest.mark.gunicorn, pytest.mark.xdist_group("server/test_kubectl_plugin")]
 NAMESPACE, SERVICE = "scheduling-extender", "extended-scheduler-metrics"
+TOKEN = "t-reader"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +38,13 @@ def extender(tmp_path_factory):
         api.create("services", {"metadata": {"name": SERVICE, "namespace": NAMESPACE},
                                 "spec": {"ports": [{"name": "metrics", "port": 8889, "targetPort": "metrics"}]}})
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
+        config = json.loads(kubeconfig.read_text())
+        config["users"][0]["user"] = {"token": TOKEN}  # what the plugin hands the extender
+        kubeconfig.write_text(json.dumps(config))
+        reviews = add_reviews(api)
+        reviews.token(TOKEN, "reader")
+        reviews.grant("reader", "get", "pods")
+        reviews.grant("reader", "list", "pods")
         served, _, metrics_port = start_extender(kubeconfig, tmp, ("--explain-endpoint", "true"))
         add_service_proxy(api, {(NAMESPACE, SERVICE): f"127.0.0.1:{metrics_port}"})
         try:
