@@ -103,6 +103,7 @@ READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 # quoted strings, whitespace around the separators); nothing else, no bare CR or LF
 _TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t !-~\x80-\xff])*"'
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d{1,19})")
 _CHUNK_LINE = re.compile(rb"([0-9a-fA-F]{1,16})(?:[ \t]*;[ \t]*" + _TOKEN
                          + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN + rb"|" + _QUOTED + rb"))?)*[ \t]*")
 
@@ -683,26 +684,37 @@ class Listener:
 
     def _charge(self, conn: Conn, total: int) -> bool:
         """Charge `conn` for holding `total` bytes; when the budget is full, first make
-        room: shed (503) requests still arriving after `SEND_RATE_GRACE` seconds (a real
-        client sends its request at once) that hold more than `total`, those of the
-        client holding the most bytes first; never one being answered. So no client's
-        stalled bodies keep another client's smaller requests out."""
+        room: shed (503) incomplete requests that already hold more than `conn`'s whole
+        request will (a probe's head, a body's declared size), those of the client
+        holding the most bytes first, the oldest first; never one being answered. So no
+        client's stalled bodies keep another client's smaller requests out."""
         if self.budget.charge(conn, total):
             return True
         need = total - conn.charged - self.budget.available(total)
-        stalled_since = time.monotonic() - SEND_RATE_GRACE
+        whole = self._declared(conn, total)
         held: Counter[str] = Counter()
         for c in self.conns.values():
             held[c.client] += c.charged
         victims = sorted((c for c in self.conns.values() if c is not conn and c.state == READING
-                          and c.charged > total and 0 < c.started <= stalled_since),
-                         key=lambda c: (-held[c.client], -c.charged))
+                          and c.charged > whole), key=lambda c: (-held[c.client], c.started))
         for victim in victims:
             if need <= 0:
                 break
             need -= victim.charged
             self._shed(victim)
         return self.budget.charge(conn, total)
+
+    def _declared(self, conn: Conn, total: int) -> int:
+        """The bytes `conn`'s request will hold once whole: its head and declared body
+        (`total` while the head is incomplete; `max_body_bytes` for a chunked body)."""
+        head_end = conn.inbuf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
+        if head_end < 0:
+            return total
+        head = bytes(conn.inbuf[:head_end]).lower()
+        if b"\r\ntransfer-encoding:" in head:
+            return max(total, self.max_body)
+        length = _CONTENT_LENGTH.search(head)
+        return max(total, head_end + 4 + (int(length.group(1)) if length else 0))
 
     def _serve_buffered(self, conn: Conn) -> bool:
         """Answer the requests that have fully arrived on `conn`, up to `BURST` of them
