@@ -1,5 +1,5 @@
-"""TokenReview and SubjectAccessReview, added to the API-server double: what the
-extender's delegated authentication (`extender.server.auth`) asks the real API server.
+"""TokenReview and SubjectAccessReview for the API-server double (`api.reviews`): what
+the extender's delegated authentication (`extender.server.auth`) asks the real API server.
 
 ``POST /apis/authentication.k8s.io/v1/tokenreviews`` answers from the tokens a test
 registers (`token`); ``POST /apis/authorization.k8s.io/v1/subjectaccessreviews`` from its
@@ -8,21 +8,17 @@ each "" or "*" for any), in the shapes kube-apiserver answers (status.authentica
 status.user / status.error; status.allowed / status.reason). Every review is recorded
 (`asked`), so tests can see what was asked and how often::
 
-    reviews = add_reviews(api)
-    reviews.token("t-alice", "alice", groups=["dev"])
-    reviews.grant("alice", "get", "pods", namespace="team-a")
+    api.reviews.token("t-alice", "alice", groups=["dev"])
+    api.reviews.grant("alice", "get", "pods", namespace="team-a")
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 
-from testing.apiserver import FakeApiServer
-
-TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
-ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+PATHS = {"/apis/authentication.k8s.io/v1/tokenreviews": "tokenreviews",
+         "/apis/authorization.k8s.io/v1/subjectaccessreviews": "subjectaccessreviews"}
 
 
 @dataclass(frozen=True)
@@ -85,31 +81,3 @@ class Reviews:
             if grant.allows(user, groups, spec):
                 return {"allowed": True, "reason": f"granted to {grant.subject}"}
         return {"allowed": False}
-
-
-def add_reviews(api: FakeApiServer) -> Reviews:
-    """Serve TokenReviews and SubjectAccessReviews on `api`; the `Reviews` to fill."""
-    reviews = Reviews()
-    base = api._httpd.RequestHandlerClass
-
-    class ReviewHandler(base):
-        def do_POST(self) -> None:  # noqa: N802
-            kind = {TOKEN_REVIEWS: "tokenreviews", ACCESS_REVIEWS: "subjectaccessreviews"}.get(
-                self.path.partition("?")[0])
-            if kind is None:
-                super().do_POST()
-                return
-            api.requests.append(f"POST {self.path}")
-            length = int(self.headers.get("Content-Length") or 0)
-            review = json.loads(self.rfile.read(length) or b"{}")
-            review["status"] = reviews.answer(kind, review.get("spec") or {})
-            review.setdefault("metadata", {"creationTimestamp": None})
-            data = json.dumps(review).encode()
-            self.send_response(201)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    api._httpd.RequestHandlerClass = ReviewHandler
-    return reviews

@@ -13,7 +13,6 @@ import time
 
 import orjson
 
-from testing.auth_reviews import add_reviews
 from testing.harness import ZONE, E2ECluster, node, pod, spread
 from testing.service_proxy import add_service_proxy
 
@@ -63,10 +62,8 @@ def extender_events(cluster: E2ECluster, key: tuple[str, str], timeout: float = 
 def explain(cluster: E2ECluster, key: tuple[str, str]) -> dict:
     """The endpoint's answer to a user the API server lets read the pod (the endpoint
     asks it: TokenReview, SubjectAccessReview)."""
-    if not hasattr(cluster, "reviews"):
-        cluster.reviews = add_reviews(cluster.api)
-        cluster.reviews.token(TOKEN, "reader")
-        cluster.reviews.grant("reader", "get", "pods")
+    cluster.api.reviews.token(TOKEN, "reader")
+    cluster.api.reviews.grant("reader", "get", "pods")
     conn = http.client.HTTPConnection("127.0.0.1", cluster.metrics_port, timeout=30)
     try:
         conn.request("GET", f"/explain/{key[0]}/{key[1]}", headers={"Authorization": f"Bearer {TOKEN}"})

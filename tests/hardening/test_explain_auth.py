@@ -24,7 +24,6 @@ from extender.server.listener import Listener, Request
 from extender.service import Extender
 from extender.state import load_objects
 from testing.apiserver import FakeApiServer
-from testing.auth_reviews import add_reviews
 from testing.service_proxy import add_service_proxy
 from tests.state.live_truth import synced_live
 
@@ -38,7 +37,7 @@ def cluster(tmp_path):
         api.create("pods", example_pod("sla-gt"))  # default/sla-gt, Pending; shop/web-7d9f-0 is in the file
         api.create("services", {"metadata": {"name": SERVICE, "namespace": NAMESPACE},
                                 "spec": {"ports": [{"name": "metrics", "port": 8889}]}})
-        reviews = add_reviews(api)
+        reviews = api.reviews
         reviews.token("t-admin", "admin", groups=["ops"])
         reviews.token("t-dev", "dev")
         reviews.token("t-nobody", "nobody")

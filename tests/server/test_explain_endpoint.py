@@ -20,7 +20,6 @@ from extender.server.listener import Listener
 from extender.service import Extender
 from extender.state import ClusterSnapshot, load_objects
 from testing.apiserver import FakeApiServer
-from testing.auth_reviews import add_reviews
 from testing.live import free_port, start, stop
 from tests.state.live_truth import start_live, synced_live
 
@@ -55,7 +54,7 @@ def post(port: int, path: str, body: bytes) -> tuple[int, dict]:
 
 
 def reader(api: FakeApiServer) -> None:
-    reviews = add_reviews(api)
+    reviews = api.reviews
     reviews.token(TOKEN, "reader")
     reviews.grant("reader", "get", "pods")
     reviews.grant("reader", "list", "pods")

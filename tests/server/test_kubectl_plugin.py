@@ -18,7 +18,6 @@ from conftest import EXAMPLES, example_pod
 from extender.kubectl_plugin import PluginError, Response, ask
 from extender.state import load_objects
 from testing.apiserver import FakeApiServer
-from testing.auth_reviews import add_reviews
 from testing.harness import start_extender
 from testing.service_proxy import add_service_proxy
 from tests.deploy.deploy_tools import kubectl
@@ -41,7 +40,7 @@ def extender(tmp_path_factory):
         config = json.loads(kubeconfig.read_text())
         config["users"][0]["user"] = {"token": TOKEN}  # what the plugin hands the extender
         kubeconfig.write_text(json.dumps(config))
-        reviews = add_reviews(api)
+        reviews = api.reviews
         reviews.token(TOKEN, "reader")
         reviews.grant("reader", "get", "pods")
         reviews.grant("reader", "list", "pods")
