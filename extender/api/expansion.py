@@ -16,10 +16,12 @@ ordinary body of its parsed size. A charge the budget cannot take raises `Unaffo
 is parsed. Texts not parsed are not charged: a NodeNames array decoded from the cache
 costs nothing.
 
-`parsed_bytes_bound(text)` is an upper bound of the memory parsing takes, from C-speed
-counts of the text's bytes (CPython 3.11, 64-bit, orjson; `tests/server/test_expansion.py`
-measures every shape against it):
+`parsed_bytes_bound(text)` is an upper bound of the resident memory parsing takes, from
+C-speed counts of the text's bytes (CPython 3.11, 64-bit, orjson; `tests/server/
+test_expansion.py` measures every shape against it in a fresh process):
 
+* orjson's parser (yyjson) first copies the text and builds a document of 16 bytes per
+  value and per key, then makes the Python objects from it;
 * a list (`[`): 56 bytes; an object (`{`): 128 bytes plus 56 per member (`:`), which
   covers a dict's table at every size (184 bytes for 1-5 members, ~54 per member beyond);
 * a value (`,`, plus one per container): an 8-byte slot with a list's over-allocation
@@ -39,6 +41,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+DOCUMENT_BYTES = 16  # yyjson, per value and per key
 LIST_BYTES = 56
 OBJECT_BYTES = 128
 MEMBER_BYTES = 56
@@ -83,7 +86,8 @@ def parsed_bytes_bound(text: bytes | bytearray) -> int:
     narrow = text.isascii() and b"\\u" not in text
     characters = len(text) if narrow else 4 * len(text)
     values = commas + lists + objects
-    return (LIST_BYTES * lists + OBJECT_BYTES * objects + MEMBER_BYTES * members
+    document = len(text) + DOCUMENT_BYTES * (values + members)
+    return (document + LIST_BYTES * lists + OBJECT_BYTES * objects + MEMBER_BYTES * members
             + VALUE_BYTES * values + STRING_BYTES * (quotes // 2) + characters)
 
 
