@@ -290,8 +290,12 @@ def stalled_bodies(target: Target, stop: threading.Event, count: int = 16, size:
 
 
 def nodes_mode(target: Target, stop: threading.Event, count: int = 8, size: int = 21 * MIB) -> None:
-    body = nodes_mode_body(size)
+    _filters(target, stop, nodes_mode_body(size), count)
 
+
+def _filters(target: Target, stop: threading.Event, body: bytes, count: int, pause: float = 0.0) -> None:
+    """`count` clients sending `/filter` with `body`, `pause` seconds apart (0.05 s after
+    a broken connection)."""
     def client() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", target.port, timeout=60)
         while not stop.is_set():
@@ -301,6 +305,7 @@ def nodes_mode(target: Target, stop: threading.Event, count: int = 8, size: int 
             except (OSError, http.client.HTTPException):
                 conn.close()
                 stop.wait(0.05)
+            stop.wait(pause)
 
     _threads(count, client)
 
@@ -348,19 +353,7 @@ def empty_lists_body(size: int) -> bytes:
 
 
 def empty_lists(target: Target, stop: threading.Event, count: int = 4, size: int = 8 * MIB - 4096) -> None:
-    body = empty_lists_body(size)
-
-    def client() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", target.port, timeout=60)
-        while not stop.is_set():
-            try:
-                conn.request("POST", "/filter", body=body, headers={"Content-Type": "application/json"})
-                conn.getresponse().read()
-            except (OSError, http.client.HTTPException):
-                conn.close()
-            stop.wait(0.05)
-
-    _threads(count, client)
+    _filters(target, stop, empty_lists_body(size), count, pause=0.05)
 
 
 def cel_review_body(n: int, lists: int = 6) -> bytes:

@@ -21,8 +21,6 @@ import time
 
 import orjson
 import psutil
-import pytest
-from validation.pki import CA, write_pair
 
 from extender.cel import environment, lane
 from extender.cel.program import compile_program
@@ -36,16 +34,6 @@ from perf.attacks import cel_review_body, review_body
 P = "scheduling-extender.io"
 ATTACKERS = 10
 RUN = int(time.time() * 1000) % 10**9  # expressions never compiled before in this process
-
-
-@pytest.fixture
-def pki(tmp_path):
-    ca = CA.create()
-    cert, key, _ = ca.issue("webhook")
-    cert_path, key_path = write_pair(tmp_path, cert, key)
-    (tmp_path / "ca.crt").write_bytes(ca.pem)
-    return {"cert": str(cert_path), "key": str(key_path),
-            "client": ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))}
 
 
 def review(port: int, ctx: ssl.SSLContext, body: bytes, timeout: float = 30.0) -> tuple[int, float, dict]:

@@ -19,9 +19,6 @@ import socket
 import ssl
 import time
 
-import pytest
-from validation.pki import CA, write_pair
-
 from extender.features import FeatureGates
 from extender.server.budget import BODIES
 from extender.server.listener import Listener
@@ -34,17 +31,6 @@ PROBE_TIMEOUT = 1.0  # kubelet's default timeoutSeconds
 REVIEW = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
     "uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
     "object": {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}).encode()
-
-
-@pytest.fixture
-def pki(tmp_path):
-    ca = CA.create()
-    cert, key, _ = ca.issue("webhook")
-    cert_path, key_path = write_pair(tmp_path, cert, key)
-    ca_path = tmp_path / "ca.crt"
-    ca_path.write_bytes(ca.pem)
-    client = ssl.create_default_context(cafile=str(ca_path))
-    return {"cert": str(cert_path), "key": str(key_path), "client": client}
 
 
 def webhook(pki, **limits) -> Listener:

@@ -17,7 +17,6 @@ import ssl
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from validation.pki import CA, write_pair
 
 from extender.config import ConfigError, build_config
 from extender.features import FeatureGates
@@ -27,15 +26,6 @@ from extender.server.webhook import webhook_listener
 from perf.attacks import review_body
 
 P = "scheduling-extender.io"
-
-
-@pytest.fixture
-def pki(tmp_path):
-    ca = CA.create()
-    cert, key, _ = ca.issue("webhook")
-    cert_path, key_path = write_pair(tmp_path, cert, key)
-    (tmp_path / "ca.crt").write_bytes(ca.pem)
-    return {"ca": ca, "dir": tmp_path, "cert": str(cert_path), "key": str(key_path), "ca_file": str(tmp_path / "ca.crt")}
 
 
 def client_context(pki, cert: bytes, key: bytes, name: str) -> ssl.SSLContext:
