@@ -123,4 +123,4 @@ def shed(listener: str) -> None:
 
 
 # the verbs' budget: `configure`d from --max-inflight-bytes by the app
-BODIES = VERBS = BodyBudget(DEFAULT_LIMIT, SMALL_RESERVE, "verbs")
+VERBS = BodyBudget(DEFAULT_LIMIT, SMALL_RESERVE, "verbs")
