@@ -418,7 +418,7 @@ class Listener:
             sock.setblocking(False)
         self.conns: dict[int, Conn] = {}  # by id
         self.per_client: Counter[str] = Counter()
-        self.done: deque[tuple[Conn, Reply | None, Request]] = deque()  # answers from pool threads
+        self.done: deque[tuple[Conn, Reply, Request]] = deque()  # answers from pool threads
         self.ready: deque[Conn] = deque()  # connections with buffered requests to answer
         self.accepting = False
         self.draining = False  # no more accepts (a worker shutting down)
@@ -830,12 +830,9 @@ class Listener:
 
     def _answer(self, conn: Conn, request: Request, where: Hashable) -> None:
         """On a pool thread: the app's reply, handed back to the loop; a request that
-        needs a costlier lane moves on, unanswered; one whose client has gone is not
-        started."""
-        if request.gone:
-            self.done.append((conn, None, request))
-            self._wake()
-            return
+        needs a costlier lane moves on, unanswered. One whose client has gone still
+        starts (a half-closed client may be reading: what is cheap is answered), and its
+        costly work stops at the first deadline check (`deadline.ClientGone`)."""
         try:
             reply = self._call(request, where)
         except lane.Elsewhere as moved:
@@ -864,10 +861,7 @@ class Listener:
             if id(conn) not in self.conns:
                 continue  # closed meanwhile (the listener is stopping)
             conn.answering = None
-            if reply is None:  # its client left before it started: nobody to answer
-                self._close(conn)
-                continue
-            if request.gone:  # answered (an error, mostly) if the client still reads, then closed
+            if request.gone:  # answered if the client still reads (a half-close), then closed
                 conn.close_after = True
             if self._send(conn, self._encode(request, reply)) and conn.inbuf:
                 self._serve_buffered(conn)

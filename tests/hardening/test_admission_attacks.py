@@ -21,6 +21,8 @@ import time
 
 import orjson
 import psutil
+import pytest
+from validation.pki import serving_pki
 
 from extender.cel import environment, lane
 from extender.cel.program import compile_program
@@ -35,6 +37,11 @@ P = "scheduling-extender.io"
 ATTACKERS = 10
 RUN = int(time.time() * 1000) % 10**9  # expressions never compiled before in this process
 
+
+
+@pytest.fixture
+def pki(tmp_path):
+    return serving_pki(tmp_path)
 
 def review(port: int, ctx: ssl.SSLContext, body: bytes, timeout: float = 30.0) -> tuple[int, float, dict]:
     started = time.monotonic()

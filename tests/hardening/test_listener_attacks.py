@@ -19,6 +19,9 @@ import socket
 import ssl
 import time
 
+import pytest
+from validation.pki import serving_pki
+
 from extender.features import FeatureGates
 from extender.server.budget import WEBHOOK_LIMIT
 from extender.server.listener import Listener
@@ -32,6 +35,11 @@ REVIEW = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionRevi
     "uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
     "object": {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}).encode()
 
+
+
+@pytest.fixture
+def pki(tmp_path):
+    return serving_pki(tmp_path)
 
 def webhook(pki, **limits) -> Listener:
     tls = ReloadingContext(pki["cert"], pki["key"])

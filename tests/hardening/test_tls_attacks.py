@@ -17,6 +17,7 @@ import ssl
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from validation.pki import serving_pki
 
 from extender.config import ConfigError, build_config
 from extender.features import FeatureGates
@@ -27,6 +28,11 @@ from perf.attacks import review_body
 
 P = "scheduling-extender.io"
 
+
+
+@pytest.fixture
+def pki(tmp_path):
+    return serving_pki(tmp_path)
 
 def client_context(pki, cert: bytes, key: bytes, name: str) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=pki["ca_file"])

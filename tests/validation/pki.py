@@ -80,3 +80,17 @@ def write_pair(directory: Path, cert: bytes, key: bytes) -> tuple[Path, Path]:
     cert_path.write_bytes(cert)
     key_path.write_bytes(key)
     return cert_path, key_path
+
+
+def serving_pki(directory: Path) -> dict:
+    """A throw-away CA and a serving certificate it signed (127.0.0.1 / localhost), in
+    `directory`: `ca`, `dir`, `cert` and `key` (paths), `ca_file`, and `client`, a
+    client context that trusts the CA."""
+    import ssl
+
+    ca = CA.create()
+    cert, key, _ = ca.issue("webhook")
+    cert_path, key_path = write_pair(directory, cert, key)
+    (directory / "ca.crt").write_bytes(ca.pem)
+    return {"ca": ca, "dir": directory, "cert": str(cert_path), "key": str(key_path),
+            "ca_file": str(directory / "ca.crt"), "client": ssl.create_default_context(cafile=str(directory / "ca.crt"))}
