@@ -38,10 +38,10 @@ ATTACKERS = 10
 RUN = int(time.time() * 1000) % 10**9  # expressions never compiled before in this process
 
 
-
 @pytest.fixture
 def pki(tmp_path):
     return serving_pki(tmp_path)
+
 
 def review(port: int, ctx: ssl.SSLContext, body: bytes, timeout: float = 30.0) -> tuple[int, float, dict]:
     started = time.monotonic()

@@ -36,10 +36,10 @@ REVIEW = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionRevi
     "object": {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}).encode()
 
 
-
 @pytest.fixture
 def pki(tmp_path):
     return serving_pki(tmp_path)
+
 
 def webhook(pki, **limits) -> Listener:
     tls = ReloadingContext(pki["cert"], pki["key"])

@@ -29,10 +29,10 @@ from perf.attacks import review_body
 P = "scheduling-extender.io"
 
 
-
 @pytest.fixture
 def pki(tmp_path):
     return serving_pki(tmp_path)
+
 
 def client_context(pki, cert: bytes, key: bytes, name: str) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=pki["ca_file"])
