@@ -43,9 +43,10 @@ HELP = {
     "score_mode": "in-tree (default: sum(weight*score)/10, use extender weight 1) or scaled (0..10, weight 7)",
     "max_body_bytes": "largest request body accepted, bytes (default 32 MiB: Nodes mode at 5,000 "
     "nodes; NodeNames requests stay under 1 MiB at 15,000)",
-    "max_inflight_bytes": "request bytes a worker holds at once, every listener together; past it "
-    "requests are answered 503 with Retry-After (default 48 MiB; the last 16 MiB only for requests "
-    "under 1 MiB)",
+    "max_inflight_bytes": "request bytes the verbs' listener holds at once, a body counted as at least "
+    "a sixth of what it becomes once parsed; past it requests are answered 503 with Retry-After "
+    "(default 48 MiB; the last 16 MiB only for requests under 1 MiB; --metrics-listen and the webhook "
+    "have small budgets of their own)",
     "log_level": "debug, info, warning or error (default info)",
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
     "cel_result_cache_size": "memoized CEL (expression, taint) results (default 100000)",
@@ -83,8 +84,8 @@ HELP = {
     "node until the cluster state shows it (bound, deleted, or gone after a relist), never by "
     "a timer; accepted so existing configurations keep working",
     "explain_endpoint": "true: serve GET /explain/NAMESPACE/POD and POST /explain on --metrics-listen "
-    "(live explanations for `kubectl extender why`); off by default: whoever reaches that port "
-    "can read any pod's scheduling constraints and the nodes' taints and labels (default false)",
+    "(live explanations for `kubectl extender why`) to users the API server vouches for, about pods "
+    "they may read (TokenReview, SubjectAccessReview; file mode: loopback clients only) (default false)",
     "explain_rate": "explanations per second each process computes at most (token bucket; "
     "more get 429 with Retry-After) (default 1)",
     "explain_burst": "explanations allowed at once before --explain-rate applies (default 5)",

@@ -68,8 +68,8 @@ class Config:
     scheduler_profile: str = "default-scheduler"
     inflight_wait: float = 1.0
     assume_ttl: float = 30.0  # deprecated, no effect: assumptions end by observation only
-    # /explain on the side listener: off, it shows any pod's constraints and the nodes'
-    # taints and labels to whoever reaches --metrics-listen (docs/operate/troubleshooting.md)
+    # /explain on the side listener, to users the API server vouches for about pods they may
+    # read (extender.server.auth; docs/operate/security.md)
     explain_endpoint: bool = False
     explain_rate: float = 1.0  # explanations per second per process (token bucket)
     explain_burst: int = 5
