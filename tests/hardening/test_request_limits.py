@@ -1,6 +1,7 @@
 """Request limits of a live `extender serve` (issue #28): a broken chunked framing is a
-400 on every path (gunicorn's InvalidChunkSize escaped as a 500), and the in-flight byte
-budget sheds requests with 503 + Retry-After while small ones keep being answered."""
+400 on every path that takes a body (gunicorn's InvalidChunkSize escaped as a 500; since
+issue #35 the others refuse any body before it is read), and the in-flight byte budget
+sheds requests with 503 + Retry-After while small ones keep being answered."""
 
 from __future__ import annotations
 
