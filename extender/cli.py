@@ -50,9 +50,10 @@ HELP = {
     "score_mode": "in-tree (default: sum(weight*score)/10, use extender weight 1) or scaled (0..10, weight 7)",
     "max_body_bytes": "largest request body accepted, bytes (default 32 MiB: Nodes mode at 5,000 "
     "nodes; NodeNames requests stay under 1 MiB at 15,000)",
-    "max_inflight_bytes": "request bytes a worker holds at once, every listener together; past it "
-    "requests are answered 503 with Retry-After (default 48 MiB; the last 16 MiB only for requests "
-    "under 1 MiB)",
+    "max_inflight_bytes": "request bytes the verbs' listener holds at once, a body counted as at least "
+    "a sixth of what it becomes once parsed; past it requests are answered 503 with Retry-After "
+    "(default 48 MiB; the last 16 MiB only for requests under 1 MiB; --metrics-listen and the webhook "
+    "have small budgets of their own)",
     "log_level": "debug, info, warning or error (default info)",
     "cel_program_cache_size": "compiled CEL programs kept in the shared LRU (default 1024)",
     "cel_result_cache_size": "memoized CEL (expression, taint) results (default 100000)",
@@ -72,7 +73,10 @@ HELP = {
     "tls_cert_file": "webhook serving certificate (PEM, chain first); reloaded when the file changes",
     "tls_private_key_file": "webhook serving private key (PEM); reloaded when the file changes",
     "client_ca_file": "CA bundle (PEM): the webhook (and the verbs with --verbs-tls) then require "
-    "client certificates signed by it",
+    "client certificates signed by it (never a CA certificate: basicConstraints CA:TRUE is refused)",
+    "client_cert_allowed_names": "comma-separated names: with --client-ca-file, only client "
+    "certificates whose subject common name, or a DNS or URI subject alternative name, equals "
+    "one of them are served (DNS names without regard to case); default: any subject",
     "verbs_tls": "true: serve --listen (verbs, health, metrics) over HTTPS with --tls-cert-file/"
     "--tls-private-key-file (default false)",
     "remember_answers": "deprecated, no effect: every answer is computed (reusing an answer per pod "
@@ -89,8 +93,8 @@ HELP = {
     "node until the cluster state shows it (bound, deleted, or gone after a relist), never by "
     "a timer; accepted so existing configurations keep working",
     "explain_endpoint": "true: serve GET /explain/NAMESPACE/POD and POST /explain on --metrics-listen "
-    "(live explanations for `kubectl extender why`); off by default: whoever reaches that port "
-    "can read any pod's scheduling constraints and the nodes' taints and labels (default false)",
+    "(live explanations for `kubectl extender why`) to users the API server vouches for, about pods "
+    "they may read (TokenReview, SubjectAccessReview; file mode: loopback clients only) (default false)",
     "explain_rate": "explanations per second each process computes at most (token bucket; "
     "more get 429 with Retry-After) (default 1)",
     "explain_burst": "explanations allowed at once before --explain-rate applies (default 5)",
@@ -113,6 +117,7 @@ HELP = {
 SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes",
               "max_inflight_bytes", "reload_interval",
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
+              "client_cert_allowed_names",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
               "bind_watch_timeout", "max_unready",
               "request_deadline", "slow_cel_expressions", "inflight_wait", "assume_ttl",

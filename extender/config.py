@@ -64,12 +64,14 @@ class Config:
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
     client_ca_file: str = ""
+    # with a client CA: only certificates with one of these subjects (CN, DNS or URI SAN)
+    client_cert_allowed_names: tuple[str, ...] = ()
     verbs_tls: bool = False  # serve the verbs' --listen over HTTPS with the same files
     scheduler_profile: str = "default-scheduler"
     inflight_wait: float = 1.0
     assume_ttl: float = 30.0  # deprecated, no effect: assumptions end by observation only
-    # /explain on the side listener: off, it shows any pod's constraints and the nodes'
-    # taints and labels to whoever reaches --metrics-listen (docs/operate/troubleshooting.md)
+    # /explain on the side listener, to users the API server vouches for about pods they may
+    # read (extender.server.auth; docs/operate/security.md)
     explain_endpoint: bool = False
     explain_rate: float = 1.0  # explanations per second per process (token bucket)
     explain_burst: int = 5
@@ -162,6 +164,17 @@ def _path_or_empty(value: Any, key: str) -> str:
     return value
 
 
+def _names(value: Any, key: str) -> tuple[str, ...]:
+    """A comma-separated string (flag, env) or a list of strings (YAML)."""
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",")]
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        items = [v.strip() for v in value]
+    else:
+        raise ConfigError(f"{key}: expected a list of names, got {value!r}")
+    return tuple(item for item in items if item)
+
+
 def _choice(options: tuple[str, ...], lower: bool = False):
     def parse(value: Any, key: str) -> str:
         text = str(value).lower() if lower else str(value)
@@ -239,6 +252,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "tls_cert_file": ("tlsCertFile", _path_or_empty),
     "tls_private_key_file": ("tlsPrivateKeyFile", _path_or_empty),
     "client_ca_file": ("clientCaFile", _path_or_empty),
+    "client_cert_allowed_names": ("clientCertAllowedNames", _names),
     "verbs_tls": ("verbsTls", _bool),
     "scheduler_profile": ("schedulerProfile", _str),
     "inflight_wait": ("inflightWait", _float_at_least(0)),
@@ -363,6 +377,9 @@ def build_config(
                           "give --tls-cert-file and --tls-private-key-file")
     if config.verbs_tls and not (config.tls_cert_file and config.tls_private_key_file):
         raise ConfigError("--verbs-tls: give --tls-cert-file and --tls-private-key-file")
+    if config.client_cert_allowed_names and not config.client_ca_file:
+        raise ConfigError("--client-cert-allowed-names: client certificates are only asked for "
+                          "with --client-ca-file; give it")
     from extender.server.budget import SMALL_REQUEST, SMALL_RESERVE
 
     if config.max_body_bytes > SMALL_REQUEST and config.max_inflight_bytes - SMALL_RESERVE < config.max_body_bytes:

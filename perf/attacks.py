@@ -19,7 +19,13 @@ Scenarios (an attacker reopens whatever the server closes):
   each again 0.1 s after its answer;
 * `max-reviews`: the same with AdmissionReviews just under the 8 MiB limit;
 * `stalled-bodies`: 16 `/filter` bodies of 30 MB that stop 1 KiB short, held;
-* `nodes-mode`: 8 clients sending 21 MB Nodes-mode `/filter` requests back to back.
+* `nodes-mode`: 8 clients sending 21 MB Nodes-mode `/filter` requests back to back;
+* `health-bodies` (issue #35): 49 connections to `--metrics-listen`, each sending
+  ~1 MB of a 1 MiB `POST /healthz` body and stalling, 48 MiB together, reopened when closed;
+* `empty-lists`: 4 clients sending 8 MiB Nodes-mode `/filter` bodies of empty lists
+  (~18x their size once parsed);
+* `cel-reviews`: 10 clients sending 62 KB AdmissionReviews with six 10 KiB CEL list
+  literals each, giving up after 5 s.
 
 The report gives each stream's p50/p99/max and failures, and the worker's peak RSS
 against the documented ceiling (base + --memory-limit-bytes + 6 x --max-inflight-bytes).
@@ -284,8 +290,12 @@ def stalled_bodies(target: Target, stop: threading.Event, count: int = 16, size:
 
 
 def nodes_mode(target: Target, stop: threading.Event, count: int = 8, size: int = 21 * MIB) -> None:
-    body = nodes_mode_body(size)
+    _filters(target, stop, nodes_mode_body(size), count)
 
+
+def _filters(target: Target, stop: threading.Event, body: bytes, count: int, pause: float = 0.0) -> None:
+    """`count` clients sending `/filter` with `body`, `pause` seconds apart (0.05 s after
+    a broken connection)."""
     def client() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", target.port, timeout=60)
         while not stop.is_set():
@@ -295,6 +305,85 @@ def nodes_mode(target: Target, stop: threading.Event, count: int = 8, size: int 
             except (OSError, http.client.HTTPException):
                 conn.close()
                 stop.wait(0.05)
+            stop.wait(pause)
+
+    _threads(count, client)
+
+
+def stalled_posts(port: int, path: str, stop: threading.Event, count: int = 49, fill: int = 48 * MIB,
+                  tls: ssl.SSLContext | None = None) -> None:
+    """Issue #35's attack: `count` clients each sending a `POST path` body of a declared
+    1 MiB and stalling before its end, so that together they hold `fill` bytes, head
+    included, to the byte (the in-flight budget the server had for everything: its
+    default, 48 MiB); each reconnects as soon as the server closes it."""
+    head = b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (path.encode(), 1 << 20)
+    body = b"{" * (fill // count - len(head))
+
+    def client() -> None:
+        while not stop.is_set():
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=2)
+                if tls is not None:
+                    sock = tls.wrap_socket(sock, server_hostname="localhost")
+                with sock:
+                    sock.sendall(head + body)
+                    sock.settimeout(1.0)
+                    while not stop.is_set() and sock.recv(4096):
+                        pass  # an answer (503, 413, 405): the server closes it next
+                    continue
+            except TimeoutError:
+                continue
+            except OSError:
+                pass
+            stop.wait(0.2)  # refused or reset: again
+
+    _threads(count, client)
+
+
+def health_bodies(target: Target, stop: threading.Event) -> None:
+    stalled_posts(target.metrics_port, "/healthz", stop)
+
+
+def empty_lists_body(size: int) -> bytes:
+    """A Nodes-mode filter request of about `size` bytes, its one node padded with empty
+    lists (a field no model reads: parsed, then ignored)."""
+    pad = b"[]," * (size // 3)
+    node = b'{"metadata":{"name":"n1"},"x":[' + pad + b'[]]}'
+    return b'{"Pod":' + orjson.dumps(POD) + b',"Nodes":{"items":[' + node + b']},"NodeNames":null}'
+
+
+def empty_lists(target: Target, stop: threading.Event, count: int = 4, size: int = 8 * MIB - 4096) -> None:
+    _filters(target, stop, empty_lists_body(size), count, pause=0.05)
+
+
+def cel_review_body(n: int, lists: int = 6) -> bytes:
+    """An AdmissionReview of a Pod whose tolerations annotation holds `lists` CEL
+    expressions, each a ~10 KiB list literal (distinct by `n`: never compiled before)."""
+    items = ",".join(f"'v{n}-{i}'" for i in range(1300))
+    expressions = [f"taint.value in [{items}]"[:10 * 1024 - 8].rpartition(",")[0] + f",'{k}']"
+                   for k in range(lists)]
+    tolerations = json.dumps([{"expression": e} for e in expressions])
+    pod = copy.deepcopy(POD)
+    pod["metadata"]["annotations"] = {"scheduling-extender.io/tolerations": tolerations}
+    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": f"u{n}", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+        "namespace": "default", "object": pod}})
+
+
+def cel_reviews(target: Target, stop: threading.Event, count: int = 10, timeout: float = 5.0) -> None:
+    sent = iter(range(10**9))
+
+    def client() -> None:
+        while not stop.is_set():
+            try:
+                raw = socket.create_connection(("127.0.0.1", target.hook_port), timeout=timeout)
+                with target.client_tls.wrap_socket(raw, server_hostname="localhost") as sock:
+                    body = cel_review_body(next(sent))
+                    sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                                 % len(body) + body)
+                    sock.recv(4096)  # gives up at `timeout`
+            except OSError:
+                pass
 
     _threads(count, client)
 
@@ -316,6 +405,9 @@ SCENARIOS: dict[str, Callable[[Target, threading.Event], None] | None] = {
     "max-reviews": reviews,
     "stalled-bodies": stalled_bodies,
     "nodes-mode": nodes_mode,
+    "health-bodies": health_bodies,
+    "empty-lists": empty_lists,
+    "cel-reviews": cel_reviews,
 }
 
 

@@ -16,6 +16,8 @@ answers, in the shapes of `kubectl get --raw` output:
   ``GET``/``DELETE`` of one object (DELETE honours a ``preconditions.uid``), ``POST``
   to create one (``generateName`` too), ``PATCH`` of an object or its ``status``
   subresource (strategic merge, JSON merge and apply patches: `testing.patching`).
+- ``POST`` of a TokenReview or SubjectAccessReview, answered from the tokens and grants
+  a test gives ``api.reviews`` (`testing.auth_reviews`).
 - ``fieldSelector`` on list and watch (``status.phase!=Succeeded`` ...): a watched
   object that stops matching arrives as DELETED, one that starts matching as ADDED,
   as the real watch cache sends them.
@@ -70,6 +72,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from testing.auth_reviews import PATHS as REVIEW_PATHS
+from testing.auth_reviews import Reviews
 from testing.patching import JSON_PATCH, PatchError, apply_patch, field_selector
 
 
@@ -271,6 +275,7 @@ class FakeApiServer:
         journal: bool = False,
     ):
         self.faults = Faults()
+        self.reviews = Reviews()  # TokenReview, SubjectAccessReview (testing.auth_reviews)
         self.journal: list[Change] | None = [] if journal else None
         self.history = history
         self.bookmark_interval = bookmark_interval
@@ -821,6 +826,10 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 if code is not None:
                     raise ApiError(code, "InternalError", f"injected failure {code}")
                 url = urlsplit(self.path)
+                if method == "POST" and url.path in REVIEW_PATHS:
+                    review = self._body()
+                    review["status"] = api.reviews.answer(REVIEW_PATHS[url.path], review.get("spec") or {})
+                    return self._send_json(201, review)
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
                 resource, ns, name, sub = _parse_path(url.path)
                 getattr(self, f"_{method.lower()}")(resource, ns, name, sub, query)

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from extender.api import expansion
 from extender.caching import ByteLRU
 from extender.framework import Code, Status
 from extender.framework.verdicts import Failures, group
@@ -84,6 +85,7 @@ def _known_names(text: bytes) -> list[str] | None:
     names = cache.get(text)
     if names is not None:
         return names
+    expansion.account(text)
     try:
         names = orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -97,6 +99,7 @@ def _known_names(text: bytes) -> list[str] | None:
 def _loads(body: bytes) -> Any:
     if not body.strip():
         raise WireError("request body is empty (EOF)", malformed=True)
+    expansion.account(body)
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as first:
@@ -135,6 +138,7 @@ def decode_args(body: bytes) -> ExtenderArgs:
     cut = _cut_node_names(body)
     if cut is not None:
         head, names_text = cut
+        expansion.account(head)
         try:
             data = orjson.loads(head)
         except orjson.JSONDecodeError:

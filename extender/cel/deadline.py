@@ -15,6 +15,10 @@ kube-scheduler's default extender ``httpTimeout`` of 5 s, so the scheduler reads
 Error instead of timing out).  Outside
 a request (``extender explain``, tests) there is no deadline and only the cost limit
 applies.
+
+A request whose client has gone (the server saw its connection close while a thread
+answered it: issue #35) stops at the next check the same way, with ``ClientGone``: no
+work continues for an answer nobody reads.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 _DEADLINE: ContextVar[float | None] = ContextVar("extender_request_deadline", default=None)
 
@@ -38,21 +43,38 @@ class DeadlineExceeded(BaseException):  # noqa: N818 - reads as the Go context e
         self.seconds = seconds
 
 
+class ClientGone(DeadlineExceeded):
+    """The request's client closed its connection: nobody waits for the answer."""
+
+    def __init__(self) -> None:
+        BaseException.__init__(self, "the client closed its connection before the answer")
+        self.seconds = 0.0
+
+
 _LIMIT: ContextVar[float] = ContextVar("extender_request_deadline_seconds", default=0.0)
 _ARRIVED: ContextVar[float | None] = ContextVar("extender_request_arrived", default=None)
+_REQUEST: ContextVar[Any] = ContextVar("extender_request", default=None)  # has `gone`
 
 
 @contextmanager
-def arrived(at: float) -> Iterator[None]:
+def arrived(at: float, request: Any = None) -> Iterator[None]:
     """The current request arrived at monotonic time `at`: its deadline counts from
     then, not from when a thread got round to it (the server sets this; a request
     queued for a pool thread or the expensive lane spends its own time waiting, as
-    kube-scheduler's `httpTimeout` does)."""
-    token = _ARRIVED.set(at)
+    kube-scheduler's `httpTimeout` does). `request.gone` turning true (its client left)
+    ends it at the next `check`."""
+    token, request_token = _ARRIVED.set(at), _REQUEST.set(request)
     try:
         yield
     finally:
         _ARRIVED.reset(token)
+        _REQUEST.reset(request_token)
+
+
+def client_gone() -> bool:
+    """Whether the current request's client has left."""
+    request = _REQUEST.get()
+    return request is not None and request.gone
 
 
 @contextmanager
@@ -90,8 +112,11 @@ def exceeded() -> DeadlineExceeded:
 
 
 def check(at: float | None = None) -> None:
-    """Raise ``DeadlineExceeded`` if the current request's deadline has passed."""
+    """Raise ``DeadlineExceeded`` if the current request's deadline has passed, and
+    ``ClientGone`` if its client has left."""
     if at is None:
         at = _DEADLINE.get()
     if at is not None and time.monotonic() > at:
         raise DeadlineExceeded(_LIMIT.get())
+    if client_gone():
+        raise ClientGone()

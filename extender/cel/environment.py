@@ -24,7 +24,7 @@ import threading
 
 import celpy
 import lark
-from celpy.celparser import CELParseError
+from celpy.celparser import CELParseError, CELParser
 
 from extender.cel import optsyntax
 from extender.cel.limits import MAX_EXPRESSION_BYTES, MAX_NESTING_DEPTH
@@ -39,9 +39,18 @@ ENVIRONMENT = celpy.Environment()
 RECURSION_LIMIT = 20 * MAX_NESTING_DEPTH + 2000
 sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
 
-# CELParser keeps the text being parsed on the (shared) instance; parse under a lock so
-# concurrent compiles of different expressions cannot mix up error messages.
-_PARSE_LOCK = threading.Lock()
+# CELParser keeps the text being parsed on its instance, so each thread parses with one of
+# its own (the lark LALR parser they share keeps no state between calls): no lock, so an
+# admission review compiling a 10 KiB expression never holds up a verb's compile
+# (issue #35). A CELParser, unlike an Environment, leaves the recursion limit alone.
+_PARSERS = threading.local()
+
+
+def _parser() -> CELParser:
+    parser = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        parser = _PARSERS.parser = CELParser(tree_class=ENVIRONMENT.runner_class.tree_node_class)
+    return parser
 
 #: Namespaces whose functions are called as ``ns.fn(...)`` in Kubernetes CEL.
 NAMESPACES = frozenset({"sets", "strings", "lists", "ip", "format", "optional", "math",
@@ -91,8 +100,7 @@ def parse(text: str) -> lark.Tree:
         spans = [m.span() for m in _STRING_LITERALS.finditer(text)]
         text = optsyntax.rewrite(text, spans)
     try:
-        with _PARSE_LOCK:
-            raw = ENVIRONMENT.compile(text)
+        raw = _parser().parse(text)
     except CELParseError as exc:
         raise CompileError(_syntax_message(exc)) from None
     return normalise(raw)

@@ -64,6 +64,17 @@ def running_in(lane: int) -> Iterator[None]:
         _SPENT.reset(spent)
 
 
+def current() -> int:
+    """The lane the current request runs in."""
+    return _LANE.get()
+
+
+def move(lane: int) -> Elsewhere:
+    """The `Elsewhere` that moves the current request to `lane`, counted."""
+    metrics.child(metrics.CEL_LANE_MOVES_TOTAL, NAMES[_LANE.get()], NAMES[lane]).inc()
+    return Elsewhere(lane)
+
+
 def on_loop() -> bool:
     """Whether the current request is answered on an event loop (which must not block)."""
     return _LANE.get() == LOOP

@@ -30,8 +30,8 @@ from extender.binding import BIND_CONNECTIONS
 from extender.cel import lane
 from extender.cel.limits import EXPENSIVE_SLOTS
 from extender.config import Config
-from extender.server.budget import BODIES
-from extender.server.listener import JSON, LOOP, Listener, Reply, Request, Route, Routes
+from extender.server.budget import VERBS
+from extender.server.listener import JSON, LOOP, Listener, Refused, Reply, Request, Route, Routes
 from extender.server.verbs import answer, verb_of
 from extender.service import STATE_VERSION_HEADER, Extender
 from extender.state import ClusterSource, readiness
@@ -110,6 +110,14 @@ class App(Routes):
             return POOL
         return LOOP
 
+    def takes_body(self, request: Request) -> bool:
+        return request.method == "POST" and verb_of(request.path) is not None
+
+    def refuse_body(self, request: Request) -> Refused | None:
+        if verb_of(request.path) is not None:  # a verb by another method
+            return None if request.method == "POST" else Refused(405, "method not allowed")
+        return super().refuse_body(request)
+
     def __call__(self, request: Request) -> Reply:
         verb = verb_of(request.path)
         if verb is None:
@@ -130,7 +138,7 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
 
         source = open_source(config)
         start_in_worker(source)  # under gunicorn the master handles HUP
-    BODIES.configure(config.max_inflight_bytes)  # the process's in-flight byte budget
+    VERBS.configure(config.max_inflight_bytes)  # the verbs' in-flight byte budget
     if extender is None:
         from extender.drift import drift_for
         from extender.events import recorder_for
@@ -144,13 +152,14 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
 def serve(app: Routes, config: Config, sockets: list | None = None, address: str | None = None) -> Listener:
     """The verbs' listener (not started) for `app`, on gunicorn's `sockets` or on
     `address`; HTTPS with `--verbs-tls`, its certificate re-read when it rotates."""
-    tls = None
+    tls = check = None
     if config.verbs_tls:
-        from extender.server.tls import ReloadingContext
+        from extender.server.tls import ReloadingContext, client_policy
 
         tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file).current
-    return Listener(address, app=app, sockets=sockets, name="verbs", ssl_context=tls,
+        check = client_policy(config)
+    return Listener(address, app=app, sockets=sockets, name="verbs", ssl_context=tls, client_check=check,
                     pools={POOL: config.threads, EXPENSIVE: EXPENSIVE_SLOTS, BIND: BIND_THREADS},
                     max_body_bytes=config.max_body_bytes, timeout=REQUEST_READ_TIMEOUT,
                     idle_timeout=KEEPALIVE, max_connections=MAX_CONNECTIONS,
-                    max_per_client=MAX_CONNECTIONS)
+                    max_per_client=MAX_CONNECTIONS, budget=VERBS)

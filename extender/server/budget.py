@@ -1,42 +1,76 @@
-"""One in-flight byte budget for every request body a worker process holds.
+"""In-flight byte budgets: one per listener, never borrowed by another.
 
-`--memory-limit-bytes` bounds the caches; this bounds the requests: the bytes of every
-request being received or answered, on every listener of the process (the verbs'
-port, `--metrics-listen`, the webhook: `extender.server.listener`), count against
-`--max-inflight-bytes`. A request that would take the total over it is shed: 503 with
-`Retry-After` (kube-scheduler and the API server retry), before more of it is read.
+`--memory-limit-bytes` bounds the caches; these bound the requests. Every byte a
+connection holds for a request (its head and body as they arrive, then what its body
+becomes once parsed: `extender.api.expansion`) counts against its listener's budget. A
+request that would take its budget over the limit is shed: 503 with `Retry-After`,
+before more of it is read.
 
-The last `SMALL_RESERVE` bytes are kept for small requests (at most `SMALL_REQUEST`
-bytes, head included: every NodeNames request kube-scheduler sends at 15,000 nodes, a
-probe, an AdmissionReview of an ordinary pod), so large bodies in flight never shed the
-scheduler's ordinary calls. Charges are held bytes, not declared sizes: a client that
-declares 30 MB and stalls holds only what it sent, for at most the request deadline.
+Issue #35: one budget for the whole process let 49 stalled bodies on the unauthenticated
+metrics port take every byte, and kube-scheduler's `/filter` and the kubelet's probes
+were shed with it. Now:
 
-Answering a request costs memory too (a parsed Nodes-mode body and its answer are ~6x
-its JSON, measured in docs/operate/hardening.md): the RSS ceiling is documented as
-cluster state + caches (`--memory-limit-bytes`) + 7 x this budget.
+* the verbs' listener owns `--max-inflight-bytes` (`VERBS`), with the last
+  `SMALL_RESERVE` bytes kept for small requests (at most `SMALL_REQUEST` bytes: every
+  NodeNames request kube-scheduler sends at 15,000 nodes);
+* `--metrics-listen` (`SIDE_LIMIT`) and the webhook (`WEBHOOK_LIMIT`), reachable by
+  clients the extender does not authenticate, each have a small budget of their own and
+  no reserve: filling one sheds only its own listener's requests;
+* a request that cannot be charged first makes room (`extender.server.listener`):
+  incomplete requests holding more than it needs, of the client holding the most, are
+  closed. So a client holding stalled bodies never locks a probe out of its own
+  listener either.
+
+Charges are held bytes, not declared sizes: a client that declares 30 MB and stalls
+holds what it sent, for at most the request deadline (and the minimum send rate).
+
+The RSS ceiling (docs/operate/hardening.md) is cluster state + caches
+(`--memory-limit-bytes`) + 7 x the budgets of the listeners started.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 
 DEFAULT_LIMIT = 48 << 20  # one --max-body-bytes request (32 MiB) and the reserve for small ones
 SMALL_REQUEST = 1 << 20  # head + body; a NodeNames request for 15,000 nodes is ~0.7 MiB
 SMALL_RESERVE = 16 << 20
+SIDE_LIMIT = 2 << 20  # --metrics-listen: heads, and POST /explain bodies of at most 1 MiB
+WEBHOOK_LIMIT = 10 << 20  # one AdmissionReview of the 8 MiB limit, with its head
 RETRY_AFTER_SECONDS = 1
+
+_ALL: weakref.WeakSet[BodyBudget] = weakref.WeakSet()  # the process's budgets: the gauge is their sum
+_ALL_LOCK = threading.Lock()
 
 
 class BodyBudget:
-    """Bytes held for requests, all listeners of the process together."""
+    """Bytes held for the requests of one listener (`reserve`: the last bytes only
+    requests of at most `SMALL_REQUEST` may take)."""
 
-    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, limit: int = DEFAULT_LIMIT, reserve: int = 0, name: str = "") -> None:
         self.limit = limit
+        self.reserve = reserve
+        self.name = name
         self.held = 0
         self._lock = threading.Lock()
+        with _ALL_LOCK:
+            _ALL.add(self)
 
     def configure(self, limit: int) -> None:
         self.limit = limit
+
+    def cap(self, total: int) -> int:
+        """What a request holding `total` bytes may take the budget up to."""
+        return self.limit if total <= SMALL_REQUEST else max(self.limit - self.reserve, 0)
+
+    def fits_ever(self, total: int) -> bool:
+        """Whether a request of `total` bytes fits in this budget when it is empty."""
+        return total <= self.cap(total)
+
+    def available(self, total: int) -> int:
+        """Bytes a request that would hold `total` may still take."""
+        return max(0, self.cap(total) - self.held)
 
     def acquire(self, size: int, total: int) -> bool:
         """Take `size` more bytes for a request that holds `total` bytes with them; False
@@ -44,22 +78,20 @@ class BodyBudget:
         less the reserve kept for small ones)."""
         if size <= 0:
             return True
-        cap = self.limit if total <= SMALL_REQUEST else max(self.limit - SMALL_RESERVE, 0)
+        cap = self.cap(total)
         with self._lock:
             if self.held + size > cap:
-                shed = True
-            else:
-                self.held += size
-                shed = False
-        _export(self.held)
-        return not shed
+                return False
+            self.held += size
+        _export()
+        return True
 
     def release(self, size: int) -> None:
         if size <= 0:
             return
         with self._lock:
             self.held -= size
-        _export(self.held)
+        _export()
 
     def charge(self, holder, total: int) -> bool:
         """Set the bytes `holder` (an object with a `charged` attribute) holds to
@@ -75,9 +107,11 @@ class BodyBudget:
         return True
 
 
-def _export(held: int) -> None:
+def _export() -> None:
     from extender import metrics  # not at import: multiprocess metrics are set up first
 
+    with _ALL_LOCK:
+        held = sum(b.held for b in _ALL)
     metrics.INFLIGHT_REQUEST_BYTES.set(held)
 
 
@@ -88,4 +122,5 @@ def shed(listener: str) -> None:
     metrics.REQUESTS_SHED_TOTAL.labels(listener).inc()
 
 
-BODIES = BodyBudget()  # the process's budget; `configure`d from the config by the app
+# the verbs' budget: `configure`d from --max-inflight-bytes by the app
+VERBS = BodyBudget(DEFAULT_LIMIT, SMALL_RESERVE, "verbs")

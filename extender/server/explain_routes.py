@@ -13,7 +13,10 @@ result is the summary view (nodes grouped by reason with counts and a few exampl
 many were left out); `?nodes=all` returns every node. `?examples=N` (0..50) and
 `?candidates=a,b` as for the CLI.
 
-Never on the verbs' path: the side listener's own threads serve it. Bounded: one
+Authenticated (issue #35, `extender.server.auth`): a bearer token, checked with a
+TokenReview, of a user a SubjectAccessReview allows `get` on the pod (GET) or `list` on
+pods in the posted pod's namespace (POST); without an API server (file mode) loopback
+clients only. Never on the verbs' path: the side listener's own threads serve it. Bounded: one
 explanation at a time per process, a token bucket (`--explain-rate`, `--explain-burst`;
 429 with Retry-After), the verbs' `--request-deadline` on CEL work (503, retry: finished
 evaluations stay memoised), CEL's cost limits as for the verbs, the listener's 1 MiB
@@ -40,11 +43,23 @@ from flask import Response
 from werkzeug.datastructures import MultiDict
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
+from extender.api import expansion
 from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
 from extender.model.parse import ModelError
 from extender.ratelimit import TokenBucket
-from extender.server.listener import JSON, Reply
+from extender.server.auth import (
+    FLASK_KEY,
+    TOKEN_HEADERS,
+    Access,
+    AuthError,
+    Guard,
+    authenticated,
+    authorized,
+    guard_for,
+    protected,
+)
+from extender.server.listener import JSON, Reply, Request
 from extender.service import Extender
 from extender.state import ClusterSnapshot, FileSource, readiness
 
@@ -196,9 +211,10 @@ class ExplainRoutes:
 
     def __init__(self, engine: Extender, enabled: bool, rate: float = 1.0, burst: int = 5,
                  deadline: float | None = None, reader: PodReader | None = None,
-                 drift: Any = None, drift_enabled: bool = False) -> None:
+                 drift: Any = None, drift_enabled: bool = False, guard: Guard | None = None) -> None:
         """`drift`: the drift report's tracker (`engine.drift`), served at /drift while
-        `drift_enabled`."""
+        `drift_enabled`. `guard`: who may ask (default: the source's TokenReview and
+        SubjectAccessReview, or loopback only in file mode)."""
         self.engine = engine
         self.enabled = enabled
         self.drift = drift
@@ -206,14 +222,29 @@ class ExplainRoutes:
         self.bucket = TokenBucket(rate, burst)
         self.deadline = engine.config.request_deadline if deadline is None else deadline
         self.reader = reader if reader is not None else pod_reader_for(engine.source)
+        self.guard = guard if guard is not None else guard_for(engine.source)
         self._busy = threading.Lock()
         self.app = explain_app(self)
 
-    def __call__(self, method: str, target: str, body: bytes | None) -> Reply | None:
-        path, _, query = target.partition("?")
-        if not any(path == p or path.startswith(p + "/") for p in PATHS):
+    @staticmethod
+    def takes_body(method: str, path: str) -> bool:
+        """POSTs to its paths (`POST /explain/...` is read, then answered 405 by Flask)."""
+        return method == "POST" and (path == "/explain" or path.startswith("/explain/"))
+
+    @staticmethod
+    def owns(path: str) -> bool:
+        """A path of this module's (a body sent where none is taken is then 413 or 405, not 404)."""
+        return any(path == p or path.startswith(p + "/") for p in PATHS)
+
+    def __call__(self, request: Request) -> Reply | None:
+        path, _, query = request.target.partition("?")
+        if not self.owns(path):
             return None
-        environ = EnvironBuilder(path, method=method, query_string=query, data=body or b"").get_environ()
+        get = request.method in ("GET", "HEAD")
+        credentials = {name: value for name in TOKEN_HEADERS if (value := request.header(name))}
+        environ = EnvironBuilder(path, method="GET" if get else request.method, query_string=query,
+                                 data=b"" if get else request.body, headers=credentials,
+                                 environ_base={"REMOTE_ADDR": request.client}).get_environ()
         chunks, status, headers = run_wsgi_app(self.app, environ, buffered=True)
         extra = {k: v for k, v in headers.items() if k not in ("Content-Type", "Content-Length")}
         return int(status.split()[0]), headers.get("Content-Type", JSON), b"".join(chunks), extra
@@ -296,8 +327,19 @@ class ExplainRoutes:
         return data
 
 
+def _pod_access(namespace: str, name: str) -> Access:
+    """GET /explain/NAMESPACE/POD tells about that pod: its reader's right (asked once
+    the names are checked: no review for a malformed request)."""
+    if not _NAMESPACE.fullmatch(namespace):
+        raise Refused(400, f"invalid namespace {namespace[:100]!r}")
+    if not _NAME.fullmatch(name):
+        raise Refused(400, f"invalid pod name {name[:300]!r}")
+    return Access("get", "pods", namespace, name)
+
+
 def explain_app(routes: ExplainRoutes) -> flask.Flask:
     app = flask.Flask("extender.explain")
+    app.extensions[FLASK_KEY] = routes.guard
 
     @app.before_request
     def gate() -> None:
@@ -305,23 +347,33 @@ def explain_app(routes: ExplainRoutes) -> flask.Flask:
 
     @app.get("/drift")
     def drift() -> Response:
+        user = authenticated()
+        namespace = flask.request.args.getlist("namespace")
+        # the pods it lists: those of one namespace, or of all ("" is every namespace)
+        authorized(user, Access("list", "pods", namespace[-1] if namespace else ""))
         return routes.drift_report()
 
     @app.post("/explain")
     def explain_posted() -> Response:
-        return routes.answer(lambda: _pod_from_body(flask.request.get_data()))
+        user = authenticated()  # before the body is parsed
+        pod = _pod_from_body(flask.request.get_data())
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+        namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
+        authorized(user, Access("list", "pods", namespace or "default"))  # the pods it is counted with
+        return routes.answer(lambda: pod)
 
     @app.get("/explain/<namespace>/<name>")
+    @protected(_pod_access)
     def explain_named(namespace: str, name: str) -> Response:
-        if not _NAMESPACE.fullmatch(namespace):
-            raise Refused(400, f"invalid namespace {namespace[:100]!r}")
-        if not _NAME.fullmatch(name):
-            raise Refused(400, f"invalid pod name {name[:300]!r}")
         return routes.answer(lambda: routes.read(namespace, name))
 
     @app.errorhandler(Refused)
     def refused(exc: Refused) -> Response:
         return Response(orjson.dumps({"error": str(exc), **exc.extra}), exc.status, exc.headers, mimetype=JSON)
+
+    @app.errorhandler(AuthError)
+    def unauthorized(exc: AuthError) -> Response:
+        return refused(Refused(exc.status, str(exc), exc.headers))
 
     @app.errorhandler(404)
     def not_found(_exc: Exception) -> Response:
@@ -345,6 +397,7 @@ def explain_app(routes: ExplainRoutes) -> flask.Flask:
 def _pod_from_body(body: bytes) -> dict[str, Any]:
     """A Pod object as JSON (the plugin converts YAML). JSON only: YAML aliases make
     small bodies expand into huge documents."""
+    expansion.account(body)
     try:
         pod = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -40,7 +40,10 @@ class ExtenderServer(BaseApplication):
         super().__init__()
 
     def load_config(self) -> None:
+        from extender.state.heap import return_large_blocks
+
         raise_open_files_limit()
+        return_large_blocks()  # before the state is loaded and the workers forked
         c = self.config
         settings = {
             "bind": c.listen,

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import selectors
 import socket
 import ssl
@@ -61,8 +62,9 @@ from functools import partial
 from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
 
+from extender.api import expansion
 from extender.cel import deadline, lane
-from extender.server.budget import BODIES, RETRY_AFTER_SECONDS, shed
+from extender.server.budget import RETRY_AFTER_SECONDS, SIDE_LIMIT, BodyBudget, shed
 
 log = logging.getLogger("extender.http")
 
@@ -74,10 +76,11 @@ SSLContexts = ssl.SSLContext | Callable[[], ssl.SSLContext] | None
 JSON = "application/json"
 # (status, content type, body, extra headers)
 Reply = tuple[int, str, bytes, dict[str, str]]
-# Routes a fixed table cannot name (path parameters, query strings): (method, request
-# target as sent, body or None for GET) -> Reply, or None when the path is not its own.
-# Each owner keeps its routes in its own module (`extender.server.explain_routes`).
-Dispatch = Callable[[str, str, bytes | None], Reply | None]
+# Routes a fixed table cannot name (path parameters, query strings): a `Request` ->
+# Reply, or None when the path is not its own; its `takes_body(method, path)` says which
+# requests may carry a body (the others are refused before their body is read). Each
+# owner keeps its routes in its own module (`extender.server.explain_routes`).
+Dispatch = Callable[["Request"], Reply | None]
 
 LOOP = lane.LOOP  # `place`: answered on the event loop
 MAX_HEAD_BYTES = 64 << 10  # no end of head by then: 431
@@ -86,11 +89,23 @@ READ_CHUNK = 256 << 10
 BURST = 16  # requests of one connection answered in a row before the others' turn
 LINGER = 1.0  # seconds an error answer waits for the client to stop sending before the close
 SWEEP_INTERVAL = 0.1  # seconds between deadline checks
+# A request still arriving this long after its first byte must have come at this many
+# bytes a second since (on average): stalled and trickled bodies end early, not at the
+# deadline. Real clients send a whole request at once (kube-scheduler over loopback, the
+# API server, the kubelet's one-segment probes).
+MIN_SEND_RATE = 1 << 20
+SEND_RATE_GRACE = 1.0
 QUICK_ROUTES = frozenset({"/healthz", "/readyz", "/livez"})  # GET routes answered on the loop
 # connection states
 HANDSHAKE, READING, ANSWERING, WRITING, IDLE, CLOSING = range(6)
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
-_HEX = frozenset(b"0123456789abcdefABCDEF")
+# RFC 9112 chunk-size [ chunk-ext ]: a size, then `;name[=value]` extensions (tokens or
+# quoted strings, whitespace around the separators); nothing else, no bare CR or LF
+_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t !-~\x80-\xff])*"'
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d{1,19})")
+_CHUNK_LINE = re.compile(rb"([0-9a-fA-F]{1,16})(?:[ \t]*;[ \t]*" + _TOKEN
+                         + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN + rb"|" + _QUOTED + rb"))?)*[ \t]*")
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -101,9 +116,17 @@ def split_address(address: str) -> tuple[str, int]:
 class Refused(Exception):
     """A request answered with an error, without a route, and the connection closed."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(message)
         self.code = code
+        self.headers = headers
+
+
+def bare_line_ends(data: bytes | bytearray) -> bool:
+    """Whether `data` holds a CR or LF that is not part of a CRLF (a line end another
+    parser could read differently: request smuggling)."""
+    pairs = data.count(b"\r\n")
+    return data.count(b"\n") != pairs or data.count(b"\r") != pairs
 
 
 def request_path(target: str) -> str:
@@ -115,10 +138,12 @@ def request_path(target: str) -> str:
 
 
 class Request:
-    """A parsed request head, then its body (`body`, set once it has arrived)."""
+    """A parsed request head, then its body (`body`, set once it has arrived). `gone`:
+    its client closed the connection while it was being answered (work on it stops:
+    `extender.cel.deadline`); `parse_charge`: bytes its parsed body holds in the budget."""
 
     __slots__ = ("method", "target", "path", "keep_alive", "head_size", "body_size", "chunked",
-                 "expect", "body", "arrived")
+                 "expect", "body", "arrived", "headers", "client", "gone", "parse_charge")
 
     def __init__(self, method: str, target: str, body: bytes = b"", keep_alive: bool = True) -> None:
         self.method = method
@@ -131,6 +156,18 @@ class Request:
         self.chunked: list | None = None  # [scan position, data bytes, (start, end) of each chunk's data]
         self.expect = False  # `Expect: 100-continue` still to answer
         self.arrived = time.monotonic()
+        self.headers: dict[bytes, bytes] = {}  # lower-case names
+        self.client = ""  # the peer's address
+        self.gone = False
+        self.parse_charge = 0
+
+    def header(self, name: str) -> str:
+        """A header's value (latin-1), "" when absent."""
+        return self.headers.get(name.lower().encode("latin-1"), b"").decode("latin-1")
+
+    @property
+    def has_body(self) -> bool:
+        return self.chunked is not None or self.body_size > 0
 
     @classmethod
     def parse(cls, data: bytes, max_body: int) -> Request:
@@ -139,6 +176,8 @@ class Request:
         lines = data.split(b"\r\n")
         if len(lines[0]) > MAX_LINE:
             raise Refused(414, "request line too long")
+        if bare_line_ends(data):
+            raise Refused(400, "a bare CR or LF in the request head")
         parts = lines[0].split(b" ")
         if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0") or not parts[0] or not parts[1]:
             raise Refused(400, "malformed request line")
@@ -154,6 +193,7 @@ class Request:
             headers[name] = value
         request = cls(method.decode("latin-1"), target.decode("latin-1"))
         request.head_size = len(data) + 4
+        request.headers = headers
         connection = headers.get(b"connection", b"").lower()
         http11 = version == b"HTTP/1.1"
         request.keep_alive = b"close" not in connection if http11 else b"keep-alive" in connection
@@ -193,15 +233,17 @@ class Request:
                 if len(buf) - pos < 1024:
                     return -1
                 raise Refused(400, "malformed chunked request body")
-            size_text = bytes(buf[pos:line_end]).partition(b";")[0].strip()
-            if not size_text or not set(size_text) <= _HEX or len(size_text) > 16:
+            line = _CHUNK_LINE.fullmatch(buf, pos, line_end)
+            if line is None:  # not hex, past 64 bits, a malformed extension, a bare CR or LF
                 raise Refused(400, "malformed chunked request body")
-            size = int(size_text, 16)
+            size = int(line.group(1), 16)
             if size == 0:  # the last chunk; trailers (if any) end with an empty line
                 trailer_end = buf.find(b"\r\n\r\n", line_end, line_end + MAX_HEAD_BYTES)
                 if trailer_end < 0:
                     if len(buf) - line_end < MAX_HEAD_BYTES:
                         return -1
+                    raise Refused(400, "malformed chunked request body")
+                if bare_line_ends(buf[line_end:trailer_end + 4]):
                     raise Refused(400, "malformed chunked request body")
                 return trailer_end + 4
             data_end = line_end + 2 + size
@@ -226,7 +268,9 @@ class Request:
 class Routes:
     """Fixed routes: `get` (GET and HEAD, no argument) and `post` (the body) by path, and
     one `dispatch` offered every request the tables do not answer. `place`: the `quick`
-    GET routes on the loop, everything else on a thread of lane `pool`."""
+    GET routes on the loop, everything else on a thread of lane `pool`. Only `post`
+    routes and what `dispatch.takes_body` names take a body: any other request that
+    declares one is refused before its body is read (`refuse_body`)."""
 
     def __init__(self, get: dict[str, Route] | None = None, post: dict[str, PostRoute] | None = None,
                  dispatch: Dispatch | None = None, quick: frozenset[str] = QUICK_ROUTES,
@@ -240,6 +284,24 @@ class Routes:
     def place(self, request: Request) -> Hashable:
         return LOOP if request.path in self.quick and request.method in ("GET", "HEAD") else self.pool
 
+    def takes_body(self, request: Request) -> bool:
+        if request.method == "POST" and request.path in self.post:
+            return True
+        takes = getattr(self.dispatch, "takes_body", None)
+        return takes is not None and takes(request.method, request.path)
+
+    def refuse_body(self, request: Request) -> Refused | None:
+        """Why a request that declares a body is refused before it is read, or None when
+        its route takes one (health and metrics take none: issue #35)."""
+        if self.takes_body(request):
+            return None
+        owns = getattr(self.dispatch, "owns", None)
+        if request.path in self.get or request.path in self.post or (owns is not None and owns(request.path)):
+            if request.method in ("GET", "HEAD") and request.path not in self.post:
+                return Refused(413, f"{request.path} takes no request body")
+            return Refused(405, "method not allowed")
+        return Refused(404, "not found")
+
     def __call__(self, request: Request) -> Reply:
         path, method = request.path, request.method
         get = method in ("GET", "HEAD")
@@ -248,7 +310,7 @@ class Routes:
         if method == "POST" and path in self.post:
             return (*self.post[path](request.body), {})
         if self.dispatch is not None and (get or method == "POST"):
-            reply = self.dispatch("GET" if get else "POST", request.target, None if get else request.body)
+            reply = self.dispatch(request)
             if reply is not None:
                 return reply
         if path in self.get or path in self.post:  # a path that exists with another method
@@ -258,7 +320,7 @@ class Routes:
 
 class Conn:
     __slots__ = ("sock", "client", "state", "inbuf", "out", "deadline", "since", "charged",
-                 "request", "close_after", "events")
+                 "request", "close_after", "events", "started", "answering", "forbidden")
 
     def __init__(self, sock: socket.socket, client: str, state: int, deadline: float) -> None:
         self.sock = sock
@@ -272,6 +334,9 @@ class Conn:
         self.request: Request | None = None  # the head read so far of the next request
         self.close_after = False
         self.events = 0
+        self.started = 0.0  # when the first byte of the request arriving now came (0: none)
+        self.answering: Request | None = None  # the request a thread is answering
+        self.forbidden = ""  # why its client certificate may not be served (every request: 403)
 
 
 _PHRASES = {s.value: s.phrase for s in HTTPStatus}
@@ -319,11 +384,14 @@ def bind_socket(address: str) -> socket.socket:
 
 
 class Listener:
-    """`app` (a `Routes`, or any callable Request -> Reply with a `place` method) served
-    on `address` (HOST:PORT, bound on construction, so errors surface there) or on the
-    listening `sockets` given; `start` (a thread of its own) or `serve` (this thread),
-    `stop`. `pools`: lane -> threads; a request placed in a lane without a pool is
-    answered on the loop."""
+    """`app` (a `Routes`, or any callable Request -> Reply with `place`, `takes_body` and
+    `refuse_body` methods) served on `address` (HOST:PORT, bound on construction, so
+    errors surface there) or on the listening `sockets` given; `start` (a thread of its
+    own) or `serve` (this thread), `stop`. `pools`: lane -> threads; a request placed in
+    a lane without a pool is answered on the loop. `budget`: this listener's in-flight
+    bytes (default: a small one of its own, `SIDE_LIMIT`). `client_check`: called with
+    a TLS connection once its handshake is done, returns why its client may not be
+    served ("": it may; `extender.server.tls.ClientPolicy`)."""
 
     def __init__(self, address: str | None = None, routes: dict[str, Route] | None = None, *,
                  post_routes: dict[str, PostRoute] | None = None, dispatch: Dispatch | None = None,
@@ -331,8 +399,13 @@ class Listener:
                  pools: dict[Hashable, int] | None = None, max_body_bytes: int = 1 << 20,
                  timeout: float = 5.0, idle_timeout: float = 60.0, max_connections: int = 1024,
                  max_per_client: int = 128, threads: int = 2, ssl_context: SSLContexts = None,
-                 name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES) -> None:
+                 name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES,
+                 budget: BodyBudget | None = None, min_send_rate: float = MIN_SEND_RATE,
+                 client_check: Callable[[ssl.SSLSocket], str] | None = None) -> None:
         self.app = app if app is not None else Routes(routes, post_routes, dispatch, quick)
+        self.budget = budget if budget is not None else BodyBudget(SIDE_LIMIT, name=name)
+        self.min_send_rate = min_send_rate
+        self.client_check = client_check
         self.pool_sizes = dict(pools) if pools is not None else {lane.EXPENSIVE: threads}
         self.max_body = max_body_bytes
         self.timeout = timeout
@@ -346,7 +419,7 @@ class Listener:
             sock.setblocking(False)
         self.conns: dict[int, Conn] = {}  # by id
         self.per_client: Counter[str] = Counter()
-        self.done: deque[tuple[Conn, Reply | None, Request]] = deque()  # answers from pool threads
+        self.done: deque[tuple[Conn, Reply, Request]] = deque()  # answers from pool threads
         self.ready: deque[Conn] = deque()  # connections with buffered requests to answer
         self.accepting = False
         self.draining = False  # no more accepts (a worker shutting down)
@@ -445,9 +518,17 @@ class Listener:
 
     def _sweep(self, now: float) -> None:
         """Close every connection past its deadline (a request or an answer that did not
-        get through in time, an idle one past the idle timeout, a lingering close)."""
-        for conn in [c for c in self.conns.values() if c.state != ANSWERING and c.deadline <= now]:
+        get through in time, an idle one past the idle timeout, a lingering close), and
+        every request arriving slower than the minimum send rate."""
+        for conn in [c for c in self.conns.values() if c.state != ANSWERING and (
+                c.deadline <= now or (c.state == READING and self._too_slow(c, now)))]:
             self._close(conn)
+
+    def _too_slow(self, conn: Conn, now: float) -> bool:
+        """Whether the request arriving on `conn` came slower than `min_send_rate` (on
+        average, after `SEND_RATE_GRACE` seconds)."""
+        late = now - conn.started - SEND_RATE_GRACE
+        return conn.started > 0 and late > 0 and len(conn.inbuf) < self.min_send_rate * late
 
     # --- accepting --------------------------------------------------------------------------
 
@@ -541,6 +622,8 @@ class Listener:
                 self._handshake(conn)
             elif conn.state in (READING, IDLE):
                 self._read(conn)
+            elif conn.state == ANSWERING:
+                self._watch_answering(conn)
             elif conn.state == WRITING:
                 if self._write(conn) and conn.inbuf:  # the rest of a pipeline, in turn
                     self.ready.append(conn)
@@ -562,6 +645,11 @@ class Listener:
         except (ssl.SSLError, OSError):  # not TLS, a refused client certificate, a reset
             self._close(conn)
             return
+        if self.client_check is not None:
+            conn.forbidden = self.client_check(conn.sock)
+            if conn.forbidden:
+                log.warning("client certificate refused", extra={
+                    "listener": self.name, "client": conn.client, "reason": conn.forbidden})
         conn.state = READING
         self._want(conn, READ)
         self._read(conn)  # bytes may already be decrypted and waiting
@@ -586,12 +674,48 @@ class Listener:
                 conn.state = READING
                 conn.since = time.monotonic()
                 conn.deadline = conn.since + self.timeout
+            if not conn.inbuf:
+                conn.started = time.monotonic()
             conn.inbuf += chunk
-            if not BODIES.charge(conn, len(conn.inbuf)):
+            if not self._charge(conn, len(conn.inbuf)):
                 self._shed(conn)
                 return
             if self._serve_buffered(conn):
                 return
+
+    def _charge(self, conn: Conn, total: int) -> bool:
+        """Charge `conn` for holding `total` bytes; when the budget is full, first make
+        room: shed (503) incomplete requests that already hold more than `conn`'s whole
+        request will (a probe's head, a body's declared size), those of the client
+        holding the most bytes first, the oldest first; never one being answered. So no
+        client's stalled bodies keep another client's smaller requests out."""
+        if self.budget.charge(conn, total):
+            return True
+        need = total - conn.charged - self.budget.available(total)
+        whole = self._declared(conn, total)
+        held: Counter[str] = Counter()
+        for c in self.conns.values():
+            held[c.client] += c.charged
+        victims = sorted((c for c in self.conns.values() if c is not conn and c.state == READING
+                          and c.charged > whole), key=lambda c: (-held[c.client], c.started))
+        for victim in victims:
+            if need <= 0:
+                break
+            need -= victim.charged
+            self._shed(victim)
+        return self.budget.charge(conn, total)
+
+    def _declared(self, conn: Conn, total: int) -> int:
+        """The bytes `conn`'s request will hold once whole: its head and declared body
+        (`total` while the head is incomplete; `max_body_bytes` for a chunked body)."""
+        head_end = conn.inbuf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
+        if head_end < 0:
+            return total
+        head = bytes(conn.inbuf[:head_end]).lower()
+        if b"\r\ntransfer-encoding:" in head:
+            return max(total, self.max_body)
+        length = _CONTENT_LENGTH.search(head)
+        return max(total, head_end + 4 + (int(length.group(1)) if length else 0))
 
     def _serve_buffered(self, conn: Conn) -> bool:
         """Answer the requests that have fully arrived on `conn`, up to `BURST` of them
@@ -601,7 +725,7 @@ class Listener:
             try:
                 request = self._next_request(conn)
             except Refused as exc:
-                self._refuse(conn, exc.code, str(exc))
+                self._refuse(conn, exc.code, str(exc), exc.headers)
                 return True
             except OSError:
                 self._close(conn)
@@ -637,7 +761,11 @@ class Listener:
                                   else "request head too large")
                 return None
             request = conn.request = Request.parse(bytes(conn.inbuf[:end]), self.max_body)
-            request.arrived = conn.since
+            request.arrived, request.client = conn.since, conn.client
+            if conn.forbidden:
+                raise Refused(403, f"client certificate not allowed: {conn.forbidden}")
+            if request.has_body and (refusal := self.app.refuse_body(request)) is not None:
+                raise refusal
         end = request.end(conn.inbuf, self.max_body)
         if end < 0:
             if request.expect:  # `Expect: 100-continue`: ask for the body
@@ -645,27 +773,55 @@ class Listener:
                 conn.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
             return None
         request.take_body(conn.inbuf, end)
-        del conn.inbuf[:end]
+        if end == len(conn.inbuf):
+            conn.inbuf = bytearray()  # its buffer goes now, not at the next request
+        else:
+            del conn.inbuf[:end]
         conn.request = None
+        conn.started = 0.0
         if conn.inbuf:  # a pipelined request: it arrived now, at the latest
-            conn.since = time.monotonic()
+            conn.since = conn.started = time.monotonic()
         return request
 
     def _call(self, request: Request, where: Hashable) -> Reply:
         """The app's reply, in lane `where` (lane.Elsewhere: it needs a costlier one; a
-        lane that is not a CEL lane, such as the bind pool's, limits no CEL work)."""
+        lane that is not a CEL lane, such as the bind pool's, limits no CEL work). What
+        its body becomes when parsed is charged to this listener's budget while it runs
+        (`extender.api.expansion`); its work stops once its client has gone
+        (`deadline.arrived`)."""
         cel_lane = where if where in (lane.LOOP, lane.POOL) else lane.EXPENSIVE
         try:
-            with lane.running_in(cel_lane), deadline.arrived(request.arrived):
+            with lane.running_in(cel_lane), deadline.arrived(request.arrived, request), \
+                    expansion.charged_to(partial(self._parse_charge, request)):
                 return self.app(request)
+        except expansion.Unaffordable as exc:
+            if exc.status == 503:
+                shed(self.name)
+            extra = {"Retry-After": str(RETRY_AFTER_SECONDS)} if exc.status == 503 else {}
+            return exc.status, JSON, error_body(str(exc)), {**extra, "Connection": "close"}
         except Exception:
             log.exception("route failed", extra={"listener": self.name, "path": request.path})
             return 500, JSON, error_body("internal error"), {"Connection": "close"}
+        finally:
+            self.budget.release(request.parse_charge)
+            request.parse_charge = 0
+
+    def _parse_charge(self, request: Request, size: int) -> None:
+        """Charge `size` more bytes for what `request`'s body becomes (any thread)."""
+        total = request.head_size + request.body_size + request.parse_charge + size
+        if not self.budget.fits_ever(total):
+            raise expansion.Unaffordable(413, f"the request body would take {total} bytes once parsed, "
+                                         f"more than this listener's in-flight budget holds")
+        if not self.budget.acquire(size, total):
+            raise expansion.Unaffordable(503, "too many request bytes in flight; retry")
+        request.parse_charge += size
 
     def _hand_on(self, conn: Conn, request: Request, where: Hashable) -> None:
-        """Answer on a thread of lane `where`; the connection waits off the poller."""
+        """Answer on a thread of lane `where`; meanwhile the connection is watched for
+        its client leaving (`_watch_answering`)."""
         conn.state = ANSWERING
-        self._want(conn, 0)
+        conn.answering = request
+        self._want(conn, READ)
         try:
             self.pools[where].submit(self._answer, conn, request, where)
         except KeyError:  # no such lane here: a bug in `place`, answered as one
@@ -675,7 +831,9 @@ class Listener:
 
     def _answer(self, conn: Conn, request: Request, where: Hashable) -> None:
         """On a pool thread: the app's reply, handed back to the loop; a request that
-        needs a costlier lane moves on, unanswered."""
+        needs a costlier lane moves on, unanswered. One whose client has gone still
+        starts (a half-closed client may be reading: what is cheap is answered), and its
+        costly work stops at the first deadline check (`deadline.ClientGone`)."""
         try:
             reply = self._call(request, where)
         except lane.Elsewhere as moved:
@@ -703,8 +861,34 @@ class Listener:
             conn, reply, request = self.done.popleft()
             if id(conn) not in self.conns:
                 continue  # closed meanwhile (the listener is stopping)
+            conn.answering = None
+            if request.gone:  # answered if the client still reads (a half-close), then closed
+                conn.close_after = True
             if self._send(conn, self._encode(request, reply)) and conn.inbuf:
                 self._serve_buffered(conn)
+
+    def _watch_answering(self, conn: Conn) -> None:
+        """The client of a request being answered sent something: its leaving (EOF, a
+        reset) stops the work on it; a pipelined request's first bytes are kept for
+        later, and the connection is not watched again until its answer is written."""
+        try:
+            chunk = conn.sock.recv(READ_CHUNK)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            if conn.answering is not None:
+                conn.answering.gone = True
+            self._want(conn, 0)
+            return
+        self._want(conn, 0)
+        if not conn.inbuf:
+            conn.started = time.monotonic()
+        conn.inbuf += chunk
+        if not self.budget.charge(conn, max(conn.charged, len(conn.inbuf))):
+            conn.inbuf = bytearray()  # no room for it: the connection closes after the answer
+            conn.close_after = True
 
     # --- answering ----------------------------------------------------------------------------
 
@@ -713,7 +897,7 @@ class Listener:
         data, keep = answer
         conn.state = WRITING
         conn.out = memoryview(data)
-        conn.close_after = not keep
+        conn.close_after = conn.close_after or not keep
         conn.deadline = time.monotonic() + self.timeout
         return self._write(conn)
 
@@ -736,7 +920,7 @@ class Listener:
             return False
         now = time.monotonic()
         conn.state, conn.since, conn.deadline = IDLE, now, now + self.idle_timeout
-        BODIES.charge(conn, len(conn.inbuf))
+        self.budget.charge(conn, len(conn.inbuf))
         self._want(conn, READ)
         if conn.inbuf:  # a pipelined request: the caller answers it
             conn.state, conn.deadline = READING, now + self.timeout
@@ -745,7 +929,7 @@ class Listener:
     def _refuse(self, conn: Conn, code: int, message: str,
                 extra: tuple[tuple[str, str], ...] = ()) -> None:
         """An error answer, then the connection closes (its body is never read)."""
-        BODIES.charge(conn, 0)
+        self.budget.charge(conn, 0)
         conn.inbuf = bytearray()
         conn.request = None
         self._send(conn, (response(code, JSON, error_body(message), False, extra=extra), False))
@@ -753,7 +937,7 @@ class Listener:
     def _shed(self, conn: Conn) -> None:
         shed(self.name)
         log.warning("request shed: in-flight request bytes at the limit",
-                    extra={"listener": self.name, "client": conn.client, "limit": BODIES.limit})
+                    extra={"listener": self.name, "client": conn.client, "limit": self.budget.limit})
         self._refuse(conn, 503, "too many request bytes in flight; retry",
                      extra=(("Retry-After", str(RETRY_AFTER_SECONDS)),))
 
@@ -790,7 +974,7 @@ class Listener:
             except (KeyError, ValueError):
                 pass
         conn.events = 0
-        BODIES.charge(conn, 0)
+        self.budget.charge(conn, 0)
         try:
             conn.sock.close()
         except OSError:

@@ -8,6 +8,12 @@ outside its validity period (expired, or not valid yet: clients would refuse it)
 refused: either way the previous context stays in use, the refusal is logged and
 counted (`extender_tls_certificate_loads_total{result}`), and the next check tries
 again (a not-yet-valid certificate is taken once its time comes).
+
+Every context speaks TLS 1.2 with AEAD suites only (ECDHE with AES-GCM or
+ChaCha20-Poly1305) and TLS 1.3. With a client CA, `ClientPolicy` decides, once a
+handshake has verified a client's certificate, whether that client is served: never
+with a CA certificate, and only with an allowed subject when `--client-cert-allowed-names`
+is set (issue #35).
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ import time
 log = logging.getLogger("extender.tls")
 
 CHECK_INTERVAL = 1.0
+# TLS 1.2 suites: forward-secret key exchange and AEAD only (no CBC, no DHE); TLS 1.3's
+# own suites are all AEAD and are not affected by this list
+CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 
 
 class CertificateNotValid(ValueError):
@@ -62,9 +71,11 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
 
 
 def build_context(cert_file: str, key_file: str, client_ca_file: str = "") -> ssl.SSLContext:
-    """A TLS >= 1.2 server context; with a client CA, client certificates are required."""
+    """A TLS >= 1.2 server context (AEAD suites only); with a client CA, client
+    certificates are required."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(CIPHERS)
     ctx.load_cert_chain(cert_file, key_file)
     if client_ca_file:
         ctx.load_verify_locations(cafile=client_ca_file)
@@ -135,3 +146,100 @@ class ReloadingContext:
         log.error("TLS files changed but cannot be used; keeping the previous certificate"
                   if self.reloads or stamps != self._stamps else "TLS certificate is not usable",
                   extra={"files": list(self.files), "error": str(exc), "result": reason})
+
+
+# --- who may be served: ClientPolicy -----------------------------------------------------
+
+_BASIC_CONSTRAINTS = bytes.fromhex("551d13")  # OID 2.5.29.19, DER content
+
+
+def _tlv(der: bytes, at: int) -> tuple[int, int, int]:
+    """(tag, content start, content end) of the DER element at `at`."""
+    tag, length = der[at], der[at + 1]
+    at += 2
+    if length & 0x80:
+        count = length & 0x7F
+        length = int.from_bytes(der[at:at + count], "big")
+        at += count
+    if at + length > len(der):
+        raise ValueError("truncated DER")
+    return tag, at, at + length
+
+
+def is_ca_certificate(der: bytes) -> bool:
+    """Whether a DER certificate says basicConstraints CA:TRUE (the ssl module reports no
+    extensions but the names; `cryptography` is not a runtime dependency). A certificate
+    that cannot be read counts as one (it is refused)."""
+    try:
+        _, at, _ = _tlv(der, 0)  # Certificate
+        _, at, end = _tlv(der, at)  # tbsCertificate
+        while at < end:
+            tag, start, stop = _tlv(der, at)
+            if tag == 0xA3:  # [3] extensions: SEQUENCE OF Extension
+                _, at, extensions_end = _tlv(der, start)
+                while at < extensions_end:
+                    _, field, extension_end = _tlv(der, at)
+                    _, oid, oid_end = _tlv(der, field)  # extnID
+                    if der[oid:oid_end] == _BASIC_CONSTRAINTS:
+                        tag, value, value_end = _tlv(der, oid_end)
+                        if tag == 0x01:  # critical BOOLEAN, then the OCTET STRING
+                            tag, value, value_end = _tlv(der, value_end)
+                        _, inner, inner_end = _tlv(der, value)  # BasicConstraints SEQUENCE
+                        if inner == inner_end:
+                            return False  # cA DEFAULT FALSE
+                        tag, flag, flag_end = _tlv(der, inner)
+                        return tag == 0x01 and der[flag:flag_end] != b"\x00"
+                    at = extension_end
+                return False
+            at = stop
+        return False
+    except (IndexError, ValueError):
+        return True
+
+
+def subject_names(cert: dict) -> list[str]:
+    """A verified certificate's subject common names and DNS and URI alternative names
+    (`ssl.SSLSocket.getpeercert()`), as `--client-cert-allowed-names` matches them."""
+    names = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+    names += [value for kind, value in cert.get("subjectAltName", ()) if kind in ("DNS", "URI")]
+    return names
+
+
+class ClientPolicy:
+    """Whether the client of a TLS connection, its certificate verified by the
+    handshake, is served (the listener's `client_check`): "" if so, else why not.
+
+    * A CA certificate (basicConstraints CA:TRUE) is never a client certificate: the
+      client CA itself, or any intermediate, presented with its key, is refused.
+    * With `allowed_names` (`--client-cert-allowed-names`), the certificate's subject
+      common name, or one of its DNS or URI subject alternative names, must equal one
+      of them: exactly, except that DNS names compare without regard to case.
+
+    Without a client CA no certificate is asked for, and every client is served."""
+
+    def __init__(self, allowed_names: tuple[str, ...] = ()) -> None:
+        self.allowed = frozenset(allowed_names)
+        self.allowed_lower = frozenset(n.lower() for n in allowed_names)
+
+    def __call__(self, sock: ssl.SSLSocket) -> str:
+        der = sock.getpeercert(binary_form=True)
+        if der is None:
+            return ""
+        if is_ca_certificate(der):
+            return "a CA certificate (basicConstraints CA:TRUE) is not a client certificate"
+        if not self.allowed:
+            return ""
+        cert = sock.getpeercert() or {}
+        common = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+        uris = [value for kind, value in cert.get("subjectAltName", ()) if kind == "URI"]
+        dns = [value.lower() for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"]
+        if self.allowed.intersection(common + uris) or self.allowed_lower.intersection(dns):
+            return ""
+        return (f"subject {', '.join(subject_names(cert)) or '(none)'} is not one of "
+                "--client-cert-allowed-names")
+
+
+def client_policy(config) -> ClientPolicy | None:
+    """The `ClientPolicy` of `config` (`--client-cert-allowed-names`), None without
+    `--client-ca-file` (no client certificates are asked for)."""
+    return ClientPolicy(config.client_cert_allowed_names) if config.client_ca_file else None

@@ -21,8 +21,18 @@ request limit; kube-apiserver itself refuses write bodies over 3 MiB,
 `MaxRequestBodyBytes`), about 3 MiB once written as JSON; an UPDATE review carries two
 objects (`object`, `oldObject`) and a small envelope: under 8 MiB. A larger review is of
 an object that cannot be stored anyway; it is answered 413 before its body is read.
-Its bytes count in the process's in-flight budget (`extender.server.budget`), shared
-with the verbs.
+Its bytes, and what they become once parsed, count in the webhook's own in-flight
+budget (`WEBHOOK_LIMIT`, `extender.server.budget`): never the verbs'.
+
+Work bounded per review (issue #35): a review has `ADMISSION_DEADLINE` seconds from its
+arrival (below the webhook's `timeoutSeconds`, 5 in the manifests), stops at the next
+check once its client has closed the connection (`extender.cel.deadline`), compiles at
+most `REVIEW_COMPILE_BYTES` of new CEL (`extender.validation.rules`) and holds no lock
+the verbs wait for (each thread parses CEL with its own parser). Reviews run on two pool
+threads; one that needs more than a little compiling moves to a lane of its own
+(`extender.cel.lane`, one thread), so an ordinary review never queues behind compiles.
+A review past its deadline is answered 503: the API server then applies the webhook's
+`failurePolicy`, as it would had the webhook not answered.
 """
 
 from __future__ import annotations
@@ -35,13 +45,15 @@ from typing import Any
 import orjson
 
 from extender import metrics
+from extender.api import expansion
+from extender.cel import deadline, lane
 from extender.features import FeatureGates
-from extender.server.budget import SMALL_REQUEST
-from extender.server.listener import JSON, Listener, PostRoute, Route
-from extender.server.tls import ReloadingContext
+from extender.server.budget import SMALL_REQUEST, WEBHOOK_LIMIT, BodyBudget
+from extender.server.listener import JSON, Listener, PostRoute, Route, Routes
+from extender.server.tls import ReloadingContext, client_policy
 from extender.state import heap
 from extender.validation.field import aggregate
-from extender.validation.rules import admission, configure_slow_expressions
+from extender.validation.rules import admission, compile_budget, configure_slow_expressions
 from extender.validation.workloads import (
     CHECKED_KINDS,
     PERSISTENT_VOLUME,
@@ -60,6 +72,8 @@ MAX_CONNECTIONS = 1024  # open connections (waiting in the poller, no thread eac
 MAX_REVIEW_BYTES = 8 << 20  # see the module docstring
 MAX_WARNING_CHARS = 512
 VALIDATE = "/validate"  # the route, and the `webhook` label of its metrics
+ADMISSION_DEADLINE = 4.0  # seconds from a review's arrival (see the module docstring)
+POOL_THREADS = 2  # reviews; those compiling more move to one thread of their own
 
 
 class BadReview(ValueError):
@@ -87,6 +101,7 @@ def _channel(obj: Mapping[str, Any] | None, kind: str, prefix: str) -> tuple:
 
 
 def _request(body: bytes) -> Mapping[str, Any]:
+    expansion.account(body)
     try:
         review = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -116,7 +131,7 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
         checked = _channel(obj, kind, prefix) != _channel(request.get("oldObject"), kind, prefix)
         gates = ratcheted_gates(request.get("oldObject"), kind, prefix, gates)
     if checked:
-        with admission():
+        with admission(), compile_budget():
             result = check_object({**obj, "kind": kind}, prefix, gates)
         if result.errors:
             name = result.name or str(request.get("name") or "")
@@ -137,18 +152,26 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
 # --- transport ----------------------------------------------------------------------
 
 
-def validate_route(prefix: str, gates: FeatureGates) -> PostRoute:
+def validate_route(prefix: str, gates: FeatureGates, seconds: float = ADMISSION_DEADLINE) -> PostRoute:
+    """`POST /validate`: a review within `seconds` of its arrival (503 past it)."""
     requests, latency, in_flight = (metrics.WEBHOOK_REQUESTS_TOTAL, metrics.WEBHOOK_LATENCY,
                                     metrics.WEBHOOK_IN_FLIGHT.labels(VALIDATE))
 
-    def answer(body: bytes) -> tuple[int, str, bytes]:
-        try:
+    def reviewed(body: bytes) -> bytes:
+        with deadline.request_deadline(seconds):
             if len(body) > SMALL_REQUEST:  # no full GC passes over its objects (see verbs.answer)
                 with heap.collector_paused():
-                    return 200, JSON, orjson.dumps(review(body, prefix, gates))
-            return 200, JSON, orjson.dumps(review(body, prefix, gates))
+                    return orjson.dumps(review(body, prefix, gates))
+            return orjson.dumps(review(body, prefix, gates))
+
+    def answer(body: bytes) -> tuple[int, str, bytes]:
+        try:
+            return 200, JSON, reviewed(body)
         except BadReview as exc:
             return 400, JSON, orjson.dumps({"error": str(exc)})
+        except deadline.DeadlineExceeded as exc:  # or its client left: nobody reads this
+            log.warning("admission review not finished", extra={"error": str(exc)})
+            return 503, JSON, orjson.dumps({"error": f"the review was not finished: {exc}"})
 
     def route(body: bytes) -> tuple[int, str, bytes]:
         started = time.perf_counter()
@@ -166,20 +189,24 @@ def validate_route(prefix: str, gates: FeatureGates) -> PostRoute:
 
 def webhook_listener(listen: str, tls: ReloadingContext, prefix: str, gates: FeatureGates,
                      max_body_bytes: int = MAX_REVIEW_BYTES, max_connections: int = MAX_CONNECTIONS,
-                     **limits: Any) -> Listener:
+                     seconds: float = ADMISSION_DEADLINE, **limits: Any) -> Listener:
     """The webhook's HTTPS listener (not started): `POST /validate`, and `GET /healthz`
-    for a probe; the serving certificate is re-read per connection when it changed."""
+    for a probe; the serving certificate is re-read per connection when it changed.
+    `limits`: the listener's (`client_check`: `extender.server.tls.ClientPolicy`)."""
     ok: Route = lambda: (200, "text/plain", b"ok")  # noqa: E731 - a one-line route
     limits.setdefault("timeout", REQUEST_TIMEOUT)
-    return Listener(listen, {"/healthz": ok, "/readyz": ok},
-                    post_routes={VALIDATE: validate_route(prefix, gates)},
+    limits.setdefault("budget", BodyBudget(WEBHOOK_LIMIT, name="webhook"))
+    routes = Routes({"/healthz": ok, "/readyz": ok}, {VALIDATE: validate_route(prefix, gates, seconds)},
+                    pool=lane.POOL)
+    return Listener(listen, app=routes, pools={lane.POOL: POOL_THREADS, lane.EXPENSIVE: 1},
                     max_body_bytes=max_body_bytes, max_connections=max_connections,
                     ssl_context=tls.current, name="webhook-listener", **limits)
 
 
 def _listener_for(config: Any) -> Listener:
     tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)
-    return webhook_listener(config.webhook_listen, tls, config.annotation_prefix, config.feature_gates)
+    return webhook_listener(config.webhook_listen, tls, config.annotation_prefix, config.feature_gates,
+                            client_check=client_policy(config))
 
 
 def check_webhook(config: Any) -> None:

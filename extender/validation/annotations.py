@@ -33,6 +33,7 @@ from extender.validation.limits import (
 from extender.validation.rules import (
     SEMVER,
     current_slow_policy,
+    unchecked_expressions,
     validate_node_affinity,
     validate_toleration,
     validate_volume_node_affinity,
@@ -125,9 +126,12 @@ def check_annotation(kind: str, text: str, path: str, gates: FeatureGates) -> Ch
         hit = _memo.get(memo_key)
     if hit is not None:
         return hit[0]
+    unchecked = unchecked_expressions()
     checked = _check(kind, text, path, gates)
     size = 4 * (len(text) + len(path)) + 512
-    if size <= MAX_ANNOTATION_BYTES * 4:  # over-long texts are never a key
+    # over-long texts are never a key; nor an answer with expressions left unchecked (an
+    # admission review's compile budget ran out): the next review checks them
+    if size <= MAX_ANNOTATION_BYTES * 4 and unchecked_expressions() == unchecked:
         with _memo_lock:
             _memo[memo_key] = (checked, size)
     return checked

@@ -59,16 +59,63 @@ def supported_operators(gates: FeatureGates) -> list[str]:
 _compiled: cachetools.LRUCache = cachetools.LRUCache(256)
 _compiled_lock = threading.Lock()
 
+#: Expression bytes an admission review may compile (those compiled before are free):
+#: ~0.1-0.6 s of compiling a 10 KiB expression, so at most ~2 s a review. The rest is
+#: not checked at admission, with a warning: the scheduling path checks every pod.
+REVIEW_COMPILE_BYTES = 32 << 10
+#: Of which a review compiles this many on the webhook's pool threads; it needs more,
+#: it moves to the webhook's expensive lane (`extender.cel.lane`), so that an ordinary
+#: review never waits behind compiles.
+POOL_COMPILE_BYTES = 1 << 10
+NOT_COMPILED = ("not checked at admission: the review's expressions not compiled yet exceed "
+                f"its compile budget of {REVIEW_COMPILE_BYTES} bytes (the scheduler checks it)")
+# [bytes left, bytes compiled in this lane, expressions left unchecked], per review
+_REVIEW_BUDGET: ContextVar[list[int] | None] = ContextVar("extender_review_compile_budget", default=None)
 
-def compile_expression(expression: str) -> tuple[str | None, int]:
-    """(error or None, estimated cost); only expressions within the length limit get here."""
+
+@contextmanager
+def compile_budget(limit: int = REVIEW_COMPILE_BYTES) -> Iterator[list[int]]:
+    """Compile at most `limit` bytes of new expressions in the block (one admission
+    review); yields [bytes left, bytes compiled, expressions left unchecked]."""
+    budget = [limit, 0, 0]
+    token = _REVIEW_BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _REVIEW_BUDGET.reset(token)
+
+
+def unchecked_expressions() -> int:
+    """Expressions the current review left unchecked (over its compile budget)."""
+    budget = _REVIEW_BUDGET.get()
+    return 0 if budget is None else budget[2]
+
+
+def compile_expression(expression: str) -> tuple[str | None, int] | None:
+    """(error or None, estimated cost); only expressions within the length limit get here.
+    Within an admission review (`compile_budget`): None for an expression its budget
+    cannot compile, and `lane.Elsewhere` from the webhook's pool lane for one past the
+    pool's share; the review's deadline and its client's leaving end it between the
+    compile's phases (`extender.cel.deadline`)."""
     with _compiled_lock:
         hit = _compiled.get(expression)
     if hit is not None:
         return hit
+    from extender.cel import deadline, lane
     from extender.cel.environment import CompileError
     from extender.cel.program import compile_program
 
+    budget = _REVIEW_BUDGET.get()
+    if budget is not None:
+        size = len(expression)
+        if size > budget[0]:
+            budget[2] += 1
+            return None
+        if lane.current() == lane.POOL and budget[1] + size > POOL_COMPILE_BYTES:
+            raise lane.move(lane.EXPENSIVE)
+        budget[0] -= size
+        budget[1] += size
+        deadline.check()
     try:
         result: tuple[str | None, int] = (None, compile_program(expression).estimated_cost)
     except CompileError as exc:
@@ -190,8 +237,10 @@ def validate_toleration(t: Mapping[str, Any], path: str, gates: FeatureGates,
             errs.append(invalid(where, expression, EXCLUSIVE))
         elif len(expression.encode("utf-8", "surrogatepass")) > MAX_EXPRESSION_BYTES:
             errs.append(too_long(where, MAX_EXPRESSION_BYTES))
+        elif (compiled := compile_expression(expression)) is None:
+            warnings.append(f"{where}: {NOT_COMPILED}")
         else:
-            message, cost = compile_expression(expression)
+            message, cost = compiled
             policy = current_slow_policy()
             if message is not None:
                 errs.append(invalid(where, expression, message))

@@ -19,6 +19,13 @@ The standard library only (issue 36): kubectl does the talking to the API server
 reads YAML pod files (`kubectl patch --local`), so the plugin installs on its own
 (plugin/pyproject.toml, the krew manifest of a release) without the server's dependencies.
 `kubectl-extender` on PATH makes it a kubectl plugin.
+
+The endpoint checks who asks (a TokenReview and a SubjectAccessReview: docs/operate/
+security.md): the plugin sends the kubeconfig's bearer token (a static token, or the one
+an exec plugin such as an OIDC or cloud login helper prints), or `--token`, in
+`Authorization` (direct) and in `X-Extender-Authorization` (through the API server's
+proxy, which takes `Authorization` for itself). A kubeconfig that authenticates with a
+client certificate has no token to send.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from urllib.parse import quote, urlencode
 DEFAULT_SERVICE = "scheduling-extender/extended-scheduler-metrics:metrics"
 SERVICE_ENV = "KUBECTL_EXTENDER_SERVICE"
 URL_ENV = "KUBECTL_EXTENDER_URL"
+TOKEN_ENV = "KUBECTL_EXTENDER_TOKEN"
 RETRIES = 3  # 429 / 503 with a Retry-After of at most MAX_WAIT seconds are retried
 MAX_WAIT = 10.0
 _FORWARDING = re.compile(rb"Forwarding from (?:127\.0\.0\.1|\[::1\]):(\d+)")
@@ -58,19 +66,29 @@ class Response:
         self.status, self.body, self.retry_after = status, body, retry_after
 
 
+def credentials(token: str) -> dict[str, str]:
+    """The headers that carry the bearer token to the extender (none without one)."""
+    return {"Authorization": f"Bearer {token}", "X-Extender-Authorization": f"Bearer {token}"} if token else {}
+
+
 class DirectTransport:
     """Plain HTTP to a URL (`--url`, `--port-forward`)."""
 
-    def __init__(self, base: str, timeout: float) -> None:
+    def __init__(self, base: str, timeout: float, token: str = "") -> None:
         self.base = base.rstrip("/")
         self.timeout = timeout
+        self.token = token
 
     def describe(self) -> str:
         return self.base
 
+    def headers(self) -> dict[str, str]:
+        return credentials(self.token)
+
     def send(self, method: str, path: str, body: bytes | None) -> Response:
         request = urllib.request.Request(self.base + path, data=body, method=method,
-                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+                                         headers={"Content-Type": "application/json", "Accept": "application/json",
+                                                  **self.headers()})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:  # noqa: S310 - user's URL
                 return Response(answer.status, answer.read(), answer.headers.get("Retry-After"))
@@ -85,9 +103,14 @@ class ProxyTransport(DirectTransport):
     """Through the API server's service proxy, reached by way of `kubectl proxy` (which
     carries the kubeconfig's credentials)."""
 
-    def __init__(self, proxy_url: str | None, service: str, timeout: float) -> None:
+    def __init__(self, proxy_url: str | None, service: str, timeout: float, token: str = "") -> None:
         self.namespace, self.name, self.port = parse_service(service)
-        super().__init__((proxy_url or "") + self.prefix, timeout)
+        super().__init__((proxy_url or "") + self.prefix, timeout, token)
+
+    def headers(self) -> dict[str, str]:
+        """`kubectl proxy` authenticates to the API server itself; the extender's token
+        rides in the header the API server passes on."""
+        return {k: v for k, v in credentials(self.token).items() if k != "Authorization"}
 
     @property
     def prefix(self) -> str:
@@ -136,6 +159,33 @@ class Kubectl:
         except PluginError as exc:
             raise PluginError(f"cannot load the kubeconfig: {exc}") from None
         return out.decode().strip() or "default"
+
+
+def kubeconfig_token(kubectl: Kubectl | None) -> str:
+    """The bearer token the kubeconfig authenticates with ("" for a client certificate or
+    none): the user's `token`, else the token its `exec` credential plugin prints (run as
+    kubectl would, ExecCredential on stdout)."""
+    if kubectl is None:
+        return ""
+    try:
+        view = json.loads(kubectl.run("config", "view", "--raw", "--minify", "-o", "json"))
+    except (PluginError, ValueError):
+        return ""
+    user = ((view.get("users") or [{}])[0] or {}).get("user") or {}
+    if user.get("token"):
+        return str(user["token"])
+    spec = user.get("exec")
+    if not isinstance(spec, dict) or not spec.get("command"):
+        return ""
+    env = {**os.environ, **{e["name"]: e["value"] for e in spec.get("env") or [] if "name" in e and "value" in e}}
+    env["KUBERNETES_EXEC_INFO"] = json.dumps({"apiVersion": spec.get("apiVersion", ""), "kind": "ExecCredential",
+                                             "spec": {"interactive": False}})
+    try:
+        proc = subprocess.run([spec["command"], *(spec.get("args") or [])], env=env, capture_output=True, timeout=60)
+        status = json.loads(proc.stdout).get("status") or {} if proc.returncode == 0 else {}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return ""
+    return str(status.get("token") or "")
 
 
 def check_pod(proxy_url: str, namespace: str, name: str, timeout: float) -> None:
@@ -222,6 +272,9 @@ def ask(transport: Any, method: str, path: str, body: bytes | None = None) -> di
             time.sleep(wait)
             continue
         message = _status_message(response.body) or f"HTTP {response.status}"
+        if response.status == 401:
+            message += (" (the extender checks a bearer token: give --token when the kubeconfig "
+                        "authenticates with a client certificate)")
         if response.status in (502, 503) and not any(w in message for w in ("explain", "drift", "cluster state")):
             flag = "--drift-endpoint" if path.startswith("/drift") else "--explain-endpoint"
             message += (f" (is the extender running with {flag}=true, and does its "
@@ -354,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"reach the extender's side listener directly, e.g. http://127.0.0.1:8889 (env {URL_ENV})")
         how.add_argument("--port-forward", action="store_true", help="run kubectl port-forward to the Service")
         cmd.add_argument("--request-timeout", type=float, default=30.0, help="seconds per request (default 30)")
+        cmd.add_argument("--token", default=os.environ.get(TOKEN_ENV),
+                         help=f"bearer token the extender checks (env {TOKEN_ENV}; default: the "
+                         "kubeconfig's, if it has one)")
     return parser
 
 
@@ -376,13 +432,14 @@ def run(ns: argparse.Namespace) -> int:
                     raise
                 # --url without a usable kubeconfig: no pod check
         namespace = namespace or "default"
+        token = ns.token or kubeconfig_token(kubectl)
         if ns.url:
-            transport: Any = DirectTransport(ns.url, ns.request_timeout)
+            transport: Any = DirectTransport(ns.url, ns.request_timeout, token)
         elif ns.port_forward:
             forward = port_forward(kubectl, ns.service, ns.request_timeout)
-            transport = DirectTransport(forward.url, ns.request_timeout)
+            transport = DirectTransport(forward.url, ns.request_timeout, token)
         else:
-            transport = ProxyTransport(proxy.url, ns.service, ns.request_timeout)
+            transport = ProxyTransport(proxy.url, ns.service, ns.request_timeout, token)
         if ns.command == "drift":
             report = ask(transport, "GET", drift_query(ns, namespace))
             if ns.output == "json":

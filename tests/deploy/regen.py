@@ -85,6 +85,11 @@ webhook:
   # scheduling-extender-webhook-tls yourself and give its CA here (base64 PEM).
   certManager: true
   caBundle: ""
+  # The addresses the API server calls the webhook from (the control-plane nodes; a
+  # managed control plane: the provider's range, or its konnectivity agents' nodes): the
+  # NetworkPolicy admits port 9443 from these only. The default, TEST-NET-1, matches
+  # nothing: set it, or the API server cannot reach the webhook (docs/operate/webhook.md).
+  apiServerCIDRs: ["{placeholder}"]
 """
 
 HELPERS = """\
@@ -117,6 +122,7 @@ REPLICAS = "__REPLICAS__"
 FAILURE_POLICY = "__FAILURE_POLICY__"
 NS = "__NAMESPACE__"
 BEGIN, END = "__BEGIN__", "__END__"  # list items appended by an optional part
+API_SERVER_CIDR = "192.0.2.0/24"  # the webhook component's placeholder: webhook.apiServerCIDRs
 WEBHOOK = ".Values.webhook.enabled"
 POD_SPEC_VALUES = (("imagePullSecrets", "imagePullSecrets"), ("nodeSelector", "nodeSelector"),
                    ("tolerations", "tolerations"), ("affinity", "affinity"))
@@ -243,7 +249,14 @@ def expand(text: str) -> str:
     for line in text.splitlines():
         pad = " " * _indent(line)
         body = line.strip()
-        if m := re.fullmatch(r"__WITH_([\w.]+)__(\w+): null", body):
+        if body == f"cidr: {API_SERVER_CIDR}" and out and out[-1].strip() == "- ipBlock:":
+            ipblock = out.pop()
+            out += [f"{' ' * _indent(ipblock)}{{{{- if not .Values.webhook.apiServerCIDRs }}}}"
+                    '{{- fail "webhook.apiServerCIDRs is empty: 9443 would be open to every address" }}'
+                    "{{- end }}",
+                    f"{' ' * _indent(ipblock)}{{{{- range .Values.webhook.apiServerCIDRs }}}}", ipblock,
+                    f"{pad}cidr: {{{{ . | quote }}}}", f"{' ' * _indent(ipblock)}{{{{- end }}}}"]
+        elif m := re.fullmatch(r"__WITH_([\w.]+)__(\w+): null", body):
             path, key = m.groups()
             if key == "priorityClassName":
                 out += [f"{pad}{{{{- with .Values.{path} }}}}", f"{pad}{key}: {{{{ . }}}}", f"{pad}{{{{- end }}}}"]
@@ -329,7 +342,7 @@ def chart(target: Path = CHART) -> None:
     resources = yaml.safe_dump(values.pop("resources"), sort_keys=False, default_flow_style=None)
     values["resources"] = "\n".join("  " + line for line in resources.splitlines())
     (target / "Chart.yaml").write_text(CHART_YAML.format(version=version))
-    (target / "values.yaml").write_text(VALUES_YAML.format(**values))
+    (target / "values.yaml").write_text(VALUES_YAML.format(**values, placeholder=API_SERVER_CIDR))
 
 
 def main() -> None:

@@ -210,6 +210,17 @@ def test_webhook_values():
     assert missing.returncode != 0 and "webhook.caBundle" in missing.stderr
 
 
+def test_the_webhook_port_is_open_to_the_api_servers_addresses_only():
+    objects = helm_template("webhook.enabled=true", "webhook.apiServerCIDRs={10.0.0.0/28,2001:db8::/64}")
+    policy = the(objects, "NetworkPolicy")
+    (rule,) = [r for r in policy["spec"]["ingress"] if r["ports"] == [{"port": 9443, "protocol": "TCP"}]]
+    assert rule["from"] == [{"ipBlock": {"cidr": "10.0.0.0/28"}}, {"ipBlock": {"cidr": "2001:db8::/64"}}]
+    empty = subprocess.run([tool("helm"), "template", "x", str(CHART), "--kube-version", CLUSTER,
+                            "--set", "webhook.enabled=true", "--set", "webhook.apiServerCIDRs=null"],
+                           capture_output=True, text=True, timeout=120)
+    assert empty.returncode != 0 and "webhook.apiServerCIDRs is empty" in empty.stderr
+
+
 def compatibility_table() -> list[tuple[str, str]]:
     """(cluster version, kube-scheduler image or '' when refused) from upgrades.md."""
     text = UPGRADES.read_text()

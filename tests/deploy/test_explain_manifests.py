@@ -1,4 +1,4 @@
-"""manifests/components/explain: the endpoint on, a read-only ClusterRole that matches the
+"""manifests/components/explain: the endpoint on, a read-only Role that matches the
 path `kubectl extender` takes, the API server admitted only where the operator says;
 every other overlay keeps the endpoint off."""
 
@@ -22,17 +22,21 @@ def test_the_component_turns_the_endpoint_on():
     assert port in [p["name"] for p in service["spec"]["ports"]]
 
 
-def test_the_clusterrole_is_read_only_and_names_the_plugins_path():
-    role = the(render("with-explain"), "ClusterRole", "scheduling-extender-explain")
-    rules = {tuple(r["resources"]): r for r in role["rules"]}
-    assert set(rules) == {("services/proxy",), ("pods",)}
-    proxy = rules[("services/proxy",)]
-    assert proxy["verbs"] == ["get", "create"]  # GET /explain, POST /explain: nothing writes
-    # the proxy path segment kubectl-extender requests is one of the allowed names
+def test_the_role_grants_the_plugins_path_only():
+    """A namespaced Role: the proxy of the one Service, in the one form the plugin uses
+    (issue #35: a ClusterRole of five forms and `pods get` let its users read every pod;
+    the endpoint now checks each asker's right to the pod itself)."""
+    objects = render("with-explain")
+    assert not by_kind(objects, "ClusterRole", "scheduling-extender-explain")
+    role = the(objects, "Role", "scheduling-extender-explain")
+    namespace, name, _ = parse_service(DEFAULT_SERVICE)
+    assert role["metadata"]["namespace"] == namespace
+    (rule,) = role["rules"]
+    assert rule["resources"] == ["services/proxy"]
+    assert rule["verbs"] == ["get", "create"]  # GET /explain, POST /explain: nothing writes
+    # the proxy path segment kubectl-extender requests is the one name allowed
     segment = ProxyTransport(None, DEFAULT_SERVICE, 1).prefix.split("/services/")[1].split("/")[0]
-    assert segment in proxy["resourceNames"]
-    assert rules[("pods",)]["verbs"] == ["get"]
-    assert not any("portforward" in r for rule in role["rules"] for r in rule["resources"])
+    assert rule["resourceNames"] == [segment] and segment.startswith(name)
 
 
 def test_the_api_server_is_admitted_only_where_the_operator_says():
@@ -50,7 +54,7 @@ def test_every_other_overlay_keeps_it_off():
         if overlay == "with-explain":
             continue
         objects = render(overlay)
-        assert not by_kind(objects, "ClusterRole", "scheduling-extender-explain"), overlay
+        assert not by_kind(objects, "Role", "scheduling-extender-explain"), overlay
         for deployment in by_kind(objects, "Deployment"):
             for c in deployment["spec"]["template"]["spec"]["containers"]:
                 assert "EXTENDER_EXPLAIN_ENDPOINT" not in {e["name"] for e in c.get("env", [])}, overlay

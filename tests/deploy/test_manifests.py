@@ -379,6 +379,10 @@ def test_webhook_overlay_turns_the_listener_on():
     assert sorted(p["containerPort"] for p in ext["ports"]) == [8889, 9443]
     policy = the(objects, "NetworkPolicy")
     assert sorted(p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]) == [8889, 9443, 10259]
+    # 9443 from the API server's addresses only (issue #35: the rule had no `from`), a
+    # placeholder that matches nothing until the operator sets it
+    (webhook,) = [r for r in policy["spec"]["ingress"] if r["ports"] == [{"port": 9443, "protocol": "TCP"}]]
+    assert webhook["from"] == [{"ipBlock": {"cidr": "192.0.2.0/24"}}]
 
 
 def test_grafana_dashboard_is_shipped_with_the_operator_overlay():

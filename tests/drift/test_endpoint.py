@@ -1,8 +1,11 @@
 """`GET /drift` on the side listener against the live state (the API-server double),
-behind `/explain`'s gate, and `kubectl extender drift` printing it."""
+behind `/explain`'s gate and its authentication (a TokenReview, then a
+SubjectAccessReview for `list` on pods in the namespace asked, or in all), and
+`kubectl extender drift` printing it."""
 
 from __future__ import annotations
 
+import http.client
 import subprocess
 import sys
 import time
@@ -15,18 +18,20 @@ from extender.config import Config
 from extender.drift import drift_for
 from extender.drift.report import MAX_LIMIT
 from extender.server.app import health_routes
+from extender.server.auth import LoopbackOnly
 from extender.server.explain_routes import ExplainRoutes, Refused
 from extender.server.listener import Listener
 from extender.service import Extender
 from extender.state.live import LiveSource
 from extender.state.store import Store
 from testing.apiserver import FakeApiServer
-from testing.live import request
 from tests.server.test_explain_endpoint import _schema
 from tests.state.live_truth import start_live
 
 GT_750 = {"key": SLA, "operator": "Gt", "value": "750", "effect": "NoSchedule"}
 CONFIG = Config(explain_endpoint=True, drift_endpoint=True)
+TOKEN = "t-viewer"  # allowed to list pods in every namespace
+TEAM_TOKEN = "t-team"  # allowed to list pods in namespace team only
 DEADLINE = 30.0  # seconds; the drift thread settles ~50 ms after an event on an idle machine
 
 
@@ -42,6 +47,11 @@ def objects() -> list[dict]:
 def api():
     with FakeApiServer(bookmark_interval=0.2) as server:
         server.load(objects())
+        server.reviews.token(TOKEN, "viewer")
+        server.reviews.grant("viewer", "list", "pods")
+        server.reviews.grant("viewer", "get", "pods")
+        server.reviews.token(TEAM_TOKEN, "team-lead")
+        server.reviews.grant("team-lead", "list", "pods", namespace="team")
         yield server
 
 
@@ -70,6 +80,18 @@ def served(api, tmp_path):
         listener.stop()
         engine.drift.stop()
         source.stop()
+
+
+def request(port: int, method: str, path: str, body: bytes | None = None,
+            token: str | None = TOKEN) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
 
 
 def drift(port: int, query: str = "") -> dict:
@@ -136,7 +158,8 @@ def test_kubectl_extender_drift_prints_the_report(served):
     url = f"http://127.0.0.1:{listener.port}"
 
     def kubectl(*args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "kubectl_extender.cli", "drift", "--url", url, *args],
+        proc = subprocess.run([sys.executable, "-m", "kubectl_extender.cli", "drift", "--url", url,
+                               "--token", TOKEN, *args],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
@@ -166,11 +189,14 @@ def test_bad_queries_get_clear_errors(served, query, says):
 
 @pytest.mark.parametrize(("method", "path", "status", "says"), [
     ("POST", "/drift", 405, "use GET /drift"),
+    ("POST+body", "/drift", 405, "method not allowed"),  # refused unread
+    ("GET+body", "/drift", 413, "takes no request body"),
     ("GET", "/drift/default", 404, "expected /drift"),
 ])
 def test_other_paths_and_methods(served, method, path, status, says):
     _, _, _, listener = served
-    code, body = request(listener.port, method, path, b"{}" if method == "POST" else None)
+    verb, _, with_body = method.partition("+")
+    code, body = request(listener.port, verb, path, b"{}" if with_body else None)
     assert code == status and says in orjson.loads(body)["error"]
 
 
@@ -199,13 +225,30 @@ def test_drift_passes_the_one_gate_explain_passes(api, tmp_path, monkeypatch):
         source.stop()
 
 
+def test_drift_answers_only_who_may_list_the_pods_it_lists(served):
+    """The same users `kubectl get pods` would answer: no token 401; a token the API server
+    does not know 401; a user allowed to list pods in `team` gets team's report and a 403
+    for all namespaces or another one."""
+    api, _, _, listener = served
+    code, body = request(listener.port, "GET", "/drift", token=None)
+    assert code == 401 and "bearer token is required" in orjson.loads(body)["error"]
+    assert request(listener.port, "GET", "/drift", token="t-nobody")[0] == 401
+    assert request(listener.port, "GET", "/drift?namespace=team", token=TEAM_TOKEN)[0] == 200
+    assert request(listener.port, "GET", "/drift", token=TEAM_TOKEN)[0] == 403
+    assert request(listener.port, "GET", "/drift?namespace=default", token=TEAM_TOKEN)[0] == 403
+    asked = [spec["resourceAttributes"] for kind, spec in api.reviews.asked if kind == "subjectaccessreviews"]
+    assert any(a.get("verb") == "list" and a.get("resource") == "pods" and a.get("namespace") == "team"
+               for a in asked)
+
+
 def test_no_report_while_the_state_has_not_synced(tmp_path):
     api = FakeApiServer()  # never started: every list fails
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     source = LiveSource.connect(str(kubeconfig), False)
     engine = Extender(CONFIG, source)
     engine.drift = drift_for(engine)
-    routes = ExplainRoutes(engine, True, drift=engine.drift, drift_enabled=True)
+    routes = ExplainRoutes(engine, True, drift=engine.drift, drift_enabled=True,
+                           guard=LoopbackOnly())  # the API server is down: no TokenReview either
     listener = Listener("127.0.0.1:0", health_routes(engine), dispatch=routes).start()
     try:
         code, body = request(listener.port, "GET", "/drift")

@@ -13,15 +13,16 @@ as the machine may be busy. The tight figure is perf/drift.py's."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import sys
 import time
 
 import orjson
+import yaml
 
 from testing.harness import E2ECluster, node, pod
-from testing.live import request
 from testing.service_proxy import add_service_proxy
 
 SLA = "example.com/sla"
@@ -108,10 +109,29 @@ AFFECTED = {
 }
 
 
+TOKEN = "t-viewer"  # a user the API server lets list pods everywhere (/drift asks it)
+
+
 def drift(cluster: E2ECluster) -> dict:
-    code, body = request(cluster.metrics_port, "GET", "/drift")
+    conn = http.client.HTTPConnection("127.0.0.1", cluster.metrics_port, timeout=30)
+    try:
+        conn.request("GET", "/drift", headers={"Authorization": f"Bearer {TOKEN}"})
+        response = conn.getresponse()
+        code, body = response.status, response.read()
+    finally:
+        conn.close()
     assert code == 200, body
     return orjson.loads(body)
+
+
+def viewer_kubeconfig(cluster: E2ECluster) -> str:
+    """The cluster's kubeconfig with the viewer's token as its user's credential: the
+    plugin hands the extender the token the kubeconfig authenticates with."""
+    config = yaml.safe_load((cluster.workdir / "kubeconfig").read_text())
+    config["users"][0]["user"] = {"token": TOKEN}
+    path = cluster.workdir / "viewer.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
 
 
 def reported(report: dict) -> dict[str, list[tuple[str, str, str]]]:
@@ -131,7 +151,7 @@ def wait_gauge(cluster: E2ECluster, plugin: str, count: int) -> None:
 
 def kubectl_drift(cluster: E2ECluster) -> dict:
     proc = subprocess.run([sys.executable, "-m", "kubectl_extender.cli", "drift", "-A", "-o", "json",
-                           "--kubeconfig", str(cluster.workdir / "kubeconfig")],
+                           "--kubeconfig", viewer_kubeconfig(cluster)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return reported(json.loads(proc.stdout))
@@ -154,6 +174,8 @@ def wait_report(cluster: E2ECluster, expected: dict[str, tuple[str, str]], never
 def test_drift_follows_taints_labels_and_volumes_and_clears_on_revert(start_cluster):
     cluster = start_cluster([*NODES, storage_class(), volume("data-db", "5.10.0"), claim("data-db"),
                              volume("data-other", "5.10.0"), claim("data-other")], extender_flags=FLAGS)
+    cluster.api.reviews.token(TOKEN, "viewer")
+    cluster.api.reviews.grant("viewer", "list", "pods")
     cluster.create(*PODS.values())
     outcome = cluster.wait_settled(list(PODS.values()))
     placed = {key[1]: where for key, where in outcome.bound.items()}

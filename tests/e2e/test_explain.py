@@ -6,6 +6,7 @@ adds one event on the pod with the reasons in the extender's words."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import subprocess
 import sys
@@ -14,10 +15,10 @@ import time
 import orjson
 
 from testing.harness import ZONE, E2ECluster, filter_part, node, pod, spread
-from testing.live import request
 from testing.service_proxy import add_service_proxy
 
 SLA = "example.com/sla"
+TOKEN = "t-reader"
 FLAGS = ["--explain-endpoint", "true", "--record-events", "true"]
 
 
@@ -60,8 +61,18 @@ def extender_events(cluster: E2ECluster, key: tuple[str, str], timeout: float = 
 
 
 def explain(cluster: E2ECluster, key: tuple[str, str]) -> dict:
-    code, body = request(cluster.metrics_port, "GET", f"/explain/{key[0]}/{key[1]}")
-    assert code == 200, body
+    """The endpoint's answer to a user the API server lets read the pod (the endpoint
+    asks it: TokenReview, SubjectAccessReview)."""
+    cluster.api.reviews.token(TOKEN, "reader")
+    cluster.api.reviews.grant("reader", "get", "pods")
+    conn = http.client.HTTPConnection("127.0.0.1", cluster.metrics_port, timeout=30)
+    try:
+        conn.request("GET", f"/explain/{key[0]}/{key[1]}", headers={"Authorization": f"Bearer {TOKEN}"})
+        response = conn.getresponse()
+        body = response.read()
+    finally:
+        conn.close()
+    assert response.status == 200, body
     return orjson.loads(body)
 
 
@@ -99,7 +110,7 @@ def test_the_explanation_counts_what_the_scheduler_counts(start_cluster):
     from tests.deploy.deploy_tools import kubectl  # the plugin talks through kubectl (proxy)
 
     proc = subprocess.run([sys.executable, "-m", "kubectl_extender.cli", "why", "picky",
-                           "--kubeconfig", str(cluster.workdir / "kubeconfig")],
+                           "--kubeconfig", str(cluster.workdir / "kubeconfig"), "--token", TOKEN],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "KUBECTL": kubectl()})
     assert proc.returncode == 0, proc.stderr
     assert f"RESULT    {scheduler_says}" in proc.stdout.splitlines()

@@ -477,8 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-class", default="inline", choices=("inline", "gthread"))
     parser.add_argument("--seed", type=int, default=int(time.time()))
     ns = parser.parse_args(argv)
-    sys.path[:0] = [str(ROOT / "tests" / "server")]
-    from live import start, stop
+    sys.path[:0] = [str(ROOT)]
+    from testing.live import start, stop
 
     port, proc = start(ROOT / "examples" / "cluster.yaml", "--worker-class", ns.worker_class,
                        "--log-level", "error")

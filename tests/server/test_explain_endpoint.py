@@ -20,16 +20,28 @@ from extender.server.listener import Listener
 from extender.service import Extender
 from extender.state import ClusterSnapshot, load_objects
 from testing.apiserver import FakeApiServer
-from testing.live import free_port, request, start, stop
+from testing.live import free_port, start, stop
 from tests.state.live_truth import start_live, synced_live
 
 SLA = "node.example.com/sla"
+TOKEN = "t-reader"  # a user the API double lets read every pod (the endpoint asks it)
+
+
+def request(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json",
+                                                       "Authorization": f"Bearer {TOKEN}"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
 
 
 def get(port: int, path: str) -> tuple[int, dict, dict]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request("GET", path)
+        conn.request("GET", path, headers={"Authorization": f"Bearer {TOKEN}"})
         response = conn.getresponse()
         return response.status, orjson.loads(response.read()), dict(response.getheaders())
     finally:
@@ -41,11 +53,19 @@ def post(port: int, path: str, body: bytes) -> tuple[int, dict]:
     return code, orjson.loads(data)
 
 
+def reader(api: FakeApiServer) -> None:
+    reviews = api.reviews
+    reviews.token(TOKEN, "reader")
+    reviews.grant("reader", "get", "pods")
+    reviews.grant("reader", "list", "pods")
+
+
 @pytest.fixture
 def api():
     with FakeApiServer(bookmark_interval=0.2) as server:
         server.load(load_objects(EXAMPLES / "cluster.yaml"))
         server.create("pods", example_pod("sla-gt"))  # pending: no nodeName
+        reader(server)
         yield server
 
 
@@ -242,6 +262,7 @@ def test_settings_have_env_twins_and_yaml_keys(tmp_path):
 def test_not_synced_answers_an_error_never_an_explanation(tmp_path):
     with FakeApiServer() as api:
         api.load(load_objects(EXAMPLES / "cluster.yaml"))
+        reader(api)
         api.faults.fail_requests, api.faults.fail_match = 10**6, "/pods"  # pods never list
         source = start_live(api, tmp_path)
         server, _ = serve(source)

@@ -25,6 +25,7 @@ from tests.deploy.deploy_tools import kubectl
 # one pytest-xdist worker runs the module: the module's server made once, not once per worker
 pytestmark = [pytest.mark.gunicorn, pytest.mark.xdist_group("server/test_kubectl_plugin")]
 NAMESPACE, SERVICE = "scheduling-extender", "extended-scheduler-metrics"
+TOKEN = "t-reader"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,13 @@ def extender(tmp_path_factory):
         api.create("services", {"metadata": {"name": SERVICE, "namespace": NAMESPACE},
                                 "spec": {"ports": [{"name": "metrics", "port": 8889, "targetPort": "metrics"}]}})
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
+        config = json.loads(kubeconfig.read_text())
+        config["users"][0]["user"] = {"token": TOKEN}  # what the plugin hands the extender
+        kubeconfig.write_text(json.dumps(config))
+        reviews = api.reviews
+        reviews.token(TOKEN, "reader")
+        reviews.grant("reader", "get", "pods")
+        reviews.grant("reader", "list", "pods")
         served, _, metrics_port = start_extender(kubeconfig, tmp, ("--explain-endpoint", "true"))
         add_service_proxy(api, {(NAMESPACE, SERVICE): f"127.0.0.1:{metrics_port}"})
         try:
@@ -171,3 +179,30 @@ def test_busy_and_unready_answers_are_retried_after_retry_after():
         ask(Scripted(Response(429, b'{"error":"too long"}', "60")), "GET", "/explain/a/b")
     with pytest.raises(PluginError, match="NetworkPolicy"):
         ask(Scripted(Response(503, b'{"message":"error trying to reach service: refused"}', None)), "GET", "/x")
+
+
+def test_the_token_comes_from_the_kubeconfigs_exec_plugin(tmp_path, monkeypatch):
+    """A kubeconfig whose user authenticates through an exec credential plugin (an OIDC or
+    cloud login helper): the plugin runs it as kubectl would, with its env and
+    KUBERNETES_EXEC_INFO, and sends the token it prints; a client certificate gives none."""
+    from kubectl_extender.cli import Kubectl, kubeconfig_token
+
+    helper = tmp_path / "login-helper"
+    helper.write_text("#!/bin/sh\n"
+                      "case \"$KUBERNETES_EXEC_INFO\" in *ExecCredential*) ;; *) exit 3;; esac\n"
+                      "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+                      "\"status\":{\"token\":\"%s-%s\"}}' \"$1\" \"$HELPER_SUFFIX\"\n")
+    helper.chmod(0o755)
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(helper), "args": ["t"],
+                     "env": [{"name": "HELPER_SUFFIX", "value": "exec"}], "interactiveMode": "Never"}}
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+              "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+              "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+              "users": [{"name": "u", "user": user}]}
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(config))
+    monkeypatch.setenv("KUBECTL", kubectl())
+    assert kubeconfig_token(Kubectl(str(path), None)) == "t-exec"
+    config["users"][0]["user"] = {"client-certificate-data": "eA==", "client-key-data": "eA=="}
+    path.write_text(json.dumps(config))
+    assert kubeconfig_token(Kubectl(str(path), None)) == ""

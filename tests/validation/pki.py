@@ -44,10 +44,16 @@ class CA:
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
+    @property
+    def key_pem(self) -> bytes:
+        return _pem_key(self.key)
+
     def issue(self, common_name: str, server: bool = True,
-              valid: tuple[datetime.timedelta, datetime.timedelta] | None = None) -> tuple[bytes, bytes, int]:
+              valid: tuple[datetime.timedelta, datetime.timedelta] | None = None,
+              names: tuple[x509.GeneralName, ...] = (), ca: bool = False) -> tuple[bytes, bytes, int]:
         """(certificate PEM, key PEM, serial) for 127.0.0.1 / localhost (server) or a
-        client; `valid`: (notBefore, notAfter) relative to now, default (-5 min, +1 day)."""
+        client (`names`: its subject alternative names; `ca`: basicConstraints CA:TRUE);
+        `valid`: (notBefore, notAfter) relative to now, default (-5 min, +1 day)."""
         key = _key()
         now = datetime.datetime.now(datetime.UTC)
         before, after = valid or (datetime.timedelta(minutes=-5), datetime.timedelta(days=1))
@@ -61,6 +67,10 @@ class CA:
         if server:
             builder = builder.add_extension(x509.SubjectAlternativeName(
                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        elif names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(list(names)), critical=False)
+        if ca:
+            builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         cert = builder.sign(self.key, hashes.SHA256())
         return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key), serial
 
@@ -70,3 +80,17 @@ def write_pair(directory: Path, cert: bytes, key: bytes) -> tuple[Path, Path]:
     cert_path.write_bytes(cert)
     key_path.write_bytes(key)
     return cert_path, key_path
+
+
+def serving_pki(directory: Path) -> dict:
+    """A throw-away CA and a serving certificate it signed (127.0.0.1 / localhost), in
+    `directory`: `ca`, `dir`, `cert` and `key` (paths), `ca_file`, and `client`, a
+    client context that trusts the CA."""
+    import ssl
+
+    ca = CA.create()
+    cert, key, _ = ca.issue("webhook")
+    cert_path, key_path = write_pair(directory, cert, key)
+    (directory / "ca.crt").write_bytes(ca.pem)
+    return {"ca": ca, "dir": directory, "cert": str(cert_path), "key": str(key_path),
+            "ca_file": str(directory / "ca.crt"), "client": ssl.create_default_context(cafile=str(directory / "ca.crt"))}

@@ -165,9 +165,16 @@ def post(port: int, ctx: ssl.SSLContext, body: bytes, path: str = "/validate") -
     """(status, body, serial of the server certificate) over a new connection."""
     conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
     try:
+        der = None
+
+        def peer(*args, **kwargs):  # the certificate, before a closing answer drops the socket
+            nonlocal der
+            http.client.HTTPSConnection.connect(conn, *args, **kwargs)
+            der = conn.sock.getpeercert(binary_form=True)
+
+        conn.connect = peer
         conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
-        der = conn.sock.getpeercert(binary_form=True)
         from cryptography import x509
 
         return resp.status, resp.read(), x509.load_der_x509_certificate(der).serial_number
