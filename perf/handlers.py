@@ -1,0 +1,188 @@
+"""The verb handlers alone under churn, in one process: what `perf.churn` measures
+without HTTP, the API-server double and the machine's other processes in the way.
+
+    .venv/bin/python -m perf.handlers [--nodes 5000] [--pods 50000] [--requests 400]
+                                      [--distinct] [--repeat 1] [--out FILE]
+
+The cluster of `perf.generate` is loaded into a `Store` (what the live source feeds);
+each pod of the mixed workload (or, with `--distinct`, of `perf.workloads.no_two_alike`)
+is put in pending, answered by `extender.server.verbs.answer` exactly as the server
+answers a request body (decode, engine, encode) for `filter` with every node's name and
+then `prioritize` with the feasible ones, and bound to its best-scored node in the store
+(a new pod layer, as the watch applies a bind) before the next pod; one node is
+relabelled every 100 pods, as in `perf.churn`.
+
+Reported: per verb and for the pair, p50/p99 of the wall clock and of the thread's CPU
+time (`time.thread_time`: on a loaded machine the wall clock includes the time another
+process held the core; the CPU time is the work itself), and the answer bytes. Runs are
+deterministic (the same pods, the same binds), so two versions of the code can be
+compared run against run (`PYTHONPATH` to the other checkout), or counted exactly with
+`valgrind --tool=callgrind` (instructions do not depend on the machine's load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from perf.churn import NODE_UPDATE_EVERY, WARMUP
+from perf.generate import generate_cluster
+from perf.stats import summarize
+from perf.workloads import mixed_pods, no_two_alike
+
+
+class StoreSource:
+    """A `Store` as the engine's cluster source (always ready, no API access)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def snapshot(self):
+        return self.store.snapshot()
+
+    def ready(self) -> bool:
+        return True
+
+
+def best_host(feasible: list[str], prioritized: list[dict[str, Any]] | None) -> str | None:
+    """The node kube-scheduler would pick from our scores alone: the highest score
+    (an absent host scores 0), the first such in request order."""
+    if not feasible:
+        return None
+    if not prioritized:
+        return feasible[0]
+    scores = {hp["Host"]: hp["Score"] for hp in prioritized}
+    return max(feasible, key=lambda name: scores.get(name, 0))
+
+
+class Churn:
+    """A loaded store, an engine over it, and the pods to schedule."""
+
+    def __init__(self, nodes: int, pods: int, log=print) -> None:
+        from extender.server.verbs import answer
+        from extender.service import Extender
+        from extender.state.store import Store
+        from perf.engine import default_config
+
+        t0 = time.monotonic()
+        cluster, _ = generate_cluster(nodes, pods)
+        self.store = Store()
+        self.store.load(cluster["items"])
+        self.names = [o["metadata"]["name"] for o in cluster["items"] if o.get("kind") == "Node"]
+        self.nodes = {o["metadata"]["name"]: o for o in cluster["items"] if o.get("kind") == "Node"}
+        del cluster
+        self.engine = Extender(default_config(), StoreSource(self.store), binder=None)
+        self.answer = answer
+        self.store.snapshot()
+        gc.collect()
+        gc.freeze()  # as the live source does after its initial sync (extender.state.heap)
+        self.load_s = time.monotonic() - t0
+        log(f"handlers {nodes}/{pods}: loaded in {self.load_s:.1f} s")
+
+    def run(self, pods: list[dict[str, Any]], warmup: int = WARMUP) -> dict[str, Any]:
+        names_json = orjson.dumps(self.names)
+        samples: dict[str, list[float]] = {"filter": [], "prioritize": [], "pair": []}
+        cpu: dict[str, list[float]] = {"filter": [], "prioritize": [], "pair": []}
+        sizes: dict[str, list[int]] = {"filter": [], "prioritize": []}
+        bound = infeasible = 0
+        for i, pod in enumerate(pods):
+            self.store.upsert("Pod", pod)
+            if i and i % NODE_UPDATE_EVERY == 0:
+                self._relabel(i)
+            pod_json = orjson.dumps(pod)
+            c0, t0 = time.thread_time(), time.perf_counter()
+            status, data = self.answer(self.engine, "filter",
+                                       b'{"Pod":' + pod_json + b',"Nodes":null,"NodeNames":' + names_json + b"}")
+            t_f, c_f = time.perf_counter() - t0, time.thread_time() - c0
+            if status != 200:
+                raise RuntimeError(f"filter: HTTP {status}: {data[:200]!r}")
+            feasible = orjson.loads(data).get("NodeNames") or []
+            t_p = c_p = 0.0
+            prioritized = None
+            if len(feasible) >= 2:
+                body = b'{"Pod":' + pod_json + b',"Nodes":null,"NodeNames":' + orjson.dumps(feasible) + b"}"
+                c0, t0 = time.thread_time(), time.perf_counter()
+                status, pdata = self.answer(self.engine, "prioritize", body)
+                t_p, c_p = time.perf_counter() - t0, time.thread_time() - c0
+                if status != 200:
+                    raise RuntimeError(f"prioritize: HTTP {status}: {pdata[:200]!r}")
+                prioritized = orjson.loads(pdata)
+                if i >= warmup:
+                    samples["prioritize"].append(t_p)
+                    cpu["prioritize"].append(c_p)
+                    sizes["prioritize"].append(len(pdata))
+            if i >= warmup:
+                samples["filter"].append(t_f)
+                cpu["filter"].append(c_f)
+                sizes["filter"].append(len(data))
+                samples["pair"].append(t_f + t_p)
+                cpu["pair"].append(c_f + c_p)
+            best = best_host(feasible, prioritized)
+            if best is None:
+                md = pod["metadata"]
+                self.store.delete("Pod", md["namespace"], md["name"])
+                infeasible += 1
+            else:
+                self.store.upsert("Pod", {**pod, "spec": {**pod["spec"], "nodeName": best},
+                                          "status": {"phase": "Running"}})
+                bound += 1
+        return {
+            "pods": len(pods), "warmup": warmup, "bound": bound, "infeasible": infeasible,
+            "wall": {k: summarize(v) for k, v in samples.items()},
+            "cpu": {k: summarize(v) for k, v in cpu.items()},
+            "answer_bytes_mean": {k: round(sum(v) / len(v)) if v else 0 for k, v in sizes.items()},
+        }
+
+    def _relabel(self, i: int) -> None:
+        name = self.names[(i * 7919) % len(self.names)]
+        node = self.nodes[name]
+        labels = {**node["metadata"].get("labels", {}), "perf.example.com/churn": str(i)}
+        node = self.nodes[name] = {**node, "metadata": {**node["metadata"], "labels": labels}}
+        self.store.upsert("Node", node)
+
+
+def batch(requests: int, distinct: bool, start: int = 1_000_000) -> list[dict[str, Any]]:
+    pods = mixed_pods(WARMUP + requests, start=start)
+    return no_two_alike(pods) if distinct else pods
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.handlers", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=50000)
+    parser.add_argument("--requests", type=int, default=400, help="timed pods per run")
+    parser.add_argument("--distinct", action="store_true", help="no two pods alike (perf.workloads.no_two_alike)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs, each with new pods, against one store")
+    parser.add_argument("--out", type=Path, default=None)
+    ns = parser.parse_args(argv)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    churn = Churn(ns.nodes, ns.pods, log)
+    runs = []
+    for k in range(ns.repeat):
+        res = churn.run(batch(ns.requests, ns.distinct, start=(k + 1) * 1_000_000))
+        res["loadavg"] = round(os.getloadavg()[0], 2)
+        runs.append(res)
+        log(f"  run {k + 1}: pair p50 {res['wall']['pair']['p50_ms']} / p99 {res['wall']['pair']['p99_ms']} ms "
+            f"(cpu {res['cpu']['pair']['p50_ms']} / {res['cpu']['pair']['p99_ms']}); filter p50 "
+            f"{res['wall']['filter']['p50_ms']}, prioritize p50 {res['wall']['prioritize']['p50_ms']} ms; "
+            f"answers {res['answer_bytes_mean']} B; load {res['loadavg']}")
+    out = {"nodes": ns.nodes, "pods": ns.pods, "requests": ns.requests, "distinct": ns.distinct,
+           "load_s": round(churn.load_s, 1), "runs": runs}
+    text = json.dumps(out, indent=2)
+    if ns.out is not None:
+        ns.out.parent.mkdir(parents=True, exist_ok=True)
+        ns.out.write_text(text + "\n")
+    print(json.dumps([r["wall"]["pair"] for r in runs]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
