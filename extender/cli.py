@@ -88,6 +88,10 @@ HELP = {
     "record_events": "true: record a Warning Event on a pod the filter leaves with no feasible node, "
     "with the extender's reasons; deduplicated and rate-limited like client-go's (live mode; "
     "default false)",
+    "slim_answers": "true (default): a filter answer lists failing nodes only when no node fits, a "
+    "prioritize answer only the hosts above the lowest score, shifted by it (kube-scheduler "
+    "reads neither otherwise; docs/reference/semantics.md, Slim answers); false: every failing "
+    "node and every host, for a scheduler with another filtering extender after this one",
 }
 
 SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes",
@@ -95,7 +99,7 @@ SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", 
               "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
               "request_deadline", "slow_cel_expressions", "inflight_wait", "assume_ttl",
-              "explain_endpoint", "explain_rate", "explain_burst", "record_events")
+              "explain_endpoint", "explain_rate", "explain_burst", "record_events", "slim_answers")
 # flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
 BARE = {"in_cluster": "true", "kubeconfig": "default"}
 

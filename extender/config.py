@@ -72,6 +72,9 @@ class Config:
     explain_rate: float = 1.0  # explanations per second per process (token bucket)
     explain_burst: int = 5
     record_events: bool = False  # an Event on a pod the filter leaves without a node
+    # filter: failure maps only when no node fits; prioritize: only hosts above the
+    # minimum score, shifted by it (docs/reference/semantics.md, "Slim answers")
+    slim_answers: bool = True
 
     @property
     def cluster_file(self) -> str:
@@ -231,6 +234,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "explain_rate": ("explainRate", _float_at_least(0.001)),
     "explain_burst": ("explainBurst", _int_at_least(1)),
     "record_events": ("recordEvents", _bool),
+    "slim_answers": ("slimAnswers", _bool),
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from extender import metrics
-from extender.api.templates import filter_answer, host_priority_json
+from extender.api.templates import filter_answer, host_priority_json, slim_priority_json
 from extender.api.wire import ExtenderArgs, encode, error_filter_result
 from extender.binding import DEFAULT_BIND_SECONDS, BindingArgs, PostBinding, binder_for, refused
 from extender.binding import bind as bind_pod
@@ -109,12 +109,12 @@ class Extender:
         if outcome.error:
             log.error("filter failed", extra={"pod": pod.key, "error": outcome.error})
             return encode(error_filter_result(outcome.error))
-        if outcome.feasible_names:
+        if outcome.any_feasible():
             self.inflight.answered(pod, snapshot)  # it comes back through bind: the next pod waits
-            return filter_answer(cands, outcome)
+            return filter_answer(cands, outcome, slim=self.config.slim_answers)
         if self.events is not None:
             self.events.offer(pod, cands)
-        # kube-scheduler may try preemption next
+        # kube-scheduler may try preemption next: every failing node, with its reason
         return filter_answer(cands, outcome, unresolvable_without_victims(snapshot, pod, outcome.failures))
 
     def prioritize(self, args: ExtenderArgs) -> bytes:
@@ -131,6 +131,8 @@ class Extender:
                 raise ScoringError(str(exc)) from None
         if outcome.error:
             raise ScoringError(outcome.error)
+        if self.config.slim_answers:
+            return slim_priority_json(cands.nodes, scores)
         return host_priority_json(cands.nodes, scores)
 
     def preempt(self, args: PreemptionArgs) -> bytes:

@@ -50,6 +50,7 @@ from perf.live_state import DOUBLE, ROOT
 from perf.stats import summarize
 from perf.workloads import mixed_pods, no_two_alike
 from testing.live import request
+from testing.scores import best_hosts
 
 BARS = {  # issue 13: nodes -> (p50 ms, p99 ms, RSS MB, initial sync s)
     5000: (2.5, 10.0, None, None),
@@ -206,7 +207,7 @@ def churn(double: Double, ext: Extender, names: list[str], pods: list[dict[str, 
             t_p = time.perf_counter() - t0
             if status != 200:
                 raise RuntimeError(f"prioritize: HTTP {status}: {data[:200]!r}")
-            best = max(orjson.loads(data), key=lambda hp: hp["Score"])["Host"]
+            best = best_hosts(feasible, orjson.loads(data))[0]
         if i >= warmup:
             lat_f.append(t_f)
             lat_pair.append(t_f + t_p)

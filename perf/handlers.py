@@ -37,6 +37,7 @@ from perf.churn import NODE_UPDATE_EVERY, WARMUP
 from perf.generate import generate_cluster
 from perf.stats import summarize
 from perf.workloads import mixed_pods, no_two_alike
+from testing.scores import best_hosts
 
 
 class StoreSource:
@@ -50,17 +51,6 @@ class StoreSource:
 
     def ready(self) -> bool:
         return True
-
-
-def best_host(feasible: list[str], prioritized: list[dict[str, Any]] | None) -> str | None:
-    """The node kube-scheduler would pick from our scores alone: the highest score
-    (an absent host scores 0), the first such in request order."""
-    if not feasible:
-        return None
-    if not prioritized:
-        return feasible[0]
-    scores = {hp["Host"]: hp["Score"] for hp in prioritized}
-    return max(feasible, key=lambda name: scores.get(name, 0))
 
 
 class Churn:
@@ -125,7 +115,7 @@ class Churn:
                 sizes["filter"].append(len(data))
                 samples["pair"].append(t_f + t_p)
                 cpu["pair"].append(c_f + c_p)
-            best = best_host(feasible, prioritized)
+            best = best_hosts(feasible, prioritized or [])[0] if feasible else None
             if best is None:
                 md = pod["metadata"]
                 self.store.delete("Pod", md["namespace"], md["name"])

@@ -5,6 +5,12 @@ shared between requests (`NodeSet.templates is not None`); its names are JSON-en
 once and the per-request work is a few C-level joins (filter) or vectorised digit
 writes (prioritize). Property tests compare both with `wire`'s plain dict + orjson
 encoding.
+
+Slim answers (`--slim-answers`, the default; docs/reference/semantics.md, "Slim
+answers") carry what kube-scheduler reads and nothing else: a filter answer with a
+feasible node has empty failure maps, a prioritize answer lists only the hosts whose
+score is above the lowest, shifted down by it (an absent host scores 0, and adding the
+same number to every host's total never changes which one wins).
 """
 
 from __future__ import annotations
@@ -47,12 +53,17 @@ def remembered(nodes: NodeSet, key: tuple, write: Callable[[], bytes]) -> bytes:
     return hit
 
 
-def filter_answer(cands: Candidates, outcome: FilterOutcome, failures: Failures | None = None) -> bytes:
+def filter_answer(cands: Candidates, outcome: FilterOutcome, failures: Failures | None = None,
+                  slim: bool = False) -> bytes:
     """The ExtenderFilterResult of a filter outcome as JSON: `failures` (default: the
-    outcome's) by status; the objects of the request's own nodes in Nodes mode. A batch
-    verdict with a feasible node over a candidate set that serves many requests is
-    joined from the set's pre-encoded names, without a dict per node."""
+    outcome's) by status, none when `slim`; the objects of the request's own nodes in
+    Nodes mode. A batch verdict with a feasible node over a candidate set that serves
+    many requests is joined from the set's pre-encoded names, without a dict per node."""
     verdict = outcome.verdict
+    if slim:
+        if cands.raw_by_name is not None:
+            return encode(filter_result(None, [cands.raw_by_name[name] for name in outcome.feasible_names], []))
+        return slim_filter_json(verdict)
     if (failures is None and cands.raw_by_name is None and verdict is not None
             and cands.nodes.templates is not None and cands.nodes.distinct and (verdict.status_of < 0).any()):
         return filter_json(verdict, outcome.extra)
@@ -92,7 +103,54 @@ def _filter_json(verdict: Verdict, extra: Failures) -> bytes:
     ))
 
 
+_SLIM_HEAD = b'{"Nodes":null,"NodeNames":['
+_SLIM_TAIL = b'],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}'
+
+
+def slim_filter_json(verdict: Verdict) -> bytes:
+    """The feasible candidates' names and empty failure maps, joined from the candidate
+    set's pre-encoded names; remembered by the feasible mask (packed: 1 bit a node)."""
+    feasible = verdict.feasible()
+
+    def write() -> bytes:
+        return _SLIM_HEAD + b",".join(verdict.nodes.json_names()[feasible].tolist()) + _SLIM_TAIL
+
+    if verdict.nodes.templates is None:
+        return write()
+    return remembered(verdict.nodes, ("slim filter", np.packbits(feasible).tobytes()), write)
+
+
 _SCORE_SLOT = b"0" * 20  # placeholder digits, overwritten per response
+
+
+def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
+    """The HostPriorityList of the hosts whose score is above the lowest, with the
+    lowest subtracted (kube-scheduler adds an extender's score to every host's total
+    and nothing for a host it does not list: the same order of totals, fewer bytes).
+    Hosts are grouped by score, highest first, request order within a score: one
+    C-level join per distinct score."""
+    if not len(scores):
+        return b"[]"
+    shifted = scores - scores.min()
+    listed = np.flatnonzero(shifted)
+    if not len(listed):
+        return b"[]"
+
+    def write() -> bytes:
+        values = shifted[listed]
+        order = np.argsort(-values, kind="stable")
+        hosts, values = listed[order], values[order]
+        cuts = [0, *(np.flatnonzero(np.diff(values)) + 1).tolist(), len(values)]
+        names = nodes.json_names()
+        parts = []
+        for start, end in zip(cuts, cuts[1:]):  # noqa: B905 - cuts[1:] is one shorter
+            tail = b',"Score":%d}' % int(values[start])
+            parts.append(b'{"Host":' + (tail + b',{"Host":').join(names[hosts[start:end]].tolist()) + tail)
+        return b"[" + b",".join(parts) + b"]"
+
+    if nodes.templates is None:
+        return write()
+    return remembered(nodes, ("slim prioritize", shifted.tobytes()), write)
 
 
 def host_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:

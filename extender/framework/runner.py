@@ -74,6 +74,12 @@ class FilterOutcome:
             self._statuses = verdicts.as_map(self.failures)
         return self._statuses
 
+    def any_feasible(self) -> bool:
+        """A candidate passes every filter (without building the list of names)."""
+        if self._feasible is not None:
+            return bool(self._feasible)
+        return bool(self.verdict.feasible().any())
+
     def set_verdict(self, verdict: verdicts.Verdict) -> None:
         self.verdict, self._feasible, self._failures, self._statuses = verdict, None, None, None
 

@@ -33,10 +33,14 @@ def test_filter_node_names_mode_answers_with_names_and_upstream_messages(client)
     assert list(result) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
     assert result["Nodes"] is None
     assert result["NodeNames"] == ["od-a1", "od-b1", "spot-a1", "spot-b1"]
-    assert result["FailedAndUnresolvableNodes"]["spot-c1"] == "node(s) had untolerated taint(s)"
-    assert result["FailedAndUnresolvableNodes"]["od-c2"] == "node(s) were unschedulable"
-    assert result["FailedNodes"] == {}
+    # slim answers (the default): a node fits, so no failing node is listed
+    assert result["FailedAndUnresolvableNodes"] == {} and result["FailedNodes"] == {}
     assert result["Error"] == ""
+    code, result = post(client, "filter", {"Pod": example_pod("sla-gt"), "NodeNames": ["spot-c1", "od-c2"]})
+    assert code == 200 and result["NodeNames"] == []  # nothing fits: every failing node, with upstream's message
+    assert result["FailedAndUnresolvableNodes"] == {"spot-c1": "node(s) had untolerated taint(s)",
+                                                    "od-c2": "node(s) were unschedulable"}
+    assert result["FailedNodes"] == {}
 
 
 def test_filter_nodes_mode_echoes_the_request_objects(client, example_objects):
@@ -56,19 +60,20 @@ def test_lower_case_keys_are_accepted(client):
 
 
 def test_unknown_node_is_unschedulable_and_retryable_not_a_crash(client):
-    code, result = post(client, "filter", {"Pod": example_pod("plain"), "NodeNames": ["od-a1", "ghost"]})
+    code, result = post(client, "filter", {"Pod": example_pod("plain"), "NodeNames": ["od-a2", "ghost"]})
     assert code == 200
-    assert result["NodeNames"] == ["od-a1"]
+    assert result["NodeNames"] == []  # od-a2's kernel taint: nothing fits, so the maps are full
     assert result["FailedNodes"] == {"ghost": ERR_UNKNOWN_NODE}
-    assert "ghost" not in result["FailedAndUnresolvableNodes"]
+    assert list(result["FailedAndUnresolvableNodes"]) == ["od-a2"]
 
 
 def test_prioritize_returns_host_priority_list(client):
     code, result = post(client, "prioritize", {"Pod": example_pod("plain"), "NodeNames": ["od-a1", "od-b1"]})
     assert code == 200
     # od-b1 has one PreferNoSchedule taint the pod does not tolerate: TaintToleration 0 vs 100,
-    # weight 3, in-tree score mode (default): 3 * 100 / 10.
-    assert result == [{"Host": "od-a1", "Score": 30}, {"Host": "od-b1", "Score": 0}]
+    # weight 3, in-tree score mode (default): 3 * 100 / 10 = 30 and 0; slim answers (the
+    # default) leave out the hosts at the lowest score, shifted to 0.
+    assert result == [{"Host": "od-a1", "Score": 30}]
 
 
 @pytest.mark.parametrize(

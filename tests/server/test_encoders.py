@@ -1,5 +1,6 @@
-"""The template encoders (`filter_json`, `host_priority_json`) against the plain
-dict-plus-orjson encoding, on arbitrary names (escapes included) and verdicts."""
+"""The template encoders (`filter_json`, `host_priority_json`) and the slim ones
+(`slim_filter_json`, `slim_priority_json`) against the plain dict-plus-orjson encoding,
+on arbitrary names (escapes included), verdicts and scores."""
 
 from __future__ import annotations
 
@@ -8,12 +9,18 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.api.templates import filter_json, host_priority_json
+from extender.api.templates import (
+    filter_json,
+    host_priority_json,
+    slim_filter_json,
+    slim_priority_json,
+)
 from extender.api.wire import filter_result, host_priority_list
 from extender.framework import Code, Status
 from extender.framework.verdicts import Verdict
 from extender.model import Node
 from extender.state.nodeset import NodeSet, new_templates
+from testing.scores import host_scores
 
 STATUSES = [
     Status(Code.UNSCHEDULABLE, ("node(s) didn't match pod topology spread constraints",)),
@@ -68,6 +75,36 @@ def test_host_priority_json_small_scores_from_the_digit_table(names, data):
     scores = data.draw(st.lists(st.integers(0, top), min_size=len(names), max_size=len(names)))
     got = orjson.loads(host_priority_json(nodes, np.array(scores, dtype=np.int64)))
     assert got == host_priority_list(names, scores)
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=names_st, data=st.data(), shared=st.booleans())
+def test_slim_filter_json_is_the_full_answer_without_failures(names, data, shared):
+    nodes = shared_set(names) if shared else NodeSet([Node(n) for n in names])
+    status_of = np.array(data.draw(st.lists(st.integers(-1, len(STATUSES) - 1), min_size=len(names),
+                                            max_size=len(names))), dtype=np.int32)
+    verdict = Verdict(nodes, status_of, list(STATUSES))
+    for _ in range(3):  # written, then remembered from its second sighting
+        got = orjson.loads(slim_filter_json(verdict))
+        assert got == filter_result(verdict.feasible_names(), None, [])
+        assert list(got) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=names_st, data=st.data(), shared=st.booleans())
+def test_slim_priorities_are_the_full_scores_shifted_by_their_minimum(names, data, shared):
+    """Every host reads (as kube-scheduler reads it: absent = 0) its full score minus the
+    lowest; only hosts above the lowest are listed, each once, highest score first."""
+    nodes = shared_set(names) if shared else NodeSet([Node(n) for n in names])
+    top = data.draw(st.sampled_from([0, 1, 10, 100, 10**6]))
+    scores = data.draw(st.lists(st.integers(0, top), min_size=len(names), max_size=len(names)))
+    low = min(scores, default=0)
+    for _ in range(3):
+        got = orjson.loads(slim_priority_json(nodes, np.array(scores, dtype=np.int64)))
+        assert host_scores(names, got) == {n: s - low for n, s in zip(names, scores, strict=True)}
+        assert [e["Host"] for e in got] == sorted({n for n, s in zip(names, scores, strict=True) if s > low},
+                                                  key=lambda n: (-scores[names.index(n)], names.index(n)))
+        assert all(list(e) == ["Host", "Score"] and e["Score"] > 0 for e in got)
 
 
 def test_remembered_answers_follow_the_result_not_the_candidate_set():
