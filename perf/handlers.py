@@ -16,13 +16,19 @@ Reported: per verb and for the pair, p50/p99 of the wall clock and of the thread
 time (`time.thread_time`: on a loaded machine the wall clock includes the time another
 process held the core; the CPU time is the work itself), and the answer bytes. Runs are
 deterministic (the same pods, the same binds), so two versions of the code can be
-compared run against run (`PYTHONPATH` to the other checkout), or counted exactly with
-`valgrind --tool=callgrind` (instructions do not depend on the machine's load).
+compared run against run (`PYTHONPATH` to the other checkout), or counted exactly:
+instructions do not depend on the machine's load. Each handler is called through
+`functools.reduce`, so callgrind can count the handlers alone:
+
+    valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce \
+        --callgrind-out-file=/tmp/cg.out .venv/bin/python -m perf.handlers --distinct --requests 100
+    callgrind_annotate /tmp/cg.out | head   # "PROGRAM TOTALS": the handlers' instructions
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -36,7 +42,7 @@ import orjson
 from perf.churn import NODE_UPDATE_EVERY, WARMUP
 from perf.generate import generate_cluster
 from perf.stats import summarize
-from perf.workloads import mixed_pods, no_two_alike
+from perf.workloads import mixed_pods, no_two_alike, workload_of
 from testing.scores import best_hosts
 
 
@@ -57,7 +63,7 @@ class Churn:
     """A loaded store, an engine over it, and the pods to schedule."""
 
     def __init__(self, nodes: int, pods: int, log=print) -> None:
-        from extender.server.verbs import answer
+        from extender.server.verbs import answer as _answer
         from extender.service import Extender
         from extender.state.store import Store
         from perf.engine import default_config
@@ -70,7 +76,8 @@ class Churn:
         self.nodes = {o["metadata"]["name"]: o for o in cluster["items"] if o.get("kind") == "Node"}
         del cluster
         self.engine = Extender(default_config(), StoreSource(self.store), binder=None)
-        self.answer = answer
+        self.answer = lambda engine, verb, body: functools.reduce(  # callgrind: --toggle-collect=functools_reduce
+            lambda _, call: call(), [lambda: _answer(engine, verb, body)], None)
         self.store.snapshot()
         gc.collect()
         gc.freeze()  # as the live source does after its initial sync (extender.state.heap)
@@ -82,6 +89,7 @@ class Churn:
         samples: dict[str, list[float]] = {"filter": [], "prioritize": [], "pair": []}
         cpu: dict[str, list[float]] = {"filter": [], "prioritize": [], "pair": []}
         sizes: dict[str, list[int]] = {"filter": [], "prioritize": []}
+        by_workload: dict[str, list[float]] = {}
         bound = infeasible = 0
         for i, pod in enumerate(pods):
             self.store.upsert("Pod", pod)
@@ -115,6 +123,7 @@ class Churn:
                 sizes["filter"].append(len(data))
                 samples["pair"].append(t_f + t_p)
                 cpu["pair"].append(c_f + c_p)
+                by_workload.setdefault(workload_of(pod), []).append(c_f + c_p)
             best = best_hosts(feasible, prioritized or [])[0] if feasible else None
             if best is None:
                 md = pod["metadata"]
@@ -129,6 +138,7 @@ class Churn:
             "wall": {k: summarize(v) for k, v in samples.items()},
             "cpu": {k: summarize(v) for k, v in cpu.items()},
             "answer_bytes_mean": {k: round(sum(v) / len(v)) if v else 0 for k, v in sizes.items()},
+            "cpu_pair_p50_ms_by_workload": {k: summarize(v)["p50_ms"] for k, v in sorted(by_workload.items())},
         }
 
     def _relabel(self, i: int) -> None:
@@ -164,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(cpu {res['cpu']['pair']['p50_ms']} / {res['cpu']['pair']['p99_ms']}); filter p50 "
             f"{res['wall']['filter']['p50_ms']}, prioritize p50 {res['wall']['prioritize']['p50_ms']} ms; "
             f"answers {res['answer_bytes_mean']} B; load {res['loadavg']}")
+        log(f"  cpu pair p50 by workload: {res['cpu_pair_p50_ms_by_workload']}")
     out = {"nodes": ns.nodes, "pods": ns.pods, "requests": ns.requests, "distinct": ns.distinct,
            "load_s": round(churn.load_s, 1), "runs": runs}
     text = json.dumps(out, indent=2)

@@ -27,6 +27,7 @@ from cachetools import LRUCache
 
 from extender.caching import ByteLRU, budget
 from extender.model import Node, Taint
+from extender.state.taints import TaintTable
 
 _VERSIONS = itertools.count(1)  # every NodeIndex is one node-layer version
 NODE_MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k
@@ -389,6 +390,13 @@ class NodeIndex:
         if self._taint_groups is None:
             self._taint_groups = group_by_taints(self.nodes)
         return self._taint_groups
+
+    def taint_table(self) -> TaintTable:
+        """The taints as vectors (`extender.state.taints`), built once per layer and
+        carried into the next while no taint changes."""
+        return self.memo(("taint table",), lambda: TaintTable(
+            {taints: self.positions(n.name for n in group) for taints, group in self.taint_groups().items()},
+            len(self.nodes)), taints_only=True)
 
     def label_index(self) -> LabelIndex:
         if self._label_index is None:
