@@ -25,7 +25,7 @@ from extender.api.wire import encode, filter_result, host_priority_list
 from extender.framework import Code, FilterOutcome
 from extender.framework.verdicts import Failures, Verdict
 from extender.state.candidates import Candidates
-from extender.state.nodeset import NodeSet
+from extender.state.nodeset import NodeSet, object_array
 
 _LOCK = threading.Lock()
 MAX_REMEMBERED_ANSWER = 512 << 10  # bytes; larger answers are written, not remembered
@@ -105,52 +105,111 @@ def _filter_json(verdict: Verdict, extra: Failures) -> bytes:
 
 _SLIM_HEAD = b'{"Nodes":null,"NodeNames":['
 _SLIM_TAIL = b'],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}'
+PADDING_WASTE = 0.25  # padded rows only while padding adds at most this share of the bytes
+PADDED_MIN = 256  # and for this many candidates or more (smaller answers are cheap joins)
+
+
+def padded_rows(nodes: NodeSet, head: bytes, tail: bytes) -> tuple[np.ndarray, int] | None:
+    """(rows, end): one `head<JSON name><spaces>tail` row per candidate, all as wide as
+    the longest (a uint8 matrix; JSON allows the spaces), and the column where `tail`
+    starts; kept with the candidate set. An answer is then a row selection and a few
+    column writes, numpy copies instead of an object per host. None when the names
+    differ so much in length that the padding would bloat the answer, for a set that
+    serves one request and for small sets."""
+    if nodes.templates is None or len(nodes) < PADDED_MIN:
+        return None
+    key = ("padded rows", head, tail)
+    with _LOCK:
+        hit = nodes.templates.get(key)
+    if hit is None:
+        names = nodes.json_names().tolist()
+        widest = max(map(len, names))
+        if widest * len(names) > (1 + PADDING_WASTE) * sum(map(len, names)):
+            hit = (None,)
+        else:
+            text = b"".join(head + name.ljust(widest) + tail for name in names)
+            rows = np.frombuffer(text, dtype=np.uint8).reshape(len(names), -1)
+            rows.flags.writeable = False
+            hit = (rows, len(head) + widest)
+        with _LOCK:
+            nodes.templates[key] = hit
+    return None if hit[0] is None else hit
 
 
 def slim_filter_json(verdict: Verdict) -> bytes:
-    """The feasible candidates' names and empty failure maps, joined from the candidate
-    set's pre-encoded names; remembered by the feasible mask (packed: 1 bit a node)."""
+    """The feasible candidates' names and empty failure maps: the feasible rows of the
+    candidate set's padded names (`"name"  ,`), or a join of its pre-encoded names."""
     feasible = verdict.feasible()
-
-    def write() -> bytes:
-        return _SLIM_HEAD + b",".join(verdict.nodes.json_names()[feasible].tolist()) + _SLIM_TAIL
-
-    if verdict.nodes.templates is None:
-        return write()
-    return remembered(verdict.nodes, ("slim filter", np.packbits(feasible).tobytes()), write)
+    padded = padded_rows(verdict.nodes, b"", b",")
+    if padded is not None:
+        return _SLIM_HEAD + padded[0][feasible].tobytes()[:-1] + _SLIM_TAIL
+    return _SLIM_HEAD + b",".join(verdict.nodes.json_names()[feasible].tolist()) + _SLIM_TAIL
 
 
 _SCORE_SLOT = b"0" * 20  # placeholder digits, overwritten per response
+
+
+FEW_SCORES = 16  # distinct scores up to which hosts are joined per score
 
 
 def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
     """The HostPriorityList of the hosts whose score is above the lowest, with the
     lowest subtracted (kube-scheduler adds an extender's score to every host's total
     and nothing for a host it does not list: the same order of totals, fewer bytes).
-    Hosts are grouped by score, highest first, request order within a score: one
-    C-level join per distinct score."""
+
+    Over a candidate set that serves many requests, the listed rows of its padded
+    `{"Host":<name>  ,"Score":<digits>},` rows with the digits written in one column
+    (scores right-aligned with spaces), in request order. Otherwise, with few distinct
+    scores, hosts grouped by score, highest first: one C-level join of pre-encoded
+    names per score; with more, each listed host's `{"Host":<name>,"Score":` and its
+    score's `<digits>},` gathered and joined once, in request order."""
     if not len(scores):
         return b"[]"
     shifted = scores - scores.min()
     listed = np.flatnonzero(shifted)
     if not len(listed):
         return b"[]"
-
-    def write() -> bytes:
-        values = shifted[listed]
-        order = np.argsort(-values, kind="stable")
-        hosts, values = listed[order], values[order]
-        cuts = [0, *(np.flatnonzero(np.diff(values)) + 1).tolist(), len(values)]
+    top = int(shifted.max())
+    width = len(str(top))
+    if width <= LOOKUP_WIDTH:
+        padded = padded_rows(nodes, b'{"Host":', b',"Score":' + b" " * width + b"},")
+        if padded is not None:
+            rows, end = padded
+            out = rows[listed]
+            digits = end + len(b',"Score":')
+            out[:, digits:digits + width] = _digit_rows(width)[shifted[listed]]
+            return b"[" + out.tobytes()[:-1] + b"]"
+    values = (np.flatnonzero(np.bincount(shifted)) if top < 1 << 16 else np.unique(shifted))[::-1]
+    if len(values) - 1 <= FEW_SCORES:  # values hold 0 (the lowest), never listed
         names = nodes.json_names()
         parts = []
-        for start, end in zip(cuts, cuts[1:]):  # noqa: B905 - cuts[1:] is one shorter
-            tail = b',"Score":%d}' % int(values[start])
-            parts.append(b'{"Host":' + (tail + b',{"Host":').join(names[hosts[start:end]].tolist()) + tail)
+        for value in values[:-1].tolist():
+            tail = b',"Score":%d}' % value
+            parts.append(b'{"Host":' + (tail + b',{"Host":').join(names[shifted == value].tolist()) + tail)
         return b"[" + b",".join(parts) + b"]"
+    pieces = np.empty(2 * len(listed), dtype=object)
+    pieces[0::2] = _host_heads(nodes)[listed]
+    pieces[1::2] = _score_tails(shifted[listed], top)
+    return b"[" + b"".join(pieces.tolist())[:-1] + b"]"
 
-    if nodes.templates is None:
-        return write()
-    return remembered(nodes, ("slim prioritize", shifted.tobytes()), write)
+
+def _host_heads(nodes: NodeSet) -> np.ndarray:
+    """`{"Host":<name>,"Score":` per candidate, built once per candidate set."""
+    return nodes.memo(("host heads",), lambda: object_array(
+        [b'{"Host":' + name + b',"Score":' for name in nodes.json_names().tolist()]))
+
+
+_TAILS = np.empty(0, dtype=object)
+
+
+def _score_tails(values: np.ndarray, top: int) -> np.ndarray:
+    """`<digits>},` for each of `values` (non-negative), from a table for small ones."""
+    global _TAILS
+    if top >= 1 << 16:
+        return object_array([b"%d}," % v for v in values.tolist()])
+    if top >= len(_TAILS):
+        _TAILS = object_array([b"%d}," % v for v in range(max(top + 1, 1024))])
+    return _TAILS[values]
 
 
 def host_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:

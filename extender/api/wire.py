@@ -66,12 +66,15 @@ def names_bytes(text: bytes) -> int:
 
 
 def _cut_node_names(body: bytes) -> tuple[bytes, bytes] | None:
-    """(the body without its final NodeNames member, that member's array text), when
-    the body ends with `,"NodeNames":[...]}`. If the head then parses as an object, the
-    member was a top-level one, and the last, so it wins as Go's decoder would have it."""
+    """(the body without its NodeNames member, that member's array text), when the body
+    ends with `,"NodeNames":[...]}`. The mark is searched from the start (the Pod before
+    it is a few KB, the names after it up to a MB): if the head then parses as an
+    object, the member is a top-level one, and if the rest then decodes as one array of
+    strings (`_known_names`), no other member follows it, so it is the last and wins as
+    Go's decoder would have it; otherwise the body is decoded whole."""
     if not body.endswith(b"]}"):
         return None
-    at = body.rfind(_NAMES_MARK)
+    at = body.find(_NAMES_MARK)
     if at < 0:
         return None
     return body[:at] + b"}", body[at + len(_NAMES_MARK) - 1 : -1]

@@ -177,7 +177,7 @@ def get_or_build(cache: LRUCache, lock: threading.Lock, key: Any, build: Callabl
     return value
 
 
-def _object_array(items: list) -> np.ndarray:
+def object_array(items: list) -> np.ndarray:
     """A 1-D object array of `items` (never reinterpreted as a 2-D or bytes array)."""
     out = np.empty(len(items), dtype=object)
     out[:] = items
@@ -481,7 +481,7 @@ class NodeSet:
         feasible nodes of a pod that spreads) costs a gather, not an encoding per name."""
         if self._json_names is None:
             universe = self.universe
-            encoded = universe.memo(("json names",), lambda: _object_array(
+            encoded = universe.memo(("json names",), lambda: object_array(
                 [orjson.dumps(n.name) for n in universe.nodes]), taints_only=True)
             self._json_names = encoded[self.uidx]
         return self._json_names
@@ -489,7 +489,7 @@ class NodeSet:
     def names_where(self, mask: np.ndarray) -> list[str]:
         """The candidates' names where `mask` is set, in request order."""
         if self._order_array is None:
-            self._order_array = _object_array(self.order)
+            self._order_array = object_array(self.order)
         return self._order_array[mask].tolist()
 
     @property

@@ -161,3 +161,12 @@ def test_node_names_cut_from_the_body_agree_with_a_full_decode():
     big = ["n" * 60] * (wire.MAX_CACHED_NAMES_BYTES // 60)
     args = wire.decode_args(orjson.dumps({"Pod": pod, "NodeNames": big}))
     assert args.names_key is None and args.node_names == big
+    # The mark is searched from the start: one nested in the Pod, a repeated member (the
+    # last wins, as in Go) or members after it all decode as a full decode does.
+    head = orjson.dumps({"Pod": {**pod, "x": {"a": 1, "NodeNames": ["nested"]}}})[:-1]
+    for body in (head + b',"NodeNames":["a"]}', head + b',"NodeNames":["a"],"NodeNames":["b"]}',
+                 head + b',"NodeNames":["a"],"Nodes":null,"NodeNames":["c"]}',
+                 b'{"NodeNames":["z"],' + head[1:] + b',"NodeNames":["d"]}'):
+        got, want = wire.decode_args(body), wire._args_from(orjson.loads(body))
+        assert (got.pod, got.nodes, got.node_names) == (want.pod, want.nodes, want.node_names)
+        assert got.node_names[0] in "abcd"

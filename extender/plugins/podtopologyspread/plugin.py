@@ -139,7 +139,9 @@ class PodTopologySpread:
         pods are checked one by one (with and without them)."""
         counts = st.counts
         undecided = np.ones(len(nodes), dtype=bool)
-        nominated = st.nominated.keys() & nodes.names
+        # the few nominated nodes looked up in the candidates (`keys() & frozenset` would
+        # walk every candidate: CPython reuses set intersection only for an exact set)
+        nominated = [name for name in st.nominated if name in nodes.names]
         if nominated:
             undecided[nodes.mask_of(nominated)] = False
         unresolvable = np.zeros(len(nodes), dtype=bool)
