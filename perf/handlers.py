@@ -62,14 +62,21 @@ class StoreSource:
 class Churn:
     """A loaded store, an engine over it, and the pods to schedule."""
 
-    def __init__(self, nodes: int, pods: int, log=print) -> None:
+    def __init__(self, nodes: int, pods: int, log=print, cache: Path | None = None) -> None:
         from extender.server.verbs import answer as _answer
         from extender.service import Extender
         from extender.state.store import Store
         from perf.engine import default_config
 
         t0 = time.monotonic()
-        cluster, _ = generate_cluster(nodes, pods)
+        path = cache / f"cluster-{nodes}-{pods}.json" if cache is not None else None
+        if path is not None and path.exists():
+            cluster = orjson.loads(path.read_bytes())
+        else:
+            cluster, _ = generate_cluster(nodes, pods)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(orjson.dumps(cluster))
         self.store = Store()
         self.store.load(cluster["items"])
         self.names = [o["metadata"]["name"] for o in cluster["items"] if o.get("kind") == "Node"]
@@ -162,9 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--distinct", action="store_true", help="no two pods alike (perf.workloads.no_two_alike)")
     parser.add_argument("--repeat", type=int, default=1, help="runs, each with new pods, against one store")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="directory keeping the generated cluster as JSON (under valgrind, generating it is slow)")
     ns = parser.parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    churn = Churn(ns.nodes, ns.pods, log)
+    churn = Churn(ns.nodes, ns.pods, log, ns.cache)
     runs = []
     for k in range(ns.repeat):
         res = churn.run(batch(ns.requests, ns.distinct, start=(k + 1) * 1_000_000))

@@ -141,8 +141,8 @@ def slim_filter_json(verdict: Verdict) -> bytes:
     candidate set's padded names (`"name"  ,`), or a join of its pre-encoded names."""
     feasible = verdict.feasible()
     padded = padded_rows(verdict.nodes, b"", b",")
-    if padded is not None:
-        return _SLIM_HEAD + padded[0][feasible].tobytes()[:-1] + _SLIM_TAIL
+    if padded is not None:  # one copy of the rows, one into the answer (without the last comma)
+        return b"".join((_SLIM_HEAD, memoryview(padded[0][feasible].reshape(-1))[:-1], _SLIM_TAIL))
     return _SLIM_HEAD + b",".join(verdict.nodes.json_names()[feasible].tolist()) + _SLIM_TAIL
 
 
@@ -178,7 +178,7 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
             out = rows[listed]
             digits = end + len(b',"Score":')
             out[:, digits:digits + width] = _digit_rows(width)[shifted[listed]]
-            return b"[" + out.tobytes()[:-1] + b"]"
+            return b"".join((b"[", memoryview(out.reshape(-1))[:-1], b"]"))
     values = (np.flatnonzero(np.bincount(shifted)) if top < 1 << 16 else np.unique(shifted))[::-1]
     if len(values) - 1 <= FEW_SCORES:  # values hold 0 (the lowest), never listed
         names = nodes.json_names()
