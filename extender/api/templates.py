@@ -111,8 +111,9 @@ PADDED_MIN = 256  # and for this many candidates or more (smaller answers are ch
 
 def padded_rows(nodes: NodeSet, head: bytes, tail: bytes) -> tuple[np.ndarray, int] | None:
     """(rows, end): one `head<JSON name><spaces>tail` row per candidate, all as wide as
-    the longest (a uint8 matrix; JSON allows the spaces), and the column where `tail`
-    starts; kept with the candidate set. An answer is then a row selection and a few
+    the longest (JSON allows the spaces; a vector of fixed-size byte strings, numpy's
+    void type, which it selects with one copy loop), and the offset in a row where
+    `tail` starts; kept with the candidate set. An answer is then a row selection and a few
     column writes, numpy copies instead of an object per host. None when the names
     differ so much in length that the padding would bloat the answer, for a set that
     serves one request and for small sets."""
@@ -128,8 +129,7 @@ def padded_rows(nodes: NodeSet, head: bytes, tail: bytes) -> tuple[np.ndarray, i
             hit = (None,)
         else:
             text = b"".join(head + name.ljust(widest) + tail for name in names)
-            rows = np.frombuffer(text, dtype=np.uint8).reshape(len(names), -1)
-            rows.flags.writeable = False
+            rows = np.frombuffer(text, dtype=np.dtype((np.void, len(text) // len(names))))  # read-only
             hit = (rows, len(head) + widest)
         with _LOCK:
             nodes.templates[key] = hit
@@ -142,7 +142,7 @@ def slim_filter_json(verdict: Verdict) -> bytes:
     feasible = verdict.feasible()
     padded = padded_rows(verdict.nodes, b"", b",")
     if padded is not None:  # one copy of the rows, one into the answer (without the last comma)
-        return b"".join((_SLIM_HEAD, memoryview(padded[0][feasible].reshape(-1))[:-1], _SLIM_TAIL))
+        return b"".join((_SLIM_HEAD, memoryview(padded[0][feasible].view(np.uint8))[:-1], _SLIM_TAIL))
     return _SLIM_HEAD + b",".join(verdict.nodes.json_names()[feasible].tolist()) + _SLIM_TAIL
 
 
@@ -176,9 +176,10 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
         if padded is not None:
             rows, end = padded
             out = rows[listed]
-            digits = end + len(b',"Score":')
-            out[:, digits:digits + width] = _digit_rows(width)[shifted[listed]]
-            return b"".join((b"[", memoryview(out.reshape(-1))[:-1], b"]"))
+            digits = np.ndarray(shape=(len(listed),), dtype=np.dtype((np.void, width)), buffer=out,
+                                offset=end + len(b',"Score":'), strides=(out.itemsize,))  # the digits of each row
+            digits[...] = _digit_cells(width)[shifted[listed]]
+            return b"".join((b"[", memoryview(out.view(np.uint8))[:-1], b"]"))
     values = (np.flatnonzero(np.bincount(shifted)) if top < 1 << 16 else np.unique(shifted))[::-1]
     if len(values) - 1 <= FEW_SCORES:  # values hold 0 (the lowest), never listed
         names = nodes.json_names()
@@ -248,6 +249,11 @@ def _fill(nodes: NodeSet, scores: np.ndarray) -> bytes:
 
 LOOKUP_WIDTH = 4  # scores below 10**4 are written from a table of their digits
 _DIGIT_ROWS: dict[int, np.ndarray] = {}
+
+
+def _digit_cells(width: int) -> np.ndarray:
+    """`_digit_rows(width)` as fixed-size byte strings (one numpy item per score)."""
+    return _digit_rows(width).reshape(-1).view(np.dtype((np.void, width)))
 
 
 def _digit_rows(width: int) -> np.ndarray:

@@ -170,3 +170,16 @@ def test_node_names_cut_from_the_body_agree_with_a_full_decode():
         got, want = wire.decode_args(body), wire._args_from(orjson.loads(body))
         assert (got.pod, got.nodes, got.node_names) == (want.pod, want.nodes, want.node_names)
         assert got.node_names[0] in "abcd"
+
+
+def test_body_bytes_are_counted_per_verb_and_direction(client):
+    from extender import metrics
+
+    def count(direction: str) -> float:
+        return metrics.child(metrics.HTTP_BODY_BYTES_TOTAL, "filter", direction)._value.get()
+
+    before = count("request"), count("answer")
+    body = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["od-a1", "od-a2"]})
+    response = client.post("/filter", data=body, content_type="application/json")
+    assert response.status_code == 200
+    assert (count("request") - before[0], count("answer") - before[1]) == (len(body), len(response.data))
