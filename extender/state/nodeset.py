@@ -347,7 +347,9 @@ class NodeIndex:
         if hit is None:
             by_value = self.label_index().get(key, {})
             values = list(by_value)
-            codes = np.full(len(self.nodes), -1, dtype=np.int32)
+            # intp: codes index other vectors (per value, per domain), and an index array
+            # of another width makes numpy cast it element by element on every gather
+            codes = np.full(len(self.nodes), -1, dtype=np.intp)
             for code, value in enumerate(values):
                 codes[self.positions(by_value[value])] = code
             hit = self._codes[key] = (codes, values)
