@@ -116,12 +116,16 @@ def padded_rows(nodes: NodeSet, head: bytes, tail: bytes) -> tuple[np.ndarray, i
     `tail` starts; kept with the candidate set. An answer is then a row selection and a few
     column writes, numpy copies instead of an object per host. None when the names
     differ so much in length that the padding would bloat the answer, for a set that
-    serves one request and for small sets."""
+    serves one request (and for a set's first answer: building the rows costs about
+    what one answer joined from objects does) and for small sets."""
     if nodes.templates is None or len(nodes) < PADDED_MIN:
         return None
     key = ("padded rows", head, tail)
     with _LOCK:
         hit = nodes.templates.get(key)
+        if hit is None and nodes.templates.get(("padded seen", key)) is None:
+            nodes.templates[("padded seen", key)] = b""  # built from the set's second answer on:
+            return None  # a list kube-scheduler sends once (a spreading pod's) costs no build
     if hit is None:
         names = nodes.json_names().tolist()
         widest = max(map(len, names))
@@ -161,8 +165,8 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
     `{"Host":<name>  ,"Score":<digits>},` rows with the digits written in one column
     (scores right-aligned with spaces), in request order. Otherwise, with few distinct
     scores, hosts grouped by score, highest first: one C-level join of pre-encoded
-    names per score; with more, each listed host's `{"Host":<name>,"Score":` and its
-    score's `<digits>},` gathered and joined once, in request order."""
+    names per score; with more, `{"Host":`, each listed host's pre-encoded name and its
+    score's `,"Score":<digits>},` gathered and joined once, in request order."""
     if not len(scores):
         return b"[]"
     shifted = scores - scores.min()
@@ -188,28 +192,23 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
             tail = b',"Score":%d}' % value
             parts.append(b'{"Host":' + (tail + b',{"Host":').join(names[shifted == value].tolist()) + tail)
         return b"[" + b",".join(parts) + b"]"
-    pieces = np.empty(2 * len(listed), dtype=object)
-    pieces[0::2] = _host_heads(nodes)[listed]
-    pieces[1::2] = _score_tails(shifted[listed], top)
+    pieces = np.empty(3 * len(listed), dtype=object)
+    pieces[0::3] = b'{"Host":'
+    pieces[1::3] = nodes.json_names()[listed]
+    pieces[2::3] = _score_tails(shifted[listed], top)
     return b"[" + b"".join(pieces.tolist())[:-1] + b"]"
-
-
-def _host_heads(nodes: NodeSet) -> np.ndarray:
-    """`{"Host":<name>,"Score":` per candidate, built once per candidate set."""
-    return nodes.memo(("host heads",), lambda: object_array(
-        [b'{"Host":' + name + b',"Score":' for name in nodes.json_names().tolist()]))
 
 
 _TAILS = np.empty(0, dtype=object)
 
 
 def _score_tails(values: np.ndarray, top: int) -> np.ndarray:
-    """`<digits>},` for each of `values` (non-negative), from a table for small ones."""
+    """`,"Score":<digits>},` for each of `values` (non-negative), from a table for small ones."""
     global _TAILS
     if top >= 1 << 16:
-        return object_array([b"%d}," % v for v in values.tolist()])
+        return object_array([b',"Score":%d},' % v for v in values.tolist()])
     if top >= len(_TAILS):
-        _TAILS = object_array([b"%d}," % v for v in range(max(top + 1, 1024))])
+        _TAILS = object_array([b',"Score":%d},' % v for v in range(max(top + 1, 1024))])
     return _TAILS[values]
 
 
