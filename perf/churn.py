@@ -238,15 +238,17 @@ def churn(double: Double, ext: Extender, names: list[str], pods: list[dict[str, 
     }
 
 
-def _py_spy(ext: Extender, out: Path) -> subprocess.Popen:
-    """py-spy sampling the serving worker (collapsed stacks, for perf/PROFILE.md)."""
+def py_spy(server: subprocess.Popen, out: Path, gil: bool = True) -> subprocess.Popen:
+    """py-spy sampling the serving worker of `extender serve` (collapsed stacks, for
+    perf/PROFILE.md): the thread holding the GIL, or with `gil` False every thread that
+    is not idle. Stop it with SIGINT."""
     import psutil
 
-    procs = [psutil.Process(ext.proc.pid), *psutil.Process(ext.proc.pid).children(recursive=True)]
+    procs = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
     worker = max(procs, key=lambda p: p.memory_info().rss)
     spy = Path(sys.executable).parent / "py-spy"
     proc = subprocess.Popen([str(spy), "record", "--pid", str(worker.pid), "--rate", "250", "--format", "raw",
-                             "--output", str(out), "--nonblocking", "--gil"],
+                             "--output", str(out), "--nonblocking", *(("--gil",) if gil else ())],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)
     return proc
@@ -282,7 +284,7 @@ def run_size(nodes: int, pods: int, requests: int, out_dir: Path,
                 batch = mixed_pods(warmup + requests, start=(k + 1) * 1_000_000)
                 if label == DISTINCT:
                     batch = no_two_alike(batch)
-                spy = _py_spy(ext, profile_dir / f"churn-{nodes}-{tag}.txt") if profile_dir else None
+                spy = py_spy(ext.proc, profile_dir / f"churn-{nodes}-{tag}.txt") if profile_dir else None
                 try:
                     res = churn(double, ext, names, batch, warmup)
                 finally:

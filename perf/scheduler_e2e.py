@@ -61,6 +61,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import ssl
 import sys
@@ -74,7 +75,7 @@ from urllib.parse import quote
 
 import orjson
 
-from perf.churn import Double
+from perf.churn import Double, py_spy
 from perf.http_driver import free_port, handler_means, handler_totals
 from perf.live_state import ROOT
 from perf.report import render_scheduler_e2e
@@ -356,7 +357,7 @@ def wrongly_unschedulable(checker: Checker, pods: list[dict], nodes: list[dict],
 
 def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: list[tuple[Workload, float]],
              pods: int, nodes: list[dict], existing: list[dict], workdir: Path, log,
-             warmup: int = WARMUP) -> dict[str, Any]:
+             warmup: int = WARMUP, profile: Path | None = None) -> dict[str, Any]:
     from testing.harness import SCHEDULER_NAME
     from testing.truth import requests_of
 
@@ -379,6 +380,10 @@ def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: lis
                 c, m = requests_of(p)
                 used[where][0] += c
                 used[where][1] += m
+        spy = None
+        if profile is not None and mode.extender is not None:  # every busy thread of the worker
+            profile.mkdir(parents=True, exist_ok=True)
+            spy = py_spy(mode.extender.proc, profile / f"scheduler-e2e-{len(nodes)}.txt", gil=False)
         for index, (w, threshold) in enumerate(chosen):
             batch = [_for_profile(w.pod(800_000 + index * 100_000 + i), SCHEDULER_NAME) for i in range(pods)]
             keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in batch]
@@ -437,6 +442,9 @@ def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: lis
                 f"{res['inflight_wait_ms_per_pod']}); CPU {res['cpu_ms_per_pod']}, bytes {res['wire_bytes_per_pod']}; "
                 f"unschedulable {len(left)}, problems {len(problems)}, "
                 f"wrongly unschedulable {len(wrong)}, load {res['loadavg']}")
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=120)
     finally:
         mode.stop()
         watch.close()
@@ -447,7 +455,8 @@ def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: lis
 
 def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str, ...] | None,
                   log=print, workdir: Path | None = None, modes: tuple[str, ...] = MODES,
-                  binary: str | None = None, warmup: int = WARMUP, rounds: int = 1) -> dict[str, Any]:
+                  binary: str | None = None, warmup: int = WARMUP, rounds: int = 1,
+                  profile: Path | None = None) -> dict[str, Any]:
     """The chosen workloads (default: all five) in each mode, `rounds` runs of each,
     alternated (see the module docstring). `runs`: every run; `modes`: per mode, each
     workload's figures averaged over its runs (problems summed); `ratio`: extender /
@@ -481,7 +490,7 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
             for name in (modes if round_ % 2 == 0 else modes[::-1]):  # ABBA: a drift weighs on both
                 log(f" round {round_ + 1} of {rounds}: {name}")
                 run = run_mode(name, binary, double, api, chosen, pods, node_dicts, existing,
-                               workdir / f"round-{round_}", log, warmup)
+                               workdir / f"round-{round_}", log, warmup, profile)
                 out["runs"].append({"round": round_, "mode": name, **run})
     finally:
         double.stop()
@@ -531,11 +540,12 @@ def _mean_workloads(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_sizes(sizes: tuple[int, ...], rounds: int, pods: int, workloads: tuple[str, ...] | None,
-              log=print, modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+              log=print, modes: tuple[str, ...] = MODES, profile: Path | None = None) -> dict[str, Any]:
     """`run_workloads` at each size (10 running pods a node), one double after another."""
     out: dict[str, Any] = {"sizes": []}
     for nodes in sizes:
-        out["sizes"].append(run_workloads(nodes, 10 * nodes, pods, workloads, log=log, modes=modes, rounds=rounds))
+        out["sizes"].append(run_workloads(nodes, 10 * nodes, pods, workloads, log=log, modes=modes, rounds=rounds,
+                                          profile=profile))
     out["ratio"] = {str(s["nodes"]): s.get("ratio") for s in out["sizes"]}
     return out
 
@@ -569,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default="", help="comma list (default: all five)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma list of in-tree, extender")
     parser.add_argument("--out", type=Path, default=ROOT / "perf" / "out" / "scheduler_e2e.json")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="directory: py-spy records every busy thread of the extender's worker (raw stacks)")
     ns = parser.parse_args(argv)
     names = tuple(w for w in ns.workloads.split(",") if w) or None
     modes = tuple(m for m in ns.modes.split(",") if m)
@@ -578,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sizes: expected node counts, got {ns.sizes!r}")
     try:
         result = run_sizes(sizes, ns.rounds, ns.pods, names, modes=modes,
-                           log=lambda m: print(m, file=sys.stderr, flush=True))
+                           log=lambda m: print(m, file=sys.stderr, flush=True), profile=ns.profile)
     except ValueError as exc:  # a bad --workloads / --modes, or no binary
         parser.error(str(exc))
     ns.out.parent.mkdir(parents=True, exist_ok=True)
