@@ -42,7 +42,7 @@ from extender.preemption import (
 )
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
-from extender.state.candidates import Candidates, resolve
+from extender.state.candidates import Candidates, expect_prioritize, resolve
 
 __all__ = ["ERR_UNKNOWN_NODE", "Extender", "ScoringError"]
 
@@ -111,7 +111,9 @@ class Extender:
             return encode(error_filter_result(outcome.error))
         if outcome.any_feasible():
             self.inflight.answered(pod, snapshot)  # it comes back through bind: the next pod waits
-            return filter_answer(cands, outcome, slim=self.config.slim_answers)
+            answer = filter_answer(cands, outcome, slim=self.config.slim_answers)
+            expect_prioritize(snapshot, cands, outcome.verdict.feasible())
+            return answer
         if self.events is not None:
             self.events.offer(pod, cands)
         # kube-scheduler may try preemption next: every failing node, with its reason

@@ -93,7 +93,10 @@ class Churn:
         self.load_s = time.monotonic() - t0
         log(f"handlers {nodes}/{pods}: loaded in {self.load_s:.1f} s")
 
-    def run(self, pods: list[dict[str, Any]], warmup: int = WARMUP) -> dict[str, Any]:
+    def run(self, pods: list[dict[str, Any]], warmup: int = WARMUP, rotate: bool = False) -> dict[str, Any]:
+        """`rotate`: each filter's NodeNames start at another node, as kube-scheduler's
+        do (it resumes its node scan where the last cycle stopped and collects the
+        feasible nodes from parallel workers): a list never seen before, every time."""
         names_json = orjson.dumps(self.names)
         samples: dict[str, list[float]] = {"filter": [], "prioritize": [], "pair": []}
         cpu: dict[str, list[float]] = {"filter": [], "prioritize": [], "pair": []}
@@ -107,6 +110,9 @@ class Churn:
                 self._relabel(i)
             self.store.publish()  # as the live source does after each watch chunk, off the request
             pod_json = orjson.dumps(pod)
+            if rotate:
+                at = (i * 7919) % len(self.names)
+                names_json = orjson.dumps(self.names[at:] + self.names[:at])
             c0, t0 = time.thread_time(), time.perf_counter()
             status, data = answer(self.engine, "filter",
                                        b'{"Pod":' + pod_json + b',"Nodes":null,"NodeNames":' + names_json + b"}")
@@ -173,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=400, help="timed pods per run")
     parser.add_argument("--distinct", action="store_true", help="no two pods alike (perf.workloads.no_two_alike)")
     parser.add_argument("--repeat", type=int, default=1, help="runs, each with new pods, against one store")
+    parser.add_argument("--rotate", action="store_true",
+                        help="every filter's NodeNames in a new order, as kube-scheduler sends them")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--cache", type=Path, default=None,
                         help="directory keeping the generated cluster as JSON (under valgrind, generating it is slow)")
@@ -181,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     churn = Churn(ns.nodes, ns.pods, log, ns.cache)
     runs = []
     for k in range(ns.repeat):
-        res = churn.run(batch(ns.requests, ns.distinct, start=(k + 1) * 1_000_000))
+        res = churn.run(batch(ns.requests, ns.distinct, start=(k + 1) * 1_000_000), rotate=ns.rotate)
         res["loadavg"] = round(os.getloadavg()[0], 2)
         runs.append(res)
         log(f"  run {k + 1}: pair p50 {res['wall']['pair']['p50_ms']} / p99 {res['wall']['pair']['p99_ms']} ms "

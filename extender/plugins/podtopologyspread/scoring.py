@@ -99,8 +99,9 @@ def seed(constraints: list[Constraint], keys: tuple[str, ...], require_all: bool
         mask.flags.writeable = False
         seeded_codes.append(mask)
     weights = []
+    distinct = int(np.count_nonzero(np.bincount(uidx, minlength=len(universe.nodes)))) if len(uidx) else 0
     for domains in seeded:
-        size = len(nodes.names) - len(ignored) if domains is None else len(domains)
+        size = distinct - len(ignored) if domains is None else len(domains)
         weights.append(math.log(size + 2))
     live.flags.writeable = False
     return ignored, live, seeded, seeded_codes, weights
