@@ -112,7 +112,7 @@ class Extender:
         if outcome.any_feasible():
             self.inflight.answered(pod, snapshot)  # it comes back through bind: the next pod waits
             answer = filter_answer(cands, outcome, slim=self.config.slim_answers)
-            expect_prioritize(snapshot, cands, outcome.verdict.feasible())
+            expect_prioritize(snapshot, cands, outcome.verdict.feasible(), answer)
             return answer
         if self.events is not None:
             self.events.offer(pod, cands)

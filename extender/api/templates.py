@@ -150,6 +150,15 @@ def slim_filter_json(verdict: Verdict) -> bytes:
     return _SLIM_HEAD + b",".join(verdict.nodes.json_names()[feasible].tolist()) + _SLIM_TAIL
 
 
+def feasible_names_text(answer: bytes) -> bytes | None:
+    """The feasible names of a slim filter answer as a compact JSON array (`["a","b"]`,
+    what Go's encoder writes for them), or None when the answer is not one without
+    padding (a failure map, spaces between rows)."""
+    if not (answer.startswith(_SLIM_HEAD) and answer.endswith(_SLIM_TAIL)) or b" " in answer:
+        return None  # (neither the head nor the tail holds a space)
+    return b"".join((b"[", memoryview(answer)[len(_SLIM_HEAD):len(answer) - len(_SLIM_TAIL)], b"]"))
+
+
 _SCORE_SLOT = b"0" * 20  # placeholder digits, overwritten per response
 
 

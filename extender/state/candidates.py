@@ -64,7 +64,8 @@ def _shared(snapshot: ClusterSnapshot, names: list[str] | None) -> Candidates:
     return cands
 
 
-def expect_prioritize(snapshot: ClusterSnapshot, cands: Candidates, feasible: np.ndarray) -> None:
+def expect_prioritize(snapshot: ClusterSnapshot, cands: Candidates, feasible: np.ndarray,
+                      answer: bytes = b"") -> None:
     """Register the candidates of the prioritize call kube-scheduler makes next for
     this pod: with this extender the last filter, its NodeNames are this answer's
     feasible names in this order, which Go's encoder writes as `["a","b"]`, our own
@@ -72,17 +73,19 @@ def expect_prioritize(snapshot: ClusterSnapshot, cands: Candidates, feasible: np
     layer's candidate sets), that call neither decodes nor looks up a name. Worth it
     for a list this layer had not seen (kube-scheduler's lists come in a new order for
     every pod); a text that differs (escapes, another extender in between) is resolved
-    as any other."""
+    as any other. `answer`: the filter's, whose names are reused when it lists them
+    without padding."""
+    from extender.api.templates import feasible_names_text
     from extender.api.wire import known_names_cache, names_bytes
 
     nodes = cands.nodes
     if nodes.templates is None or cands.served != 1 or int(np.count_nonzero(feasible)) < 2:
         return
-    text = b"[" + b",".join(nodes.json_names()[feasible].tolist()) + b"]"
+    text = feasible_names_text(answer) or b"[" + b",".join(nodes.json_names()[feasible].tolist()) + b"]"
     names = nodes.names_where(feasible)
     cache = known_names_cache()
     if cache.get(text) is None:
-        cache.put(text, names, names_bytes(text))
+        cache.put(text, names, names_bytes(text, len(names)))
 
     def build() -> Candidates:
         subset = NodeSet(None, nodes.universe, names, nodes.uidx[feasible])

@@ -55,3 +55,36 @@ def test_a_list_seen_before_registers_nothing():
     first.served = 1
     expect_prioritize(snapshot, first, feasible)  # a list first seen now: registered
     assert snapshot.nodes._candidates.get(text).nodes.uidx.tolist() == [0, 2]
+
+
+def test_the_registered_text_is_the_answers_names_or_a_fresh_join():
+    from extender.api.templates import feasible_names_text
+
+    ext = engine()
+    snapshot = ext.source.snapshot()
+    names = [n.name for n in snapshot.nodes.nodes]
+    cands = resolve(snapshot, names, names_key=orjson.dumps(names))
+    feasible = np.zeros(len(names), dtype=bool)
+    feasible[[0, 1]] = True
+    slim = b'{"Nodes":null,"NodeNames":[' + b",".join(orjson.dumps(n) for n in names[:2]) + \
+        b'],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}'
+    assert feasible_names_text(slim) == orjson.dumps(names[:2])
+    padded = slim.replace(b'",', b'"  ,')
+    assert orjson.loads(padded) == orjson.loads(slim) and feasible_names_text(padded) is None
+    assert feasible_names_text(b'{"Nodes":null,"NodeNames":["a"],"FailedNodes":{"b":"x"},'
+                               b'"FailedAndUnresolvableNodes":{},"Error":""}') is None
+    cands.served = 1
+    expect_prioritize(snapshot, cands, feasible, padded)  # padded: the names joined afresh
+    assert snapshot.nodes._candidates.get(orjson.dumps(names[:2])).nodes.order == names[:2]
+
+
+def test_node_names_must_all_be_strings():
+    import pytest
+
+    from extender.api.wire import WireError, all_str
+
+    assert all_str([]) and all_str(["a", "b"]) and not all_str(["a", 1]) and not all_str([None])
+    with pytest.raises(WireError, match="list of strings"):
+        decode_args(b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":["a",2],"Nodes":null} ')
+    with pytest.raises(WireError, match="list of strings"):
+        decode_args(b'{"Pod":{"metadata":{"name":"p"}},"Nodes":null,"NodeNames":["a",2]}')
