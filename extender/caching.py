@@ -62,7 +62,7 @@ def _account(cache: str, delta: int) -> None:
     # (their gauge shows from their next change).
     metrics = sys.modules.get("extender.metrics")
     if metrics is not None:
-        metrics.CACHE_BYTES.labels(cache=cache).set(total)
+        metrics.child(metrics.CACHE_BYTES, cache).set(total)
 
 
 class ByteLRU:

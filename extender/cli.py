@@ -112,6 +112,10 @@ HELP = {
     "drift_topology_spread": "true: add hard topology spread drift to the report (running pods "
     "/filter would not place where they are by their DoNotSchedule constraints), recomputed "
     "cluster-wide while the state changes, at most every 5 s and a tenth of the time; implies --drift-report (default false)",
+    "slim_answers": "true (default): a filter answer lists failing nodes only when no node fits, a "
+    "prioritize answer only the hosts above the lowest score, shifted by it (kube-scheduler "
+    "reads neither otherwise; docs/reference/semantics.md, Slim answers); false: every failing "
+    "node and every host, for a scheduler with another filtering extender after this one",
 }
 
 SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes",
@@ -122,7 +126,7 @@ SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", 
               "bind_watch_timeout", "max_unready",
               "request_deadline", "slow_cel_expressions", "inflight_wait", "assume_ttl",
               "explain_endpoint", "explain_rate", "explain_burst", "record_events", "drift_report",
-              "drift_endpoint", "drift_events", "drift_topology_spread")
+              "drift_endpoint", "drift_events", "drift_topology_spread", "slim_answers")
 # flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
 BARE = {"in_cluster": "true", "kubeconfig": "default"}
 

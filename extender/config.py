@@ -83,6 +83,9 @@ class Config:
     drift_endpoint: bool = False
     drift_events: bool = False
     drift_topology_spread: bool = False
+    # filter: failure maps only when no node fits; prioritize: only hosts above the
+    # minimum score, shifted by it (docs/reference/semantics.md, "Slim answers")
+    slim_answers: bool = True
 
     @property
     def cluster_file(self) -> str:
@@ -265,6 +268,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "drift_endpoint": ("driftEndpoint", _bool),
     "drift_events": ("driftEvents", _bool),
     "drift_topology_spread": ("driftTopologySpread", _bool),
+    "slim_answers": ("slimAnswers", _bool),
 }
 
 

@@ -97,6 +97,13 @@ HTTP_REQUESTS_TOTAL = Counter(
     ["verb", "code"],
 )
 
+HTTP_BODY_BYTES_TOTAL = Counter(
+    "extender_http_body_bytes_total",
+    "Bytes of the verbs' request and answer bodies, by verb and direction (request: "
+    "what kube-scheduler sent, answer: what the extender wrote back).",
+    ["verb", "direction"],
+)
+
 HTTP_REQUEST_DURATION = Histogram(
     "extender_http_request_duration_seconds",
     "Latency of extender HTTP requests, decode to encode, by verb.",

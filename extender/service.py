@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from extender import metrics
-from extender.api.templates import filter_answer, host_priority_json
+from extender.api.templates import filter_answer, host_priority_json, slim_priority_json
 from extender.api.wire import ExtenderArgs, encode, error_filter_result
 from extender.binding import (
     DEFAULT_BIND_SECONDS,
@@ -49,7 +49,7 @@ from extender.preemption import (
 )
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
-from extender.state.candidates import Candidates, resolve
+from extender.state.candidates import Candidates, expect_prioritize, resolve
 from extender.state.layers import WORKLOAD_KINDS
 from extender.state.store import KINDS
 from extender.state.volumes import VOLUME_KINDS
@@ -136,12 +136,14 @@ class Extender:
         if outcome.error:
             log.error("filter failed", extra={"pod": pod.key, "error": outcome.error})
             return encode(error_filter_result(outcome.error))
-        if outcome.feasible_names:
+        if outcome.any_feasible():
             self.inflight.answered(pod, snapshot)  # it comes back through bind: the next pod waits
-            return filter_answer(cands, outcome)
+            answer = filter_answer(cands, outcome, slim=self.config.slim_answers)
+            expect_prioritize(snapshot, cands, outcome.verdict.feasible(), answer)
+            return answer
         if self.events is not None:
             self.events.offer(pod, cands)
-        # kube-scheduler may try preemption next
+        # kube-scheduler may try preemption next: every failing node, with its reason
         return filter_answer(cands, outcome, unresolvable_without_victims(snapshot, pod, outcome.failures))
 
     def prioritize(self, args: ExtenderArgs) -> bytes:
@@ -158,6 +160,8 @@ class Extender:
                 raise ScoringError(str(exc)) from None
         if outcome.error:
             raise ScoringError(outcome.error)
+        if self.config.slim_answers:
+            return slim_priority_json(cands.nodes, scores)
         return host_priority_json(cands.nodes, scores)
 
     def preempt(self, args: PreemptionArgs) -> bytes:
@@ -208,11 +212,11 @@ class Extender:
         (same UID, not bound), else `ExtenderArgs.Pod`. kube-scheduler re-serializes the
         pod from its own Go types, so a field its version does not know (a toleration's
         `expression` before v1.35) never reaches us in the request; the state's copy is
-        what the API server stores."""
-        pod = self.parse_pod(args_pod, key)
-        stored = self.source.snapshot().pod_layer.get(pod.namespace, pod.name)
-        if stored is None or stored.raw is None or not pod.uid or stored.uid != pod.uid:
-            return pod
+        what the API server stores. The request's metadata alone finds it: the request
+        is parsed only when the state has no such copy."""
+        stored = self._stored_copy(args_pod)
+        if stored is None:
+            return self.parse_pod(args_pod, key)
         # Each watch event brings a new dict, so the copy is parsed once per version,
         # keyed by the dict's identity: the entry holds the dict, so its id cannot be
         # reused while cached (serializing it for a bytes key cost ~0.15 ms a request).
@@ -224,6 +228,18 @@ class Extender:
                                                               gates=self.config.feature_gates)),
             lambda _: 2048 + 4 * len(key))  # the request's copy: about the same size
         return parsed
+
+    def _stored_copy(self, args_pod: Any) -> Pod | None:
+        """The state's pending copy of the pod `ExtenderArgs.Pod` names (same namespace,
+        name and UID), or None (also for metadata that would not parse)."""
+        meta = args_pod.get("metadata") if isinstance(args_pod, dict) else None
+        if not isinstance(meta, dict):
+            return None
+        namespace, name, uid = meta.get("namespace") or "default", meta.get("name"), meta.get("uid")
+        if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(uid, str) and uid):
+            return None
+        stored = self.source.snapshot().pod_layer.get(namespace, name)
+        return stored if stored is not None and stored.raw is not None and stored.uid == uid else None
 
     def _inputs(self, args: ExtenderArgs, strict: bool = True,
                 refiltered: bool = False) -> tuple[ClusterSnapshot, Pod, Candidates]:

@@ -50,6 +50,7 @@ from perf.live_state import DOUBLE, ROOT
 from perf.stats import summarize
 from perf.workloads import mixed_pods, no_two_alike
 from testing.live import request
+from testing.scores import best_hosts
 
 BARS = {  # issue 13: nodes -> (p50 ms, p99 ms, RSS MB, initial sync s)
     5000: (2.5, 10.0, None, None),
@@ -206,7 +207,7 @@ def churn(double: Double, ext: Extender, names: list[str], pods: list[dict[str, 
             t_p = time.perf_counter() - t0
             if status != 200:
                 raise RuntimeError(f"prioritize: HTTP {status}: {data[:200]!r}")
-            best = max(orjson.loads(data), key=lambda hp: hp["Score"])["Host"]
+            best = best_hosts(feasible, orjson.loads(data))[0]
         if i >= warmup:
             lat_f.append(t_f)
             lat_pair.append(t_f + t_p)
@@ -237,15 +238,17 @@ def churn(double: Double, ext: Extender, names: list[str], pods: list[dict[str, 
     }
 
 
-def _py_spy(ext: Extender, out: Path) -> subprocess.Popen:
-    """py-spy sampling the serving worker (collapsed stacks, for perf/PROFILE.md)."""
+def py_spy(server: subprocess.Popen, out: Path, gil: bool = True) -> subprocess.Popen:
+    """py-spy sampling the serving worker of `extender serve` (collapsed stacks, for
+    perf/PROFILE.md): the thread holding the GIL, or with `gil` False every thread that
+    is not idle. Stop it with SIGINT."""
     import psutil
 
-    procs = [psutil.Process(ext.proc.pid), *psutil.Process(ext.proc.pid).children(recursive=True)]
+    procs = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
     worker = max(procs, key=lambda p: p.memory_info().rss)
     spy = Path(sys.executable).parent / "py-spy"
     proc = subprocess.Popen([str(spy), "record", "--pid", str(worker.pid), "--rate", "250", "--format", "raw",
-                             "--output", str(out), "--nonblocking", "--gil"],
+                             "--output", str(out), "--nonblocking", *(("--gil",) if gil else ())],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)
     return proc
@@ -281,7 +284,7 @@ def run_size(nodes: int, pods: int, requests: int, out_dir: Path,
                 batch = mixed_pods(warmup + requests, start=(k + 1) * 1_000_000)
                 if label == DISTINCT:
                     batch = no_two_alike(batch)
-                spy = _py_spy(ext, profile_dir / f"churn-{nodes}-{tag}.txt") if profile_dir else None
+                spy = py_spy(ext.proc, profile_dir / f"churn-{nodes}-{tag}.txt") if profile_dir else None
                 try:
                     res = churn(double, ext, names, batch, warmup)
                 finally:

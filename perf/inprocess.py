@@ -30,6 +30,7 @@ from perf.engine import MutableSource, extend_snapshot, fork_snapshot
 from perf.stats import summarize
 from perf.workloads import workload_of
 from testing.check import Checker
+from testing.scores import best_hosts
 
 
 @dataclass
@@ -253,8 +254,7 @@ def simulate(make_extender, snapshot, node_dicts: list[dict[str, Any]],
             scores = orjson.loads(ext.prioritize(ExtenderArgs(pod, None, feasible)))
             t2 = time.perf_counter()
             t_prio += t2 - t1
-            best = max(s["Score"] for s in scores)
-            chosen = rng.choice([s["Host"] for s in scores if s["Score"] == best])
+            chosen = rng.choice(best_hosts(feasible, scores))
         t3 = time.perf_counter()
         bound = {**pod, "spec": {**pod["spec"], "nodeName": chosen}, "status": {"phase": "Running"}}
         source.set(extend_snapshot(source.snapshot(), existing_pod_from_dict(bound),

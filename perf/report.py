@@ -164,7 +164,7 @@ def render_scheduler_e2e(e2e: dict[str, Any] | None) -> list[str]:
     """The end-to-end table (perf/scheduler_e2e.py): pods/s through the real
     kube-scheduler with the extender, next to the same kube-scheduler running its
     in-tree plugins (the ratio is the headline) and to its own thresholds, and where
-    the time goes."""
+    the time, the CPU and the bytes go."""
     if not e2e:
         return []
     if e2e.get("error"):
@@ -172,20 +172,25 @@ def render_scheduler_e2e(e2e: dict[str, Any] | None) -> list[str]:
     modes = e2e.get("modes") or {}
     base = (modes.get("in-tree") or {}).get("workloads") or {}
     ext = (modes.get("extender") or {}).get("workloads") or {}
+    rounds = e2e.get("rounds", 1)
     lines = [f"**End to end through the real kube-scheduler ({e2e.get('kube_scheduler', 'v1.30.6')}), "
              f"{e2e['nodes']:,} nodes** ({e2e['cluster_pods']:,} pods running, {e2e['pods_per_workload']:,} "
-             "pods created pending per workload, timed from the first create to the last bind). extender: "
+             f"pods created pending per workload, timed from the first create to the last bind; {rounds} "
+             "run(s) of each mode, alternated, pods/s the mean). extender: "
              "`extender serve` and kube-scheduler configured as shipped (manifests/base); in-tree: the same "
              "kube-scheduler and configuration without the extender, its four plugins enabled again, on "
              "the same pods, in the same run. Per pod (ms): algorithm = kube-scheduler's filter + score "
              "(extender calls included); extender calls = the algorithm minus the in-tree plugins (HTTP, "
              "JSON on both sides, our handler); handler = our server's own time for filter + prioritize; "
              "wait = in-flight wait inside filter; bind = our bind handler (its API call included, beside "
-             "the next cycles).", "",
-             "| workload | in-tree pods/s | extender pods/s | **ratio** | kube-scheduler threshold "
+             "the next cycles); CPU = CPU ms per pod of kube-scheduler (in-tree / extender mode) and of "
+             "`extender serve`; bytes = per pod, what kube-scheduler sent / what we answered, filter + "
+             "prioritize.", "",
+             "| workload | in-tree pods/s | extender pods/s | **ratio** (per round) | kube-scheduler threshold "
              "| algorithm in-tree / extender | extender calls | handler | wait | bind "
+             "| CPU kube-scheduler in-tree / extender, extender | bytes sent / answered "
              "| problems / wrongly unschedulable (both modes) | 1-min load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in ext or base:
         b, w = base.get(name) or {}, ext.get(name) or {}
         handler = w.get("extender_handler_mean_ms") or {}
@@ -193,12 +198,21 @@ def render_scheduler_e2e(e2e: dict[str, Any] | None) -> list[str]:
         checks = (f"{sum(x.get('problems') or 0 for x in (b, w))} / "
                   f"{sum(x.get('wrongly_unschedulable') or 0 for x in (b, w))}")
         threshold = w.get("kube_scheduler_threshold_pods_per_s") or b.get("kube_scheduler_threshold_pods_per_s")
+        per_round = ", ".join(_fmt(r.get(name)) for r in e2e.get("ratio_per_round") or [])
+        cpu_b, cpu_w = b.get("cpu_ms_per_pod") or {}, w.get("cpu_ms_per_pod") or {}
+        wire = w.get("wire_bytes_per_pod") or {}
+        sent = sum(wire.get(f"{v} request") or 0 for v in ("filter", "prioritize"))
+        answered = sum(wire.get(f"{v} answer") or 0 for v in ("filter", "prioritize"))
         lines.append(
             f"| {name} | {_fmt(b.get('pods_per_s'), 0)} | {_fmt(w.get('pods_per_s'), 0)} "
-            f"| **{_fmt((e2e.get('ratio') or {}).get(name))}** | {_fmt(threshold, 0)} "
+            f"| **{_fmt((e2e.get('ratio') or {}).get(name))}**{f' ({per_round})' if per_round else ''} "
+            f"| {_fmt(threshold, 0)} "
             f"| {_fmt(b.get('algorithm_ms_per_pod'))} / {_fmt(w.get('algorithm_ms_per_pod'))} "
             f"| {_fmt(w.get('extender_calls_ms_per_pod'))} | {_fmt(served)} "
             f"| {_fmt(w.get('inflight_wait_ms_per_pod'))} | {_fmt(handler.get('bind'))} "
+            f"| {_fmt(cpu_b.get('kube_scheduler'))} / {_fmt(cpu_w.get('kube_scheduler'))}, "
+            f"{_fmt(cpu_w.get('extender'))} "
+            f"| {f'{sent / 1024:.1f} / {answered / 1024:.1f} KB' if wire else '-'} "
             f"| {checks} | {_fmt(w.get('loadavg') or b.get('loadavg'), 1)} |")
     lines.append("")
     return lines

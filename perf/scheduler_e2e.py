@@ -3,15 +3,18 @@ workloads, next to kube-scheduler's own thresholds at 5,000 nodes and next to th
 kube-scheduler running its in-tree plugins on the same pods, in the same run.
 
     KUBE_SCHEDULER_BINARY=/path/kube-scheduler .venv/bin/python -m perf.scheduler_e2e \\
-        [--nodes 5000] [--cluster-pods 50000] [--pods 1000] [--workloads sp-hard-spread,...]
+        [--sizes 5000,15000] [--rounds 2] [--pods 1000] [--workloads sp-hard-spread,...]
 
-(`make perf-scheduler-e2e` sets the binary through `.ci/kube-scheduler`; `make perf`
-runs it at 5,000 nodes, `make perf-quick` at 500.)
+(`make perf-scheduler-e2e` runs exactly this, with the binary from `.ci/kube-scheduler`;
+`make perf` runs one size, 5,000 nodes, `make perf-quick` 500.)
 
-1. The API-server double runs in its own process (`perf.churn.Double`), loaded with
-   `perf.generate`'s cluster: nodes with taints, labels and allocatable, pods running.
-2. Two modes in turn against that double, each with a fresh kube-scheduler (v1.30.6
-   code, `$KUBE_SCHEDULER_BINARY`) configured exactly as tests/e2e configure it
+1. Per size, the API-server double runs in its own process (`perf.churn.Double`), loaded
+   with `perf.generate`'s cluster (10 running pods a node): nodes with taints, labels
+   and allocatable.
+2. The two modes alternate against that double, `--rounds` times each (in-tree then
+   extender, then extender then in-tree, ...: a drift of the machine's load over the run
+   weighs on both alike), each run with a fresh kube-scheduler (v1.30.6 code,
+   `$KUBE_SCHEDULER_BINARY`) configured exactly as tests/e2e configure it
    (`testing.harness.scheduler_config`, from manifests/base/kube-scheduler-config.yaml):
    - **in-tree**: no extender; TaintToleration, NodeAffinity, NodeUnschedulable and
      PodTopologySpread enabled again: the baseline. The workloads' pods need nothing
@@ -20,10 +23,11 @@ runs it at 5,000 nodes, `make perf-quick` at 500.)
    - **extender**: `extender serve --config manifests/base/extender.yaml` as shipped
      and the shipped configuration (the four plugins off, filter/prioritize/preempt/
      bind verbs).
-   Each mode schedules a 50-pod warm-up (untimed), then each workload of
+   Each run schedules a 50-pod warm-up (untimed), then each workload of
    `perf.workloads.SCHEDULER_PERF`: `--pods` pods created pending (as scheduler_perf
    creates them), timed from the first create to the last bind the double reports.
-   The workloads' pods are deleted at the end of a mode, so both start from one cluster.
+   The workloads' pods are deleted at the end of a run, so every run starts from one
+   cluster.
 3. Where the time goes, per pod, from kube-scheduler's own metrics (a loopback secure
    port) and the extender's: the wall clock per pod; the scheduling algorithm
    (`scheduling_algorithm_duration`: filter + score, extender calls included; the
@@ -31,18 +35,22 @@ runs it at 5,000 nodes, `make perf-quick` at 500.)
    (`framework_extension_point_duration` PreFilter/Filter/PreScore/Score); what is left
    of the algorithm is the extender calls as the scheduler sees them (HTTP, both sides'
    JSON, our handler); our handler time per verb (decode, engine, encode; `bind`
-   includes its API call) and the in-flight wait inside `filter`; the wall clock outside
-   the algorithm (queue, assume, informer events; binds run beside the next cycles);
-   and the attempt (`scheduling_attempt_duration`: cycle plus its binding cycle).
+   includes its API call) and the in-flight wait inside `filter`; the bytes on the wire
+   per pod (`extender_http_body_bytes_total`: what kube-scheduler sent, what we
+   answered, per verb); the CPU seconds per pod of kube-scheduler, of `extender serve`
+   (master and worker) and of the double; the wall clock outside the algorithm (queue,
+   assume, informer events; binds run beside the next cycles); and the attempt
+   (`scheduling_attempt_duration`: cycle plus its binding cycle).
 4. Checks on the truth (the double's binds): every placement tolerates its node's
    taints, matches its affinity and cordon (`testing.check`, independent of `extender/`);
    hard spread holds in the end state (max - min over the eligible domains <= maxSkew,
    which every valid sequence of decisions keeps; tests/e2e replays every decision); a
    pod left unscheduled has no feasible node in the end state.
 
-The headline is the ratio extender / in-tree per workload, which holds across machines
-better than pods/s. Results go to perf/out/scheduler_e2e.json and are printed; `make
-perf` puts them in the report. Throughput is reported, never asserted.
+The headline is the ratio extender / in-tree per workload (pods/s, the mean over each
+mode's runs; the ratio of every round is kept too), which holds across machines better
+than pods/s. Results go to perf/out/scheduler_e2e.json and are printed; `make perf`
+puts them in the report. Throughput is reported, never asserted.
 """
 
 from __future__ import annotations
@@ -51,7 +59,9 @@ import argparse
 import http.client
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import ssl
 import sys
@@ -65,18 +75,23 @@ from urllib.parse import quote
 
 import orjson
 
-from perf.churn import Double
+from perf.churn import Double, py_spy
 from perf.http_driver import free_port, handler_means, handler_totals
 from perf.live_state import ROOT
+from perf.report import render_scheduler_e2e
 from perf.workloads import CEL_ORACLES, SCHEDULER_PERF, Workload
 from testing.check import Checker
 
 # (nodes, pods already in the cluster, pods scheduled per workload, workloads or None = all)
 FULL = (5000, 50_000, 1000, None)
 QUICK = (500, 5_000, 60, None)
+SIZES = (5000, 15_000)  # `make perf-scheduler-e2e`: each with 10 running pods a node
+ROUNDS = 2  # runs of each mode per size, alternated
 MODES = ("in-tree", "extender")
 WARMUP = 50
 Key = tuple[str, str]
+BYTES_LINE = re.compile(r'^extender_http_body_bytes_total\{(?=.*direction="(?P<direction>\w+)")'
+                        r'(?=.*verb="(?P<verb>\w+)")[^}]*\} (?P<value>[0-9.e+]+)$')
 
 
 class RemoteApi:
@@ -235,15 +250,39 @@ class Mode:
             raise RuntimeError(f"kube-scheduler ({name}) did not start serving:\n{self.scheduler.tail()}")
         self.scheduler_sync_s = round(time.monotonic() - t0 - self.extender_sync_s, 2)
 
-    def extender_totals(self) -> tuple[dict[str, tuple[float, float]], float]:
+    def extender_totals(self) -> tuple[dict[str, tuple[float, float]], float, dict[str, float]]:
+        """(handler seconds and requests per verb, in-flight wait seconds, body bytes per
+        `<verb> <direction>`) so far."""
         if self.extender is None:
-            return {}, 0.0
+            return {}, 0.0, {}
         from testing.live import request
 
         text = request(self.extender_metrics, "GET", "/metrics")[1].decode()
         wait = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith("extender_inflight_wait_seconds_sum"))
-        return handler_totals(self.extender_metrics), wait
+        wire: dict[str, float] = {}
+        for line in text.splitlines():
+            m = BYTES_LINE.match(line)
+            if m:
+                wire[f"{m['verb']} {m['direction']}"] = float(m["value"])
+        return handler_totals(self.extender_metrics), wait, wire
+
+    def cpu_seconds(self, double: Double) -> dict[str, float]:
+        """User + system CPU seconds so far of kube-scheduler, of `extender serve` (its
+        processes) and of the API-server double."""
+        import psutil
+
+        def tree(pid: int) -> float:
+            try:
+                root = psutil.Process(pid)
+                return sum(sum(p.cpu_times()[:2]) for p in (root, *root.children(recursive=True)))
+            except psutil.Error:
+                return 0.0
+
+        out = {"kube_scheduler": tree(self.scheduler.proc.pid), "double": tree(double.proc.pid)}
+        if self.extender is not None:
+            out["extender"] = tree(self.extender.proc.pid)
+        return out
 
     def stop(self) -> None:
         self.scheduler.stop()
@@ -318,7 +357,7 @@ def wrongly_unschedulable(checker: Checker, pods: list[dict], nodes: list[dict],
 
 def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: list[tuple[Workload, float]],
              pods: int, nodes: list[dict], existing: list[dict], workdir: Path, log,
-             warmup: int = WARMUP) -> dict[str, Any]:
+             warmup: int = WARMUP, profile: Path | None = None) -> dict[str, Any]:
     from testing.harness import SCHEDULER_NAME
     from testing.truth import requests_of
 
@@ -341,14 +380,21 @@ def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: lis
                 c, m = requests_of(p)
                 used[where][0] += c
                 used[where][1] += m
+        spy = None
+        if profile is not None and mode.extender is not None:  # every busy thread of the worker
+            profile.mkdir(parents=True, exist_ok=True)
+            spy = py_spy(mode.extender.proc, profile / f"scheduler-e2e-{len(nodes)}.txt", gil=False)
         for index, (w, threshold) in enumerate(chosen):
             batch = [_for_profile(w.pod(800_000 + index * 100_000 + i), SCHEDULER_NAME) for i in range(pods)]
             keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in batch]
             made += keys
-            sched_before, (handler_before, wait_before) = mode.metrics.totals(), mode.extender_totals()
+            sched_before, (handler_before, wait_before, wire_before) = mode.metrics.totals(), mode.extender_totals()
+            cpu_before = mode.cpu_seconds(double)
             wall, create_s = run_batch(api, watch, batch, timeout=3600)
+            cpu = _delta(cpu_before, mode.cpu_seconds(double))
             sched = _delta(sched_before, mode.metrics.totals())
-            handler_after, wait_after = mode.extender_totals()
+            handler_after, wait_after, wire_after = mode.extender_totals()
+            wire = _delta(wire_before, wire_after)
             placements = [(p, watch.bound[k][0]) for p, k in zip(batch, keys, strict=True) if k in watch.bound]
             problems = check_placements(checker, placements)
             checker.replay(placements)  # commit them: the next workloads and the checks see them
@@ -381,6 +427,9 @@ def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: lis
                 "outside_algorithm_ms_per_pod": _ms(wall - algorithm_s, pods),
                 "extender_handler_mean_ms": handler or None,
                 "inflight_wait_ms_per_pod": _ms(wait_after - wait_before, pods) if mode.extender else None,
+                # CPU per pod of each process (ms), and the bytes of the verbs' bodies per pod
+                "cpu_ms_per_pod": {k: _ms(v, pods) for k, v in cpu.items()},
+                "wire_bytes_per_pod": {k: round(v / pods) for k, v in sorted(wire.items()) if v} or None,
                 "problems": len(problems), "problem_examples": problems[:5],
                 "wrongly_unschedulable": len(wrong), "wrongly_unschedulable_examples": wrong[:5],
                 "loadavg": round(os.getloadavg()[0], 2),
@@ -390,8 +439,12 @@ def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: lis
                 f"per pod: wall {res['wall_ms_per_pod']} ms, algorithm {res['algorithm_ms_per_pod']} ms, "
                 f"in-tree plugins {res['in_tree_plugins_ms_per_pod']}, "
                 f"extender calls {res['extender_calls_ms_per_pod']} (our handler {handler}, in-flight wait "
-                f"{res['inflight_wait_ms_per_pod']}); unschedulable {len(left)}, problems {len(problems)}, "
+                f"{res['inflight_wait_ms_per_pod']}); CPU {res['cpu_ms_per_pod']}, bytes {res['wire_bytes_per_pod']}; "
+                f"unschedulable {len(left)}, problems {len(problems)}, "
                 f"wrongly unschedulable {len(wrong)}, load {res['loadavg']}")
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=120)
     finally:
         mode.stop()
         watch.close()
@@ -402,8 +455,12 @@ def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: lis
 
 def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str, ...] | None,
                   log=print, workdir: Path | None = None, modes: tuple[str, ...] = MODES,
-                  binary: str | None = None, warmup: int = WARMUP) -> dict[str, Any]:
-    """The chosen workloads (default: all five) in each mode; see the module docstring."""
+                  binary: str | None = None, warmup: int = WARMUP, rounds: int = 1,
+                  profile: Path | None = None) -> dict[str, Any]:
+    """The chosen workloads (default: all five) in each mode, `rounds` runs of each,
+    alternated (see the module docstring). `runs`: every run; `modes`: per mode, each
+    workload's figures averaged over its runs (problems summed); `ratio`: extender /
+    in-tree mean pods/s per workload, `ratio_per_round` the same per round."""
     from testing.harness import BINARY_ENV, scheduler_binary
 
     unknown = sorted(set(workloads or ()) - {w.name for w, _ in SCHEDULER_PERF})
@@ -419,8 +476,8 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
     own_dir = workdir is None
     workdir = workdir or Path(tempfile.mkdtemp(prefix="extender-sched-e2e-"))
     out: dict[str, Any] = {"nodes": nodes, "cluster_pods": cluster_pods, "pods_per_workload": pods,
-                           "kube_scheduler": "v1.30.6", "warmup_pods": warmup,
-                           "loadavg_before": round(os.getloadavg()[0], 2), "modes": {}}
+                           "kube_scheduler": "v1.30.6", "warmup_pods": warmup, "rounds": rounds,
+                           "loadavg_before": round(os.getloadavg()[0], 2), "runs": [], "modes": {}}
     started = time.monotonic()
     double = Double(nodes, cluster_pods, workdir)
     try:
@@ -429,19 +486,67 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
         existing, _ = api.items("/api/v1/pods")
         out["double_start_s"] = round(time.monotonic() - started, 1)
         log(f"scheduler e2e {nodes} nodes / {cluster_pods} pods: double up in {out['double_start_s']} s")
-        for name in modes:
-            out["modes"][name] = run_mode(name, binary, double, api, chosen, pods, node_dicts, existing,
-                                          workdir, log, warmup)
+        for round_ in range(rounds):
+            for name in (modes if round_ % 2 == 0 else modes[::-1]):  # ABBA: a drift weighs on both
+                log(f" round {round_ + 1} of {rounds}: {name}")
+                run = run_mode(name, binary, double, api, chosen, pods, node_dicts, existing,
+                               workdir / f"round-{round_}", log, warmup, profile)
+                out["runs"].append({"round": round_, "mode": name, **run})
     finally:
         double.stop()
     if own_dir:
         shutil.rmtree(workdir, ignore_errors=True)
+    for name in modes:
+        out["modes"][name] = {"workloads": _mean_workloads([r["workloads"] for r in out["runs"] if r["mode"] == name])}
     if "in-tree" in out["modes"] and "extender" in out["modes"]:
-        base, ext = out["modes"]["in-tree"]["workloads"], out["modes"]["extender"]["workloads"]
-        out["ratio"] = {n: round(ext[n]["pods_per_s"] / base[n]["pods_per_s"], 2)
-                        for n in ext if n in base and ext[n]["pods_per_s"] and base[n]["pods_per_s"]}
-        log(f"extender / in-tree pods/s: {out['ratio']}")
+        out["ratio"] = _ratio(out["modes"]["in-tree"]["workloads"], out["modes"]["extender"]["workloads"])
+        by_round = {(r["round"], r["mode"]): r["workloads"] for r in out["runs"]}
+        out["ratio_per_round"] = [_ratio(by_round[(k, "in-tree")], by_round[(k, "extender")]) for k in range(rounds)]
+        log(f"{nodes} nodes, extender / in-tree pods/s: {out['ratio']} (per round {out['ratio_per_round']})")
     out["elapsed_s"] = round(time.monotonic() - started, 1)
+    return out
+
+
+def _ratio(base: dict[str, Any], ext: dict[str, Any]) -> dict[str, float]:
+    return {n: round(ext[n]["pods_per_s"] / base[n]["pods_per_s"], 2)
+            for n in ext if n in base and ext[n]["pods_per_s"] and base[n]["pods_per_s"]}
+
+
+def _mean_workloads(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each workload's figures over several runs of one mode: numbers (and numbers in
+    maps) averaged, problem counts summed, the examples and the runs' pods/s kept."""
+
+    def mean(values: list[Any]) -> Any:
+        present = [v for v in values if v is not None]
+        if not present:
+            return None
+        if all(isinstance(v, dict) for v in present):
+            return {k: mean([v.get(k) for v in present]) for k in dict.fromkeys(k for v in present for k in v)}
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            return round(sum(present) / len(present), 3)
+        return present[0]
+
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(n for run in runs for n in run):
+        each = [run[name] for run in runs if name in run]
+        merged = {k: mean([w.get(k) for w in each]) for k in each[0]}
+        for k in ("problems", "wrongly_unschedulable", "scheduled", "unschedulable"):
+            merged[k] = sum(w[k] for w in each)
+        for k in ("problem_examples", "wrongly_unschedulable_examples"):
+            merged[k] = [x for w in each for x in w[k]][:5]
+        merged["pods_per_s_runs"] = [w["pods_per_s"] for w in each]
+        out[name] = merged
+    return out
+
+
+def run_sizes(sizes: tuple[int, ...], rounds: int, pods: int, workloads: tuple[str, ...] | None,
+              log=print, modes: tuple[str, ...] = MODES, profile: Path | None = None) -> dict[str, Any]:
+    """`run_workloads` at each size (10 running pods a node), one double after another."""
+    out: dict[str, Any] = {"sizes": []}
+    for nodes in sizes:
+        out["sizes"].append(run_workloads(nodes, 10 * nodes, pods, workloads, log=log, modes=modes, rounds=rounds,
+                                          profile=profile))
+    out["ratio"] = {str(s["nodes"]): s.get("ratio") for s in out["sizes"]}
     return out
 
 
@@ -450,7 +555,8 @@ def for_report(full: bool, notes: list[str], log=print) -> dict[str, Any]:
     placement becomes a note of the report rather than ending the run."""
     nodes, cluster_pods, pods, workloads = FULL if full else QUICK
     try:
-        out = run_workloads(nodes, cluster_pods, pods, workloads, log=log, warmup=WARMUP if full else 20)
+        out = run_workloads(nodes, cluster_pods, pods, workloads, log=log, warmup=WARMUP if full else 20,
+                            rounds=ROUNDS if full else 1)
     except Exception as exc:  # report, keep going
         notes.append(f"scheduler e2e {nodes} nodes failed: {type(exc).__name__}: {exc}")
         log(f"scheduler e2e failed: {exc}")
@@ -466,24 +572,31 @@ def for_report(full: bool, notes: list[str], log=print) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perf.scheduler_e2e", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=FULL[0])
-    parser.add_argument("--cluster-pods", type=int, default=FULL[1])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                        help="comma list of node counts, each with 10 running pods a node (default 5000,15000)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="runs of each mode per size, alternated")
     parser.add_argument("--pods", type=int, default=FULL[2], help="pods scheduled per workload")
     parser.add_argument("--workloads", default="", help="comma list (default: all five)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma list of in-tree, extender")
     parser.add_argument("--out", type=Path, default=ROOT / "perf" / "out" / "scheduler_e2e.json")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="directory: py-spy records every busy thread of the extender's worker (raw stacks)")
     ns = parser.parse_args(argv)
     names = tuple(w for w in ns.workloads.split(",") if w) or None
     modes = tuple(m for m in ns.modes.split(",") if m)
     try:
-        result = run_workloads(ns.nodes, ns.cluster_pods, ns.pods, names, modes=modes,
-                               log=lambda m: print(m, file=sys.stderr, flush=True))
+        sizes = tuple(int(n) for n in ns.sizes.split(",") if n)
+    except ValueError:
+        parser.error(f"--sizes: expected node counts, got {ns.sizes!r}")
+    try:
+        result = run_sizes(sizes, ns.rounds, ns.pods, names, modes=modes,
+                           log=lambda m: print(m, file=sys.stderr, flush=True), profile=ns.profile)
     except ValueError as exc:  # a bad --workloads / --modes, or no binary
         parser.error(str(exc))
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(result, indent=2)
     ns.out.write_text(text + "\n")
-    print(text)
+    print("\n".join(line for size in result["sizes"] for line in render_scheduler_e2e(size)))
     return 0
 
 

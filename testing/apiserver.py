@@ -11,7 +11,9 @@ answers, in the shapes of `kubectl get --raw` output:
 - watch: ``?watch=true`` with ``resourceVersion``, ``allowWatchBookmarks`` and
   ``timeoutSeconds`` as a chunked stream of ``{"type":..,"object":..}`` lines
   (ADDED/MODIFIED/DELETED/BOOKMARK, and ERROR with a 410 ``Expired`` Status when the
-  resourceVersion is older than the retained history).
+  resourceVersion is older than the retained history); ``sendInitialEvents=true`` (a
+  streaming list) ends the current objects with the ``k8s.io/initial-events-end``
+  bookmark.
 - ``POST .../pods/{name}/binding`` (201; 404 missing pod; 409 already bound),
   ``GET``/``DELETE`` of one object (DELETE honours a ``preconditions.uid``), ``POST``
   to create one (``generateName`` too), ``PATCH`` of an object or its ``status``
@@ -22,7 +24,7 @@ answers, in the shapes of `kubectl get --raw` output:
   object that stops matching arrives as DELETED, one that starts matching as ADDED,
   as the real watch cache sends them.
 
-It serves every kind a real kube-scheduler v1.30 lists and watches (the informers of
+It serves every kind a real kube-scheduler v1.30 (or v1.36) lists and watches (the informers of
 its framework: storage, policy and workload kinds as empty lists when a test creates
 none), core and ``events.k8s.io/v1`` events, and accepts anonymous requests (client-go
 sends no credentials over plain http). ``journal=True`` keeps every change, never
@@ -118,6 +120,11 @@ RESOURCES: dict[str, Resource] = {
         Resource("csidrivers", "CSIDriver", "storage.k8s.io/v1", namespaced=False),
         Resource("csistoragecapacities", "CSIStorageCapacity", "storage.k8s.io/v1"),
         Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1"),
+        # what kube-scheduler v1.34+ lists too (dynamic resource allocation, attachments)
+        Resource("resourceclaims", "ResourceClaim", "resource.k8s.io/v1"),
+        Resource("resourceslices", "ResourceSlice", "resource.k8s.io/v1", namespaced=False),
+        Resource("deviceclasses", "DeviceClass", "resource.k8s.io/v1", namespaced=False),
+        Resource("volumeattachments", "VolumeAttachment", "storage.k8s.io/v1", namespaced=False),
         Resource("events", "Event", "v1"),
         Resource("events", "Event", "events.k8s.io/v1"),
         # leader election (kube-scheduler with leaderElect: true)
@@ -993,6 +1000,9 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             pending: list[_Event] = []
             if since == 0:
                 since, pending = api._initial_events(resource, ns, selected)
+            # a streaming list (client-go's WatchList, kube-scheduler v1.34+): the current
+            # objects, then a bookmark that says they are all there
+            initial_end = query.get("sendInitialEvents") in ("true", "1")
             deadline = time.monotonic() + timeout
             next_bookmark = time.monotonic() + api.bookmark_interval
             while True:
@@ -1001,6 +1011,12 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     if type_ and not self._send_event(type_, ev.obj):
                         return
                 pending = []
+                if initial_end:
+                    initial_end = False
+                    mark = {"kind": res.kind, "apiVersion": res.group_version, "metadata": {
+                        "resourceVersion": str(since), "annotations": {"k8s.io/initial-events-end": "true"}}}
+                    if not self._send_event("BOOKMARK", mark):
+                        return
                 now = time.monotonic()
                 if now >= deadline:
                     return self._chunk(b"")

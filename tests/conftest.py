@@ -32,7 +32,10 @@ def example_snapshot(example_objects) -> ClusterSnapshot:
 
 @pytest.fixture(scope="session")
 def example_extender(example_snapshot) -> Extender:
-    return Extender(Config(), StaticSource(example_snapshot))
+    """Full answers (`--slim-answers false`): every failing node with its reason and every
+    host's score, which is what the tests using it read. The slim answers of the default
+    are checked against these in tests/scheduler/test_slim_answers.py."""
+    return Extender(Config(slim_answers=False), StaticSource(example_snapshot))
 
 
 def make_extender(objects: list[dict], config: Config | None = None, **kw) -> Extender:

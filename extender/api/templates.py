@@ -5,6 +5,12 @@ shared between requests (`NodeSet.templates is not None`); its names are JSON-en
 once and the per-request work is a few C-level joins (filter) or vectorised digit
 writes (prioritize). Property tests compare both with `wire`'s plain dict + orjson
 encoding.
+
+Slim answers (`--slim-answers`, the default; docs/reference/semantics.md, "Slim
+answers") carry what kube-scheduler reads and nothing else: a filter answer with a
+feasible node has empty failure maps, a prioritize answer lists only the hosts whose
+score is above the lowest, shifted down by it (an absent host scores 0, and adding the
+same number to every host's total never changes which one wins).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from extender.api.wire import encode, filter_result, host_priority_list
 from extender.framework import Code, FilterOutcome
 from extender.framework.verdicts import Failures, Verdict
 from extender.state.candidates import Candidates
-from extender.state.nodeset import NodeSet
+from extender.state.nodeset import NodeSet, object_array
 
 _LOCK = threading.Lock()
 MAX_REMEMBERED_ANSWER = 512 << 10  # bytes; larger answers are written, not remembered
@@ -47,12 +53,17 @@ def remembered(nodes: NodeSet, key: tuple, write: Callable[[], bytes]) -> bytes:
     return hit
 
 
-def filter_answer(cands: Candidates, outcome: FilterOutcome, failures: Failures | None = None) -> bytes:
+def filter_answer(cands: Candidates, outcome: FilterOutcome, failures: Failures | None = None,
+                  slim: bool = False) -> bytes:
     """The ExtenderFilterResult of a filter outcome as JSON: `failures` (default: the
-    outcome's) by status; the objects of the request's own nodes in Nodes mode. A batch
-    verdict with a feasible node over a candidate set that serves many requests is
-    joined from the set's pre-encoded names, without a dict per node."""
+    outcome's) by status, none when `slim`; the objects of the request's own nodes in
+    Nodes mode. A batch verdict with a feasible node over a candidate set that serves
+    many requests is joined from the set's pre-encoded names, without a dict per node."""
     verdict = outcome.verdict
+    if slim:
+        if cands.raw_by_name is not None:
+            return encode(filter_result(None, [cands.raw_by_name[name] for name in outcome.feasible_names], []))
+        return slim_filter_json(verdict)
     if (failures is None and cands.raw_by_name is None and verdict is not None
             and cands.nodes.templates is not None and cands.nodes.distinct and (verdict.status_of < 0).any()):
         return filter_json(verdict, outcome.extra)
@@ -92,7 +103,122 @@ def _filter_json(verdict: Verdict, extra: Failures) -> bytes:
     ))
 
 
+_SLIM_HEAD = b'{"Nodes":null,"NodeNames":['
+_SLIM_TAIL = b'],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}'
+PADDING_WASTE = 0.25  # padded rows only while padding adds at most this share of the bytes
+PADDED_MIN = 256  # and for this many candidates or more (smaller answers are cheap joins)
+
+
+def padded_rows(nodes: NodeSet, head: bytes, tail: bytes) -> tuple[np.ndarray, int] | None:
+    """(rows, end): one `head<JSON name><spaces>tail` row per candidate, all as wide as
+    the longest (JSON allows the spaces; a vector of fixed-size byte strings, numpy's
+    void type, which it selects with one copy loop), and the offset in a row where
+    `tail` starts; kept with the candidate set. An answer is then a row selection and a few
+    column writes, numpy copies instead of an object per host. None when the names
+    differ so much in length that the padding would bloat the answer, for a set that
+    serves one request (and for a set's first answer: building the rows costs about
+    what one answer joined from objects does) and for small sets."""
+    if nodes.templates is None or len(nodes) < PADDED_MIN:
+        return None
+    key = ("padded rows", head, tail)
+    with _LOCK:
+        hit = nodes.templates.get(key)
+        if hit is None and nodes.templates.get(("padded seen", key)) is None:
+            nodes.templates[("padded seen", key)] = b""  # built from the set's second answer on:
+            return None  # a list kube-scheduler sends once (a spreading pod's) costs no build
+    if hit is None:
+        names = nodes.json_names().tolist()
+        widest = max(map(len, names))
+        if widest * len(names) > (1 + PADDING_WASTE) * sum(map(len, names)):
+            hit = (None,)
+        else:
+            text = b"".join(head + name.ljust(widest) + tail for name in names)
+            rows = np.frombuffer(text, dtype=np.dtype((np.void, len(text) // len(names))))  # read-only
+            hit = (rows, len(head) + widest)
+        with _LOCK:
+            nodes.templates[key] = hit
+    return None if hit[0] is None else hit
+
+
+def slim_filter_json(verdict: Verdict) -> bytes:
+    """The feasible candidates' names and empty failure maps: the feasible rows of the
+    candidate set's padded names (`"name"  ,`), or a join of its pre-encoded names."""
+    feasible = verdict.feasible()
+    padded = padded_rows(verdict.nodes, b"", b",")
+    if padded is not None:  # one copy of the rows, one into the answer (without the last comma)
+        return b"".join((_SLIM_HEAD, memoryview(padded[0][feasible].view(np.uint8))[:-1], _SLIM_TAIL))
+    return _SLIM_HEAD + b",".join(verdict.nodes.json_names()[feasible].tolist()) + _SLIM_TAIL
+
+
+def feasible_names_text(answer: bytes) -> bytes | None:
+    """The feasible names of a slim filter answer as a compact JSON array (`["a","b"]`,
+    what Go's encoder writes for them), or None when the answer is not one without
+    padding (a failure map, spaces between rows)."""
+    if not (answer.startswith(_SLIM_HEAD) and answer.endswith(_SLIM_TAIL)) or b" " in answer:
+        return None  # (neither the head nor the tail holds a space)
+    return b"".join((b"[", memoryview(answer)[len(_SLIM_HEAD):len(answer) - len(_SLIM_TAIL)], b"]"))
+
+
 _SCORE_SLOT = b"0" * 20  # placeholder digits, overwritten per response
+
+
+FEW_SCORES = 16  # distinct scores up to which hosts are joined per score
+
+
+def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
+    """The HostPriorityList of the hosts whose score is above the lowest, with the
+    lowest subtracted (kube-scheduler adds an extender's score to every host's total
+    and nothing for a host it does not list: the same order of totals, fewer bytes).
+
+    Over a candidate set that serves many requests, the listed rows of its padded
+    `{"Host":<name>  ,"Score":<digits>},` rows with the digits written in one column
+    (scores right-aligned with spaces), in request order. Otherwise, with few distinct
+    scores, hosts grouped by score, highest first: one C-level join of pre-encoded
+    names per score; with more, `{"Host":`, each listed host's pre-encoded name and its
+    score's `,"Score":<digits>},` gathered and joined once, in request order."""
+    if not len(scores):
+        return b"[]"
+    shifted = scores - scores.min()
+    listed = np.flatnonzero(shifted)
+    if not len(listed):
+        return b"[]"
+    top = int(shifted.max())
+    width = len(str(top))
+    if width <= LOOKUP_WIDTH:
+        padded = padded_rows(nodes, b'{"Host":', b',"Score":' + b" " * width + b"},")
+        if padded is not None:
+            rows, end = padded
+            out = rows[listed]
+            digits = np.ndarray(shape=(len(listed),), dtype=np.dtype((np.void, width)), buffer=out,
+                                offset=end + len(b',"Score":'), strides=(out.itemsize,))  # the digits of each row
+            digits[...] = _digit_cells(width)[shifted[listed]]
+            return b"".join((b"[", memoryview(out.view(np.uint8))[:-1], b"]"))
+    values = (np.flatnonzero(np.bincount(shifted)) if top < 1 << 16 else np.unique(shifted))[::-1]
+    if len(values) - 1 <= FEW_SCORES:  # values hold 0 (the lowest), never listed
+        names = nodes.json_names()
+        parts = []
+        for value in values[:-1].tolist():
+            tail = b',"Score":%d}' % value
+            parts.append(b'{"Host":' + (tail + b',{"Host":').join(names[shifted == value].tolist()) + tail)
+        return b"[" + b",".join(parts) + b"]"
+    pieces = np.empty(3 * len(listed), dtype=object)
+    pieces[0::3] = b'{"Host":'
+    pieces[1::3] = nodes.json_names()[listed]
+    pieces[2::3] = _score_tails(shifted[listed], top)
+    return b"[" + b"".join(pieces.tolist())[:-1] + b"]"
+
+
+_TAILS = np.empty(0, dtype=object)
+
+
+def _score_tails(values: np.ndarray, top: int) -> np.ndarray:
+    """`,"Score":<digits>},` for each of `values` (non-negative), from a table for small ones."""
+    global _TAILS
+    if top >= 1 << 16:
+        return object_array([b',"Score":%d},' % v for v in values.tolist()])
+    if top >= len(_TAILS):
+        _TAILS = object_array([b',"Score":%d},' % v for v in range(max(top + 1, 1024))])
+    return _TAILS[values]
 
 
 def host_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
@@ -131,6 +257,11 @@ def _fill(nodes: NodeSet, scores: np.ndarray) -> bytes:
 
 LOOKUP_WIDTH = 4  # scores below 10**4 are written from a table of their digits
 _DIGIT_ROWS: dict[int, np.ndarray] = {}
+
+
+def _digit_cells(width: int) -> np.ndarray:
+    """`_digit_rows(width)` as fixed-size byte strings (one numpy item per score)."""
+    return _digit_rows(width).reshape(-1).view(np.dtype((np.void, width)))
 
 
 def _digit_rows(width: int) -> np.ndarray:

@@ -29,7 +29,7 @@ from extender.plugins.podtopologyspread import filtering
 from extender.plugins.podtopologyspread.args import DO_NOT_SCHEDULE
 from extender.plugins.podtopologyspread.common import (
     ConstraintError,
-    EligibleSets,
+    EligibleMasks,
     Inclusion,
     constraints_for,
     counts_pods,
@@ -142,7 +142,7 @@ class SpreadDrift:
         found = groups.get(group)
         if found is None:
             inclusion = Inclusion(pod, TolerationMatcher(pod.tolerations, self.gates, self.cel), self.gates)
-            counts = filtering.indexed_counts(index, pod, constraints, EligibleSets(inclusion, index))
+            counts = filtering.indexed_counts(index, pod, constraints, EligibleMasks(inclusion, index.nodes))
             found = groups[group] = (inclusion, counts, [minimum_stats(d) for d in counts.per_domain])
         inclusion, counts, stats = found
         st = filtering.new_state(pod, constraints, inclusion)

@@ -11,16 +11,13 @@ class CycleState:
     One CycleState lives for exactly one request, so nothing here needs a lock.
     """
 
-    __slots__ = ("_data", "record_plugin_metrics", "evaluations")
+    __slots__ = ("_data", "record_plugin_metrics")
 
     def __init__(self, record_plugin_metrics: bool = False) -> None:
         self._data: dict[str, Any] = {}
         # upstream's ShouldRecordPluginMetrics: plugin execution durations are observed
         # only in sampled cycles (`metrics.sample_plugin_metrics`)
         self.record_plugin_metrics = record_plugin_metrics
-        # (plugin, extension point, {code: count}) as counted into
-        # scheduler_plugin_evaluation_total; replayed when an answer is reused
-        self.evaluations: list[tuple[str, str, dict]] = []
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value

@@ -17,7 +17,6 @@ plugin can honestly measure).
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -74,6 +73,12 @@ class FilterOutcome:
             self._statuses = verdicts.as_map(self.failures)
         return self._statuses
 
+    def any_feasible(self) -> bool:
+        """A candidate passes every filter (without building the list of names)."""
+        if self._feasible is not None:
+            return bool(self._feasible)
+        return bool(self.verdict.feasible().any())
+
     def set_verdict(self, verdict: verdicts.Verdict) -> None:
         self.verdict, self._feasible, self._failures, self._statuses = verdict, None, None, None
 
@@ -94,18 +99,19 @@ class ScoreOutcome:
     error: str = ""
 
 
-def _record_evaluations(state: CycleState, plugin: str, point: str, counts: Counter) -> None:
-    evaluation = (plugin, point, {code: n for code, n in counts.items() if n})
-    state.evaluations.append(evaluation)
-    if metrics.counting():
-        record_evaluations([evaluation])
+_EVALUATIONS: dict[tuple[str, str, Code], object] = {}  # (plugin, point, code) -> the counter's child
 
 
-def record_evaluations(evaluations: list[tuple[str, str, dict]]) -> None:
-    """Count evaluations into scheduler_plugin_evaluation_total."""
-    for plugin, point, counts in evaluations:
-        for code, n in counts.items():
-            metrics.child(metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, metrics.PROFILE, str(code)).inc(n)
+def _record_evaluations(plugin: str, point: str, code: Code, n: int) -> None:
+    """Count `n` evaluations into scheduler_plugin_evaluation_total (not inside
+    `metrics.quiet()`: explain runs)."""
+    if not n or not metrics.counting():
+        return
+    child = _EVALUATIONS.get((plugin, point, code))
+    if child is None:
+        child = _EVALUATIONS[(plugin, point, code)] = metrics.child(
+            metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, metrics.PROFILE, str(code))
+    child.inc(n)
 
 
 def _observe(state: CycleState, plugin: str, point: str, status: Code, started: float) -> None:
@@ -163,7 +169,7 @@ class Framework:
             if status.is_skip:
                 out.skipped.add(plugin.name)
                 continue
-            _record_evaluations(state, plugin.name, "PreFilter", Counter({status.code: 1}))
+            _record_evaluations(plugin.name, "PreFilter", status.code, 1)
             if status.code is Code.ERROR:
                 out.error = f"running PreFilter plugin {plugin.name!r}: {status.message()}"
                 break
@@ -188,11 +194,12 @@ class Framework:
             t0 = time.perf_counter()
             masks = plugin.filter_nodes(state, pod, nodes) if self.fast else _reference(plugin, state, pod, nodes)
             _observe(state, plugin.name, "Filter", Code.SUCCESS, t0)
-            counts: Counter = Counter()
+            passed = len(nodes)
             for status, mask in masks:
-                counts[status.code] += int(np.count_nonzero(mask))
-            counts[Code.SUCCESS] = len(nodes) - sum(counts.values())
-            _record_evaluations(state, plugin.name, "Filter", counts)
+                failed = int(np.count_nonzero(mask))
+                _record_evaluations(plugin.name, "Filter", status.code, failed)
+                passed -= failed
+            _record_evaluations(plugin.name, "Filter", Code.SUCCESS, passed)
             per_plugin.append((plugin.name, masks))
         if allowed is not None:
             outside = nodes.names - allowed
@@ -227,7 +234,7 @@ class Framework:
             if status.is_skip:
                 out.scores[plugin.name] = None
                 continue
-            _record_evaluations(state, plugin.name, "PreScore", Counter({status.code: 1}))
+            _record_evaluations(plugin.name, "PreScore", status.code, 1)
             if not status.is_success:
                 out.error = f"running PreScore plugin {plugin.name!r}: {status.message()}"
                 self.observe_point("Score", Code.ERROR, started)
@@ -247,7 +254,7 @@ class Framework:
                         return out
                     raw.append(value)
             _observe(state, plugin.name, "Score", Code.SUCCESS, t0)
-            _record_evaluations(state, plugin.name, "Score", Counter({Code.SUCCESS: len(raw)}))
+            _record_evaluations(plugin.name, "Score", Code.SUCCESS, len(raw))
             t0 = time.perf_counter()
             values, status = self._normalize(plugin, state, pod, nodes, raw)
             _observe(state, plugin.name, "ScoreExtensionNormalize", status.code, t0)

@@ -2,16 +2,20 @@
 `RequiredNodeAffinity` and `PreferredSchedulingTerms` from component-helpers, plus the
 extender's `SemverGt/Lt/Eq` operators (KEP-5721).
 
-Each requirement can answer two ways: `matches(node)` for one node (the reference
-path) and `matching_names(index, universe)` as a set computed from the inverted label
-index (the fast path: set algebra in C instead of a Python loop over nodes).
-Selectors are immutable values, so parsing is cached per distinct selector.
+Each requirement can answer three ways: `matches(node)` for one node (the reference
+path), `matching_names(index, universe)` as a set computed from the inverted label
+index, and `matching_mask(layer)` as a bool vector over a node layer (`NodeIndex`),
+judged once per distinct label value and spread to the nodes by their label codes (the
+fast path: no Python loop over nodes). Selectors are immutable values, so parsing is
+cached per distinct selector.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 from extender.caching import ByteLRU
 from extender.matching.labels import validate_label_key, validate_label_value
@@ -94,6 +98,25 @@ class LabelRequirement:
         return present
 
 
+    def matching_mask(self, layer) -> np.ndarray:
+        """`matches` for every node of `layer` (a NodeIndex), by label code: In/NotIn by
+        code lookups, the other operators once per distinct value of the key."""
+        codes, values = layer.codes(self.key)
+        op = self.operator
+        by_value = np.zeros(len(values) + 1, dtype=bool)  # last slot: code -1, no such label
+        if op in SET_OPERATORS:
+            code_of = layer.code_of(self.key)
+            by_value[[code_of[v] for v in self.values if v in code_of]] = True
+            if op == "NotIn":
+                by_value = ~by_value
+        elif op in EXISTENCE_OPERATORS:
+            by_value[:-1] = op == "Exists"
+            by_value[-1] = op == "DoesNotExist"
+        else:
+            by_value[:-1] = np.fromiter((self.matches_value(True, v) for v in values), dtype=bool, count=len(values))
+        return by_value[codes]
+
+
 @dataclass(frozen=True, slots=True)
 class FieldRequirement:
     """`fields.Selector` requirement: only `metadata.name` has a value; others read "". """
@@ -107,6 +130,16 @@ class FieldRequirement:
 
     def matches(self, node: Node) -> bool:
         return (self._field(node.name) == self.value) == (self.operator == "In")
+
+    def matching_mask(self, layer) -> np.ndarray:
+        """`matches` for every node of `layer` (nodes without a name: see CompiledTerm)."""
+        equal = np.zeros(len(layer.nodes), dtype=bool)
+        if self.key == NODE_FIELD_NAME:
+            if self.value in layer.by_name:
+                equal[layer.positions([self.value])] = True
+        elif self.value == "":
+            equal[:] = True
+        return equal if self.operator == "In" else ~equal
 
     def matching_names(self, universe: frozenset[str]) -> frozenset[str] | set[str]:
         if self.key == NODE_FIELD_NAME:
@@ -194,6 +227,20 @@ class CompiledTerm:
         return result
 
 
+    def matching_mask(self, layer) -> np.ndarray:
+        result = np.ones(len(layer.nodes), dtype=bool)
+        for req in self.expressions:
+            result &= req.matching_mask(layer)
+        if self.fields:
+            nameless = result.copy() if "" in layer.by_name else None  # a nameless node ignores matchFields
+            for req in self.fields:
+                result &= req.matching_mask(layer)
+            if nameless is not None:
+                at = layer.positions([""])
+                result[at] = nameless[at]
+        return result
+
+
 def compile_term(term: NodeSelectorTerm, semver_enabled: bool) -> CompiledTerm:
     """Parse one term eagerly; raise RequirementError on the first invalid requirement."""
     exprs = tuple(_parse_label_requirement(r, semver_enabled) for r in term.match_expressions)
@@ -215,6 +262,12 @@ class CompiledSelector:
         hit: set[str] = set()
         for term in self.terms:
             hit |= term.matching_names(index, universe)
+        return hit
+
+    def matching_mask(self, layer) -> np.ndarray:
+        hit = np.zeros(len(layer.nodes), dtype=bool)
+        for term in self.terms:
+            hit |= term.matching_mask(layer)
         return hit
 
     def labels_only(self) -> CompiledSelector:
@@ -296,6 +349,18 @@ class RequiredAffinity:
             if not result:
                 break
             result = result & sel.matching_names(index, universe)
+        return result
+
+    def matching_mask(self, layer) -> np.ndarray:
+        result = np.ones(len(layer.nodes), dtype=bool)
+        for key, value in self.node_selector:
+            codes, _ = layer.codes(key)
+            code = layer.code_of(key).get(value)
+            if code is None:
+                return np.zeros(len(layer.nodes), dtype=bool)
+            result &= codes == code
+        for sel in self.selectors:
+            result &= sel.matching_mask(layer)
         return result
 
     @property

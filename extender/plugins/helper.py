@@ -71,19 +71,27 @@ def universe_memo(state, nodes, key, compute, reads_pods: bool = False, taints_o
     return snapshot.memo(key, compute) if reads_pods else snapshot.node_memo(key, compute, taints_only)
 
 
-def untolerated_node_names(snapshot, pod, matcher, gates) -> frozenset[str]:
-    """Snapshot nodes with a NoSchedule/NoExecute taint the pod does not tolerate.
+def untolerated_mask(universe, pod, matcher, gates) -> np.ndarray:
+    """Universe nodes with a NoSchedule/NoExecute taint the pod does not tolerate, as a
+    bool vector over the universe (read-only: shared).
 
     One answer per node layer and toleration set, shared by TaintToleration's Filter and
-    PodTopologySpread's `nodeTaintsPolicy: Honor`; computed once per distinct taint
-    tuple."""
+    PodTopologySpread's `nodeTaintsPolicy: Honor`; each distinct taint is checked once
+    (`extender.state.taints`)."""
     from extender.matching.tolerations import do_not_schedule
 
-    def compute() -> frozenset[str]:
-        bad = []
-        for taints, group in snapshot.nodes.taint_groups().items():
-            if matcher.first_untolerated(taints, do_not_schedule) is not None:
-                bad.extend(n.name for n in group)
-        return frozenset(bad)
+    def compute() -> np.ndarray:
+        table = universe.taint_table()
+        mask = table.any_per_node(table.flags(lambda t: do_not_schedule(t) and not matcher.tolerated(t)))
+        mask.flags.writeable = False
+        return mask
 
-    return snapshot.node_memo(("untolerated", pod.tolerations, gates), compute, taints_only=True)
+    return universe.memo(("untolerated", pod.tolerations, gates), compute, taints_only=True)
+
+
+def untolerated_node_names(snapshot, pod, matcher, gates) -> frozenset[str]:
+    """`untolerated_mask` of the snapshot's nodes as names."""
+    nodes = snapshot.nodes
+    return nodes.memo(("untolerated names", pod.tolerations, gates), lambda: frozenset(
+        n.name for n, bad in zip(nodes.nodes, untolerated_mask(nodes, pod, matcher, gates).tolist(), strict=True)
+        if bad), taints_only=True)

@@ -33,10 +33,8 @@ from extender.model import Node, NodeSelector, Pod
 from extender.model.parse import ModelError, node_affinity_from_dict
 from extender.plugins.helper import (
     MAX_NODE_SCORE,
-    candidate_values,
     default_normalize_score,
     default_normalize_values,
-    universe_memo,
 )
 from extender.state.nodeset import NodeSet
 
@@ -102,14 +100,6 @@ def _node_names_of(selector: NodeSelector) -> set[str] | None:
     return union
 
 
-def _rejected_in_universe(nodes: NodeSet, selector) -> frozenset[str]:
-    """Universe nodes a selector (None: no selector) rejects, from the label index."""
-    if selector is None:
-        return frozenset()
-    universe = nodes.universe.names
-    return universe - selector.matching_names(nodes.label_index(), universe)
-
-
 class NodeAffinity:
     name = NAME
 
@@ -156,26 +146,28 @@ class NodeAffinity:
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
         """The candidates the scheduler-enforced affinity (first) and the pod's own
-        reject, from the label index: masks gathered from universe masks memoized per
-        node layer and affinity; over the candidates themselves where that does not apply
-        (explain: a status per node with its details; Nodes mode)."""
+        reject: masks gathered from universe masks (memoized per node layer and
+        affinity), each requirement judged once per distinct label value; node by node
+        in an explain run (a status per node with its details)."""
         required = self._state(state, pod)
+        universe = nodes.universe
 
-        def rejected() -> list[tuple[Status, frozenset[str]]]:
-            enforced = _rejected_in_universe(nodes, self.added.required)
-            failing = _rejected_in_universe(nodes, required) - enforced
-            return [(status, names) for status, names in ((REJECTED, failing), (REJECTED_ENFORCED, enforced)) if names]
+        def rejected() -> list[tuple[Status, np.ndarray]]:
+            enforced = ~self.added.required.matching_mask(universe) if self.added.required is not None else None
+            failing = ~required.matching_mask(universe)
+            if enforced is not None:
+                failing &= ~enforced
+            masks = [(REJECTED, failing), (REJECTED_ENFORCED, enforced)]
+            return [(status, mask) for status, mask in masks if mask is not None and mask.any()]
 
-        masks = universe_memo(state, nodes, (NAME, "Filter masks", required, self.added.required),
-                              lambda: [(status, nodes.universe.mask_of(names)) for status, names in rejected()])
-        if masks is not None:
-            return [(status, nodes.gather(mask)) for status, mask in masks]
-        failing = {status: names & nodes.names for status, names in rejected()}
-        if state.get("explain"):
-            by_name = nodes.universe.by_name
-            return masks_of({name: self.filter(state, pod, by_name[name])
-                             for names in failing.values() for name in names}, nodes)
-        return [(status, nodes.mask_of(names)) for status, names in failing.items() if names]
+        masks = [(status, nodes.gather(mask)) for status, mask in
+                 universe.memo((NAME, "Filter masks", required, self.added.required), rejected)]
+        if state.get("explain"):  # the failing candidates' statuses with their details
+            failing = np.logical_or.reduce([mask for _, mask in masks]) if masks else np.zeros(len(nodes), bool)
+            by_name = universe.by_name
+            return masks_of({name: self.filter(state, pod, by_name[name]) for name in nodes.names_where(failing)},
+                            nodes)
+        return masks
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Status:
         if not pod.has_preferred_affinity and not self.added.preferred:
@@ -199,17 +191,18 @@ class NodeAffinity:
         return sum(t.weight for t in self._terms(state, pod) if t.term.matches(node)), Status()
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> np.ndarray:
+        """The weights of the matching preferred terms per candidate, gathered from a
+        universe vector (memoized per node layer and terms)."""
         terms = self._terms(state, pod)
+        universe = nodes.universe
 
-        def weights() -> dict[str, int]:
-            index, universe = nodes.label_index(), nodes.universe.names
-            by_name: dict[str, int] = {}
+        def weights() -> np.ndarray:
+            total = np.zeros(len(universe.nodes), dtype=np.int64)
             for t in terms:
-                for name in t.term.matching_names(index, universe):
-                    by_name[name] = by_name.get(name, 0) + t.weight
-            return by_name
+                total += t.weight * t.term.matching_mask(universe)
+            return total
 
-        return candidate_values(state, nodes, (NAME, "Score", terms), weights)
+        return nodes.gather(universe.memo((NAME, "Score", terms), weights))
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, False, scores)

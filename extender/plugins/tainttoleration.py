@@ -11,18 +11,16 @@ from __future__ import annotations
 import numpy as np
 
 from extender.framework import CycleState, NodeScore, Status
-from extender.framework.handle import SNAPSHOT_KEY, Handle
+from extender.framework.handle import Handle
 from extender.framework.status import error, unschedulable
 from extender.framework.verdicts import Masks, masks_of
 from extender.matching.tolerations import TolerationMatcher, do_not_schedule, matcher_for
 from extender.model import Node, Pod, Taint
 from extender.plugins.helper import (
     MAX_NODE_SCORE,
-    candidate_values,
     default_normalize_score,
     default_normalize_values,
-    universe_memo,
-    untolerated_node_names,
+    untolerated_mask,
 )
 from extender.state.nodeset import NodeSet
 
@@ -72,22 +70,15 @@ class TaintToleration:
         return Status() if taint is None else self._reject(state, matcher, taint)
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> Masks:
-        """A mask over the candidates gathered from a universe mask memoized per node
-        layer and toleration set; per distinct taint tuple where that does not apply
-        (explain: a status naming the taint; Nodes mode)."""
+        """A mask over the candidates gathered from a universe mask (memoized per node
+        layer and toleration set, each distinct taint checked once); per distinct taint
+        tuple in an explain run (a status naming the taint)."""
         if pod.tolerations_error:
             return [(unschedulable(pod.tolerations_error), np.ones(len(nodes), dtype=bool))]
-        snapshot = state.get(SNAPSHOT_KEY)
         matcher = self._matcher(state, pod)
-        key = (NAME, "Filter mask", pod.tolerations, self.handle.gates)
-
-        def universe_mask() -> np.ndarray:
-            failing = untolerated_node_names(snapshot, pod, matcher, self.handle.gates)
-            return nodes.universe.mask_of(failing)
-
-        mask = universe_memo(state, nodes, key, universe_mask, taints_only=True)
-        if mask is None:
+        if state.get(EXPLAIN_KEY):
             return masks_of(self._fails(state, pod, nodes.taint_groups()), nodes)
+        mask = untolerated_mask(nodes.universe, pod, matcher, self.handle.gates)
         return [(REJECTED, nodes.gather(mask))]
 
     def _fails(self, state: CycleState, pod: Pod, groups) -> dict[str, Status]:
@@ -116,19 +107,20 @@ class TaintToleration:
         return self._count_intolerable(matcher, node.taints), Status()
 
     def score_nodes(self, state: CycleState, pod: Pod, nodes: NodeSet) -> np.ndarray:
+        """Intolerable PreferNoSchedule taints per candidate, gathered from a universe
+        vector (memoized per node layer and toleration set): each distinct taint is
+        checked once and counted per node by its taint tuple."""
         matcher = state.read(PRE_SCORE_KEY)
-        key = (NAME, "Score", matcher.tolerations, self.handle.gates)
-        return candidate_values(state, nodes, key, lambda: self._counts(matcher, nodes.universe.taint_groups()),
-                                taints_only=True)
+        universe = nodes.universe
 
-    def _counts(self, matcher: TolerationMatcher, groups) -> dict[str, int]:
-        """Intolerable PreferNoSchedule taints per node (non-zero only), per taint tuple."""
-        by_name: dict[str, int] = {}
-        for taints, group in groups.items():
-            count = self._count_intolerable(matcher, taints)
-            if count:
-                by_name.update(dict.fromkeys([n.name for n in group], count))
-        return by_name
+        def counts() -> np.ndarray:
+            table = universe.taint_table()
+            vector = table.count_per_node(table.flags(lambda t: _prefer_no_schedule(t) and not matcher.tolerated(t)))
+            vector.flags.writeable = False
+            return vector
+
+        key = (NAME, "Score", matcher.tolerations, self.handle.gates)
+        return nodes.gather(universe.memo(key, counts, taints_only=True))
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, True, scores)

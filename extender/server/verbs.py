@@ -69,6 +69,8 @@ def _answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
         log.exception("internal error", extra={"verb": verb})
         result = 500, encode({"error": "internal error (see the extender's log)"})
     observe(verb, result[0], started)
+    metrics.child(metrics.HTTP_BODY_BYTES_TOTAL, verb, "request").inc(len(body))
+    metrics.child(metrics.HTTP_BODY_BYTES_TOTAL, verb, "answer").inc(len(result[1]))
     return result
 
 

@@ -4,7 +4,10 @@ parsed from the request itself (`Nodes`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
+
+import numpy as np
 
 from extender.model import Node
 from extender.model.parse import ModelError, node_from_dict
@@ -22,6 +25,7 @@ class Candidates:
     unknown: list[str] = field(default_factory=list)  # NodeNames the snapshot does not hold
     unparseable: list[tuple[str, str]] = field(default_factory=list)  # Nodes mode: (name, why)
     raw_by_name: dict[str, dict[str, Any]] | None = None  # Nodes mode: echo the objects
+    served: int = 0  # requests a shared set answered (1: a list this layer had not seen)
 
 
 def resolve(snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict] | None = None,
@@ -33,24 +37,62 @@ def resolve(snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict
         return _parsed(nodes)
     if names_key is not None and len(names or ()) <= len(snapshot.nodes.nodes):
         # a list longer than the cluster has repeats or unknown names: not remembered
-        return snapshot.nodes.candidates(names_key, lambda: _shared(snapshot, names),
-                                         lambda c: 2 * len(names_key) + 150 * len(c.nodes)
-                                         + c.nodes.templates.maxsize)
+        cands = snapshot.nodes.candidates(names_key, lambda: _shared(snapshot, names), _charged(names_key))
+        cands.served += 1  # a race only miscounts: it decides an optimisation, never an answer
+        return cands
     universe = snapshot.nodes
     names = names or []
-    candidates = NodeSet(None, universe, names)
-    if candidates.names <= universe.names:
-        return Candidates(candidates)
-    unknown = [n for n in names if n not in universe.by_name]
-    known = [n for n in names if n in universe.by_name]
-    return Candidates(NodeSet(None, universe, known), unknown)
+    uidx = universe.lookup(names)
+    if not len(uidx) or uidx.min() >= 0:
+        return Candidates(NodeSet(None, universe, names, uidx))
+    known = uidx >= 0
+    return Candidates(NodeSet(None, universe, list(compress(names, known.tolist())), uidx[known]),
+                      list(compress(names, (~known).tolist())))
+
+
+def _charged(key: bytes):
+    """What a shared candidate set is charged in the layer's cache: its key's text, ~150 B
+    a node, its template budget."""
+    return lambda cands: 2 * len(key) + 150 * len(cands.nodes) + cands.nodes.templates.maxsize
 
 
 def _shared(snapshot: ClusterSnapshot, names: list[str] | None) -> Candidates:
     cands = resolve(snapshot, names)
     # reused by many requests: worth templates, within what the cache is charged
-    cands.nodes.templates = new_templates(template_budget(len(cands.nodes), cands.nodes.is_full))
+    full = len(cands.nodes) == len(snapshot.nodes.nodes) and not cands.unknown
+    cands.nodes.templates = new_templates(template_budget(len(cands.nodes), full))
     return cands
+
+
+def expect_prioritize(snapshot: ClusterSnapshot, cands: Candidates, feasible: np.ndarray,
+                      answer: bytes = b"") -> None:
+    """Register the candidates of the prioritize call kube-scheduler makes next for
+    this pod: with this extender the last filter, its NodeNames are this answer's
+    feasible names in this order, which Go's encoder writes as `["a","b"]`, our own
+    encoding of plain names. Registered under that text (the names cache and the
+    layer's candidate sets), that call neither decodes nor looks up a name. Worth it
+    for a list this layer had not seen (kube-scheduler's lists come in a new order for
+    every pod); a text that differs (escapes, another extender in between) is resolved
+    as any other. `answer`: the filter's, whose names are reused when it lists them
+    without padding."""
+    from extender.api.templates import feasible_names_text
+    from extender.api.wire import known_names_cache, names_bytes
+
+    nodes = cands.nodes
+    if nodes.templates is None or cands.served != 1 or int(np.count_nonzero(feasible)) < 2:
+        return
+    text = feasible_names_text(answer) or b"[" + b",".join(nodes.json_names()[feasible].tolist()) + b"]"
+    names = nodes.names_where(feasible)
+    cache = known_names_cache()
+    if cache.get(text) is None:
+        cache.put(text, names, names_bytes(text, len(names)))
+
+    def build() -> Candidates:
+        subset = NodeSet(None, nodes.universe, names, nodes.uidx[feasible])
+        subset.templates = new_templates(template_budget(len(subset)))
+        return Candidates(subset)
+
+    snapshot.nodes.candidates(text, build, _charged(text))
 
 
 def _parsed(nodes: list[dict]) -> Candidates:

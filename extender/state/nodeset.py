@@ -27,6 +27,7 @@ from cachetools import LRUCache
 
 from extender.caching import ByteLRU, budget
 from extender.model import Node, Taint
+from extender.state.taints import TaintTable
 
 _VERSIONS = itertools.count(1)  # every NodeIndex is one node-layer version
 NODE_MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k
@@ -176,7 +177,7 @@ def get_or_build(cache: LRUCache, lock: threading.Lock, key: Any, build: Callabl
     return value
 
 
-def _object_array(items: list) -> np.ndarray:
+def object_array(items: list) -> np.ndarray:
     """A 1-D object array of `items` (never reinterpreted as a 2-D or bytes array)."""
     out = np.empty(len(items), dtype=object)
     out[:] = items
@@ -323,6 +324,13 @@ class NodeIndex:
             self._position = {n.name: i for i, n in enumerate(self.nodes)}
         return np.fromiter(map(self._position.__getitem__, names), dtype=np.intp)
 
+    def lookup(self, names: Sequence[str]) -> np.ndarray:
+        """Positions of `names`, -1 for a name this index does not hold: one dict lookup
+        a name (kube-scheduler's lists come in a new order for every pod)."""
+        if self._position is None:
+            self._position = {n.name: i for i, n in enumerate(self.nodes)}
+        return np.fromiter(map(self._position.get, names, itertools.repeat(-1)), dtype=np.intp, count=len(names))
+
     def mask_of(self, names: Iterable[str]) -> np.ndarray:
         """Boolean mask over this index of `names` (all in it)."""
         mask = np.zeros(len(self.nodes), dtype=bool)
@@ -346,7 +354,9 @@ class NodeIndex:
         if hit is None:
             by_value = self.label_index().get(key, {})
             values = list(by_value)
-            codes = np.full(len(self.nodes), -1, dtype=np.int32)
+            # intp: codes index other vectors (per value, per domain), and an index array
+            # of another width makes numpy cast it element by element on every gather
+            codes = np.full(len(self.nodes), -1, dtype=np.intp)
             for code, value in enumerate(values):
                 codes[self.positions(by_value[value])] = code
             hit = self._codes[key] = (codes, values)
@@ -390,6 +400,18 @@ class NodeIndex:
             self._taint_groups = group_by_taints(self.nodes)
         return self._taint_groups
 
+    def taint_table(self) -> TaintTable:
+        """The taints as vectors (`extender.state.taints`), built once per layer and
+        carried into the next while no taint changes."""
+        return self.memo(("taint table",), lambda: TaintTable(
+            {taints: self.positions(n.name for n in group) for taints, group in self.taint_groups().items()},
+            len(self.nodes)), taints_only=True)
+
+    def name_array(self) -> np.ndarray:
+        """The nodes' names as an object array (position order), kept while names and
+        places stand."""
+        return self.memo(("name array",), lambda: object_array([n.name for n in self.nodes]), taints_only=True)
+
     def label_index(self) -> LabelIndex:
         if self._label_index is None:
             self._label_index = build_label_index(self.nodes)
@@ -404,7 +426,7 @@ class NodeSet:
     with `names`, which is cheap in C.
     """
 
-    __slots__ = ("_nodes", "names", "order", "universe", "_taint_groups", "_uidx", "templates", "_position",
+    __slots__ = ("_nodes", "_names", "_order", "universe", "_taint_groups", "_uidx", "templates", "_position",
                  "_order_array", "_json_names", "_memo")
 
     def __init__(
@@ -412,22 +434,27 @@ class NodeSet:
         nodes: Sequence[Node] | None,
         universe: NodeIndex | None = None,
         names: Iterable[str] | None = None,
+        uidx: np.ndarray | None = None,
     ) -> None:
         """From node objects, or (fast) from `names` in order plus the `universe` that
-        holds them: then no Node object is touched until a plugin asks for `nodes`."""
+        holds them (and, when known, their positions in it; with positions alone the
+        names are read from the universe when asked): then no Node object is touched
+        until a plugin asks for `nodes`."""
         self._nodes = None if nodes is None else list(nodes)
+        self._order: list[str] | None
         if names is not None:
-            self.order: list[str] = list(names)
+            self._order = list(names)
+        elif uidx is not None and universe is not None:
+            self._order = None
         else:
-            self.order = [n.name for n in self._nodes or ()]
+            self._order = [n.name for n in self._nodes or ()]
+        self._names: frozenset[str] | None = None  # built when asked (5,000 names: 0.1 ms)
         if universe is None:
             universe = NodeIndex(self._nodes or [])
-            self.names: frozenset[str] = universe.names
-        else:
-            self.names = frozenset(self.order)
+            self._names = universe.names
         self.universe = universe
         self._taint_groups: TaintGroups | None = None
-        self._uidx: np.ndarray | None = None
+        self._uidx: np.ndarray | None = uidx
         # The wire encoder's templates and remembered answers (`api.templates`); None:
         # this set serves a single request, not worth templates.
         self.templates: LRUCache | None = None
@@ -444,7 +471,7 @@ class NodeSet:
         nodes (`nodes`, taint groups) is rebuilt on demand."""
         new = NodeSet.__new__(NodeSet)
         new._nodes = None
-        new.order, new.names, new.universe = self.order, self.names, universe
+        new._order, new._names, new.universe = self._order, self._names, universe
         new._taint_groups = None
         new._uidx, new.templates, new._position = self._uidx, self.templates, self._position
         new._order_array, new._json_names = self._order_array, self._json_names
@@ -473,7 +500,7 @@ class NodeSet:
         feasible nodes of a pod that spreads) costs a gather, not an encoding per name."""
         if self._json_names is None:
             universe = self.universe
-            encoded = universe.memo(("json names",), lambda: _object_array(
+            encoded = universe.memo(("json names",), lambda: object_array(
                 [orjson.dumps(n.name) for n in universe.nodes]), taints_only=True)
             self._json_names = encoded[self.uidx]
         return self._json_names
@@ -481,8 +508,22 @@ class NodeSet:
     def names_where(self, mask: np.ndarray) -> list[str]:
         """The candidates' names where `mask` is set, in request order."""
         if self._order_array is None:
-            self._order_array = _object_array(self.order)
+            self._order_array = object_array(self.order)
         return self._order_array[mask].tolist()
+
+    @property
+    def order(self) -> list[str]:
+        """The candidates' names in request order."""
+        if self._order is None:
+            self._order = self.universe.name_array()[self._uidx].tolist()
+        return self._order
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The candidates' names, as a set."""
+        if self._names is None:
+            self._names = frozenset(self.order)
+        return self._names
 
     @property
     def distinct(self) -> bool:
@@ -524,7 +565,7 @@ class NodeSet:
         return len(self.names) == len(self.universe.names)
 
     def __len__(self) -> int:
-        return len(self.order)
+        return len(self._uidx) if self._order is None else len(self._order)
 
     def __iter__(self):
         return iter(self.nodes)

@@ -13,17 +13,17 @@ request budget. The pod layer keeps these indexes up to date event by event
 
 Selectors are duck-typed (`nothing`, `requirements` of `key`/`op`/`values` with ops
 In/NotIn/Exists/DoesNotExist) so this module does not depend on the plugin package.
-Results per (namespace, selector) are memoized per namespace bucket: a pod event
-replaces the bucket of its namespace only, so other namespaces keep their answers, and
-the new bucket carries its predecessor's counts patched for the pod that came or went
-(selectors also answer `matches(labels)`), so a bind costs no recount.
+Counts per (namespace, selector), matching pods per node code (`code_counts`), are
+memoized per namespace bucket: a pod event replaces the bucket of its namespace only, so
+other namespaces keep their answers, and the new bucket carries its predecessor's counts
+patched for the pod that came or went (selectors also answer `matches(labels)`), so a
+bind costs no recount.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,9 @@ import numpy as np
 from extender.model import Pod
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
-_MEMO_LIMIT = 512
+# selectors whose counts a bucket carries; every counted pod event checks each one, and
+# each holds a vector over every node name seen (40 KB at 5,000 nodes)
+_MEMO_LIMIT = 128
 
 
 def counted(pod: Pod) -> bool:
@@ -130,8 +132,7 @@ class NamespacePods:
     removed pods are reused, so memory stays flat under churn.
     """
 
-    __slots__ = ("entries", "node_codes", "alive", "by_label", "_nominated", "_memo", "_memo_nodes", "_code_memo", "_fresh",
-                 "_free", "_top")
+    __slots__ = ("entries", "node_codes", "alive", "by_label", "_nominated", "_code_memo", "_fresh", "_free", "_top")
 
     def __init__(self) -> None:
         self.entries = ChunkedMap()  # name -> (Pod, id or -1 when not counted)
@@ -139,8 +140,6 @@ class NamespacePods:
         self.alive = np.zeros(16, dtype=bool)  # id -> in use
         self.by_label: dict[str, ChunkedMap] = {}  # key -> value -> ids
         self._nominated: dict[str, Pod] = {}
-        self._memo: dict[Any, Mapping[str, int]] = {}
-        self._memo_nodes: dict[tuple, weakref.ref] = {}  # domain memo key -> its node layer
         self._code_memo: dict[Any, np.ndarray] = {}  # selector -> counts by node code
         self._fresh: set[Any] = set()  # containers already copied since `copy`
         self._free: list[int] = []  # ids of removed pods, for reuse
@@ -180,8 +179,6 @@ class NamespacePods:
         new._nominated = dict(self._nominated)
         # Counts per selector are carried and patched as pods come and go (`_patch_memo`),
         # not recounted by the first request after every bind.
-        new._memo = dict(self._memo)
-        new._memo_nodes = dict(self._memo_nodes)
         new._code_memo = dict(self._code_memo)
         new._fresh = set()
         new._free = list(self._free)
@@ -268,9 +265,9 @@ class NamespacePods:
         return old
 
     def _patch_memo(self, pod: Pod, delta: int) -> None:
-        """A counted pod came (+1) or went (-1): patch the carried counts it belongs to
-        (O(memo entries) selector checks, one dict copy per entry it changes; published
-        dicts are never mutated). A domain entry whose node layer is gone is dropped."""
+        """A counted pod came (+1) or went (-1): patch the carried counts of every
+        selector that matches it (O(memo entries) selector checks, one vector copy per
+        entry it changes; published vectors are never mutated)."""
         for selector, by_code in list(self._code_memo.items()):
             if selector.matches(pod.labels):
                 code = node_code(pod.node_name)
@@ -278,30 +275,6 @@ class NamespacePods:
                 patched[: len(by_code)] = by_code
                 patched[code] += delta
                 self._code_memo[selector] = patched
-        for key, counts in list(self._memo.items()):
-            if type(key) is tuple:  # domain_counts: (selector, topology key, eligible, version)
-                selector, topology_key, eligible, _ = key
-                if pod.node_name not in eligible or not selector.matches(pod.labels):
-                    continue
-                ref = self._memo_nodes.get(key)
-                layer = ref() if ref is not None else None
-                node = layer.by_name.get(pod.node_name) if layer is not None else None
-                if node is None:
-                    del self._memo[key]
-                    self._memo_nodes.pop(key, None)
-                    continue
-                domain = node.labels.get(topology_key, "")
-            elif key.matches(pod.labels):  # node_counts: selector
-                domain = pod.node_name
-            else:
-                continue
-            patched = dict(counts)
-            n = patched.get(domain, 0) + delta
-            if n > 0:
-                patched[domain] = n
-            else:
-                patched.pop(domain, None)
-            self._memo[key] = patched
 
     def _ids_for(self, req: Any) -> tuple[set[int], bool]:
         """(ids, positive): the ids the requirement selects, or (when not positive) the
@@ -345,44 +318,4 @@ class NamespacePods:
             if len(self._code_memo) >= _MEMO_LIMIT:
                 self._code_memo.clear()
             self._code_memo[selector] = hit
-        return hit
-
-    def node_counts(self, selector: Any) -> Mapping[str, int]:
-        """Matching counted pods per node name (memoized per selector)."""
-        hit = self._memo.get(selector)
-        if hit is None:
-            ids = self.matching_ids(selector)
-            hit = {}
-            if ids:
-                codes = self.node_codes[np.fromiter(ids, dtype=np.intp, count=len(ids))]
-                counts = np.bincount(codes)
-                present = np.flatnonzero(counts)
-                names = _NODE_NAMES
-                hit = dict(zip([names[c] for c in present.tolist()], counts[present].tolist(), strict=True))
-            if len(self._memo) >= _MEMO_LIMIT:
-                self._memo.clear()
-                self._memo_nodes.clear()
-            self._memo[selector] = hit
-        return hit
-
-    def domain_counts(self, selector: Any, key: str, eligible: frozenset[str], nodes: Any) -> Mapping[str, int]:
-        """Matching counted pods per value of label `key` of their node (absent label ->
-        ""), counting only pods on `eligible` nodes of `nodes` (a node layer); memoized
-        per (selector, key, eligible, layer version) and patched as pods come and go
-        (the bucket outlives node changes, the labels read do not)."""
-        memo_key = (selector, key, eligible, nodes.version)
-        hit = self._memo.get(memo_key)
-        if hit is None:
-            by_name = nodes.by_name
-            out: dict[str, int] = {}
-            for name, n in self.node_counts(selector).items():
-                if name in eligible:
-                    value = by_name[name].labels.get(key, "")
-                    out[value] = out.get(value, 0) + n
-            hit = out
-            if len(self._memo) >= _MEMO_LIMIT:
-                self._memo.clear()
-                self._memo_nodes.clear()
-            self._memo_nodes[memo_key] = weakref.ref(nodes)
-            self._memo[memo_key] = hit
         return hit

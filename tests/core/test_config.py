@@ -25,6 +25,7 @@ def test_defaults():
     assert config.cluster_file.endswith("cluster.yaml")
     assert config.worker_class == "inline"
     assert config.remember_answers is False  # reuse never pays under churn (perf/PROFILE.md)
+    assert config.slim_answers is True  # what kube-scheduler reads, nothing more (semantics.md)
 
 
 def test_layers_flag_beats_env_beats_file(tmp_path):
@@ -38,6 +39,8 @@ def test_layers_flag_beats_env_beats_file(tmp_path):
     assert build_config({}, env={"EXTENDER_WORKER_CLASS": "gthread"}).worker_class == "gthread"
     assert build_config({}, env={"EXTENDER_REMEMBER_ANSWERS": "false"}).remember_answers is False
     assert build_config({"remember_answers": "true"}, env={}).remember_answers is True
+    assert build_config({}, env={"EXTENDER_SLIM_ANSWERS": "false"}).slim_answers is False
+    assert build_config({}, env={}, config_file=write(tmp_path, "slimAnswers: false\n")).slim_answers is False
 
 
 def test_config_file_from_env(tmp_path):

@@ -19,6 +19,7 @@ from extender.server.app import create_app
 from extender.state import NodeSet
 from extender.state.nodeset import new_templates
 from testing.client import Client
+from testing.scores import host_scores
 
 ZONE = "topology.kubernetes.io/zone"
 NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]  # examples/cluster.yaml
@@ -81,8 +82,13 @@ def test_out_of_range_numbers_in_filter_are_an_error_result(client):
 
 
 def test_the_largest_int32_weight_is_scored(client):
-    code, answer = post(client, "prioritize", {"Pod": pod(preferred(2**31 - 1, 2**31 - 1)), "NodeNames": NAMES})
-    assert code == 200 and len(answer) == len(NAMES)
+    body = {"Pod": pod(preferred(2**31 - 1, 2**31 - 1)), "NodeNames": NAMES}
+    full_client = Client(create_app(Config(cluster=str(EXAMPLES / "cluster.yaml"), reload_interval=0,
+                                           slim_answers=False)))
+    (code, answer), (full_code, full) = post(client, "prioritize", body), post(full_client, "prioritize", body)
+    assert code == full_code == 200 and [h["Host"] for h in full] == NAMES
+    low = min(h["Score"] for h in full)  # the slim answer: the same scores, shifted by the lowest
+    assert host_scores(NAMES, answer) == {h["Host"]: h["Score"] - low for h in full}
 
 
 JSON = st.recursive(

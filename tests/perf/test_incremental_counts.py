@@ -8,6 +8,7 @@ import random
 from extender.plugins.podtopologyspread.index import spread_index
 from extender.plugins.podtopologyspread.selector import LabelSelector, Requirement
 from extender.state import Store
+from extender.state.podindex import node_code
 
 ZONE = "topology.kubernetes.io/zone"
 SELECTORS = [
@@ -38,10 +39,14 @@ def _counts(store: Store, eligible: frozenset[str]) -> list:
     out = []
     universe = index.nodes
     for sel in SELECTORS:
-        out.append(dict(index.node_counts("ns", sel)))
-        out.append(dict(index.domain_counts("ns", sel, ZONE, eligible)))
-        vector = index.own_vector("ns", sel, universe)
-        out.append({n.name: int(v) for n, v in zip(universe.nodes, vector, strict=True) if v})
+        per_node = {n.name: int(v) for n, v in zip(universe.nodes, index.own_counts("ns", sel), strict=True) if v}
+        out.append(per_node)
+        zones: dict[str, int] = {}
+        for name, n in per_node.items():
+            if name in eligible:
+                zone = universe.by_name[name].labels.get(ZONE, "")
+                zones[zone] = zones.get(zone, 0) + n
+        out.append(zones)
     return out
 
 
@@ -81,10 +86,9 @@ def test_a_bind_patches_the_carried_counts_instead_of_recounting():
     pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}},
            "spec": {"nodeName": ""}, "status": {"phase": "Pending"}}
     live.upsert("Pod", pod)
-    eligible = frozenset({"n0", "n1", "n2"})
     before = spread_index(live.snapshot())
-    assert before.domain_counts("ns", SELECTORS[0], ZONE, eligible) == {}
+    assert not before.own_counts("ns", SELECTORS[0]).any()
     live.upsert("Pod", {**pod, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
     bucket = live.snapshot().pod_layer.namespaces["ns"]
-    carried = [v for k, v in bucket._memo.items() if type(k) is tuple]
-    assert carried == [{"b": 1}]  # patched at the event, before any request asked
+    carried = bucket._code_memo[SELECTORS[0]]  # patched at the event, before any request asked
+    assert carried.sum() == 1 and carried[node_code("n1")] == 1

@@ -18,20 +18,26 @@ def test_both_modes_schedule_a_workload_and_the_report_renders_it(tmp_path: Path
     binary = require_binary()
     pods = 10
     out = run_workloads(30, 120, pods, ("sp-inclusion",), log=lambda _m: None, workdir=tmp_path,
-                        binary=binary, warmup=3)
+                        binary=binary, warmup=3, rounds=2)
+    assert [(r["round"], r["mode"]) for r in out["runs"]] == [
+        (0, "in-tree"), (0, "extender"), (1, "extender"), (1, "in-tree")]  # alternated, ABBA
     assert list(out["modes"]) == ["in-tree", "extender"]
     for mode in out["modes"].values():
         w = mode["workloads"]["sp-inclusion"]
         assert w["problems"] == 0, w["problem_examples"]
         assert w["wrongly_unschedulable"] == 0, w["wrongly_unschedulable_examples"]
-        assert w["scheduled"] + w["unschedulable"] == pods and w["scheduled"] > 0
-        assert w["pods_per_s"] > 0 and w["algorithm_ms_per_pod"] > 0
+        assert w["scheduled"] + w["unschedulable"] == 2 * pods and w["scheduled"] > 0
+        assert w["pods_per_s"] > 0 and w["algorithm_ms_per_pod"] > 0 and len(w["pods_per_s_runs"]) == 2
+        assert w["cpu_ms_per_pod"]["kube_scheduler"] > 0
     ext = out["modes"]["extender"]["workloads"]["sp-inclusion"]
     assert ext["extender_handler_mean_ms"]["filter"] > 0 and ext["extender_handler_mean_ms"]["bind"] > 0
+    assert ext["cpu_ms_per_pod"]["extender"] > 0
+    assert ext["wire_bytes_per_pod"]["filter request"] > ext["wire_bytes_per_pod"]["filter answer"] > 0
     assert out["modes"]["in-tree"]["workloads"]["sp-inclusion"]["extender_calls_ms_per_pod"] is None
-    assert out["ratio"]["sp-inclusion"] > 0
+    assert "extender" not in out["modes"]["in-tree"]["workloads"]["sp-inclusion"]["cpu_ms_per_pod"]
+    assert out["ratio"]["sp-inclusion"] > 0 and len(out["ratio_per_round"]) == 2
     table = "\n".join(render_scheduler_e2e(out))
-    assert "| sp-inclusion |" in table and "kube-scheduler threshold" in table
+    assert "| sp-inclusion |" in table and "kube-scheduler threshold" in table and " KB |" in table
 
 
 def test_an_unknown_workload_is_a_clear_error_before_anything_starts(tmp_path: Path) -> None:

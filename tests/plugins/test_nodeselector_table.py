@@ -8,8 +8,9 @@ Sources (kubernetes/kubernetes, facts only):
   TestNodeSelectorRequirementsAsSelector (error rows), TestPodMatchesNodeSelectorAndAffinityTerms.
 Rows marked "spec" come from semantics.md §0.2, §6.1-§6.3.
 
-Every match is checked on both paths: `matches(node)` (reference) and
-`matching_names(index, universe)` (set-algebra fast path), which must agree.
+Every match is checked on all paths: `matches(node)` (reference),
+`matching_names(index, universe)` (set algebra) and `matching_mask(layer)` (label codes,
+the fast path), which must agree.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def selector(*terms) -> NodeSelector:
 
 def fast_match(compiled, n) -> bool:
     nodes = NodeSet([n])
-    return n.name in compiled.matching_names(nodes.label_index(), nodes.universe.names)
+    by_names = n.name in compiled.matching_names(nodes.label_index(), nodes.universe.names)
+    assert bool(compiled.matching_mask(nodes.universe)[0]) is by_names, "the label-code path disagrees"
+    return by_names
 
 
 def both_paths(compiled, n) -> bool:
@@ -262,6 +265,7 @@ def score(terms, n) -> int:
         if n.name in t.term.matching_names(nodes.label_index(), nodes.universe.names)
     )
     assert fast == ref
+    assert sum(t.weight * int(t.term.matching_mask(nodes.universe)[0]) for t in terms) == ref
     return ref
 
 

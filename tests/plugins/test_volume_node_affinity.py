@@ -47,7 +47,8 @@ NEW_KERNEL = [requirement(KERNEL, "SemverGt", "5.10.0")]
 
 
 def run(objects: list[dict], the_pod: dict, fast: bool = True, gates: FeatureGates | None = None) -> dict:
-    config = Config(feature_gates=gates or FeatureGates())
+    # full answers: the reasons of the failing nodes are what is checked
+    config = Config(feature_gates=gates or FeatureGates(), slim_answers=False)
     ext = make_extender(NODES + objects, config, fast=fast)
     return orjson.loads(ext.filter(ExtenderArgs(the_pod, None, sorted(ALL))))
 

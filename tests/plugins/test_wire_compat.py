@@ -161,34 +161,41 @@ class NeverCel:
         return _Outcome(False)
 
 
-def _extender(nodes):
+def _extender(nodes, slim: bool = True):
     snapshot = ClusterSnapshot.from_objects([{"kind": "Node", **n} for n in nodes])
-    return Extender(Config(), StaticSource(snapshot), cel=NeverCel())
+    return Extender(Config(slim_answers=slim), StaticSource(snapshot), cel=NeverCel())
 
 
-def test_engine_answers_in_both_modes_with_upstream_shapes():
+@pytest.mark.parametrize("slim", [True, False])
+def test_engine_answers_in_both_modes_with_upstream_shapes(slim):
     nodes = [
         {"metadata": {"name": "ok"}},
         {"metadata": {"name": "cordoned"}, "spec": {"unschedulable": True}},
+        {"metadata": {"name": "tainted"}, "spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}},
     ]
-    ext = _extender(nodes)
+    ext = _extender(nodes, slim)
     pod = {"metadata": {"name": "p"}, "spec": {}}
+    # slim: a node fits, so no failing node is listed (kube-scheduler reads them only when none fits)
+    failing = {} if slim else {"cordoned": "node(s) were unschedulable"}
 
     by_name = orjson.loads(ext.filter(decode_args(orjson.dumps({"Pod": pod, "NodeNames": ["ok", "cordoned"]}))))
     assert list(by_name) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes",
                              "Error"]
     assert by_name["Nodes"] is None and by_name["NodeNames"] == ["ok"]
-    assert by_name["FailedAndUnresolvableNodes"] == {"cordoned": "node(s) were unschedulable"}
+    assert by_name["FailedAndUnresolvableNodes"] == failing and by_name["FailedNodes"] == {}
 
     full = orjson.loads(ext.filter(decode_args(orjson.dumps(
-        {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}))))
+        {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes[:2]}, "NodeNames": None}))))
+    assert list(full) == list(by_name)
     assert full["NodeNames"] is None
     assert full["Nodes"] == {"metadata": {}, "items": [nodes[0]]}
-    assert full["FailedAndUnresolvableNodes"] == by_name["FailedAndUnresolvableNodes"]
+    assert full["FailedAndUnresolvableNodes"] == failing and full["FailedNodes"] == {}
 
-    prio = orjson.loads(ext.prioritize(decode_args(orjson.dumps({"Pod": pod, "NodeNames": ["ok"]}))))
-    assert [list(h) for h in prio] == [["Host", "Score"]]
-    assert prio[0]["Host"] == "ok" and isinstance(prio[0]["Score"], int)
+    prio = orjson.loads(ext.prioritize(decode_args(orjson.dumps({"Pod": pod, "NodeNames": ["ok", "tainted"]}))))
+    assert all(list(h) == ["Host", "Score"] and isinstance(h["Score"], int) for h in prio)
+    # slim: the lowest score (tainted's, an untolerated PreferNoSchedule taint) shifted to 0 and left out
+    assert prio == ([{"Host": "ok", "Score": 30}] if slim else
+                    [{"Host": "ok", "Score": 30}, {"Host": "tainted", "Score": 0}])
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -196,7 +203,7 @@ def test_a_repeated_candidate_fails_wherever_it_appears(fast):
     """A name the request repeats is one node: failing, it is never also feasible."""
     nodes = [{"metadata": {"name": "ok"}}, {"metadata": {"name": "cordoned"}, "spec": {"unschedulable": True}}]
     snapshot = ClusterSnapshot.from_objects([{"kind": "Node", **n} for n in nodes])
-    ext = Extender(Config(), StaticSource(snapshot), cel=NeverCel(), fast=fast)
+    ext = Extender(Config(slim_answers=False), StaticSource(snapshot), cel=NeverCel(), fast=fast)
     pod = {"metadata": {"name": "p"}, "spec": {}}
     names = ["cordoned", "ok", "cordoned"]
     by_name = orjson.loads(ext.filter(decode_args(orjson.dumps({"Pod": pod, "NodeNames": names}))))

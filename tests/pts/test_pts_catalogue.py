@@ -26,7 +26,7 @@ from pts_harness import (
 from extender.framework import Code
 from extender.model.parse import existing_pod_from_dict
 from extender.plugins.podtopologyspread import filtering
-from extender.plugins.podtopologyspread.common import EligibleSets
+from extender.plugins.podtopologyspread.common import EligibleMasks
 from extender.plugins.podtopologyspread.filtering import indexed_counts, reference_counts
 from extender.plugins.podtopologyspread.index import spread_index
 from extender.plugins.podtopologyspread.scoring import PRE_SCORE_KEY
@@ -40,7 +40,7 @@ def ids(cases: list[Case]) -> list[str]:
 
 def both_counts(w, st):
     index = spread_index(w.snapshot)
-    fast = indexed_counts(index, w.pod, st.constraints, EligibleSets(st.inclusion, index))
+    fast = indexed_counts(index, w.pod, st.constraints, EligibleMasks(st.inclusion, index.nodes))
     ref = reference_counts(w.snapshot, w.pod, st.constraints, st.inclusion)
     return fast, ref
 

@@ -70,7 +70,8 @@ def counted_zones(objs, pod_raw) -> dict[str, int]:
 
 
 def engine_filter(objs, pod_raw) -> dict:
-    ext = Extender(Config(), StaticSource(ClusterSnapshot.from_objects(objs)), cel=CelCache())
+    # full answers: which nodes fail, and why, is what is checked
+    ext = Extender(Config(slim_answers=False), StaticSource(ClusterSnapshot.from_objects(objs)), cel=CelCache())
     names = [o["metadata"]["name"] for o in objs if o["kind"] == "Node"]
     return orjson.loads(ext.filter(ExtenderArgs(pod_raw, None, names)))
 

@@ -17,6 +17,7 @@ from extender.api.wire import ExtenderArgs
 from extender.config import Config
 from extender.explain import explain_pod
 from extender.features import FeatureGates
+from testing.scores import host_scores
 
 ANNOTATION = "scheduling-extender.io/tolerations"
 UNTOLERATED = "node(s) had untolerated taint(s)"
@@ -42,6 +43,9 @@ def pod(spec_tolerations=(), annotation=None, spread=None) -> dict:
     if spread:
         spec["topologySpreadConstraints"] = spread
     return {"metadata": meta, "spec": spec}
+
+
+FULL = Config(slim_answers=False)  # every failing node with its reason, also when a node fits
 
 
 def verdicts(ext, raw_pod, names):
@@ -71,7 +75,7 @@ CASES = [
 @pytest.mark.parametrize("spec, ann, on_no_schedule, on_no_execute",
                          [pytest.param(*c[1:], id=c[0]) for c in CASES])
 def test_no_execute_needs_a_toleration_the_kubelet_sees(spec, ann, on_no_schedule, on_no_execute):
-    ext = make_extender([node("ns", "NoSchedule"), node("ne", "NoExecute"), node("pns", "PreferNoSchedule")])
+    ext = make_extender([node("ns", "NoSchedule"), node("ne", "NoExecute"), node("pns", "PreferNoSchedule")], FULL)
     result = verdicts(ext, pod(spec, ann), ["ns", "ne", "pns"])
     feasible = set(result["NodeNames"])
     assert ("ns" in feasible) is on_no_schedule
@@ -91,8 +95,7 @@ def test_prefer_no_schedule_scoring_still_counts_annotation_tolerations():
     """Annotation tolerations still lower PreferNoSchedule penalties (score, not filter)."""
     ext = make_extender([node("pns", "PreferNoSchedule"), node("other", "PreferNoSchedule", key="other")])
     answer = orjson.loads(ext.prioritize(ExtenderArgs(pod([], [EXISTS]), None, ["pns", "other"])))
-    hosts, scores = [h["Host"] for h in answer], [h["Score"] for h in answer]
-    by_host = dict(zip(hosts, scores, strict=True))
+    by_host = host_scores(["pns", "other"], answer)  # slim: "other", the lowest, is left out
     assert by_host["pns"] > by_host["other"]
 
 
@@ -123,7 +126,7 @@ def test_spread_honor_excludes_no_execute_nodes_tolerated_only_by_annotation():
                 "spec": {"nodeName": "a1", "containers": [{"name": "c", "image": "x"}]},
                 "status": {"phase": "Running"}}
     objects = [plain("a1", "a"), node("b1", "NoExecute", zone="b"), existing]
-    ext = make_extender(objects)
+    ext = make_extender(objects, FULL)
     # Annotation-only: zone b is not eligible, so zone a alone is the global minimum.
     annotated = verdicts(ext, pod([], [EXISTS], spread), ["a1", "b1"])
     assert annotated["NodeNames"] == ["a1"]

@@ -544,14 +544,14 @@ def failed_maps(engine, the_pod, candidates) -> tuple[dict, dict]:
     return result["FailedNodes"] or {}, result["FailedAndUnresolvableNodes"] or {}
 
 
-def spread_engine(victim_priority: int):
+def spread_engine(victim_priority: int, slim: bool = True):
     """Zone a: 2 web pods on a1 (priority `victim_priority`), zone b: none on b1 but a
     filler; a web pod fits nowhere once b1 is out of the candidates."""
     objects = [node("a1", "a"), node("b1", "b"),
                pod("w-a1", node_name="a1", spread=()), pod("w-a2", node_name="a1", spread=())]
     for o in objects[2:]:
         o["spec"]["priority"] = victim_priority
-    return Extender(Config(), StoreSource(objects), binder=None)
+    return Extender(Config(slim_answers=slim), StoreSource(objects), binder=None)
 
 
 def preemptor(priority: int, policy: str = "") -> dict:
@@ -580,8 +580,11 @@ def test_skew_stays_unschedulable_where_the_dry_run_has_nothing_to_fail_on(prior
     assert failed == {"a1": "node(s) didn't match pod topology spread constraints"} and unresolvable == {}
 
 
-def test_answers_with_a_feasible_node_keep_unschedulable_skew_nodes():
-    engine = spread_engine(victim_priority=0)
+@pytest.mark.parametrize("slim", [True, False])
+def test_answers_with_a_feasible_node_keep_unschedulable_skew_nodes(slim):
+    engine = spread_engine(victim_priority=0, slim=slim)
     code, result = post(engine, "filter", {"Pod": preemptor(1000), "NodeNames": ["a1", "b1"]})
     assert result["NodeNames"] == ["b1"]
-    assert result["FailedNodes"] == {"a1": "node(s) didn't match pod topology spread constraints"}
+    # slim: a node fits, so kube-scheduler reads no failure map (no FitError, no preemption)
+    assert result["FailedNodes"] == ({} if slim else {"a1": "node(s) didn't match pod topology spread constraints"})
+    assert result["FailedAndUnresolvableNodes"] == {}

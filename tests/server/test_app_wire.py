@@ -33,10 +33,14 @@ def test_filter_node_names_mode_answers_with_names_and_upstream_messages(client)
     assert list(result) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
     assert result["Nodes"] is None
     assert result["NodeNames"] == ["od-a1", "od-b1", "spot-a1", "spot-b1"]
-    assert result["FailedAndUnresolvableNodes"]["spot-c1"] == "node(s) had untolerated taint(s)"
-    assert result["FailedAndUnresolvableNodes"]["od-c2"] == "node(s) were unschedulable"
-    assert result["FailedNodes"] == {}
+    # slim answers (the default): a node fits, so no failing node is listed
+    assert result["FailedAndUnresolvableNodes"] == {} and result["FailedNodes"] == {}
     assert result["Error"] == ""
+    code, result = post(client, "filter", {"Pod": example_pod("sla-gt"), "NodeNames": ["spot-c1", "od-c2"]})
+    assert code == 200 and result["NodeNames"] == []  # nothing fits: every failing node, with upstream's message
+    assert result["FailedAndUnresolvableNodes"] == {"spot-c1": "node(s) had untolerated taint(s)",
+                                                    "od-c2": "node(s) were unschedulable"}
+    assert result["FailedNodes"] == {}
 
 
 def test_filter_nodes_mode_echoes_the_request_objects(client, example_objects):
@@ -56,19 +60,20 @@ def test_lower_case_keys_are_accepted(client):
 
 
 def test_unknown_node_is_unschedulable_and_retryable_not_a_crash(client):
-    code, result = post(client, "filter", {"Pod": example_pod("plain"), "NodeNames": ["od-a1", "ghost"]})
+    code, result = post(client, "filter", {"Pod": example_pod("plain"), "NodeNames": ["od-a2", "ghost"]})
     assert code == 200
-    assert result["NodeNames"] == ["od-a1"]
+    assert result["NodeNames"] == []  # od-a2's kernel taint: nothing fits, so the maps are full
     assert result["FailedNodes"] == {"ghost": ERR_UNKNOWN_NODE}
-    assert "ghost" not in result["FailedAndUnresolvableNodes"]
+    assert list(result["FailedAndUnresolvableNodes"]) == ["od-a2"]
 
 
 def test_prioritize_returns_host_priority_list(client):
     code, result = post(client, "prioritize", {"Pod": example_pod("plain"), "NodeNames": ["od-a1", "od-b1"]})
     assert code == 200
     # od-b1 has one PreferNoSchedule taint the pod does not tolerate: TaintToleration 0 vs 100,
-    # weight 3, in-tree score mode (default): 3 * 100 / 10.
-    assert result == [{"Host": "od-a1", "Score": 30}, {"Host": "od-b1", "Score": 0}]
+    # weight 3, in-tree score mode (default): 3 * 100 / 10 = 30 and 0; slim answers (the
+    # default) leave out the hosts at the lowest score, shifted to 0.
+    assert result == [{"Host": "od-a1", "Score": 30}]
 
 
 @pytest.mark.parametrize(
@@ -156,3 +161,25 @@ def test_node_names_cut_from_the_body_agree_with_a_full_decode():
     big = ["n" * 60] * (wire.MAX_CACHED_NAMES_BYTES // 60)
     args = wire.decode_args(orjson.dumps({"Pod": pod, "NodeNames": big}))
     assert args.names_key is None and args.node_names == big
+    # The mark is searched from the start: one nested in the Pod, a repeated member (the
+    # last wins, as in Go) or members after it all decode as a full decode does.
+    head = orjson.dumps({"Pod": {**pod, "x": {"a": 1, "NodeNames": ["nested"]}}})[:-1]
+    for body in (head + b',"NodeNames":["a"]}', head + b',"NodeNames":["a"],"NodeNames":["b"]}',
+                 head + b',"NodeNames":["a"],"Nodes":null,"NodeNames":["c"]}',
+                 b'{"NodeNames":["z"],' + head[1:] + b',"NodeNames":["d"]}'):
+        got, want = wire.decode_args(body), wire._args_from(orjson.loads(body))
+        assert (got.pod, got.nodes, got.node_names) == (want.pod, want.nodes, want.node_names)
+        assert got.node_names[0] in "abcd"
+
+
+def test_body_bytes_are_counted_per_verb_and_direction(client):
+    from extender import metrics
+
+    def count(direction: str) -> float:
+        return metrics.child(metrics.HTTP_BODY_BYTES_TOTAL, "filter", direction)._value.get()
+
+    before = count("request"), count("answer")
+    body = orjson.dumps({"Pod": example_pod("plain"), "NodeNames": ["od-a1", "od-a2"]})
+    response = client.post("/filter", data=body, content_type="application/json")
+    assert response.status_code == 200
+    assert (count("request") - before[0], count("answer") - before[1]) == (len(body), len(response.data))

@@ -1,19 +1,30 @@
-"""The template encoders (`filter_json`, `host_priority_json`) against the plain
-dict-plus-orjson encoding, on arbitrary names (escapes included) and verdicts."""
+"""The template encoders (`filter_json`, `host_priority_json`) and the slim ones
+(`slim_filter_json`, `slim_priority_json`) against the plain dict-plus-orjson encoding,
+on arbitrary names (escapes included), verdicts and scores."""
 
 from __future__ import annotations
+
+from unittest.mock import patch
 
 import numpy as np
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.api.templates import filter_json, host_priority_json
+from extender.api import templates
+from extender.api.templates import (
+    FEW_SCORES,
+    filter_json,
+    host_priority_json,
+    slim_filter_json,
+    slim_priority_json,
+)
 from extender.api.wire import filter_result, host_priority_list
 from extender.framework import Code, Status
 from extender.framework.verdicts import Verdict
 from extender.model import Node
 from extender.state.nodeset import NodeSet, new_templates
+from testing.scores import host_scores
 
 STATUSES = [
     Status(Code.UNSCHEDULABLE, ("node(s) didn't match pod topology spread constraints",)),
@@ -68,6 +79,47 @@ def test_host_priority_json_small_scores_from_the_digit_table(names, data):
     scores = data.draw(st.lists(st.integers(0, top), min_size=len(names), max_size=len(names)))
     got = orjson.loads(host_priority_json(nodes, np.array(scores, dtype=np.int64)))
     assert got == host_priority_list(names, scores)
+
+
+# names as a cluster's are (similar lengths: padded rows apply), or anything at all
+slim_names_st = st.lists(st.text(alphabet="abcdefgh-0123456789", min_size=6, max_size=8), max_size=40,
+                         unique=True) | names_st
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=slim_names_st, data=st.data(), shared=st.booleans(), padded=st.booleans())
+def test_slim_filter_json_is_the_full_answer_without_failures(names, data, shared, padded):
+    nodes = shared_set(names) if shared else NodeSet([Node(n) for n in names])
+    status_of = np.array(data.draw(st.lists(st.integers(-1, len(STATUSES) - 1), min_size=len(names),
+                                            max_size=len(names))), dtype=np.int32)
+    verdict = Verdict(nodes, status_of, list(STATUSES))
+    with patch.object(templates, "PADDED_MIN", 1 if padded else templates.PADDED_MIN):
+        for _ in range(2):  # the second from the padded rows kept with the set
+            got = orjson.loads(slim_filter_json(verdict))
+            assert got == filter_result(verdict.feasible_names(), None, [])
+            assert list(got) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=slim_names_st, data=st.data(), shared=st.booleans(), padded=st.booleans())
+def test_slim_priorities_are_the_full_scores_shifted_by_their_minimum(names, data, shared, padded):
+    """Every host reads (as kube-scheduler reads it: absent = 0) its full score minus the
+    lowest; only hosts above the lowest are listed, each once: in request order from
+    padded rows or with many distinct scores, else highest score first."""
+    nodes = shared_set(names) if shared else NodeSet([Node(n) for n in names])
+    top = data.draw(st.sampled_from([0, 1, 10, 100, 10**6]))
+    scores = data.draw(st.lists(st.integers(0, top), min_size=len(names), max_size=len(names)))
+    low = min(scores, default=0)
+    above = [n for n, s in zip(names, scores, strict=True) if s > low]
+    by_score = sorted(above, key=lambda n: (-scores[names.index(n)], names.index(n)))
+    with patch.object(templates, "PADDED_MIN", 1 if padded else templates.PADDED_MIN):
+        for _ in range(2):
+            got = orjson.loads(slim_priority_json(nodes, np.array(scores, dtype=np.int64)))
+            assert host_scores(names, got) == {n: s - low for n, s in zip(names, scores, strict=True)}
+            hosts = [e["Host"] for e in got]
+            rows = templates.padded_rows(nodes, b"", b",") is not None and max(scores, default=0) - low < 10**4
+            assert hosts == (above if rows or len({s for s in scores if s > low}) > FEW_SCORES else by_score)
+            assert all(list(e) == ["Host", "Score"] and e["Score"] > 0 for e in got)
 
 
 def test_remembered_answers_follow_the_result_not_the_candidate_set():

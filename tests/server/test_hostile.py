@@ -125,7 +125,7 @@ def test_cheap_requests_are_answered_while_hostile_ones_are_in_flight(server):
     status, answer = request(port, "POST", "/filter", fresh)
     assert status == 200 and orjson.loads(answer)["NodeNames"] == ["node-0"]
     status, answer = request(port, "POST", "/prioritize", cheap)
-    assert status == 200 and {h["Host"] for h in orjson.loads(answer)} == set(NODES)
+    assert status == 200 and orjson.loads(answer) == []  # slim: the three nodes score alike
     assert request(port, "GET", "/healthz") == (200, b"ok")
     still_open = [i for i, e in enumerate(done) if not e.is_set()]
     assert still_open == list(range(HOSTILE)), "a cheap request waited for a hostile one"

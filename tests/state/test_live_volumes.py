@@ -48,7 +48,7 @@ def api():
 @pytest.fixture
 def engine(api, tmp_path):
     with synced_live(api, tmp_path) as source:
-        yield Extender(Config(inflight_wait=0), source, binder=None)
+        yield Extender(Config(inflight_wait=0, slim_answers=False), source, binder=None)  # the reasons are read
 
 
 def answer(engine: Extender) -> tuple[list[str], dict[str, str]]:

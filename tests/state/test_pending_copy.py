@@ -11,6 +11,7 @@ import orjson
 from conftest import make_extender
 
 from extender.api.wire import decode_args
+from extender.config import Config
 from extender.model.parse import existing_pod_from_dict
 from extender.state.snapshot import ClusterSnapshot
 
@@ -43,7 +44,8 @@ def feasible(engine, pod: dict) -> list[str]:
 
 
 def test_the_state_copy_restores_a_field_the_scheduler_dropped():
-    engine = make_extender([node("env", [ENV_TAINT]), node("maint", [EMPTY_VALUE_TAINT]), stored_pod()])
+    engine = make_extender([node("env", [ENV_TAINT]), node("maint", [EMPTY_VALUE_TAINT]), stored_pod()],
+                           Config(slim_answers=False))  # full: a one-host prioritize lists its host
     # the request alone would tolerate `maintenance` (empty toleration) and not `env`
     assert feasible(engine, as_v130_sends_it(stored_pod())) == ["env"]
     prio = orjson.loads(engine.prioritize(decode_args(orjson.dumps({"Pod": as_v130_sends_it(stored_pod()),

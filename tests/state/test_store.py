@@ -88,7 +88,10 @@ def test_counts_follow_binds_deletes_and_terminating_pods(store):
     from extender.plugins.podtopologyspread.selector import from_map
 
     selector = from_map({"app": "web"})
-    counts = lambda: dict(spread_index(store.snapshot()).node_counts("ns", selector))  # noqa: E731
+    def counts() -> dict[str, int]:
+        index = spread_index(store.snapshot())
+        return {n.name: int(v) for n, v in zip(index.nodes.nodes, index.own_counts("ns", selector), strict=True) if v}
+
     assert counts() == {"n0": 2, "n1": 2, "n2": 1, "n3": 1}
     store.upsert("Pod", pod("pending"))
     store.upsert("Pod", pod("pending", "n3"))  # bound

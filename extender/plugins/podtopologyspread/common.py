@@ -19,13 +19,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from extender.features import FeatureGates
 from extender.matching.nodeselector import RequiredAffinity, required_affinity
 from extender.matching.tolerations import TolerationMatcher, do_not_schedule
 from extender.model import Node, Pod
-from extender.plugins.helper import untolerated_node_names
+from extender.plugins.helper import untolerated_mask
 from extender.plugins.podtopologyspread.args import DO_NOT_SCHEDULE, HOSTNAME, SpreadArgs
-from extender.plugins.podtopologyspread.index import SpreadIndex
 from extender.plugins.podtopologyspread.selector import (
     EVERYTHING,
     LabelSelector,
@@ -34,6 +35,7 @@ from extender.plugins.podtopologyspread.selector import (
     from_map,
     parse_label_selector,
 )
+from extender.state.nodeset import NodeIndex
 from extender.state.snapshot import ClusterSnapshot
 
 HONOR = "Honor"
@@ -239,53 +241,49 @@ class Inclusion:
         return not c.honor_taints or self.taints_ok(node.taints)
 
 
-class EligibleSets:
-    """The fast path's view of `Inclusion`: eligible node *names* from set algebra over
-    the snapshot's label index and taint groups instead of per-node checks."""
+class EligibleMasks:
+    """The fast path's view of `Inclusion`: the eligible nodes of a node layer as a bool
+    vector over it (label codes for the topology keys and the required affinity, the
+    untolerated mask TaintToleration's Filter shares), memoized per node layer: pods of
+    one workload get the same vector back, and no Python loop runs over nodes."""
 
-    __slots__ = ("inclusion", "index", "_affinity", "_excluded")
+    __slots__ = ("inclusion", "layer")
 
-    def __init__(self, inclusion: Inclusion, index: SpreadIndex) -> None:
+    def __init__(self, inclusion: Inclusion, layer: NodeIndex) -> None:
         self.inclusion = inclusion
-        self.index = index
-        self._affinity: frozenset[str] | set[str] | None = None
-        self._excluded: frozenset[str] | None = None
+        self.layer = layer
 
-    def affinity_names(self) -> frozenset[str] | set[str]:
-        if self._affinity is None:
-            nodes = self.index.snapshot.nodes
-            self._affinity = self.inclusion.affinity.matching_names(nodes.label_index(), nodes.names)
-        return self._affinity
-
-    def excluded_by_taints(self) -> frozenset[str]:
-        """Shared with TaintToleration's Filter: one answer per snapshot and tolerations."""
-        if self._excluded is None:
-            inclusion = self.inclusion
-            self._excluded = untolerated_node_names(
-                self.index.snapshot, inclusion.pod, inclusion.matcher, inclusion.gates
-            )
-        return self._excluded
-
-    def eligible(self, c: Constraint, base: frozenset[str]) -> frozenset[str]:
-        """`base` cut down by the inclusion policies, memoized per node layer: pods of one
-        workload get the same object back, so later memo keys holding it hash and
-        compare in O(1)."""
-        inclusion = self.inclusion
+    def eligible(self, c: Constraint, keys: tuple[str, ...]) -> np.ndarray:
+        """Nodes carrying every one of `keys` that `c`'s inclusion policies admit
+        (read-only: shared)."""
+        inclusion, layer = self.inclusion, self.layer
         by_affinity = c.honor_affinity and not inclusion.affinity_free
-        key = ("PTS eligible", base, inclusion.affinity if by_affinity else None,
+        key = ("PTS eligible", keys, inclusion.affinity if by_affinity else None,
                (inclusion.pod.tolerations, inclusion.gates) if c.honor_taints else None)
 
-        def compute() -> frozenset[str]:
-            result = base
+        def compute() -> np.ndarray:
+            mask = with_keys(layer, keys).copy()
             if by_affinity:
-                result = result & self.affinity_names()
+                mask &= inclusion.affinity.matching_mask(layer)
             if c.honor_taints:
-                excluded = self.excluded_by_taints()
-                if excluded:
-                    result = result - excluded
-            return result if isinstance(result, frozenset) else frozenset(result)
+                mask &= ~untolerated_mask(layer, inclusion.pod, inclusion.matcher, inclusion.gates)
+            mask.flags.writeable = False
+            return mask
 
-        return self.index.snapshot.node_memo(key, compute)
+        return layer.memo(key, compute)
+
+
+def with_keys(layer: NodeIndex, keys: tuple[str, ...]) -> np.ndarray:
+    """The nodes of `layer` carrying every one of `keys` (read-only; node-layer memo)."""
+
+    def compute() -> np.ndarray:
+        mask = np.ones(len(layer.nodes), dtype=bool)
+        for key in keys:
+            mask &= layer.codes(key)[0] >= 0
+        mask.flags.writeable = False
+        return mask
+
+    return layer.memo(("PTS with keys", keys), compute)
 
 
 def has_keys(node: Node, keys: Iterable[str]) -> bool:

@@ -3,8 +3,9 @@
 Counting covers the whole cluster snapshot, not only the candidate nodes. Two
 implementations produce the same `Counts`:
 
-* `indexed_counts` (fast path): eligible nodes by set algebra, matching pods per node
-  from the per-snapshot pod label index: O(pods matching + nodes) per request;
+* `indexed_counts` (fast path): eligible nodes as masks over the node layer, matching
+  pods per node from the pod index's per-selector counts, summed per label code: a few
+  numpy passes over the nodes per request;
 * `reference_counts` (reference path): plain loops over every node and every pod,
   written to be obviously right; differential tests compare the two.
 
@@ -16,20 +17,24 @@ pass both with and without them (`RunFilterPluginsWithNominatedPods`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+
+import numpy as np
 
 from extender.framework.status import Code, Status
 from extender.model import Node, Pod
 from extender.plugins.podtopologyspread.common import (
     Constraint,
-    EligibleSets,
+    EligibleMasks,
     Inclusion,
     counts_pods,
     has_keys,
     self_match,
 )
 from extender.plugins.podtopologyspread.index import SpreadIndex
+from extender.state.nodeset import NodeIndex
 from extender.state.snapshot import ClusterSnapshot
 
 PRE_FILTER_KEY = "PreFilterPodTopologySpread"
@@ -42,56 +47,91 @@ UNSCHEDULABLE = Status(Code.UNSCHEDULABLE, (ERR_REASON_CONSTRAINTS_NOT_MATCH,))
 UNRESOLVABLE = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_NODE_LABEL_NOT_MATCH,))
 
 
-@dataclass(slots=True)
 class Counts:
     """Per constraint: domain -> matching pods, the eligible domain number, the
-    minimum Filter uses (0 while fewer domains than minDomains)."""
+    minimum Filter uses (0 while fewer domains than minDomains).
 
-    per_domain: list[dict[str, int]]
-    domains: list[int]
-    minimum: list[int]
-    # Per constraint, the domains with matching pods (a subset of per_domain's keys, all
-    # others count 0): what the batch skew check reads, so that it never walks every
-    # hostname domain. None: same as per_domain.
-    busy: list[Mapping[str, int]] | None = None
+    The fast path counts as vectors over a node layer's label codes (`per_code`: per
+    constraint, matching pods per code of the topology key, and which codes are
+    eligible domains); the domain -> count maps are built from them only when a node
+    is checked one by one (nominated pods, explain)."""
+
+    __slots__ = ("domains", "minimum", "layer", "keys", "per_code", "_per_domain")
+
+    def __init__(self, per_domain: list[dict[str, int]] | None, domains: list[int], minimum: list[int],
+                 layer: NodeIndex | None = None, keys: Sequence[str] = (),
+                 per_code: list[tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+        self._per_domain = per_domain
+        self.domains = domains
+        self.minimum = minimum
+        self.layer = layer  # the node layer `per_code` is over, with the constraints' `keys`
+        self.keys = keys
+        self.per_code = per_code  # per constraint: (matching pods per code, eligible domain per code)
+
+    @property
+    def per_domain(self) -> list[dict[str, int]]:
+        if self._per_domain is None:
+            self._per_domain = []
+            for (counts, present), key in zip(self.per_code, self.keys, strict=True):
+                values = self.layer.codes(key)[1]
+                codes = np.flatnonzero(present)
+                self._per_domain.append(dict(zip([values[k] for k in codes.tolist()], counts[codes].tolist(),
+                                                 strict=True)))
+        return self._per_domain
+
+    def code_counts(self, i: int, universe: NodeIndex, key: str) -> np.ndarray:
+        """Constraint i's matching pods per label code of `key` in `universe`, with a
+        last slot (0) for code -1: the vector itself over the counting layer, mapped by
+        value from `per_domain` over another (a Nodes-mode request's nodes)."""
+        values = universe.codes(key)[1]
+        if self.per_code is not None and universe is self.layer:
+            return np.append(self.per_code[i][0], 0)
+        out = np.zeros(len(values) + 1, dtype=np.int64)
+        code_of = universe.code_of(key)
+        domain = self.per_domain[i]
+        out[np.fromiter(map(code_of.get, domain, repeat(-1)), dtype=np.intp, count=len(domain))] = \
+            np.fromiter(domain.values(), dtype=np.int64, count=len(domain))
+        out[-1] = 0
+        return out
 
 
-def finish(
-    per_domain: list[dict[str, int]], constraints: Sequence[Constraint],
-    busy: list[Mapping[str, int]] | None = None,
-) -> Counts:
+def finish(per_domain: list[dict[str, int]], constraints: Sequence[Constraint]) -> Counts:
     domains = [len(c) for c in per_domain]
     minimum = []
     for counts, c in zip(per_domain, constraints, strict=True):
         global_min = min(counts.values()) if counts else MAX_INT32
         minimum.append(0 if len(counts) < c.min_domains else global_min)
-    return Counts(per_domain, domains, minimum, busy)
+    return Counts(per_domain, domains, minimum)
 
 
 def topology_keys(constraints: Iterable[Constraint]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(c.topology_key for c in constraints))
 
 
-def indexed_counts(
-    index: SpreadIndex, pod: Pod, constraints: Sequence[Constraint], sets: EligibleSets
-) -> Counts:
-    label_index = index.snapshot.nodes.label_index()
-    with_keys = index.nodes_with_keys(topology_keys(constraints))
-    per_domain: list[dict[str, int]] = []
-    busy: list[Mapping[str, int]] = []
+def indexed_counts(index: SpreadIndex, pod: Pod, constraints: Sequence[Constraint], masks: EligibleMasks) -> Counts:
+    """The counts as vectors over the snapshot's node layer: per constraint, the eligible
+    nodes (carrying every constraint's key, admitted by its inclusion policies) give the
+    domains (the codes of the key among them) and their matching pods (`own_counts`,
+    summed per code): a few numpy passes over the nodes, no Python loop over them."""
+    layer = index.nodes
+    keys = topology_keys(constraints)
+    per_code, domains, minimum = [], [], []
     for c in constraints:
-        eligible = sets.eligible(c, with_keys)
-        counts = dict(index.snapshot.node_memo(
-            ("PTS empty domains", c.topology_key, eligible),
-            lambda key=c.topology_key, eligible=eligible: {
-                value: 0 for value, names in label_index.get(key, {}).items() if not names.isdisjoint(eligible)
-            },
-        ))
-        matching = index.domain_counts(pod.namespace, c.selector, c.topology_key, eligible) if counts_pods(c) else {}
-        counts.update(matching)
-        per_domain.append(counts)
-        busy.append(matching)
-    return finish(per_domain, constraints, busy)
+        codes, values = layer.codes(c.topology_key)
+        eligible = masks.eligible(c, keys)
+        domain_codes = codes[eligible]
+        present = np.bincount(domain_codes, minlength=len(values)) > 0
+        if counts_pods(c):
+            own = index.own_counts(pod.namespace, c.selector)[eligible]
+            counts = np.bincount(domain_codes, weights=own, minlength=len(values)).astype(np.int64)
+        else:
+            counts = np.zeros(len(values), dtype=np.int64)
+        per_code.append((counts, present))
+        number = int(np.count_nonzero(present))
+        domains.append(number)
+        global_min = int(counts[present].min()) if number else MAX_INT32
+        minimum.append(0 if number < c.min_domains else global_min)
+    return Counts(None, domains, minimum, layer, [c.topology_key for c in constraints], per_code)
 
 
 def plain_counted(p: Pod) -> bool:

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from extender.model import Taint
 from extender.state.podindex import NamespacePods, node_code
 from extender.state.snapshot import ClusterSnapshot
 
@@ -45,20 +44,22 @@ class SpreadIndex:
     def namespace(self, namespace: str) -> NamespacePods:
         return self.namespaces.get(namespace, _EMPTY)
 
-    def node_counts(self, namespace: str, selector: Any) -> Mapping[str, int]:
-        return self.namespace(namespace).node_counts(selector)
+    def own_counts(self, namespace: str, selector: Any) -> np.ndarray:
+        """Matching counted pods on each node of the snapshot's node layer, as an int64
+        vector over it (read-only), memoized per snapshot: a gather from the
+        per-selector counts by node code (`NamespacePods.code_counts`, patched as pods
+        come and go), no loop over names."""
 
-    def domain_counts(
-        self, namespace: str, selector: Any, key: str, eligible: frozenset[str]
-    ) -> Mapping[str, int]:
-        """Matching counted pods per value of `key` (absent label -> ""), counting only
-        pods on `eligible` nodes (`NamespacePods.domain_counts`)."""
-        return self.namespace(namespace).domain_counts(selector, key, eligible, self.nodes)
+        def compute() -> np.ndarray:
+            vector = self.own_vector(namespace, selector, self.nodes)
+            vector.flags.writeable = False
+            return vector
+
+        return self.snapshot.memo(("PTS own", namespace, selector), compute)
 
     def own_vector(self, namespace: str, selector: Any, universe: Any) -> np.ndarray:
         """Matching counted pods on each node of `universe` (a NodeIndex), as an int64
-        vector over it: a gather from the per-selector counts by node code, no loop
-        over names."""
+        vector over it: a gather from the per-selector counts by node code."""
         codes = universe.memo(("node codes",), lambda: np.fromiter(
             (node_code(n.name) for n in universe.nodes), dtype=np.intp, count=len(universe.nodes)),
             taints_only=True)
@@ -67,28 +68,6 @@ class SpreadIndex:
         known = codes < len(by_code)
         out[known] = by_code[codes[known]]
         return out
-
-    def nodes_with_keys(self, keys: tuple[str, ...]) -> frozenset[str]:
-        """Names of snapshot nodes carrying every key in `keys` (node-layer memo)."""
-        nodes = self.nodes
-
-        def compute() -> frozenset[str]:
-            index = nodes.label_index()
-            result: frozenset[str] | set[str] = nodes.names
-            for key in keys:
-                present: set[str] = set()
-                for names in index.get(key, {}).values():
-                    present |= names
-                result = result & present
-            return frozenset(result)
-
-        return nodes.memo(("PTS with keys", keys), compute)
-
-    def taint_group_names(self) -> dict[tuple[Taint, ...], frozenset[str]]:
-        nodes = self.nodes
-        return nodes.memo(("PTS taint group names",), lambda: {
-            taints: frozenset(n.name for n in group) for taints, group in nodes.taint_groups().items()
-        }, taints_only=True)
 
 
 def spread_index(snapshot: ClusterSnapshot) -> SpreadIndex:

@@ -7,8 +7,6 @@ fast path (pod label index + set algebra, statuses per distinct label projection
 
 from __future__ import annotations
 
-from itertools import repeat
-
 import numpy as np
 
 from extender.errors import ConfigError
@@ -18,7 +16,6 @@ from extender.framework.status import SKIP, error
 from extender.framework.verdicts import Masks
 from extender.matching.tolerations import matcher_for
 from extender.model import Node, Pod
-from extender.plugins.helper import universe_memo
 from extender.plugins.podtopologyspread import filtering, scoring
 from extender.plugins.podtopologyspread.args import (
     DO_NOT_SCHEDULE,
@@ -28,7 +25,7 @@ from extender.plugins.podtopologyspread.args import (
 )
 from extender.plugins.podtopologyspread.common import (
     ConstraintError,
-    EligibleSets,
+    EligibleMasks,
     Inclusion,
     constraints_for,
     counts_pods,
@@ -102,7 +99,7 @@ class PodTopologySpread:
         st = self._pre_filter_state(state)
         if st is not None and st.counts is None:
             index = spread_index(state.read(SNAPSHOT_KEY))
-            st.counts = filtering.indexed_counts(index, pod, st.constraints, EligibleSets(st.inclusion, index))
+            st.counts = filtering.indexed_counts(index, pod, st.constraints, EligibleMasks(st.inclusion, index.nodes))
             st.nominated = filtering.indexed_nominated(index, pod)
         return st
 
@@ -139,7 +136,9 @@ class PodTopologySpread:
         pods are checked one by one (with and without them)."""
         counts = st.counts
         undecided = np.ones(len(nodes), dtype=bool)
-        nominated = st.nominated.keys() & nodes.names
+        # the few nominated nodes looked up in the candidates (`keys() & frozenset` would
+        # walk every candidate: CPython reuses set intersection only for an exact set)
+        nominated = [name for name in st.nominated if name in nodes.names]
         if nominated:
             undecided[nodes.mask_of(nominated)] = False
         unresolvable = np.zeros(len(nodes), dtype=bool)
@@ -151,12 +150,7 @@ class PodTopologySpread:
             unresolvable |= missing
             undecided &= ~missing
             # Matching pods per label code (last slot: no label, or a value no node has).
-            busy = counts.per_domain[i] if counts.busy is None else counts.busy[i]
-            per_code = np.zeros(len(values) + 1, dtype=np.int64)
-            code_of = nodes.universe.code_of(c.topology_key)
-            per_code[np.fromiter(map(code_of.get, busy, repeat(-1)), dtype=np.intp, count=len(busy))] = \
-                np.fromiter(busy.values(), dtype=np.int64, count=len(busy))
-            per_code[-1] = 0
+            per_code = counts.code_counts(i, nodes.universe, c.topology_key)
             threshold = c.max_skew + counts.minimum[i] - st.self_match[i]
             crowded = undecided & (per_code[node_codes] > threshold)
             unschedulable |= crowded
@@ -204,15 +198,13 @@ class PodTopologySpread:
         snapshot = state.read(SNAPSHOT_KEY)
         index = spread_index(snapshot)
         if st.counts is None:
-            st.counts = scoring.indexed_counts(index, pod, st, EligibleSets(st.inclusion, index))
+            st.counts = scoring.indexed_counts(index, pod, st, EligibleMasks(st.inclusion, index.nodes))
+            st.layer = index.nodes
         own = {}
         for i, c in enumerate(st.constraints):
             if c.is_hostname and scoring.counts_pods(c):
-                def vector(c=c) -> np.ndarray:
-                    return index.own_vector(pod.namespace, c.selector, nodes.universe)
-
-                hit = universe_memo(state, nodes, ("PTS own", pod.namespace, c.selector), vector, reads_pods=True)
-                own[i] = vector() if hit is None else hit
+                own[i] = (index.own_counts(pod.namespace, c.selector) if nodes.universe is index.nodes
+                          else index.own_vector(pod.namespace, c.selector, nodes.universe))
         return scoring.raw_vector(st, nodes, st.counts, own)
 
     def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: np.ndarray) -> np.ndarray:

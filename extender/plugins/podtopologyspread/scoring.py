@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import compress
 
 import numpy as np
 
@@ -21,14 +21,14 @@ from extender.framework.interface import NodeScore
 from extender.model import Node, Pod
 from extender.plugins.podtopologyspread.common import (
     Constraint,
-    EligibleSets,
+    EligibleMasks,
     Inclusion,
     counts_pods,
     has_keys,
 )
 from extender.plugins.podtopologyspread.filtering import plain_counted, topology_keys
 from extender.plugins.podtopologyspread.index import SpreadIndex
-from extender.state.nodeset import NodeSet
+from extender.state.nodeset import NodeIndex, NodeSet
 from extender.state.snapshot import ClusterSnapshot
 
 PRE_SCORE_KEY = "PreScorePodTopologySpread"
@@ -46,12 +46,14 @@ class PreScoreState:
     constraints: list[Constraint]
     keys: tuple[str, ...]
     require_all: bool
-    ignored: frozenset[str]  # this and the next three: shared per candidate set (`seed`)
+    ignored: frozenset[str]  # this and the next four: shared per candidate set (`seed`)
     live: np.ndarray  # per candidate (request order): not ignored
     seeded: list[frozenset[str] | None]  # None for hostname constraints
+    seeded_codes: list[np.ndarray | None]  # the same, per label code of the universe
     weights: list[float]
     inclusion: Inclusion
-    counts: list[dict[str, int] | None] | None = None  # fast path, lazily
+    counts: list[np.ndarray | None] | None = None  # fast path, lazily: per label code of `layer`
+    layer: NodeIndex | None = None  # the snapshot's node layer `counts` is over
     reference: tuple[list[dict[str, int] | None], dict[str, list[Pod]]] | None = None
 
 
@@ -62,13 +64,13 @@ def new_state(
     constraints' topology keys (`seed`), so it is computed once per candidate set."""
     keys = topology_keys(constraints)
     layout = tuple((c.topology_key, c.is_hostname) for c in constraints)
-    ignored, live, seeded, weights = nodes.memo(
+    ignored, live, seeded, seeded_codes, weights = nodes.memo(
         ("PTS seeded", layout, require_all), lambda: seed(constraints, keys, require_all, nodes))
-    return PreScoreState(constraints, keys, require_all, ignored, live, seeded, weights, inclusion)
+    return PreScoreState(constraints, keys, require_all, ignored, live, seeded, seeded_codes, weights, inclusion)
 
 
 def seed(constraints: list[Constraint], keys: tuple[str, ...], require_all: bool, nodes: NodeSet
-         ) -> tuple[frozenset[str], np.ndarray, list[frozenset[str] | None], list[float]]:
+         ) -> tuple[frozenset[str], np.ndarray, list[frozenset[str] | None], list[np.ndarray | None], list[float]]:
     """Seed domains from the candidates with vectors over the universe's label codes (no
     per-node loop): nodes lacking a key are ignored when all keys are required, and
     otherwise seed the empty domain, as `labels[key]` reads "" in Go. Reads only each
@@ -82,35 +84,52 @@ def seed(constraints: list[Constraint], keys: tuple[str, ...], require_all: bool
         if not live.all():
             ignored = frozenset(compress(nodes.order, ~live))
     seeded: list[frozenset[str] | None] = []
+    seeded_codes: list[np.ndarray | None] = []
     for c in constraints:
         if c.is_hostname:
             seeded.append(None)
+            seeded_codes.append(None)
             continue
         codes, values = universe.codes(c.topology_key)
         present = (np.flatnonzero(np.bincount(codes[uidx][live] + 1)) - 1).tolist()  # codes in use, -1 too
-        seeded.append(frozenset(values[code] if code >= 0 else "" for code in present))
+        domains = frozenset(values[code] if code >= 0 else "" for code in present)
+        seeded.append(domains)
+        mask = np.zeros(len(values), dtype=bool)
+        mask[[code for code, value in enumerate(values) if value in domains]] = True
+        mask.flags.writeable = False
+        seeded_codes.append(mask)
     weights = []
+    distinct = int(np.count_nonzero(np.bincount(uidx, minlength=len(universe.nodes)))) if len(uidx) else 0
     for domains in seeded:
-        size = len(nodes.names) - len(ignored) if domains is None else len(domains)
+        size = distinct - len(ignored) if domains is None else len(domains)
         weights.append(math.log(size + 2))
     live.flags.writeable = False
-    return ignored, live, seeded, weights
+    return ignored, live, seeded, seeded_codes, weights
 
 
-def indexed_counts(index: SpreadIndex, pod: Pod, st: PreScoreState, sets: EligibleSets) -> list[dict[str, int] | None]:
-    base = index.nodes_with_keys(st.keys) if st.require_all else index.snapshot.nodes.names
-    out: list[dict[str, int] | None] = []
-    for c, domains in zip(st.constraints, st.seeded, strict=True):
-        if domains is None:
+def indexed_counts(index: SpreadIndex, pod: Pod, st: PreScoreState, masks: EligibleMasks) -> list[np.ndarray | None]:
+    """Per constraint (None: hostname), matching pods per label code of the snapshot's
+    node layer, on the eligible nodes, kept for the seeded domains only (0 elsewhere).
+    A node lacking the key counts into the domain "" (`labels[key]` in Go), which
+    matters only where some node's value is "" and that domain is seeded."""
+    layer = index.nodes
+    keys = st.keys if st.require_all else ()
+    out: list[np.ndarray | None] = []
+    for c, seeded in zip(st.constraints, st.seeded_codes, strict=True):
+        if seeded is None:
             out.append(None)
             continue
-        counts = dict.fromkeys(domains, 0)
+        codes, values = layer.codes(c.topology_key)
+        per_code = np.zeros(len(values), dtype=np.int64)
         if counts_pods(c):
-            eligible = sets.eligible(c, base)
-            full = index.domain_counts(pod.namespace, c.selector, c.topology_key, eligible)
-            for value in domains:
-                counts[value] = full.get(value, 0)
-        out.append(counts)
+            eligible = masks.eligible(c, keys)
+            own = index.own_counts(pod.namespace, c.selector)
+            labelled = eligible & (codes >= 0)
+            per_code = np.bincount(codes[labelled], weights=own[labelled], minlength=len(values)).astype(np.int64)
+            blank = layer.code_of(c.topology_key).get("")
+            if blank is not None:
+                per_code[blank] += int(own[eligible & (codes < 0)].sum())
+        out.append(np.where(seeded, per_code, 0))
     return out
 
 
@@ -181,11 +200,12 @@ def normalize(st: PreScoreState, scores: list[NodeScore]) -> None:
 
 
 def raw_vector(
-    st: PreScoreState, nodes: NodeSet, counts: list[dict[str, int] | None], own: Mapping[int, np.ndarray]
+    st: PreScoreState, nodes: NodeSet, counts: list[np.ndarray | None], own: Mapping[int, np.ndarray]
 ) -> np.ndarray:
-    """`raw_score` for every candidate at once (the batch path). `own[i]`: matching pods
-    per universe node, for hostname constraint i. The same float64 operations in the
-    same order as `raw_from_values`, so the results are bit-identical."""
+    """`raw_score` for every candidate at once (the batch path). `counts[i]`: matching
+    pods per label code of the snapshot's layer (`indexed_counts`); `own[i]`: matching
+    pods per universe node, for hostname constraint i. The same float64 operations in
+    the same order as `raw_from_values`, so the results are bit-identical."""
     uidx = nodes.uidx
     score = np.zeros(len(uidx))
     for i, c in enumerate(st.constraints):
@@ -195,14 +215,24 @@ def raw_vector(
         if domain is None:
             cnt = own[i][uidx] if i in own else np.zeros(len(uidx), dtype=np.int64)
         else:
-            per_value = np.fromiter(map(domain.get, values, repeat(0)), dtype=np.int64, count=len(values))
-            cnt = np.append(per_value, 0)[node_codes]  # code -1 (no label) is masked below
+            cnt = _over(domain, st.layer, c.topology_key, nodes.universe)[node_codes]  # code -1: masked below
         term = cnt * st.weights[i] + float(c.max_skew - 1)
         score = score + np.where(node_codes >= 0, term, 0.0)
     floor = np.floor(score)
     rounded = (floor + (score - floor >= 0.5)).astype(np.int64)
     rounded[~st.live] = 0
     return rounded
+
+
+def _over(per_code: np.ndarray, layer: NodeIndex, key: str, universe: NodeIndex) -> np.ndarray:
+    """Counts per label code of `key` in `layer` as counts per code of `universe`, with
+    a last slot (0) for code -1: the vector itself over the same layer, mapped by value
+    over another (a Nodes-mode request's nodes)."""
+    if universe is layer:
+        return np.append(per_code, 0)
+    by_value = dict(zip(layer.codes(key)[1], per_code.tolist(), strict=False))
+    values = universe.codes(key)[1]
+    return np.fromiter((by_value.get(v, 0) for v in (*values, None)), dtype=np.int64, count=len(values) + 1)
 
 
 def normalize_values(st: PreScoreState, raw: np.ndarray) -> np.ndarray:
