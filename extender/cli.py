@@ -11,7 +11,6 @@ from pathlib import Path
 from extender import __version__
 from extender.config import (
     SETTINGS,
-    Config,
     ConfigError,
     build_config,
     env_name,
@@ -79,9 +78,6 @@ HELP = {
     "one of them are served (DNS names without regard to case); default: any subject",
     "verbs_tls": "true: serve --listen (verbs, health, metrics) over HTTPS with --tls-cert-file/"
     "--tls-private-key-file (default false)",
-    "remember_answers": "deprecated, no effect: every answer is computed (reusing an answer per pod "
-    "shape paid only while the cluster stood still; live, every bind is a new snapshot); "
-    "accepted so existing configurations keep working",
     "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
     "`profile` label of the scheduler_* metrics (default default-scheduler)",
     "inflight_wait": "seconds a filter/prioritize/preempt waits at most for a pod answered "
@@ -89,9 +85,6 @@ HELP = {
     "namespace; the next pod then counts it); still not bound then, filter answers an Error "
     "(kube-scheduler retries the pod) rather than a verdict without it; 0 disables; off in "
     "file mode (default 1)",
-    "assume_ttl": "deprecated, no effect: a pod bound through the bind verb stays counted on its "
-    "node until the cluster state shows it (bound, deleted, or gone after a relist), never by "
-    "a timer; accepted so existing configurations keep working",
     "explain_endpoint": "true: serve GET /explain/NAMESPACE/POD and POST /explain on --metrics-listen "
     "(live explanations for `kubectl extender why`) to users the API server vouches for, about pods "
     "they may read (TokenReview, SubjectAccessReview; file mode: loopback clients only) (default false)",
@@ -120,11 +113,11 @@ HELP = {
 
 SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", "max_body_bytes",
               "max_inflight_bytes", "reload_interval",
-              "remember_answers", "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
+              "webhook_listen", "tls_cert_file", "tls_private_key_file", "client_ca_file",
               "client_cert_allowed_names",
               "verbs_tls", "scheduler_profile", "kubeconfig", "in_cluster", "max_staleness",
               "bind_watch_timeout", "max_unready",
-              "request_deadline", "slow_cel_expressions", "inflight_wait", "assume_ttl",
+              "request_deadline", "slow_cel_expressions", "inflight_wait",
               "explain_endpoint", "explain_rate", "explain_burst", "record_events", "drift_report",
               "drift_endpoint", "drift_events", "drift_topology_spread", "slim_answers")
 # flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
@@ -240,13 +233,6 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     check_metrics_listen(config.metrics_listen)
     setup_logging(config.log_level)
-    if config.assume_ttl != Config.assume_ttl:
-        logging.getLogger("extender").warning(
-            "--assume-ttl is deprecated and has no effect: an assumed pod stays counted until the "
-            "cluster state shows it", extra={"assume_ttl": config.assume_ttl})
-    if config.remember_answers:
-        logging.getLogger("extender").warning(
-            "--remember-answers is deprecated and has no effect: every answer is computed")
     if warning := exposed_verbs_warning(config):
         logging.getLogger("extender").warning(warning)
     source = open_source(config, serving=True)  # a bad cluster file fails fast

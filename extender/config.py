@@ -57,7 +57,6 @@ class Config:
     cel_result_cache_size: int = 100_000
     reload_interval: float = 2.0
     memory_limit_bytes: int = 256 << 20  # all caches together (extender.caching)
-    remember_answers: bool = False  # deprecated, no effect (answers per pod shape: removed)
     request_deadline: float = 4.0
     slow_cel_expressions: str = "warn"  # admission: warn about / deny expressions too slow to answer
     webhook_listen: str = ""  # off unless set: the admission webhook's HTTPS listener
@@ -69,7 +68,6 @@ class Config:
     verbs_tls: bool = False  # serve the verbs' --listen over HTTPS with the same files
     scheduler_profile: str = "default-scheduler"
     inflight_wait: float = 1.0
-    assume_ttl: float = 30.0  # deprecated, no effect: assumptions end by observation only
     # /explain on the side listener, to users the API server vouches for about pods they may
     # read (extender.server.auth; docs/operate/security.md)
     explain_endpoint: bool = False
@@ -248,7 +246,6 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "cel_result_cache_size": ("celResultCacheSize", _int_at_least(0)),
     "reload_interval": ("reloadInterval", _float_at_least(0)),
     "memory_limit_bytes": ("memoryLimitBytes", _int_at_least(16 << 20)),
-    "remember_answers": ("rememberAnswers", _bool),
     "request_deadline": ("requestDeadline", _float_at_least(0)),
     "slow_cel_expressions": ("slowCelExpressions", _choice(("warn", "deny"), lower=True)),
     "webhook_listen": ("webhookListen", _listen_or_off),
@@ -259,7 +256,6 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "verbs_tls": ("verbsTls", _bool),
     "scheduler_profile": ("schedulerProfile", _str),
     "inflight_wait": ("inflightWait", _float_at_least(0)),
-    "assume_ttl": ("assumeTTL", _float_at_least(0)),
     "explain_endpoint": ("explainEndpoint", _bool),
     "explain_rate": ("explainRate", _float_at_least(0.001)),
     "explain_burst": ("explainBurst", _int_at_least(1)),

@@ -1,13 +1,46 @@
-"""`python -m perf generate ...` and `python -m perf run --quick|--full`."""
+"""The one entry point of the benchmarks: `python -m perf NAME [ARGS]`.
+
+`generate`, `run --quick|--full`, `profile` and `whatif` are this module's; every other
+NAME is a benchmark module of `perf/` run with ARGS (`python -m perf churn --nodes
+5000` is `python -m perf.churn --nodes 5000`, which still works); `python -m perf list`
+names them. Each writes its result through `perf.output.write_result`."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
+# NAME -> what it measures (its module's main(argv) takes the rest of the command line)
+BENCHMARKS = {
+    "attacks": "the hardening attacks: RSS, probes and verbs under each (issues 28, 35)",
+    "cel_bench": "CEL at the cost limit, and against cel-go itself (--celgo)",
+    "churn": "filter+prioritize latency under churn through extender serve (the bar)",
+    "drift": "the drift report's memory and CPU at scale",
+    "handlers": "the verb handlers alone, in one process (A/B runs, callgrind)",
+    "hostile": "hostile-input latency",
+    "inflight_mix": "in-flight waits under a mixed workload",
+    "live_state": "the live state's sync, memory and event rate",
+    "memory": "RSS per cluster size",
+    "pyspy": "py-spy helper: record a process",
+    "reload_stall": "cluster-file reloads and the verbs meanwhile",
+    "scheduler_bursts": "bursts through the real kube-scheduler, with and without in-flight accounting",
+    "scheduler_e2e": "the five workloads through the real kube-scheduler, extender vs in-tree",
+    "soak": "a long soak: memory and latency over time",
+    "staleness": "how fast a frozen watch is noticed",
+    "tiebreak": "slim answers and score ties with the real kube-scheduler",
+}
+
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "list":
+        for name, what in BENCHMARKS.items():
+            print(f"{name:18} {what}")
+        return 0
+    if argv and argv[0] in BENCHMARKS:
+        return importlib.import_module(f"perf.{argv[0]}").main(argv[1:]) or 0
     parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="write a synthetic cluster file (kind: List, JSON)")

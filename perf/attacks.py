@@ -50,6 +50,7 @@ import orjson
 import psutil
 
 from perf.http_driver import REPO, Server, free_port
+from perf.output import write_result
 from perf.stats import summarize
 
 NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]  # examples/cluster.yaml
@@ -497,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "perf" / "results" / "attacks.json"))
     ns = parser.parse_args(argv)
     report = run(ns.seconds, ns.only, ns.server_arg)
-    Path(ns.out).write_text(json.dumps(report, indent=2) + "\n")
+    write_result(ns.out, report)
     print(markdown(report))
     return 0
 

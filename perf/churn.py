@@ -319,7 +319,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--requests", type=int, default=400, help="pods scheduled per run")
-    parser.add_argument("--reuse", default="off", help=argparse.SUPPRESS)  # answers are never reused
     parser.add_argument("--distinct", action="store_true",
                         help="also a run with reuse off where no two pods are alike (perf.workloads.no_two_alike)")
     parser.add_argument("--out", type=Path, default=None)

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import orjson
 
+from perf.output import write_result
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "perf" / "results"
 PREFIX = "scheduling-extender.io"
@@ -265,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     out = run(args.nodes, args.pods, args.changes, args.spread)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = f"drift-{args.nodes}-{args.pods}{'-spread' if args.spread else ''}.json"
-    (RESULTS / name).write_text(json.dumps(out, indent=2) + "\n")
+    write_result(RESULTS / name, out)
     print(json.dumps(out, indent=2))
     return 0
 

@@ -30,14 +30,11 @@ def fork_snapshot(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     return snapshot.with_pods(snapshot.pod_layer)
 
 
-def extend_snapshot(snapshot: ClusterSnapshot, pod: Pod, carry_indexes: bool = True
-                    ) -> ClusterSnapshot:
+def extend_snapshot(snapshot: ClusterSnapshot, pod: Pod) -> ClusterSnapshot:
     """A new snapshot = `snapshot` + one bound pod, as the live state applies a watch
     event: the pod layer's writer copies the pod's namespace bucket and adds the pod;
     the node layer (and everything memoised on it) and the workload layer are shared.
-    The original snapshot is untouched. `carry_indexes` is kept for callers; indexes
-    are always carried now."""
-    del carry_indexes
+    The original snapshot is untouched."""
     writer = PodLayerWriter(snapshot.pod_layer)
     writer.put(pod)
     return snapshot.with_pods(writer.publish(), snapshot.generation + 1)

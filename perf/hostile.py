@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import tempfile
 import threading
 import time
@@ -27,6 +26,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from perf.http_driver import REPO, Server
+from perf.output import write_result
 from perf.stats import summarize
 
 HOSTILE_PODS = 8
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "perf" / "results" / "hostile.json"))
     ns = parser.parse_args(argv)
     report = run(ns.seconds, ns.health_url, ns.server_arg)
-    Path(ns.out).write_text(json.dumps(report, indent=2) + "\n")
+    write_result(ns.out, report)
     print(markdown(report))
     return 0
 

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from perf.output import write_result
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "perf" / "results" / "inflight_mix.json"
 
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "prebind_ms": ns.prebind_ms,
                                                   "scheduler": "kube-scheduler v1.30.6", "runs": []})
     entry["runs"] += runs  # runs of one label accumulate: alternate labels back to back
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    write_result(out, report)
     return 0
 
 

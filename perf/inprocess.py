@@ -221,16 +221,12 @@ def speedup(fast: Samples, ref: Samples) -> dict[str, Any]:
 def simulate(make_extender, snapshot, node_dicts: list[dict[str, Any]],
              existing_pod_dicts: list[dict[str, Any]], pods: Sequence[dict[str, Any]],
              oracles: dict, seed: int = 1, annotation_prefix: str = "scheduling-extender.io",
-             carry_indexes: bool = True) -> dict[str, Any]:
+             ) -> dict[str, Any]:
     """filter -> prioritize -> bind to the best node -> add to state, pod after pod.
 
     `make_extender(source)` builds the engine over a swappable source. Ties between
     best scores are broken with a seeded RNG, as kube-scheduler breaks them randomly.
-    The placements are then replayed through the independent `Checker`.
-
-    With `carry_indexes` (default) PodTopologySpread's pod index is carried forward
-    incrementally; otherwise every bind pays a full index rebuild, as a reload does.
-    """
+    The placements are then replayed through the independent `Checker`."""
     rng = random.Random(seed)
     source = MutableSource(fork_snapshot(snapshot))
     ext = make_extender(source)
@@ -257,8 +253,7 @@ def simulate(make_extender, snapshot, node_dicts: list[dict[str, Any]],
             chosen = rng.choice(best_hosts(feasible, scores))
         t3 = time.perf_counter()
         bound = {**pod, "spec": {**pod["spec"], "nodeName": chosen}, "status": {"phase": "Running"}}
-        source.set(extend_snapshot(source.snapshot(), existing_pod_from_dict(bound),
-                                   carry_indexes=carry_indexes))
+        source.set(extend_snapshot(source.snapshot(), existing_pod_from_dict(bound)))
         t_bind += time.perf_counter() - t3
         placements.append((pod, chosen))
     elapsed = time.perf_counter() - started
@@ -272,7 +267,6 @@ def simulate(make_extender, snapshot, node_dicts: list[dict[str, Any]],
     n = len(pods)
     return {
         "pods": n,
-        "carry_indexes": carry_indexes,
         "bound": len(placements),
         "unschedulable": dict(unschedulable),
         "elapsed_s": round(elapsed, 3),
@@ -284,6 +278,6 @@ def simulate(make_extender, snapshot, node_dicts: list[dict[str, Any]],
         "violations_by_rule": dict(by_rule),
         "violation_examples": [v.as_dict() for v in violations[:10]],
         "check_s": round(check_s, 3),
-        # identical digests = identical placements (compares carry_indexes on/off, runs)
+        # identical digests = identical placements (compares runs)
         "placements_digest": f"{zlib.crc32(orjson.dumps([(p['metadata']['name'], n) for p, n in placements])):08x}",
     }

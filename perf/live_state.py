@@ -33,6 +33,8 @@ from pathlib import Path
 
 import orjson
 
+from perf.output import write_result
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "perf" / "results" / "live_state.json"
 SUMMARY = ROOT / "perf" / "results" / "live_state.md"
@@ -242,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(out, indent=2))
     if ns.nodes == 5000 and ns.pods == 50000 and not ns.skip_serve:
-        RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+        write_result(RESULTS, out)
         SUMMARY.write_text(summary(out))
     return 0
 

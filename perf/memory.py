@@ -33,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from perf.output import write_result
+
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = {"pods": ("v1", "Pod"), "nodes": ("v1", "Node"), "namespaces": ("v1", "Namespace"),
          "services": ("v1", "Service"), "replicationcontrollers": ("v1", "ReplicationController"),
@@ -276,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                   "extender": extender(kubeconfig, ns.settle)}
     print(json.dumps(result, indent=2))
     out = ROOT / "perf" / "results" / f"memory-{ns.nodes}-{ns.pods}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(out, result)
     return 0
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import tempfile
 import threading
@@ -27,6 +26,7 @@ import yaml
 
 from perf.generate import generate_cluster
 from perf.http_driver import REPO, Server
+from perf.output import write_result
 from perf.stats import summarize
 
 
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "perf" / "results" / "reload_stall.json"))
     ns = parser.parse_args(argv)
     results = [run(fmt, ns.nodes, ns.pods, ns.rounds) for fmt in ns.format or ["json", "yaml"]]
-    Path(ns.out).write_text(json.dumps(results, indent=2) + "\n")
+    write_result(ns.out, results)
     for r in results:
         print(f"{r['format']} {r['file_mb']} MB: /healthz idle p99 {r['idle_ms']['p99_ms']} ms max "
               f"{r['idle_ms']['max_ms']} ms; during {r['reloads']} reloads p99 {r['reloading_ms']['p99_ms']} ms "

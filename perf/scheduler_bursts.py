@@ -23,11 +23,12 @@ reported, never asserted; tests/e2e/test_bursts.py runs the pass/fail versions.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from perf.output import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "perf" / "results" / "scheduler_bursts.json"
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
               "modes": [run_mode(binary, float(w), ns.bursts, ns.replicas, ns.zones, ns.nodes_per_zone, log)
                         for w in ns.waits.split(",") if w]}
     Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(ns.out).write_text(json.dumps(report, indent=2) + "\n")
+    write_result(ns.out, report)
     for mode in report["modes"]:
         print(f"inflight-wait {mode['inflight_wait']:g}: {mode['mean_pods_per_second']} pods/s, "
               f"{mode['placements_over_max_skew']} placements over maxSkew in {mode['binds']}, "

@@ -35,6 +35,7 @@ import psutil
 
 from perf.generate import generate_cluster, write_cluster
 from perf.http_driver import Connection, extender_bin, free_port
+from perf.output import write_result
 from perf.stats import percentile
 from perf.workloads import mixed_pods
 
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     out = Path(ns.out)
     report = soak(ns.minutes, ns.rate, ns.sample, ns.churn, ns.nodes, ns.worker_class, out, ns.seed)
-    (out / "soak.json").write_text(json.dumps(report, indent=2))
+    write_result(out / "soak.json", report)
     plot(report, out / "soak.png")
     summary = {k: v for k, v in report.items() if k != "samples"}
     print(json.dumps(summary, indent=2))

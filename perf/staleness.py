@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from perf.output import write_result
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "perf" / "results" / "staleness.json"
 OPENAPI_CLIENT = "OpenAPI-Generator"
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"measured": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1) + "\n")
+    write_result(RESULTS, {"measured": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1)
 
 
 if __name__ == "__main__":

@@ -234,7 +234,6 @@ WORKLOADS: list[Workload] = [
     Workload("annotations-cel", "annotation tolerations with a CEL expression", _annotations_cel),
 ]
 
-BY_NAME = {w.name: w for w in WORKLOADS}
 
 # Mixed stream: weights follow what a fleet runs most (plain and tolerations) while still
 # exercising every feature every few pods.

@@ -419,14 +419,6 @@ class FakeApiServer:
         with self._cond:
             return [copy.deepcopy(o) for _, o in sorted(self._objects[resource].items())]
 
-    def pod_nodes(self, keys: Iterable[Key]) -> dict[Key, str]:
-        """(namespace, name) -> spec.nodeName of those of `keys` that are bound, without
-        copying the pods: cheap enough to read the truth at every scheduling decision."""
-        with self._cond:
-            pods = self._objects["pods"]
-            return {k: p["spec"]["nodeName"] for k in keys
-                    if (p := pods.get(k)) is not None and p.get("spec", {}).get("nodeName")}
-
     def scheduling_states(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str, str]]:
         """(namespace, name) -> (spec.nodeName, the PodScheduled condition's reason and
         message, status.nominatedNodeName) for those of `keys` that exist, without

@@ -409,11 +409,6 @@ class RealApi:
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         return [_tagged(resource, o) for o in items]
 
-    def pod_nodes(self, keys: Iterable[Key]) -> dict[Key, str]:
-        pods = self.recorder.cache("pods")
-        return {k: p["spec"]["nodeName"] for k in keys
-                if (p := pods.get(k)) is not None and p["spec"].get("nodeName")}
-
     def scheduling_states(self, keys: Iterable[Key]) -> dict[Key, tuple[str, str, str, str]]:
         """From the recorder's watch cache (cheap enough to poll)."""
         pods = self.recorder.cache("pods")

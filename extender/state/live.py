@@ -253,9 +253,6 @@ class Reflector:
             self.failing_since = time.monotonic()
         log.warning("watch failed; retrying", extra={"kind": self.kind, "reason": reason, "error": str(exc)[:300]})
 
-    def failing_for(self) -> float:
-        return 0.0 if self.failing_since is None else time.monotonic() - self.failing_since
-
     def unconfirmed_for(self) -> float:
         """Seconds since the state of this kind was last known current."""
         return time.monotonic() - self.confirmed_at

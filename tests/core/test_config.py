@@ -24,7 +24,6 @@ def test_defaults():
     assert config.max_inflight_bytes == 48 << 20
     assert config.cluster_file.endswith("cluster.yaml")
     assert config.worker_class == "inline"
-    assert config.remember_answers is False  # reuse never pays under churn (perf/PROFILE.md)
     assert config.slim_answers is True  # what kube-scheduler reads, nothing more (semantics.md)
 
 
@@ -37,8 +36,6 @@ def test_layers_flag_beats_env_beats_file(tmp_path):
     assert config.threads == 7
     assert config.log_level == "debug"
     assert build_config({}, env={"EXTENDER_WORKER_CLASS": "gthread"}).worker_class == "gthread"
-    assert build_config({}, env={"EXTENDER_REMEMBER_ANSWERS": "false"}).remember_answers is False
-    assert build_config({"remember_answers": "true"}, env={}).remember_answers is True
     assert build_config({}, env={"EXTENDER_SLIM_ANSWERS": "false"}).slim_answers is False
     assert build_config({}, env={}, config_file=write(tmp_path, "slimAnswers: false\n")).slim_answers is False
 
@@ -81,7 +78,9 @@ def test_weights_and_plugin_config(tmp_path):
         ("listen: nowhere\n", "listen: expected HOST:PORT"),
         ("scoreMode: fancy\n", "scoreMode: must be one of scaled, in-tree"),
         ("workerClass: sync\n", "workerClass: must be one of inline, gthread"),
-        ("rememberAnswers: sometimes\n", "rememberAnswers: invalid boolean"),
+        ("slimAnswers: sometimes\n", "slimAnswers: invalid boolean"),
+        ("rememberAnswers: false\n", "rememberAnswers"),  # removed (CHANGELOG): an unknown key
+        ("assumeTTL: 30\n", "assumeTTL"),
         ("featureGates: {Bogus: true}\n", "unknown feature gate 'Bogus'"),
         ("featureGates: {TaintTolerationCEL: maybe}\n", "invalid boolean"),
         ("weights: {Nope: 1}\n", "unknown score plugin 'Nope'"),
@@ -172,17 +171,14 @@ def test_verbs_beyond_loopback_without_client_certificates_are_warned_about():
     assert exposed_verbs_warning(mtls) is None
 
 
-def test_assume_ttl_is_still_accepted_but_deprecated(tmp_path):
-    """A public flag: kept working (flag, env, file key) with a deprecation note in
-    --help; it no longer has any effect (assumptions end by observation)."""
+def test_the_removed_no_op_flags_are_refused(tmp_path):
+    """`--remember-answers` and `--assume-ttl` had no effect since issues 26 and 22 and
+    are gone (CHANGELOG): an old flag or file key is an error that names it, not
+    silently ignored."""
     from extender.cli import build_parser
 
-    assert build_config({"assume_ttl": "5"}, env={}).assume_ttl == 5
-    assert build_config({}, env={"EXTENDER_ASSUME_TTL": "7"}).assume_ttl == 7
-    assert build_config({}, env={}, config_file=write(tmp_path, "assumeTTL: 9\n")).assume_ttl == 9
+    for flag in ("--remember-answers", "--assume-ttl"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["serve", flag, "1"])
     serve = next(a for a in build_parser()._subparsers._group_actions[0].choices.values() if a.prog.endswith("serve"))
-    help_text = " ".join(serve.format_help().split())
-    assert "--assume-ttl ASSUME_TTL deprecated, no effect" in help_text
-    assert "at least 2" in help_text  # --max-staleness
-    with pytest.raises(ConfigError, match="--max-staleness: must be >= 2"):
-        build_config({"max_staleness": "1"}, env={})
+    assert "--assume-ttl" not in serve.format_help() and "--remember-answers" not in serve.format_help()

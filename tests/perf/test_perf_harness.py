@@ -214,10 +214,9 @@ def test_simulation_on_a_small_cluster_has_no_violations(tmp_path: Path) -> None
                       CEL_ORACLES)
     assert result["pods"] == 40
     assert result["violations"] == 0, result["violation_examples"]
-    # Carrying the spread index forward must not change a single placement.
-    rebuilt = simulate(lambda src: new_extender(config, src), snapshot, nodes, pods, stream,
-                       CEL_ORACLES, carry_indexes=False)
-    assert rebuilt["placements_digest"] == result["placements_digest"]
+    # The same run again: the same placements (seeded ties, deterministic engine).
+    again = simulate(lambda src: new_extender(config, src), snapshot, nodes, pods, stream, CEL_ORACLES)
+    assert again["placements_digest"] == result["placements_digest"]
 
 
 # --- stats and report --------------------------------------------------------------------
@@ -291,3 +290,23 @@ def test_report_leads_with_the_churn_table_and_its_bar(tmp_path: Path) -> None:
     assert "| on |" in rows[1] and "| - |" in rows[1]
     assert "**NO**" in rows[2] and "8.00 / 30.00" in rows[2] and "RSS ≤ 1500" in rows[2]
     assert (tmp_path / "churn-latency-vs-nodes.png").stat().st_size > 0  # latency vs nodes under churn
+
+
+def test_one_entry_point_names_every_benchmark(capsys, monkeypatch) -> None:
+    """`python -m perf NAME` knows every perf module that has a main(argv), and runs it
+    with the rest of the command line."""
+    import re
+    from pathlib import Path
+
+    import perf.__main__ as entry
+
+    here = Path(entry.__file__).parent
+    with_main = {p.stem for p in here.glob("*.py")
+                 if p.stem != "__main__" and re.search(r"^def main\(argv", p.read_text(), re.M)}
+    assert with_main == set(entry.BENCHMARKS)
+    assert entry.main(["list"]) == 0 and "scheduler_e2e" in capsys.readouterr().out
+    seen = []
+    import perf.tiebreak
+
+    monkeypatch.setattr(perf.tiebreak, "main", lambda argv: seen.append(argv) or 0)
+    assert entry.main(["tiebreak", "--x", "1"]) == 0 and seen == [["--x", "1"]]

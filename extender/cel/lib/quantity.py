@@ -17,7 +17,6 @@ from extender.cel.values import INT64_MAX, INT64_MIN, EvalError, cel_function, k
 
 SPLIT_RE = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 ERR_FORMAT = f"quantities must match the regular expression '{SPLIT_RE}'"
-ERR_NUMERIC = "unable to parse numeric part of quantity"
 ERR_SUFFIX = "unable to parse quantity's suffix"
 
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}

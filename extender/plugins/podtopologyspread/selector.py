@@ -19,8 +19,6 @@ from typing import Any
 
 from extender.matching.labels import validate_label_key, validate_label_value
 
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-
 
 class SelectorError(ValueError):
     """A selector that `LabelSelectorAsSelector` refuses."""
