@@ -13,7 +13,8 @@ from __future__ import annotations
 import orjson
 
 from extender.config import Config
-from extender.server.listener import JSON, LOOP, Reply, Request, Routes
+from extender.server.http1 import JSON, Reply, Request
+from extender.server.listener import LOOP, Routes
 
 
 def _noop_answer(verb: str, body: bytes) -> bytes:

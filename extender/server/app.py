@@ -31,7 +31,8 @@ from extender.cel import lane
 from extender.cel.limits import EXPENSIVE_SLOTS
 from extender.config import Config
 from extender.server.budget import VERBS
-from extender.server.listener import JSON, LOOP, Listener, Refused, Reply, Request, Route, Routes
+from extender.server.http1 import JSON, Refused, Reply, Request
+from extender.server.listener import LOOP, Listener, Route, Routes
 from extender.server.verbs import answer, verb_of
 from extender.service import STATE_VERSION_HEADER, Extender
 from extender.state import ClusterSource, readiness

@@ -16,7 +16,7 @@ were shed with it. Now:
 * `--metrics-listen` (`SIDE_LIMIT`) and the webhook (`WEBHOOK_LIMIT`), reachable by
   clients the extender does not authenticate, each have a small budget of their own and
   no reserve: filling one sheds only its own listener's requests;
-* a request that cannot be charged first makes room (`extender.server.listener`):
+* a request that cannot be charged first makes room (`extender.server.connections`):
   incomplete requests holding more than it needs, of the client holding the most, are
   closed. So a client holding stalled bodies never locks a probe out of its own
   listener either.

@@ -30,18 +30,20 @@ live state keeps only what counting needs of other pods), or from the cluster fi
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import re
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import flask
 import orjson
 from flask import Response
 from werkzeug.datastructures import MultiDict
-from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from extender.api import expansion
 from extender.cel.deadline import DeadlineExceeded, request_deadline
@@ -59,7 +61,7 @@ from extender.server.auth import (
     guard_for,
     protected,
 )
-from extender.server.listener import JSON, Reply, Request
+from extender.server.http1 import JSON, Refused, Reply, Request
 from extender.service import Extender
 from extender.state import ClusterSnapshot, FileSource, readiness
 
@@ -77,19 +79,72 @@ DRIFT_DISABLED = ("the drift endpoint is off: start the extender with --drift-en
 PATHS = ("/explain", "/drift")  # this module's paths (and what is under them)
 
 
-class Refused(Exception):
-    """An answer other than an explanation: HTTP status, message, extra headers."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None,
-                 extra: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.headers = headers or {}
-        self.extra = extra or {}
-
-
 def _retry_after(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+# --- the Flask app behind the listener ----------------------------------------------
+
+
+def wsgi_environ(request: Request, path: str, query: str) -> dict[str, Any]:
+    """The WSGI environ (PEP 3333) of `request` for the Flask app: its method (HEAD is
+    asked as GET, and a GET's body is dropped), `path` (as the target spells it; `urlsplit`
+    drops a fragment) and `query`, the credentials (`TOKEN_HEADERS`, nothing else), the
+    client's address. Strings are "WSGI strings", as werkzeug reads them back: the UTF-8
+    bytes of the target's (latin-1) text, one byte per character."""
+    get = request.method in ("GET", "HEAD")
+    body = b"" if get else request.body
+    environ: dict[str, Any] = {
+        "REMOTE_ADDR": request.client,
+        "REQUEST_METHOD": "GET" if get else request.method,
+        "SCRIPT_NAME": "",
+        "PATH_INFO": _wsgi_string(unquote(urlsplit(path).path)),
+        "QUERY_STRING": _wsgi_string(query),
+        "SERVER_NAME": "localhost",
+        "SERVER_PORT": "80",
+        "HTTP_HOST": "localhost",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+    }
+    if body:
+        environ["CONTENT_LENGTH"] = str(len(body))
+    for name in TOKEN_HEADERS:
+        if value := request.header(name):
+            environ["HTTP_" + name.upper().replace("-", "_")] = value
+    return environ
+
+
+def _wsgi_string(text: str) -> str:
+    return text.encode("utf-8").decode("latin-1")
+
+
+def call_wsgi(app: Callable[..., Any], environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    """Run a WSGI app on `environ`: its status line, headers and whole body (an app that
+    never starts a response is a bug, answered 500 by the listener)."""
+    answer: list[Any] = []
+    chunks: list[bytes] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        if exc_info:
+            raise exc_info[1].with_traceback(exc_info[2])
+        answer[:] = [status, headers]
+        return chunks.append
+
+    result = app(environ, start_response)
+    try:
+        chunks.extend(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    status, headers = answer
+    return status, headers, b"".join(chunks)
 
 
 # --- where the explained pod comes from ------------------------------------------------
@@ -240,14 +295,10 @@ class ExplainRoutes:
         path, _, query = request.target.partition("?")
         if not self.owns(path):
             return None
-        get = request.method in ("GET", "HEAD")
-        credentials = {name: value for name in TOKEN_HEADERS if (value := request.header(name))}
-        environ = EnvironBuilder(path, method="GET" if get else request.method, query_string=query,
-                                 data=b"" if get else request.body, headers=credentials,
-                                 environ_base={"REMOTE_ADDR": request.client}).get_environ()
-        chunks, status, headers = run_wsgi_app(self.app, environ, buffered=True)
-        extra = {k: v for k, v in headers.items() if k not in ("Content-Type", "Content-Length")}
-        return int(status.split()[0]), headers.get("Content-Type", JSON), b"".join(chunks), extra
+        status, headers, body = call_wsgi(self.app, wsgi_environ(request, path, query))
+        extra = {k: v for k, v in headers if k not in ("Content-Type", "Content-Length")}
+        kind = next((v for k, v in headers if k.lower() == "content-type"), JSON)
+        return int(status.split()[0]), kind, body, extra
 
     def admit(self, path: str) -> None:
         """The gate in front of every route of this module (`/explain`, `/drift`): Refused

@@ -1,6 +1,7 @@
 """The extender's HTTP/1.1 server: one event-loop thread moves the bytes of every
-connection; each complete request is answered where its `place` says, on the loop itself
-(cheap answers) or by a thread of one of the listener's pools (lanes).
+connection (`extender.server.connections`); each complete request (`extender.server.http1`)
+is answered where its `place` says, on the loop itself (cheap answers) or by a thread of
+one of the listener's pools (lanes).
 
 Three users, one worker process each: the verbs' port (`extender.server.app`, run by
 the gunicorn worker `extender.server.worker`), `--metrics-listen` (`/healthz`, `/readyz`,
@@ -8,35 +9,20 @@ the gunicorn worker `extender.server.worker`), `--metrics-listen` (`/healthz`, `
 route sees is a `Request` (method, target, path, body) and what it gives back a `Reply`
 (status, content type, body, extra headers); `Routes` serves fixed tables of them.
 
-Why a loop (issues #12 and #28): with a thread per connection, 70 idle connections or 80
-that never finish a TLS handshake took every thread, and clients sending one byte every
-4 s (each read had its own timeout) held them for ever. Here a connection costs a file
-descriptor and its buffered bytes, never a thread, and a thread takes a request only
-once it has fully arrived:
+Why a loop (issues #12 and #28): a connection costs a file descriptor and its buffered
+bytes, never a thread, and a thread takes a request only once it has fully arrived (the
+limits on connections, deadlines and bytes: `extender.server.connections`; on heads and
+bodies: `extender.server.http1`).
 
-* **One deadline per request.** The TLS handshake (new connection), the head and the
-  body must all arrive within `timeout` seconds of the accept, or of the request's
-  first byte on a kept-alive connection; writing the answer gets `timeout` seconds
-  too. A kept-alive connection may then wait `idle_timeout` for its next request.
-* **Accepts are never refused.** At most `max_connections` are open, and at most
-  `max_per_client` per client address; a new connection beyond either replaces the
-  oldest connection not being answered (an idle one first; the client's own when it
-  is over its share, else one of the client holding most). Only when every connection
-  is being answered does accepting pause: the kernel queues new ones meanwhile.
-* **Bodies are bounded.** A body (`Content-Length` or chunked) over `max_body_bytes`
-  is refused (413) before it is read; a head over `MAX_HEAD_BYTES` (431), a request
-  line over `MAX_LINE` (414), a broken framing (400) likewise. Every byte a connection
-  holds counts against the process's in-flight budget (`extender.server.budget`,
-  shared by all listeners): over it the request is answered 503 with `Retry-After`.
-* **Where a request runs** (`place`, the lanes of `extender.cel.lane`): on the loop
-  (`LOOP`: microseconds of Python, or a verb whose CEL work is memoised or cheap), or
-  on a pool thread. A request answered on the loop never pays a hand-off between
-  threads, which waits for the GIL (~0.3-0.5 ms a call on the benchmark machine, a
-  third of a `filter` at 5,000 nodes); one that turns out to need costlier CEL work
-  raises `lane.Elsewhere` before anything is written and is answered again, from its
-  buffered bytes, by the pool of the lane it names. A request keeps its arrival time
-  through every hop (`deadline.arrived`): its `--request-deadline` counts from its
-  first byte, queueing included.
+**Where a request runs** (`place`, the lanes of `extender.cel.lane`): on the loop
+(`LOOP`: microseconds of Python, or a verb whose CEL work is memoised or cheap), or on a
+pool thread. A request answered on the loop never pays a hand-off between threads,
+which waits for the GIL (~0.3-0.5 ms a call on the benchmark machine, a third of a
+`filter` at 5,000 nodes); one that turns out to need costlier CEL work raises
+`lane.Elsewhere` before anything is written and is answered again, from its buffered
+bytes, by the pool of the lane it names. A request keeps its arrival time through every
+hop (`deadline.arrived`): its `--request-deadline` counts from its first byte, queueing
+included.
 
 With SO_REUSEPORT every gunicorn worker binds the same `--metrics-listen` and webhook
 address, so any live worker answers. An `ssl.SSLContext` (or a callable returning the
@@ -46,25 +32,39 @@ on the loop, without blocking.
 
 from __future__ import annotations
 
-import errno
 import logging
-import re
 import selectors
 import socket
 import ssl
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent import futures
-from email.utils import formatdate
 from functools import partial
-from http import HTTPStatus
-from urllib.parse import unquote, urlsplit
 
 from extender.api import expansion
 from extender.cel import deadline, lane
 from extender.server.budget import RETRY_AFTER_SECONDS, SIDE_LIMIT, BodyBudget, shed
+from extender.server.connections import (
+    ANSWERING,
+    MIN_SEND_RATE,
+    READ,
+    READING,
+    Conn,
+    Connections,
+    SSLContexts,
+)
+from extender.server.http1 import (
+    CONTINUE,
+    JSON,
+    Refused,
+    Reply,
+    Request,
+    encode,
+    error_body,
+    head_end,
+)
 
 log = logging.getLogger("extender.http")
 
@@ -72,197 +72,16 @@ log = logging.getLogger("extender.http")
 Route = Callable[[], tuple[int, str, bytes]]
 # path -> (request body) -> (status, content type, body)
 PostRoute = Callable[[bytes], tuple[int, str, bytes]]
-SSLContexts = ssl.SSLContext | Callable[[], ssl.SSLContext] | None
-JSON = "application/json"
-# (status, content type, body, extra headers)
-Reply = tuple[int, str, bytes, dict[str, str]]
 # Routes a fixed table cannot name (path parameters, query strings): a `Request` ->
 # Reply, or None when the path is not its own; its `takes_body(method, path)` says which
 # requests may carry a body (the others are refused before their body is read). Each
 # owner keeps its routes in its own module (`extender.server.explain_routes`).
-Dispatch = Callable[["Request"], Reply | None]
+Dispatch = Callable[[Request], Reply | None]
 
 LOOP = lane.LOOP  # `place`: answered on the event loop
-MAX_HEAD_BYTES = 64 << 10  # no end of head by then: 431
-MAX_LINE = 8190  # request line (gunicorn's limit_request_line): 414 beyond
-READ_CHUNK = 256 << 10
 BURST = 16  # requests of one connection answered in a row before the others' turn
-LINGER = 1.0  # seconds an error answer waits for the client to stop sending before the close
 SWEEP_INTERVAL = 0.1  # seconds between deadline checks
-# A request still arriving this long after its first byte must have come at this many
-# bytes a second since (on average): stalled and trickled bodies end early, not at the
-# deadline. Real clients send a whole request at once (kube-scheduler over loopback, the
-# API server, the kubelet's one-segment probes).
-MIN_SEND_RATE = 1 << 20
-SEND_RATE_GRACE = 1.0
 QUICK_ROUTES = frozenset({"/healthz", "/readyz", "/livez"})  # GET routes answered on the loop
-# connection states
-HANDSHAKE, READING, ANSWERING, WRITING, IDLE, CLOSING = range(6)
-READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
-# RFC 9112 chunk-size [ chunk-ext ]: a size, then `;name[=value]` extensions (tokens or
-# quoted strings, whitespace around the separators); nothing else, no bare CR or LF
-_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-_QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t !-~\x80-\xff])*"'
-_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d{1,19})")
-_CHUNK_LINE = re.compile(rb"([0-9a-fA-F]{1,16})(?:[ \t]*;[ \t]*" + _TOKEN
-                         + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN + rb"|" + _QUOTED + rb"))?)*[ \t]*")
-
-
-def split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-class Refused(Exception):
-    """A request answered with an error, without a route, and the connection closed."""
-
-    def __init__(self, code: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
-        super().__init__(message)
-        self.code = code
-        self.headers = headers
-
-
-def bare_line_ends(data: bytes | bytearray) -> bool:
-    """Whether `data` holds a CR or LF that is not part of a CRLF (a line end another
-    parser could read differently: request smuggling)."""
-    pairs = data.count(b"\r\n")
-    return data.count(b"\n") != pairs or data.count(b"\r") != pairs
-
-
-def request_path(target: str) -> str:
-    """The decoded path of a request target (origin or absolute form)."""
-    if not target.startswith("/") and "://" in target:
-        target = urlsplit(target).path or "/"
-    path = target.partition("?")[0]
-    return unquote(path) if "%" in path else path
-
-
-class Request:
-    """A parsed request head, then its body (`body`, set once it has arrived). `gone`:
-    its client closed the connection while it was being answered (work on it stops:
-    `extender.cel.deadline`); `parse_charge`: bytes its parsed body holds in the budget."""
-
-    __slots__ = ("method", "target", "path", "keep_alive", "head_size", "body_size", "chunked",
-                 "expect", "body", "arrived", "headers", "client", "gone", "parse_charge")
-
-    def __init__(self, method: str, target: str, body: bytes = b"", keep_alive: bool = True) -> None:
-        self.method = method
-        self.target = target
-        self.path = request_path(target)
-        self.keep_alive = keep_alive
-        self.body = body
-        self.head_size = 0
-        self.body_size = len(body)
-        self.chunked: list | None = None  # [scan position, data bytes, (start, end) of each chunk's data]
-        self.expect = False  # `Expect: 100-continue` still to answer
-        self.arrived = time.monotonic()
-        self.headers: dict[bytes, bytes] = {}  # lower-case names
-        self.client = ""  # the peer's address
-        self.gone = False
-        self.parse_charge = 0
-
-    def header(self, name: str) -> str:
-        """A header's value (latin-1), "" when absent."""
-        return self.headers.get(name.lower().encode("latin-1"), b"").decode("latin-1")
-
-    @property
-    def has_body(self) -> bool:
-        return self.chunked is not None or self.body_size > 0
-
-    @classmethod
-    def parse(cls, data: bytes, max_body: int) -> Request:
-        """A request from its head (`data`, without the blank line); Refused if it is
-        malformed or declares a body over `max_body`."""
-        lines = data.split(b"\r\n")
-        if len(lines[0]) > MAX_LINE:
-            raise Refused(414, "request line too long")
-        if bare_line_ends(data):
-            raise Refused(400, "a bare CR or LF in the request head")
-        parts = lines[0].split(b" ")
-        if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0") or not parts[0] or not parts[1]:
-            raise Refused(400, "malformed request line")
-        method, target, version = parts
-        headers: dict[bytes, bytes] = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(b":")
-            if not colon or not name or name != name.strip():
-                raise Refused(400, "malformed header line")
-            name, value = name.lower(), value.strip()
-            if name in headers and name in (b"content-length", b"transfer-encoding", b"host"):
-                raise Refused(400, f"repeated {name.decode('latin-1')} header")
-            headers[name] = value
-        request = cls(method.decode("latin-1"), target.decode("latin-1"))
-        request.head_size = len(data) + 4
-        request.headers = headers
-        connection = headers.get(b"connection", b"").lower()
-        http11 = version == b"HTTP/1.1"
-        request.keep_alive = b"close" not in connection if http11 else b"keep-alive" in connection
-        coding = headers.get(b"transfer-encoding")
-        length = headers.get(b"content-length")
-        if coding is not None:
-            if coding.lower() != b"chunked" or not http11:
-                raise Refused(400, "unsupported transfer coding (only chunked, on HTTP/1.1)")
-            if length is not None:
-                raise Refused(400, "both Content-Length and Transfer-Encoding")
-            request.chunked = [request.head_size, 0, []]
-        elif length is None:
-            if request.method == "POST":
-                raise Refused(411, "a Content-Length header is required")
-            length = b"0"
-        if length is not None:
-            if not length.isdigit():
-                raise Refused(400, "malformed Content-Length")
-            request.body_size = int(length)
-            if request.body_size > max_body:
-                raise Refused(413, f"request body exceeds the limit of {max_body} bytes")
-        request.expect = http11 and headers.get(b"expect", b"").lower() == b"100-continue"
-        return request
-
-    def end(self, buf: bytearray, max_body: int) -> int:
-        """Where this request ends in `buf` (which starts with its head) once its body has
-        fully arrived, else -1; a chunked body is scanned from where the last call
-        stopped. Refused for a broken chunked framing or a body over `max_body`."""
-        if self.chunked is None:
-            size = self.head_size + self.body_size
-            return size if len(buf) >= size else -1
-        pos, _, spans = self.chunked
-        while True:
-            self.chunked[0] = pos
-            line_end = buf.find(b"\r\n", pos, pos + 1024)
-            if line_end < 0:
-                if len(buf) - pos < 1024:
-                    return -1
-                raise Refused(400, "malformed chunked request body")
-            line = _CHUNK_LINE.fullmatch(buf, pos, line_end)
-            if line is None:  # not hex, past 64 bits, a malformed extension, a bare CR or LF
-                raise Refused(400, "malformed chunked request body")
-            size = int(line.group(1), 16)
-            if size == 0:  # the last chunk; trailers (if any) end with an empty line
-                trailer_end = buf.find(b"\r\n\r\n", line_end, line_end + MAX_HEAD_BYTES)
-                if trailer_end < 0:
-                    if len(buf) - line_end < MAX_HEAD_BYTES:
-                        return -1
-                    raise Refused(400, "malformed chunked request body")
-                if bare_line_ends(buf[line_end:trailer_end + 4]):
-                    raise Refused(400, "malformed chunked request body")
-                return trailer_end + 4
-            data_end = line_end + 2 + size
-            if self.chunked[1] + size > max_body:
-                raise Refused(413, f"request body exceeds the limit of {max_body} bytes")
-            if len(buf) < data_end + 2:
-                return -1
-            if buf[data_end:data_end + 2] != b"\r\n":
-                raise Refused(400, "malformed chunked request body")
-            spans.append((line_end + 2, data_end))
-            self.chunked[1] += size
-            pos = data_end + 2
-
-    def take_body(self, buf: bytearray, end: int) -> None:
-        if self.chunked is None:
-            self.body = bytes(buf[self.head_size:end])
-        else:
-            self.body = b"".join(buf[s:e] for s, e in self.chunked[2])
-            self.body_size, self.chunked = len(self.body), None
 
 
 class Routes:
@@ -313,77 +132,15 @@ class Routes:
             reply = self.dispatch(request)
             if reply is not None:
                 return reply
+        return self._unrouted(path)
+
+    def _unrouted(self, path: str) -> Reply:
         if path in self.get or path in self.post:  # a path that exists with another method
             return 405, JSON, error_body("method not allowed"), {}
         return 404, JSON, error_body("not found"), {}
 
 
-class Conn:
-    __slots__ = ("sock", "client", "state", "inbuf", "out", "deadline", "since", "charged",
-                 "request", "close_after", "events", "started", "answering", "forbidden")
-
-    def __init__(self, sock: socket.socket, client: str, state: int, deadline: float) -> None:
-        self.sock = sock
-        self.client = client
-        self.state = state
-        self.inbuf = bytearray()
-        self.out = memoryview(b"")
-        self.deadline = deadline
-        self.since = time.monotonic()  # when it last became idle or started a request
-        self.charged = 0  # bytes held against the in-flight budget
-        self.request: Request | None = None  # the head read so far of the next request
-        self.close_after = False
-        self.events = 0
-        self.started = 0.0  # when the first byte of the request arriving now came (0: none)
-        self.answering: Request | None = None  # the request a thread is answering
-        self.forbidden = ""  # why its client certificate may not be served (every request: 403)
-
-
-_PHRASES = {s.value: s.phrase for s in HTTPStatus}
-_date = [0, ""]  # (second, the Date header's value) cached for one second
-
-
-def http_date() -> str:
-    now = int(time.time())
-    if _date[0] != now:
-        _date[:] = [now, formatdate(now, usegmt=True)]
-    return _date[1]
-
-
-def response(code: int, kind: str, body: bytes, keep_alive: bool, head_only: bool = False,
-             extra: tuple[tuple[str, str], ...] = ()) -> bytes:
-    head = (f"HTTP/1.1 {code} {_PHRASES.get(code, '')}\r\nServer: extender\r\nDate: {http_date()}\r\n"
-            f"Content-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
-            f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n")
-    head += "".join(f"{name}: {value}\r\n" for name, value in extra)
-    head = (head + "\r\n").encode("latin-1")
-    return head if head_only else head + body
-
-
-def error_body(message: str) -> bytes:
-    import orjson
-
-    return orjson.dumps({"error": message})
-
-
-def bind_socket(address: str) -> socket.socket:
-    """A listening socket on HOST:PORT (SO_REUSEPORT: every gunicorn worker binds it)."""
-    host, port = split_address(address)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if hasattr(socket, "SO_REUSEPORT"):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, port))
-        sock.listen(1024)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-class Listener:
+class Listener(Connections):
     """`app` (a `Routes`, or any callable Request -> Reply with `place`, `takes_body` and
     `refuse_body` methods) served on `address` (HOST:PORT, bound on construction, so
     errors surface there) or on the listening `sockets` given; `start` (a thread of its
@@ -403,34 +160,15 @@ class Listener:
                  budget: BodyBudget | None = None, min_send_rate: float = MIN_SEND_RATE,
                  client_check: Callable[[ssl.SSLSocket], str] | None = None) -> None:
         self.app = app if app is not None else Routes(routes, post_routes, dispatch, quick)
-        self.budget = budget if budget is not None else BodyBudget(SIDE_LIMIT, name=name)
-        self.min_send_rate = min_send_rate
-        self.client_check = client_check
+        super().__init__(address, sockets, budget=budget if budget is not None else BodyBudget(SIDE_LIMIT, name=name),
+                         max_body_bytes=max_body_bytes, timeout=timeout, idle_timeout=idle_timeout,
+                         max_connections=max_connections, max_per_client=max_per_client,
+                         ssl_context=ssl_context, name=name, min_send_rate=min_send_rate,
+                         client_check=client_check)
         self.pool_sizes = dict(pools) if pools is not None else {lane.EXPENSIVE: threads}
-        self.max_body = max_body_bytes
-        self.timeout = timeout
-        self.idle_timeout = idle_timeout
-        self.max_connections = max_connections
-        self.max_per_client = max(1, min(max_per_client, max_connections))
-        self.ssl_context = ssl_context
-        self.name = name
-        self.socks = list(sockets) if sockets is not None else [bind_socket(address)]
-        for sock in self.socks:
-            sock.setblocking(False)
-        self.conns: dict[int, Conn] = {}  # by id
-        self.per_client: Counter[str] = Counter()
         self.done: deque[tuple[Conn, Reply, Request]] = deque()  # answers from pool threads
-        self.ready: deque[Conn] = deque()  # connections with buffered requests to answer
-        self.accepting = False
-        self.draining = False  # no more accepts (a worker shutting down)
-        self.stopping = False
         self.thread: threading.Thread | None = None
         self.pools: dict[Hashable, futures.ThreadPoolExecutor] = {}
-        self.selector: selectors.BaseSelector | None = None
-
-    @property
-    def port(self) -> int:
-        return self.socks[0].getsockname()[1]
 
     def start(self) -> Listener:
         self._open()
@@ -482,10 +220,7 @@ class Listener:
             try:
                 for key, mask in self.selector.select(0 if self.ready else SWEEP_INTERVAL):
                     key.data(mask)
-                for _ in range(len(self.ready)):
-                    conn = self.ready.popleft()
-                    if id(conn) in self.conns and conn.state == READING:
-                        self._serve_buffered(conn)
+                self._serve_ready()
                 now = time.monotonic()
                 if now - swept >= SWEEP_INTERVAL:
                     swept = now
@@ -495,9 +230,12 @@ class Listener:
             except Exception:  # the loop must never die: log, and go on
                 log.exception("listener loop error", extra={"listener": self.name})
 
-    def busy(self) -> bool:
-        """Whether a request is being answered or its answer written."""
-        return any(c.state in (ANSWERING, WRITING) for c in self.conns.values())
+    def _serve_ready(self) -> None:
+        """Go on with the connections whose buffered requests waited their turn (`BURST`)."""
+        for _ in range(len(self.ready)):
+            conn = self.ready.popleft()
+            if id(conn) in self.conns and conn.state == READING:
+                self._serve_buffered(conn)
 
     def _wake(self) -> None:
         try:
@@ -505,217 +243,7 @@ class Listener:
         except OSError:
             pass  # already awake (the socket buffer is full) or closing
 
-    def _want(self, conn: Conn, events: int) -> None:
-        if events == conn.events:
-            return
-        if conn.events and events:
-            self.selector.modify(conn.sock, events, partial(self._on_event, conn))
-        elif events:
-            self.selector.register(conn.sock, events, partial(self._on_event, conn))
-        else:
-            self.selector.unregister(conn.sock)
-        conn.events = events
-
-    def _sweep(self, now: float) -> None:
-        """Close every connection past its deadline (a request or an answer that did not
-        get through in time, an idle one past the idle timeout, a lingering close), and
-        every request arriving slower than the minimum send rate."""
-        for conn in [c for c in self.conns.values() if c.state != ANSWERING and (
-                c.deadline <= now or (c.state == READING and self._too_slow(c, now)))]:
-            self._close(conn)
-
-    def _too_slow(self, conn: Conn, now: float) -> bool:
-        """Whether the request arriving on `conn` came slower than `min_send_rate` (on
-        average, after `SEND_RATE_GRACE` seconds)."""
-        late = now - conn.started - SEND_RATE_GRACE
-        return conn.started > 0 and late > 0 and len(conn.inbuf) < self.min_send_rate * late
-
-    # --- accepting --------------------------------------------------------------------------
-
-    def stop_accepting(self) -> None:
-        self.draining = True
-        self._pause_accepting()
-
-    def _resume_accepting(self) -> None:
-        if not self.accepting and not self.stopping and not self.draining:
-            for sock in self.socks:
-                self.selector.register(sock, READ, partial(self._accept, sock))
-            self.accepting = True
-
-    def _pause_accepting(self) -> None:
-        if self.accepting:
-            for sock in self.socks:
-                self.selector.unregister(sock)
-            self.accepting = False
-
-    def _accept(self, listening, _mask: int) -> None:
-        for _ in range(64):  # then the others' turn
-            try:
-                sock, address = listening.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    log.warning("listener cannot accept: out of file descriptors",
-                                extra={"listener": self.name})
-                    self._make_room(None) or self._pause_accepting()
-                    return
-                if exc.errno == errno.ECONNABORTED:
-                    continue
-                raise
-            client = str(address[0]) if isinstance(address, tuple) else "local"
-            if not self._make_room(client):
-                sock.close()  # every connection of the client is being answered
-                continue
-            self._admit(sock, client)
-            if len(self.conns) >= self.max_connections and not self._evictable():
-                self._pause_accepting()
-                return
-
-    def _evictable(self, client: str | None = None) -> list[Conn]:
-        return [c for c in self.conns.values() if c.state != ANSWERING and (client is None or c.client == client)]
-
-    def _make_room(self, client: str | None) -> bool:
-        """Make room for one more connection (from `client`): close the oldest one not
-        being answered, idle first; False if there is none to close."""
-        if client is not None and self.per_client[client] >= self.max_per_client:
-            candidates = self._evictable(client)
-        elif len(self.conns) >= self.max_connections or client is None:
-            candidates = [c for c in self._evictable() if c.state == IDLE]
-            if not candidates:
-                heaviest = max(self.per_client, key=self.per_client.__getitem__, default=None)
-                candidates = self._evictable(heaviest)
-        else:
-            return True
-        if not candidates:
-            return False
-        self._close(min(candidates, key=lambda c: (c.state != IDLE, c.since)))
-        return True
-
-    def _admit(self, sock: socket.socket, client: str) -> None:
-        sock.setblocking(False)
-        try:  # answers and TLS handshakes are small writes: no Nagle wait between them
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass  # not TCP (a test's socketpair)
-        deadline_at = time.monotonic() + self.timeout  # handshake, head and body: one deadline
-        state = READING
-        if self.ssl_context is not None:
-            try:
-                context = self.ssl_context() if callable(self.ssl_context) else self.ssl_context
-                sock = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-            except (OSError, ssl.SSLError):
-                log.exception("TLS set-up failed", extra={"listener": self.name})
-                sock.close()
-                return
-            state = HANDSHAKE
-        conn = Conn(sock, client, state, deadline_at)
-        self.conns[id(conn)] = conn
-        self.per_client[client] += 1
-        self._want(conn, READ)
-
-    # --- one connection -----------------------------------------------------------------------
-
-    def _on_event(self, conn: Conn, _mask: int) -> None:
-        try:
-            if conn.state == HANDSHAKE:
-                self._handshake(conn)
-            elif conn.state in (READING, IDLE):
-                self._read(conn)
-            elif conn.state == ANSWERING:
-                self._watch_answering(conn)
-            elif conn.state == WRITING:
-                if self._write(conn) and conn.inbuf:  # the rest of a pipeline, in turn
-                    self.ready.append(conn)
-            elif conn.state == CLOSING:
-                self._linger(conn)
-        except Exception:  # a connection must never take the loop down
-            log.exception("listener connection error", extra={"listener": self.name})
-            self._close(conn)
-
-    def _handshake(self, conn: Conn) -> None:
-        try:
-            conn.sock.do_handshake()
-        except ssl.SSLWantReadError:
-            self._want(conn, READ)
-            return
-        except ssl.SSLWantWriteError:
-            self._want(conn, WRITE)
-            return
-        except (ssl.SSLError, OSError):  # not TLS, a refused client certificate, a reset
-            self._close(conn)
-            return
-        if self.client_check is not None:
-            conn.forbidden = self.client_check(conn.sock)
-            if conn.forbidden:
-                log.warning("client certificate refused", extra={
-                    "listener": self.name, "client": conn.client, "reason": conn.forbidden})
-        conn.state = READING
-        self._want(conn, READ)
-        self._read(conn)  # bytes may already be decrypted and waiting
-
-    def _read(self, conn: Conn) -> None:
-        while True:
-            try:
-                chunk = conn.sock.recv(READ_CHUNK)
-            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
-                self._want(conn, READ)
-                return
-            except ssl.SSLWantWriteError:
-                self._want(conn, WRITE)
-                return
-            except OSError:  # ssl.SSLError included
-                self._close(conn)
-                return
-            if not chunk:
-                self._close(conn)  # half a request is never answered
-                return
-            if conn.state == IDLE:  # a new request on a kept-alive connection
-                conn.state = READING
-                conn.since = time.monotonic()
-                conn.deadline = conn.since + self.timeout
-            if not conn.inbuf:
-                conn.started = time.monotonic()
-            conn.inbuf += chunk
-            if not self._charge(conn, len(conn.inbuf)):
-                self._shed(conn)
-                return
-            if self._serve_buffered(conn):
-                return
-
-    def _charge(self, conn: Conn, total: int) -> bool:
-        """Charge `conn` for holding `total` bytes; when the budget is full, first make
-        room: shed (503) incomplete requests that already hold more than `conn`'s whole
-        request will (a probe's head, a body's declared size), those of the client
-        holding the most bytes first, the oldest first; never one being answered. So no
-        client's stalled bodies keep another client's smaller requests out."""
-        if self.budget.charge(conn, total):
-            return True
-        need = total - conn.charged - self.budget.available(total)
-        whole = self._declared(conn, total)
-        held: Counter[str] = Counter()
-        for c in self.conns.values():
-            held[c.client] += c.charged
-        victims = sorted((c for c in self.conns.values() if c is not conn and c.state == READING
-                          and c.charged > whole), key=lambda c: (-held[c.client], c.started))
-        for victim in victims:
-            if need <= 0:
-                break
-            need -= victim.charged
-            self._shed(victim)
-        return self.budget.charge(conn, total)
-
-    def _declared(self, conn: Conn, total: int) -> int:
-        """The bytes `conn`'s request will hold once whole: its head and declared body
-        (`total` while the head is incomplete; `max_body_bytes` for a chunked body)."""
-        head_end = conn.inbuf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
-        if head_end < 0:
-            return total
-        head = bytes(conn.inbuf[:head_end]).lower()
-        if b"\r\ntransfer-encoding:" in head:
-            return max(total, self.max_body)
-        length = _CONTENT_LENGTH.search(head)
-        return max(total, head_end + 4 + (int(length.group(1)) if length else 0))
+    # --- requests ---------------------------------------------------------------------------
 
     def _serve_buffered(self, conn: Conn) -> bool:
         """Answer the requests that have fully arrived on `conn`, up to `BURST` of them
@@ -725,7 +253,7 @@ class Listener:
             try:
                 request = self._next_request(conn)
             except Refused as exc:
-                self._refuse(conn, exc.code, str(exc), exc.headers)
+                self._refuse(conn, exc.status, str(exc), tuple(exc.headers.items()))
                 return True
             except OSError:
                 self._close(conn)
@@ -741,7 +269,7 @@ class Listener:
             except lane.Elsewhere as moved:  # needs a costlier lane: nothing sent yet
                 self._hand_on(conn, request, moved.lane)
                 return True
-            if not self._send(conn, self._encode(request, reply)):
+            if not self._send(conn, encode(request, reply)):
                 return True
             if not conn.inbuf:
                 return False
@@ -753,24 +281,15 @@ class Listener:
         arrived (None until then); Refused if it cannot be answered."""
         request = conn.request
         if request is None:
-            end = conn.inbuf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES)
+            end = head_end(conn.inbuf)
             if end < 0:
-                if len(conn.inbuf) >= MAX_HEAD_BYTES:
-                    line = conn.inbuf.find(b"\r\n", 0, MAX_LINE + 2)
-                    raise Refused(414 if line < 0 else 431, "request line too long" if line < 0
-                                  else "request head too large")
                 return None
-            request = conn.request = Request.parse(bytes(conn.inbuf[:end]), self.max_body)
-            request.arrived, request.client = conn.since, conn.client
-            if conn.forbidden:
-                raise Refused(403, f"client certificate not allowed: {conn.forbidden}")
-            if request.has_body and (refusal := self.app.refuse_body(request)) is not None:
-                raise refusal
+            request = conn.request = self._head(conn, bytes(conn.inbuf[:end]))
         end = request.end(conn.inbuf, self.max_body)
         if end < 0:
             if request.expect:  # `Expect: 100-continue`: ask for the body
                 request.expect = False
-                conn.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+                conn.sock.send(CONTINUE)
             return None
         request.take_body(conn.inbuf, end)
         if end == len(conn.inbuf):
@@ -781,6 +300,17 @@ class Listener:
         conn.started = 0.0
         if conn.inbuf:  # a pipelined request: it arrived now, at the latest
             conn.since = conn.started = time.monotonic()
+        return request
+
+    def _head(self, conn: Conn, head: bytes) -> Request:
+        """The request whose head has arrived on `conn`; Refused if it may not be read on
+        (its client's certificate is not allowed, or its route takes no body)."""
+        request = Request.parse(head, self.max_body)
+        request.arrived, request.client = conn.since, conn.client
+        if conn.forbidden:
+            raise Refused(403, f"client certificate not allowed: {conn.forbidden}")
+        if request.has_body and (refusal := self.app.refuse_body(request)) is not None:
+            raise refusal
         return request
 
     def _call(self, request: Request, where: Hashable) -> Reply:
@@ -825,7 +355,7 @@ class Listener:
         try:
             self.pools[where].submit(self._answer, conn, request, where)
         except KeyError:  # no such lane here: a bug in `place`, answered as one
-            self._send(conn, self._encode(request, (500, JSON, error_body("internal error"), {})))
+            self._send(conn, encode(request, (500, JSON, error_body("internal error"), {})))
         except RuntimeError:  # shutting down
             self._close(conn)
 
@@ -845,12 +375,6 @@ class Listener:
         self.done.append((conn, reply, request))
         self._wake()
 
-    def _encode(self, request: Request, reply: Reply) -> tuple[bytes, bool]:
-        code, kind, payload, headers = reply
-        keep = request.keep_alive and headers.get("Connection") != "close"
-        extra = tuple((k, v) for k, v in headers.items() if k != "Connection")
-        return response(code, kind, payload, keep, head_only=request.method == "HEAD", extra=extra), keep
-
     def _drain_done(self, _mask: int) -> None:
         try:
             while self.wake_r.recv(4096):
@@ -864,120 +388,5 @@ class Listener:
             conn.answering = None
             if request.gone:  # answered if the client still reads (a half-close), then closed
                 conn.close_after = True
-            if self._send(conn, self._encode(request, reply)) and conn.inbuf:
+            if self._send(conn, encode(request, reply)) and conn.inbuf:
                 self._serve_buffered(conn)
-
-    def _watch_answering(self, conn: Conn) -> None:
-        """The client of a request being answered sent something: its leaving (EOF, a
-        reset) stops the work on it; a pipelined request's first bytes are kept for
-        later, and the connection is not watched again until its answer is written."""
-        try:
-            chunk = conn.sock.recv(READ_CHUNK)
-        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return
-        except OSError:
-            chunk = b""
-        if not chunk:
-            if conn.answering is not None:
-                conn.answering.gone = True
-            self._want(conn, 0)
-            return
-        self._want(conn, 0)
-        if not conn.inbuf:
-            conn.started = time.monotonic()
-        conn.inbuf += chunk
-        if not self.budget.charge(conn, max(conn.charged, len(conn.inbuf))):
-            conn.inbuf = bytearray()  # no room for it: the connection closes after the answer
-            conn.close_after = True
-
-    # --- answering ----------------------------------------------------------------------------
-
-    def _send(self, conn: Conn, answer: tuple[bytes, bool]) -> bool:
-        """Write an answer; True once it is written and the connection reads again."""
-        data, keep = answer
-        conn.state = WRITING
-        conn.out = memoryview(data)
-        conn.close_after = conn.close_after or not keep
-        conn.deadline = time.monotonic() + self.timeout
-        return self._write(conn)
-
-    def _write(self, conn: Conn) -> bool:
-        while conn.out:
-            try:
-                sent = conn.sock.send(conn.out)
-            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
-                self._want(conn, WRITE)
-                return False
-            except ssl.SSLWantReadError:
-                self._want(conn, READ)
-                return False
-            except OSError:
-                self._close(conn)
-                return False
-            conn.out = conn.out[sent:]
-        if conn.close_after:
-            self._start_linger(conn)
-            return False
-        now = time.monotonic()
-        conn.state, conn.since, conn.deadline = IDLE, now, now + self.idle_timeout
-        self.budget.charge(conn, len(conn.inbuf))
-        self._want(conn, READ)
-        if conn.inbuf:  # a pipelined request: the caller answers it
-            conn.state, conn.deadline = READING, now + self.timeout
-        return True
-
-    def _refuse(self, conn: Conn, code: int, message: str,
-                extra: tuple[tuple[str, str], ...] = ()) -> None:
-        """An error answer, then the connection closes (its body is never read)."""
-        self.budget.charge(conn, 0)
-        conn.inbuf = bytearray()
-        conn.request = None
-        self._send(conn, (response(code, JSON, error_body(message), False, extra=extra), False))
-
-    def _shed(self, conn: Conn) -> None:
-        shed(self.name)
-        log.warning("request shed: in-flight request bytes at the limit",
-                    extra={"listener": self.name, "client": conn.client, "limit": self.budget.limit})
-        self._refuse(conn, 503, "too many request bytes in flight; retry",
-                     extra=(("Retry-After", str(RETRY_AFTER_SECONDS)),))
-
-    def _start_linger(self, conn: Conn) -> None:
-        """After an answer that closes: stop writing and drop what the client still sends
-        for a moment, so that the close does not reset the answer away before it is read."""
-        try:
-            conn.sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            self._close(conn)
-            return
-        conn.state, conn.deadline = CLOSING, time.monotonic() + LINGER
-        self._want(conn, READ)
-
-    def _linger(self, conn: Conn) -> None:
-        try:
-            while conn.sock.recv(READ_CHUNK):
-                pass
-        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
-            return
-        except OSError:
-            pass
-        self._close(conn)
-
-    def _close(self, conn: Conn) -> None:
-        if self.conns.pop(id(conn), None) is None:
-            return
-        self.per_client[conn.client] -= 1
-        if not self.per_client[conn.client]:
-            del self.per_client[conn.client]
-        if conn.events and self.selector is not None:
-            try:
-                self.selector.unregister(conn.sock)
-            except (KeyError, ValueError):
-                pass
-        conn.events = 0
-        self.budget.charge(conn, 0)
-        try:
-            conn.sock.close()
-        except OSError:
-            pass
-        if self.selector is not None:
-            self._resume_accepting()

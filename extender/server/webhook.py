@@ -49,7 +49,8 @@ from extender.api import expansion
 from extender.cel import deadline, lane
 from extender.features import FeatureGates
 from extender.server.budget import SMALL_REQUEST, WEBHOOK_LIMIT, BodyBudget
-from extender.server.listener import JSON, Listener, PostRoute, Route, Routes
+from extender.server.http1 import JSON
+from extender.server.listener import Listener, PostRoute, Route, Routes
 from extender.server.tls import ReloadingContext, client_policy
 from extender.state import heap
 from extender.validation.field import aggregate

@@ -13,7 +13,7 @@ import pytest
 from conftest import EXAMPLES, example_pod
 
 from extender.server.app import INLINE_MAX_BYTES
-from extender.server.listener import MAX_HEAD_BYTES, Refused, Request
+from extender.server.http1 import MAX_HEAD_BYTES, Refused, Request
 from testing.live import NAMES, request, start, stop
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
@@ -41,7 +41,7 @@ def size_of(data: bytes, limit: int = LIMIT) -> int | str:
     try:
         return Request.parse(bytes(buf[:end]), limit).end(buf, limit)
     except Refused as exc:
-        return f"refused {exc.code}"
+        return f"refused {exc.status}"
 
 
 @pytest.mark.parametrize(("data", "expected"), [
