@@ -67,8 +67,7 @@ def test_stalled_and_excess_connections_do_not_stop_probes():
 def test_probes_answer_while_verbs_are_busy(worker_class):
     metrics_port = free_port()
     port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", worker_class,
-                       "--metrics-listen", f"127.0.0.1:{metrics_port}", "--log-level", "warning",
-                       "--remember-answers", "false")
+                       "--metrics-listen", f"127.0.0.1:{metrics_port}", "--log-level", "warning")
     stop_load = threading.Event()
     errors: list[str] = []
 
