@@ -441,8 +441,8 @@ class EventRecorder(OfferQueue):
         within the explanation budget; None when it cannot be (budget, deadline, no
         longer unschedulable)."""
         from extender.cel.deadline import DeadlineExceeded, request_deadline
+        from extender.engine.candidates import resolve
         from extender.explain import diagnose, summarize
-        from extender.state.candidates import resolve
 
         pod = offer.pod
         snapshot = self.extender.source.snapshot()

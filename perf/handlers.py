@@ -64,8 +64,8 @@ class Churn:
     """A loaded store, an engine over it, and the pods to schedule."""
 
     def __init__(self, nodes: int, pods: int, log=print, cache: Path | None = None) -> None:
+        from extender.engine import Extender
         from extender.server.verbs import answer as _answer
-        from extender.service import Extender
         from extender.state.store import Store
         from perf.engine import default_config
 

@@ -10,7 +10,7 @@ kube-scheduler retries the pod.  Evaluations finished before the deadline stay m
 so the retry makes progress.
 
 The deadline lives in a ``contextvars.ContextVar`` (each request runs on one thread; a
-new thread starts with no deadline), set by ``extender.service`` around a verb (``--request-deadline``, default 4 s: below
+new thread starts with no deadline), set by ``extender.engine.extender`` around a verb (``--request-deadline``, default 4 s: below
 kube-scheduler's default extender ``httpTimeout`` of 5 s, so the scheduler reads our
 Error instead of timing out).  Outside
 a request (``extender explain``, tests) there is no deadline and only the cost limit

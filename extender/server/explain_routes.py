@@ -45,6 +45,7 @@ from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from extender.api import expansion
 from extender.cel.deadline import DeadlineExceeded, request_deadline
+from extender.engine import Extender
 from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
 from extender.model.parse import ModelError
 from extender.ratelimit import TokenBucket
@@ -60,7 +61,6 @@ from extender.server.auth import (
     protected,
 )
 from extender.server.listener import JSON, Reply, Request
-from extender.service import Extender
 from extender.state import ClusterSnapshot, FileSource, readiness
 
 log = logging.getLogger("extender.explain")

@@ -5,7 +5,7 @@ Error mapping: malformed JSON -> 400, well-formed but invalid args -> 200 with `
 set for filter (what kube-scheduler expects) and 400 for prioritize, including a score
 plugin failing on the pod (e.g. a preferred term that does not parse fails PreScore:
 the input is at fault), a cluster state that cannot give a verdict (not synced yet,
-stale: `extender.gate`) -> 200 with `Error` for filter and bind, 503 for prioritize and
+stale: `extender.engine.gate`) -> 200 with `Error` for filter and bind, 503 for prioritize and
 preempt, anything unexpected -> 500. Clients never see a stack trace; every error is
 logged. (A body over the limit is refused with 413 before it is read, by the listener.)
 """
@@ -17,12 +17,12 @@ import time
 
 from extender import metrics
 from extender.api.wire import WireError, decode_args, decode_json, encode, error_filter_result
-from extender.binding import decode_binding_args
-from extender.gate import StateNotReady
+from extender.engine.binding import decode_binding_args
+from extender.engine.extender import Extender, ScoringError
+from extender.engine.gate import StateNotReady
+from extender.engine.preemption import decode_preemption_args
 from extender.model.parse import ModelError
-from extender.preemption import decode_preemption_args
 from extender.server.budget import SMALL_REQUEST
-from extender.service import Extender, ScoringError
 from extender.state import heap
 
 log = logging.getLogger("extender.http")
@@ -60,7 +60,7 @@ def _answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
     except ModelError as exc:
         log.warning("invalid arguments", extra={"verb": verb, "error": str(exc)})
         result = 400, encode({"error": str(exc)})
-    except StateNotReady as exc:  # prioritize, preempt: no Error field (extender.gate)
+    except StateNotReady as exc:  # prioritize, preempt: no Error field (extender.engine.gate)
         result = 503, encode({"error": str(exc)})
     except ScoringError as exc:  # a plugin refused the pod: the request is at fault
         log.warning("scoring failed", extra={"verb": verb, "error": str(exc)})

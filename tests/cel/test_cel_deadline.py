@@ -23,8 +23,8 @@ from extender.cel.deadline import DeadlineExceeded, check, current, request_dead
 from extender.cel.program import compile_program, taint_activation
 from extender.cel.runtime import Budget
 from extender.config import Config, build_config
+from extender.engine.extender import ScoringError
 from extender.model import Taint
-from extender.service import ScoringError
 
 L10 = "[" + ",".join(["0"] * 10) + "]"
 #: runtime cost grows with the key's size, so taints land on both sides of one budget

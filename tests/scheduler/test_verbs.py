@@ -16,10 +16,10 @@ import orjson
 import pytest
 
 from extender.api.wire import ExtenderArgs
-from extender.binding import ERR_NO_API, BindError, BindingArgs, binding_body
 from extender.config import Config
+from extender.engine import Extender
+from extender.engine.binding import ERR_NO_API, BindError, BindingArgs, binding_body
 from extender.server.app import create_app
-from extender.service import Extender
 from extender.state.store import Store
 from testing.client import Client
 
@@ -185,7 +185,7 @@ def test_a_bind_later_than_the_wait_is_an_error_then_counted():
 
 
 def test_a_pending_pod_is_given_up_well_past_the_schedulers_timeouts():
-    from extender.inflight import GIVE_UP
+    from extender.engine.inflight import GIVE_UP
 
     engine, _ = engine_with(NODES, wait=0.2)
     skipped = [0.0]
@@ -353,7 +353,7 @@ def test_a_binding_slower_than_the_deadline_is_answered_in_time_and_lands(tmp_pa
     """The API answers the binding after 5 s, past the request's deadline: kube-scheduler
     gets its answer in time (success: the outcome is unknown, which is not a failure),
     the pod stays assumed, and the binding lands, as kube-scheduler's own binder would."""
-    from extender.binding import ApiBinder
+    from extender.engine.binding import ApiBinder
     from extender.state.live import LiveSource
     from testing.apiserver import FakeApiServer
 
@@ -380,7 +380,7 @@ def test_a_binding_the_api_timed_out_and_dropped_is_posted_again(tmp_path):
     """The API answers the first binding 504 at its own request timeout and drops it:
     the outcome is unknown, a GET finds the pod unbound, the binding is posted again
     and lands, and the pod counted on its node throughout."""
-    from extender.binding import ApiBinder
+    from extender.engine.binding import ApiBinder
     from extender.state.live import LiveSource
     from testing.apiserver import FakeApiServer
 
@@ -415,7 +415,7 @@ class Unsure:
         self.calls = 0
 
     def __call__(self, namespace, name, uid, node_name, timeout):
-        from extender.binding import BindUnknown
+        from extender.engine.binding import BindUnknown
 
         self.calls += 1
         if self.calls == 1:
@@ -429,7 +429,7 @@ def test_an_unreachable_api_after_an_unknown_outcome_does_not_settle_it():
     """The first call's outcome is unknown; the next one cannot reach the API (refused:
     that call was not applied, the first may still land): the binding is posted again
     rather than forgotten, and bound at the third call."""
-    from extender.binding import BindError, BindUnknown
+    from extender.engine.binding import BindError, BindUnknown
 
     class Flaky(Unsure):
         def __call__(self, namespace, name, uid, node_name, timeout):

@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from extender.config import Config
+from extender.engine import Extender
 from extender.model.parse import ModelError, existing_pod_from_dict
-from extender.service import Extender
 from extender.state import ClusterSnapshot, StaticSource, Store
 from extender.state.podindex import NamespacePods
 

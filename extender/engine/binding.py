@@ -6,7 +6,7 @@ DefaultBinder (`schedule_one.go` `extendersBinding`, `extender.go` `Bind`), with
 `ExtenderBindingResult.Error` (or a non-200 answer) as a failed binding: it forgets
 the assumed pod and re-queues it. We assume the pod on the node in our own state
 *before* the API call (so the next pod's answer already counts it), forget it if the
-call fails, and let the watch confirm it (`extender.inflight`).
+call fails, and let the watch confirm it (`extender.engine.inflight`).
 
 kube-scheduler waits for our answer only until its `httpTimeout`; its own DefaultBinder
 waits for the API however long it takes, keeping the pod assumed (counted) meanwhile.
@@ -44,7 +44,7 @@ from typing import Any
 
 from extender import metrics
 from extender.api.wire import WireError, go_fields
-from extender.inflight import InFlight
+from extender.engine.inflight import InFlight
 
 log = logging.getLogger("extender.bind")
 

@@ -50,7 +50,7 @@ from typing import Protocol
 
 from extender import metrics
 from extender.cel import lane
-from extender.gate import StateNotReady
+from extender.engine.gate import StateNotReady
 from extender.model import Pod
 
 log = logging.getLogger("extender.inflight")
