@@ -440,9 +440,9 @@ class EventRecorder(OfferQueue):
         """The explanation's message, computed once per (pod, state, candidates) and
         within the explanation budget; None when it cannot be (budget, deadline, no
         longer unschedulable)."""
-        from extender.cel.deadline import DeadlineExceeded, request_deadline
         from extender.engine.candidates import resolve
         from extender.explain import diagnose, summarize
+        from extender.request.deadline import DeadlineExceeded, request_deadline
 
         pod = offer.pod
         snapshot = self.extender.source.snapshot()

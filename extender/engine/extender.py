@@ -19,8 +19,6 @@ import numpy as np
 from extender import metrics
 from extender.api.wire import ExtenderArgs, encode, error_filter_result
 from extender.caching import ByteLRU, set_memory_limit
-from extender.cel import deadline, lane
-from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.config import Config
 from extender.engine.binding import (
     DEFAULT_BIND_SECONDS,
@@ -53,6 +51,8 @@ from extender.model import Pod
 from extender.model.parse import ModelError, pod_from_dict
 from extender.plugins import default_plugins
 from extender.plugins.podtopologyspread import PodTopologySpread
+from extender.request import deadline, lane
+from extender.request.deadline import DeadlineExceeded, request_deadline
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 from extender.state.layers import WORKLOAD_KINDS

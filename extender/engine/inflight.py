@@ -49,9 +49,9 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from extender import metrics
-from extender.cel import lane
 from extender.engine.gate import StateNotReady
 from extender.model import Pod
+from extender.request import lane
 
 log = logging.getLogger("extender.inflight")
 

@@ -26,11 +26,11 @@ import os
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from extender.cel import lane
 from extender.cel.limits import EXPENSIVE_SLOTS
 from extender.config import Config
 from extender.engine.binding import BIND_CONNECTIONS
 from extender.engine.extender import STATE_VERSION_HEADER, Extender
+from extender.request import lane
 from extender.server.budget import VERBS
 from extender.server.listener import JSON, LOOP, Listener, Refused, Reply, Request, Route, Routes
 from extender.server.verbs import answer, verb_of

@@ -44,11 +44,11 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from extender.api import expansion
-from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.engine import Extender
 from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
 from extender.model.parse import ModelError
 from extender.ratelimit import TokenBucket
+from extender.request.deadline import DeadlineExceeded, request_deadline
 from extender.server.auth import (
     FLASK_KEY,
     TOKEN_HEADERS,

@@ -28,7 +28,7 @@ once it has fully arrived:
   line over `MAX_LINE` (414), a broken framing (400) likewise. Every byte a connection
   holds counts against the process's in-flight budget (`extender.server.budget`,
   shared by all listeners): over it the request is answered 503 with `Retry-After`.
-* **Where a request runs** (`place`, the lanes of `extender.cel.lane`): on the loop
+* **Where a request runs** (`place`, the lanes of `extender.request.lane`): on the loop
   (`LOOP`: microseconds of Python, or a verb whose CEL work is memoised or cheap), or
   on a pool thread. A request answered on the loop never pays a hand-off between
   threads, which waits for the GIL (~0.3-0.5 ms a call on the benchmark machine, a
@@ -63,7 +63,7 @@ from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
 
 from extender.api import expansion
-from extender.cel import deadline, lane
+from extender.request import deadline, lane
 from extender.server.budget import RETRY_AFTER_SECONDS, SIDE_LIMIT, BodyBudget, shed
 
 log = logging.getLogger("extender.http")
@@ -140,7 +140,7 @@ def request_path(target: str) -> str:
 class Request:
     """A parsed request head, then its body (`body`, set once it has arrived). `gone`:
     its client closed the connection while it was being answered (work on it stops:
-    `extender.cel.deadline`); `parse_charge`: bytes its parsed body holds in the budget."""
+    `extender.request.deadline`); `parse_charge`: bytes its parsed body holds in the budget."""
 
     __slots__ = ("method", "target", "path", "keep_alive", "head_size", "body_size", "chunked",
                  "expect", "body", "arrived", "headers", "client", "gone", "parse_charge")

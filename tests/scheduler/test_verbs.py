@@ -308,7 +308,7 @@ def test_bind_waits_for_the_api_a_second_at_most_and_only_the_time_left(deadline
     """The request waited 1 s for a thread; the API never answers by itself: the answer
     goes out after a second, or earlier when the request's deadline comes first
     (kube-scheduler's httpTimeout is further), and the call goes on."""
-    from extender.cel import deadline
+    from extender.request import deadline
 
     engine, recorder = engine_with(NODES)
     engine.config = Config(inflight_wait=5.0, request_deadline=deadline_s)
@@ -338,7 +338,7 @@ def _recording_timeout(submit, waited: list):
 
 
 def test_bind_past_its_deadline_answers_error_without_calling_the_api():
-    from extender.cel import deadline
+    from extender.request import deadline
 
     engine, recorder = engine_with(NODES + [pod("w1")])
     names(engine, pod("w1"), ["a1", "b1"])
