@@ -476,7 +476,7 @@ def recorder_for(extender: Any) -> EventRecorder | None:
     access; None when off, or in file mode (no API to write to: said once)."""
     if not extender.config.record_events:
         return None
-    api_client = getattr(extender.source, "api_client", None)
+    api_client = extender.source.api_client
     if api_client is None:
         log.warning("--record-events needs API access (--kubeconfig or --in-cluster): no events recorded")
         return None

@@ -128,7 +128,7 @@ def child(path: str, with_tracker: bool, changes: int, spread: bool) -> dict:
     from extender.drift import attach_tracker
     from extender.engine import Extender
     from extender.state import StaticSource
-    from extender.state.heap import freeze_state
+    from extender.state.gcfreeze import freeze_state
     from extender.state.store import Store
 
     objects = orjson.loads(Path(path).read_bytes())["items"]

@@ -45,6 +45,7 @@ from typing import Any
 from extender import metrics
 from extender.api.wire import WireError, go_fields
 from extender.engine.inflight import InFlight
+from extender.state import ClusterSource
 
 log = logging.getLogger("extender.bind")
 
@@ -191,9 +192,9 @@ def _transport_error(where: str, exc: BaseException, timeout: float) -> RuntimeE
     return BindUnknown(f"{where}: {exc}")
 
 
-def binder_for(source) -> PostBinding | None:
+def binder_for(source: ClusterSource) -> PostBinding | None:
     """The API binder for a live source; None in file mode (no API access)."""
-    api_client = getattr(source, "api_client", None)
+    api_client = source.api_client
     return ApiBinder(api_client) if api_client is not None else None
 
 

@@ -266,10 +266,9 @@ class Extender:
         resourceVersion): a watch that cannot is suspected (live source's
         `await_version`), and the verdict refused (`check_current`). An event loop
         must not wait: the request moves to a pool thread."""
-        behind = getattr(self.source, "behind", None)
         meta = raw.get("metadata")
         rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-        if behind is None or not isinstance(rv, str) or not behind("Pod", rv):
+        if not isinstance(rv, str) or not self.source.behind("Pod", rv):
             return
         if lane.on_loop():
             raise lane.Elsewhere(lane.POOL)

@@ -34,7 +34,7 @@ from extender.request import lane
 from extender.server.budget import VERBS
 from extender.server.listener import JSON, LOOP, Listener, Refused, Reply, Request, Route, Routes
 from extender.server.verbs import answer, verb_of
-from extender.state import ClusterSource, readiness
+from extender.state import ClusterSource
 
 TEXT = "text/plain; charset=utf-8"
 POOL, EXPENSIVE, BIND = lane.POOL, lane.EXPENSIVE, "bind"
@@ -76,12 +76,11 @@ def health_routes(engine: Extender) -> dict[str, Route]:
 
     def healthz() -> tuple[int, str, bytes]:
         # a live state unready for --max-unready: restart (the source's `liveness`)
-        liveness = getattr(engine.source, "liveness", None)
-        alive, why = liveness() if liveness is not None else (True, "ok")
+        alive, why = engine.source.liveness()
         return (200 if alive else 503), TEXT, why.encode()
 
     def readyz() -> tuple[int, str, bytes]:
-        ok, why = readiness(engine.source)
+        ok, why = engine.source.readiness()
         return (200 if ok else 503), TEXT, why.encode()
 
     def metrics_view() -> tuple[int, str, bytes]:
@@ -134,7 +133,7 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
     """`source` defaults to the config's cluster file, watched for changes. Pass one in
     (the gunicorn launcher does, loading it once in the master before forking)."""
     if source is None:
-        from extender.state.select import open_source, start_in_worker
+        from extender.state.opening import open_source, start_in_worker
 
         source = open_source(config)
         start_in_worker(source)  # under gunicorn the master handles HUP

@@ -23,7 +23,7 @@ from extender.engine.gate import StateNotReady
 from extender.engine.preemption import decode_preemption_args
 from extender.model.parse import ModelError
 from extender.server.budget import SMALL_REQUEST
-from extender.state import heap
+from extender.state import gcfreeze
 
 log = logging.getLogger("extender.http")
 # request body -> the verb's arguments (WireError: malformed or invalid)
@@ -39,10 +39,10 @@ VERBS = tuple(DECODE)
 def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
     """Status code and JSON body for one verb call; records the HTTP metrics. A large
     body (a Nodes-mode request) is answered with the cyclic collector paused
-    (`extender.state.heap`): its millions of objects otherwise set off full passes with
+    (`extender.state.gcfreeze`): its millions of objects otherwise set off full passes with
     the GIL held, which every other thread (probes included) waited for."""
     if len(body) > SMALL_REQUEST:
-        with heap.collector_paused():
+        with gcfreeze.collector_paused():
             return _answer(engine, verb, body)
     return _answer(engine, verb, body)
 

@@ -51,7 +51,7 @@ from extender.request import deadline, lane
 from extender.server.budget import SMALL_REQUEST, WEBHOOK_LIMIT, BodyBudget
 from extender.server.listener import JSON, Listener, PostRoute, Route, Routes
 from extender.server.tls import ReloadingContext, client_policy
-from extender.state import heap
+from extender.state import gcfreeze
 from extender.validation.field import aggregate
 from extender.validation.rules import admission, compile_budget, configure_slow_expressions
 from extender.validation.workloads import (
@@ -160,7 +160,7 @@ def validate_route(prefix: str, gates: FeatureGates, seconds: float = ADMISSION_
     def reviewed(body: bytes) -> bytes:
         with deadline.request_deadline(seconds):
             if len(body) > SMALL_REQUEST:  # no full GC passes over its objects (see verbs.answer)
-                with heap.collector_paused():
+                with gcfreeze.collector_paused():
                     return orjson.dumps(review(body, prefix, gates))
             return orjson.dumps(review(body, prefix, gates))
 

@@ -20,6 +20,7 @@ from extender.config import Config
 from extender.engine import Extender
 from extender.engine.binding import ERR_NO_API, BindError, BindingArgs, binding_body
 from extender.server.app import create_app
+from extender.state import ClusterSource
 from extender.state.store import Store
 from testing.client import Client
 
@@ -29,7 +30,7 @@ SPREAD = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedul
            "labelSelector": {"matchLabels": WEB}}]
 
 
-class StoreSource:
+class StoreSource(ClusterSource):
     """A store-backed source without feeds: what FileSource/LiveSource are to the engine."""
 
     def __init__(self, objects: list[dict]) -> None:
