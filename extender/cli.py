@@ -1,4 +1,4 @@
-"""`extender serve | explain | validate | version` — thin argparse front-end over config and service."""
+"""`extender serve | explain | validate | version` — thin argparse front-end over config and the engine."""
 
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 Why a request deadline and not a per-evaluation time guard: a verdict must be a function
 of (expression, taint) only.  A time guard per evaluation turns machine load into "does
 not tolerate" answers that are then memoised.  Instead, the per-evaluation limiter is the
-deterministic runtime cost (``limits.MAX_COST``), and time is bounded per *request*: when
-the request's deadline passes, evaluation raises ``DeadlineExceeded``, which is never a
-verdict and never memoised; the service answers the request with an ``Error`` and
+deterministic runtime cost (``extender.cel.limits.MAX_COST``), and time is bounded per
+*request*: when the request's deadline passes, evaluation raises ``DeadlineExceeded``, which is never a
+verdict and never memoised; the engine answers the request with an ``Error`` and
 kube-scheduler retries the pod.  Evaluations finished before the deadline stay memoised,
 so the retry makes progress.
 
