@@ -1,4 +1,4 @@
-"""`extender serve | explain | validate | version` — thin argparse front-end over config and service."""
+"""`extender serve | explain | validate | version` — thin argparse front-end over config and the engine."""
 
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         prepare_multiprocess_metrics()  # before the workers create their metrics
     from extender.logs import setup_logging
     from extender.server.launcher import ExtenderServer, check_metrics_listen
-    from extender.state.select import open_source
+    from extender.state.opening import open_source
 
     check_metrics_listen(config.metrics_listen)
     setup_logging(config.log_level)

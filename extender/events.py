@@ -440,9 +440,9 @@ class EventRecorder(OfferQueue):
         """The explanation's message, computed once per (pod, state, candidates) and
         within the explanation budget; None when it cannot be (budget, deadline, no
         longer unschedulable)."""
-        from extender.cel.deadline import DeadlineExceeded, request_deadline
+        from extender.engine.candidates import resolve
         from extender.explain import diagnose, summarize
-        from extender.state.candidates import resolve
+        from extender.request.deadline import DeadlineExceeded, request_deadline
 
         pod = offer.pod
         snapshot = self.extender.source.snapshot()
@@ -476,7 +476,7 @@ def recorder_for(extender: Any) -> EventRecorder | None:
     access; None when off, or in file mode (no API to write to: said once)."""
     if not extender.config.record_events:
         return None
-    api_client = getattr(extender.source, "api_client", None)
+    api_client = extender.source.api_client
     if api_client is None:
         log.warning("--record-events needs API access (--kubeconfig or --in-cluster): no events recorded")
         return None

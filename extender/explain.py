@@ -23,11 +23,11 @@ from kubectl_extender.render import describe_state, key_details, render_summary,
 
 from extender import metrics
 from extender.api.wire import filter_result
+from extender.engine import Extender
+from extender.engine.candidates import Candidates, resolve
 from extender.framework import FilterOutcome, Status
 from extender.model import Pod
-from extender.service import Extender
 from extender.state import ClusterSnapshot, NodeSet, StaticSource
-from extender.state.candidates import Candidates, resolve
 from extender.state.layers import PodLayerWriter
 
 EXAMPLES = 3  # example nodes per detail group (and top feasible nodes)

@@ -251,7 +251,7 @@ for _reason in ("compile", "runtime", "cost", "non-bool"):
 
 CEL_LANE_MOVES_TOTAL = Counter(
     "extender_cel_lane_moves_total",
-    "Requests moved to a costlier lane before their CEL work started (extender.cel.lane): "
+    "Requests moved to a costlier lane before their CEL work started (extender.request.lane): "
     "from the event loop to a pool thread, or on to the expensive lane.",
     ["from_lane", "to_lane"],
 )

@@ -3,5 +3,5 @@
 Run with `python -m perf run --quick|--full` (`make perf-quick` / `make perf`), or
 `python -m perf generate ...` to write a synthetic cluster file. Nothing here is
 imported by the extender itself; the harness only drives it from the outside
-(in-process through `extender.service.Extender`, over HTTP through `extender serve`).
+(in-process through `extender.engine.Extender`, over HTTP through `extender serve`).
 """

@@ -128,9 +128,9 @@ def child(path: str, with_tracker: bool, changes: int, spread: bool) -> dict:
     """Feed the cluster into a store (with or without the tracker) and measure."""
     from extender.config import Config
     from extender.drift import attach_tracker
-    from extender.service import Extender
+    from extender.engine import Extender
     from extender.state import StaticSource
-    from extender.state.heap import freeze_state
+    from extender.state.gcfreeze import freeze_state
     from extender.state.store import Store
 
     objects = orjson.loads(Path(path).read_bytes())["items"]

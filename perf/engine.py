@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from extender.cel import CelCache
 from extender.config import Config, build_config
+from extender.engine import Extender
 from extender.model import Pod
-from extender.service import Extender
 from extender.state import ClusterSnapshot, ClusterSource, StaticSource
 from extender.state.layers import PodLayerWriter
 

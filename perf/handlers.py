@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from extender.state import ClusterSource
 from perf.churn import NODE_UPDATE_EVERY, WARMUP
 from perf.generate import generate_cluster
 from perf.stats import summarize
@@ -47,7 +48,7 @@ from perf.workloads import mixed_pods, no_two_alike, workload_of
 from testing.scores import best_hosts
 
 
-class StoreSource:
+class StoreSource(ClusterSource):
     """A `Store` as the engine's cluster source (always ready, no API access)."""
 
     def __init__(self, store) -> None:
@@ -64,8 +65,8 @@ class Churn:
     """A loaded store, an engine over it, and the pods to schedule."""
 
     def __init__(self, nodes: int, pods: int, log=print, cache: Path | None = None) -> None:
+        from extender.engine import Extender
         from extender.server.verbs import answer as _answer
-        from extender.service import Extender
         from extender.state.store import Store
         from perf.engine import default_config
 
@@ -89,7 +90,7 @@ class Churn:
         self.warm_answer = _answer  # the untimed warm-up pods: not counted either
         self.store.snapshot()
         gc.collect()
-        gc.freeze()  # as the live source does after its initial sync (extender.state.heap)
+        gc.freeze()  # as the live source does after its initial sync (extender.state.gcfreeze)
         self.load_s = time.monotonic() - t0
         log(f"handlers {nodes}/{pods}: loaded in {self.load_s:.1f} s")
 

@@ -24,8 +24,8 @@ import orjson
 
 from extender import metrics
 from extender.api.wire import ExtenderArgs, decode_args, encode
+from extender.engine import Extender
 from extender.model.parse import existing_pod_from_dict
-from extender.service import Extender
 from perf.engine import MutableSource, extend_snapshot, fork_snapshot
 from perf.stats import summarize
 from perf.workloads import workload_of

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from extender.config import Config
-from extender.service import Extender
+from extender.engine import Extender
 from extender.state import ClusterSnapshot, StaticSource, load_objects
 from extender.state.loader import parse_documents
 

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.caching import ByteLRU
-from extender.cel import deadline, lane
 from extender.cel.environment import TOO_LONG_MESSAGE, CompileError, too_long
-from extender.cel.limits import COMPILE_SLOTS, EXPENSIVE_COST, EXPENSIVE_SLOTS, MAX_COST
+from extender.cel.limits import COMPILE_SLOTS, EXPENSIVE_SLOTS, MAX_COST
 from extender.cel.program import Program, compile_program, run_program
 from extender.metrics import (
     CEL_CACHE_ENTRIES,
@@ -35,6 +34,7 @@ from extender.metrics import (
     CEL_RESULT_MEMO_TOTAL,
     read,
 )
+from extender.request import deadline, lane
 
 _KEY_MUTEXES = 64
 # Labelled children bound once: ``labels()`` costs more than the memo lookup itself.
@@ -171,7 +171,7 @@ class CelCache:
         if isinstance(entry, _Failed):
             outcome = CelOutcome(False, "compile", entry.message)
         else:
-            if entry.estimated_cost < EXPENSIVE_COST:
+            if entry.estimated_cost < lane.EXPENSIVE_COST:
                 kind, message = run_program(entry, taint.key, taint.value, taint.effect,
                                             cost_limit=self.cost_limit)
             else:

@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from extender.cel import deadline
 from extender.cel.plan import Attr, Call, Const, ListLit, Logic
 from extender.cel.values import CelError, kind
+from extender.request import deadline
 
 #: tests only: a function reordering a map's keys before a comprehension iterates them
 MAP_ORDER: Callable[[list], list] | None = None

@@ -26,14 +26,14 @@ TAINT_EFFECT_MAX = 16
 #: raises it (``RECURSION_LIMIT``).
 MAX_NESTING_DEPTH = 250
 
-#: Programs whose estimated cost reaches this many units (at most ~0.13 s here: the
-#: evaluator's slowest measured rate is ~400,000 units per CPU second, see
-#: perf/PERFORMANCE.md) are "expensive": at most ``EXPENSIVE_SLOTS`` of their evaluations
-#: run at once per process, the others wait (within their request's deadline).  Cheap programs never wait.  With
-#: the GIL, eight concurrent expensive evaluations would each get an eighth of a core and
-#: make every other thread (health probes, cheap pods) queue behind them for the GIL;
-#: one at a time gives the same throughput and leaves the rest of the server responsive.
-EXPENSIVE_COST = 50_000
+#: Programs estimated at ``extender.request.lane.EXPENSIVE_COST`` units or more (at most
+#: ~0.13 s here: the evaluator's slowest measured rate is ~400,000 units per CPU second,
+#: see perf/PERFORMANCE.md) are "expensive": at most ``EXPENSIVE_SLOTS`` of their
+#: evaluations run at once per process, the others wait (within their request's deadline).
+#: Cheap programs never wait.  With the GIL, eight concurrent expensive evaluations would
+#: each get an eighth of a core and make every other thread (health probes, cheap pods)
+#: queue behind them for the GIL; one at a time gives the same throughput and leaves the
+#: rest of the server responsive.
 EXPENSIVE_SLOTS = 1
 
 #: Compiles that run at once per process (the compile lane); others wait for a slot
@@ -42,12 +42,6 @@ EXPENSIVE_SLOTS = 1
 #: expressions must not take every thread: honest pods whose expression is compiled
 #: already never wait for this.
 COMPILE_SLOTS = 2
-
-#: Programs estimated below this many units (~5 ms at the slowest measured rate) may run
-#: on a server worker's event loop; costlier ones, and any expression not compiled yet
-#: (a 10 KiB expression takes most of a second to compile), run on a pool thread, and
-#: those at ``EXPENSIVE_COST`` or more in the expensive lane (``extender.cel.lane``).
-LOOP_COST = 2_000
 
 #: Error messages in CelOutcome / compile_error are truncated to this many characters.
 MAX_MESSAGE_CHARS = 300

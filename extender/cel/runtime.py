@@ -11,7 +11,7 @@ amounts (``extender.cel.cost.call_cost`` for calls), and checked after every cha
 the limit interrupts at the same point with the same units used (``CostLimitExceeded``).
 Errors are raised ``CelError``s; where cel-go passes an error on as a value (``&&``,
 ``||``, the ternary's condition, a comprehension's accumulator, ``@not_strictly_false``)
-it is caught and carried.  The request deadline (``extender.cel.deadline``) is checked
+it is caught and carried.  The request deadline (``extender.request.deadline``) is checked
 every 32 comprehension iterations and after every costly call; it is never a verdict.
 Both are ``BaseException`` subclasses so no ``except Exception`` turns them into a CEL
 error.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from extender.cel import deadline, fastops, folds
+from extender.cel import fastops, folds
 from extender.cel.ast import Node
 from extender.cel.cost import ARGUMENT_COSTED, LIST_CREATE, MAP_CREATE, call_cost, cost_rule
 from extender.cel.lib import FUNCTIONS
@@ -43,6 +43,7 @@ from extender.cel.plan import (
     SetIn,
 )
 from extender.cel.values import MISSING, CelError, equal, kind, map_delete, map_find, map_put
+from extender.request import deadline
 
 Fn = Callable[["Budget"], Any]
 TAINT_FIELDS = ("key", "value", "effect")

@@ -40,13 +40,13 @@ def attach_tracker(store: Any, config: Any) -> DriftTracker:
 
 def drift_for(extender: Any) -> DriftTracker | None:
     """The drift report `--drift-*` asks for, evaluating with `extender`'s plugins: the
-    tracker `attach_tracker` put on the source's store (`extender.state.select`), or one
+    tracker `attach_tracker` put on the source's store (`extender.state.opening`), or one
     attached now (it then sees the changes from now on only). None when off or when the
     source has no store."""
     config = extender.config
     if not config.drift:
         return None
-    store = getattr(extender.source, "store", None)
+    store = extender.source.store
     if store is None:
         log.warning("the drift report needs a cluster state (--cluster, --kubeconfig or --in-cluster): off")
         return None
@@ -54,7 +54,7 @@ def drift_for(extender: Any) -> DriftTracker | None:
     tracker.bind(extender.framework.plugins, spread=config.drift_topology_spread)
     tracker.export_zeros()
     if config.drift_events:
-        api_client = getattr(extender.source, "api_client", None)
+        api_client = extender.source.api_client
         if api_client is None:
             log.warning("--drift-events needs API access (--kubeconfig or --in-cluster): no events recorded")
         else:

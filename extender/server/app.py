@@ -10,12 +10,12 @@ the verb's status and JSON. Where it runs:
 * on a pool thread (`POOL`, `--threads`): with `--worker-class gthread` every verb; a
   body over `INLINE_MAX_BYTES` (a Nodes-mode request: tens of milliseconds of parsing);
   and any verb while pods answered by `filter` are in flight, because it may then wait
-  for a `bind` (`extender.inflight`) that the loop must stay free to read;
+  for a `bind` (`extender.engine.inflight`) that the loop must stay free to read;
 * in the expensive lane (`EXPENSIVE`, one thread per `EXPENSIVE_SLOTS`, its own queue):
   a request whose CEL programs are estimated past what a pool thread may run, so it
   never holds a thread cheap work needs;
 * in the bind lane (`BIND`, `BIND_THREADS` threads): `bind` waits for its API call up
-  to a second (the call itself goes on in `extender.binding`); kube-scheduler runs
+  to a second (the call itself goes on in `extender.engine.binding`); kube-scheduler runs
   each binding in a goroutine of its own and may have dozens out at once, so binds
   never queue behind filter work nor hold the threads it needs.
 """
@@ -26,21 +26,21 @@ import os
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from extender.binding import BIND_CONNECTIONS
-from extender.cel import lane
 from extender.cel.limits import EXPENSIVE_SLOTS
 from extender.config import Config
+from extender.engine.binding import BIND_CONNECTIONS
+from extender.engine.extender import STATE_VERSION_HEADER, Extender
+from extender.request import lane
 from extender.server.budget import VERBS
 from extender.server.http1 import JSON, Refused, Reply, Request
 from extender.server.listener import LOOP, Listener, Route, Routes
 from extender.server.verbs import answer, verb_of
-from extender.service import STATE_VERSION_HEADER, Extender
-from extender.state import ClusterSource, readiness
+from extender.state import ClusterSource
 
 TEXT = "text/plain; charset=utf-8"
 POOL, EXPENSIVE, BIND = lane.POOL, lane.EXPENSIVE, "bind"
 INLINE_MAX_BYTES = 1 << 20  # larger bodies are answered on a pool thread
-BIND_THREADS = BIND_CONNECTIONS  # each answers within a second (`extender.binding`)
+BIND_THREADS = BIND_CONNECTIONS  # each answers within a second (`extender.engine.binding`)
 # kube-scheduler gives up on an extender call after its httpTimeout (5 s by default): a
 # request that has not fully arrived by then is not worth its buffer any longer.
 REQUEST_READ_TIMEOUT = 5.0
@@ -77,12 +77,11 @@ def health_routes(engine: Extender) -> dict[str, Route]:
 
     def healthz() -> tuple[int, str, bytes]:
         # a live state unready for --max-unready: restart (the source's `liveness`)
-        liveness = getattr(engine.source, "liveness", None)
-        alive, why = liveness() if liveness is not None else (True, "ok")
+        alive, why = engine.source.liveness()
         return (200 if alive else 503), TEXT, why.encode()
 
     def readyz() -> tuple[int, str, bytes]:
-        ok, why = readiness(engine.source)
+        ok, why = engine.source.readiness()
         return (200 if ok else 503), TEXT, why.encode()
 
     def metrics_view() -> tuple[int, str, bytes]:
@@ -135,7 +134,7 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
     """`source` defaults to the config's cluster file, watched for changes. Pass one in
     (the gunicorn launcher does, loading it once in the master before forking)."""
     if source is None:
-        from extender.state.select import open_source, start_in_worker
+        from extender.state.opening import open_source, start_in_worker
 
         source = open_source(config)
         start_in_worker(source)  # under gunicorn the master handles HUP

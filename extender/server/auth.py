@@ -40,6 +40,7 @@ from typing import Any
 import cachetools
 
 from extender.ratelimit import TokenBucket
+from extender.state import ClusterSource
 
 log = logging.getLogger("extender.auth")
 
@@ -240,9 +241,9 @@ def is_loopback(client: str) -> bool:
 Guard = Delegated | LoopbackOnly
 
 
-def guard_for(source: Any) -> Guard:
+def guard_for(source: ClusterSource) -> Guard:
     """The guard of an engine's cluster source: delegated to its API server, if any."""
-    api_client = getattr(source, "api_client", None)
+    api_client = source.api_client
     return Delegated(api_client) if api_client is not None else LoopbackOnly()
 
 

@@ -46,10 +46,11 @@ from flask import Response
 from werkzeug.datastructures import MultiDict
 
 from extender.api import expansion
-from extender.cel.deadline import DeadlineExceeded, request_deadline
+from extender.engine import Extender
 from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
 from extender.model.parse import ModelError
 from extender.ratelimit import TokenBucket
+from extender.request.deadline import DeadlineExceeded, request_deadline
 from extender.server.auth import (
     FLASK_KEY,
     TOKEN_HEADERS,
@@ -62,8 +63,7 @@ from extender.server.auth import (
     protected,
 )
 from extender.server.http1 import JSON, Refused, Reply, Request
-from extender.service import Extender
-from extender.state import ClusterSnapshot, FileSource, readiness
+from extender.state import ClusterSnapshot, ClusterSource, FileSource
 
 log = logging.getLogger("extender.explain")
 
@@ -198,10 +198,9 @@ def file_pod_reader(source: FileSource) -> PodReader:
     return read
 
 
-def pod_reader_for(source: Any) -> PodReader | None:
-    api_client = getattr(source, "api_client", None)
-    if api_client is not None:
-        return api_pod_reader(api_client)
+def pod_reader_for(source: ClusterSource) -> PodReader | None:
+    if source.api_client is not None:
+        return api_pod_reader(source.api_client)
     if isinstance(source, FileSource):
         return file_pod_reader(source)
     return None
@@ -219,11 +218,11 @@ def newest_version(versions: dict[str, str]) -> str:
     return versions.get("Pod", "")
 
 
-def state_info(source: Any) -> dict[str, Any]:
+def state_info(source: ClusterSource) -> dict[str, Any]:
     """Mode, readiness, resourceVersions and age of `source`, read *before* its snapshot
     is taken: the snapshot then holds at least everything up to these versions."""
-    ok, why = readiness(source)
-    reflectors = getattr(source, "reflectors", None)
+    ok, why = source.readiness()
+    reflectors = source.reflectors
     mode = "live" if reflectors else "file" if isinstance(source, FileSource) else type(source).__name__
     info: dict[str, Any] = {"mode": mode, "ready": ok, "status": why}
     if reflectors:
@@ -232,23 +231,20 @@ def state_info(source: Any) -> dict[str, Any]:
         info["resourceVersions"] = versions
     if isinstance(source, FileSource):
         info["path"] = str(source.path)
-    age = getattr(source, "age", None)
+    age = source.age()
     if age is not None:
         # live: seconds since the least recently confirmed kind was confirmed (events,
         # bookmarks); file: seconds since the file stopped matching what is served
-        info["ageSeconds"] = round(age(), 3)
+        info["ageSeconds"] = round(age, 3)
     return info
 
 
-def refusal(source: Any, info: dict[str, Any]) -> str | None:
-    """Why no explanation may be computed now, or None: the verbs' own test when the
-    source has one (`unready()`: (reason, message) before every kind has listed and once
-    the state is stale), else what /readyz says."""
-    unready = getattr(source, "unready", None)
-    if unready is not None:
-        why = unready()
-        if not why:
-            return None
+def refusal(source: ClusterSource, info: dict[str, Any]) -> str | None:
+    """Why no explanation may be computed now, or None: the verbs' own test
+    (`unready()`: (reason, message) before every kind has listed and once the state is
+    stale), and what /readyz says."""
+    why = source.unready()
+    if why:
         return why[1] if isinstance(why, tuple) else str(why)
     return None if info["ready"] else info["status"]
 

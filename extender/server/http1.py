@@ -127,7 +127,7 @@ def _header_fields(lines: list[bytes]) -> dict[bytes, bytes]:
 class Request:
     """A parsed request head, then its body (`body`, set once it has arrived). `gone`:
     its client closed the connection while it was being answered (work on it stops:
-    `extender.cel.deadline`); `parse_charge`: bytes its parsed body holds in the budget."""
+    `extender.request.deadline`); `parse_charge`: bytes its parsed body holds in the budget."""
 
     __slots__ = ("method", "target", "path", "keep_alive", "head_size", "body_size", "chunked",
                  "expect", "body", "arrived", "headers", "client", "gone", "parse_charge")

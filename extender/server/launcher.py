@@ -40,7 +40,7 @@ class ExtenderServer(BaseApplication):
         super().__init__()
 
     def load_config(self) -> None:
-        from extender.state.heap import return_large_blocks
+        from extender.state.gcfreeze import return_large_blocks
 
         raise_open_files_limit()
         return_large_blocks()  # before the state is loaded and the workers forked
@@ -69,7 +69,7 @@ class ExtenderServer(BaseApplication):
 
         setup_logging(self.config.log_level)
         if self.source is None:
-            from extender.state.select import open_source
+            from extender.state.opening import open_source
 
             self.source = open_source(self.config, serving=True)
         return create_app(self.config, source=self.source)
@@ -78,7 +78,7 @@ class ExtenderServer(BaseApplication):
         from extender.logs import setup_logging
 
         setup_logging(server.cfg.loglevel)
-        from extender.state.select import start_in_worker
+        from extender.state.opening import start_in_worker
 
         if self.source is not None:
             start_in_worker(self.source)

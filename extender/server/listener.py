@@ -14,7 +14,7 @@ bytes, never a thread, and a thread takes a request only once it has fully arriv
 limits on connections, deadlines and bytes: `extender.server.connections`; on heads and
 bodies: `extender.server.http1`).
 
-**Where a request runs** (`place`, the lanes of `extender.cel.lane`): on the loop
+**Where a request runs** (`place`, the lanes of `extender.request.lane`): on the loop
 (`LOOP`: microseconds of Python, or a verb whose CEL work is memoised or cheap), or on a
 pool thread. A request answered on the loop never pays a hand-off between threads,
 which waits for the GIL (~0.3-0.5 ms a call on the benchmark machine, a third of a
@@ -44,7 +44,7 @@ from concurrent import futures
 from functools import partial
 
 from extender.api import expansion
-from extender.cel import deadline, lane
+from extender.request import deadline, lane
 from extender.server.budget import RETRY_AFTER_SECONDS, SIDE_LIMIT, BodyBudget, shed
 from extender.server.connections import (
     ANSWERING,

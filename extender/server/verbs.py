@@ -5,7 +5,7 @@ Error mapping: malformed JSON -> 400, well-formed but invalid args -> 200 with `
 set for filter (what kube-scheduler expects) and 400 for prioritize, including a score
 plugin failing on the pod (e.g. a preferred term that does not parse fails PreScore:
 the input is at fault), a cluster state that cannot give a verdict (not synced yet,
-stale: `extender.gate`) -> 200 with `Error` for filter and bind, 503 for prioritize and
+stale: `extender.engine.gate`) -> 200 with `Error` for filter and bind, 503 for prioritize and
 preempt, anything unexpected -> 500. Clients never see a stack trace; every error is
 logged. (A body over the limit is refused with 413 before it is read, by the listener.)
 """
@@ -17,13 +17,13 @@ import time
 
 from extender import metrics
 from extender.api.wire import WireError, decode_args, decode_json, encode, error_filter_result
-from extender.binding import decode_binding_args
-from extender.gate import StateNotReady
+from extender.engine.binding import decode_binding_args
+from extender.engine.extender import Extender, ScoringError
+from extender.engine.gate import StateNotReady
+from extender.engine.preemption import decode_preemption_args
 from extender.model.parse import ModelError
-from extender.preemption import decode_preemption_args
 from extender.server.budget import SMALL_REQUEST
-from extender.service import Extender, ScoringError
-from extender.state import heap
+from extender.state import gcfreeze
 
 log = logging.getLogger("extender.http")
 # request body -> the verb's arguments (WireError: malformed or invalid)
@@ -39,10 +39,10 @@ VERBS = tuple(DECODE)
 def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
     """Status code and JSON body for one verb call; records the HTTP metrics. A large
     body (a Nodes-mode request) is answered with the cyclic collector paused
-    (`extender.state.heap`): its millions of objects otherwise set off full passes with
+    (`extender.state.gcfreeze`): its millions of objects otherwise set off full passes with
     the GIL held, which every other thread (probes included) waited for."""
     if len(body) > SMALL_REQUEST:
-        with heap.collector_paused():
+        with gcfreeze.collector_paused():
             return _answer(engine, verb, body)
     return _answer(engine, verb, body)
 
@@ -60,7 +60,7 @@ def _answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
     except ModelError as exc:
         log.warning("invalid arguments", extra={"verb": verb, "error": str(exc)})
         result = 400, encode({"error": str(exc)})
-    except StateNotReady as exc:  # prioritize, preempt: no Error field (extender.gate)
+    except StateNotReady as exc:  # prioritize, preempt: no Error field (extender.engine.gate)
         result = 503, encode({"error": str(exc)})
     except ScoringError as exc:  # a plugin refused the pod: the request is at fault
         log.warning("scoring failed", extra={"verb": verb, "error": str(exc)})

@@ -26,11 +26,11 @@ budget (`WEBHOOK_LIMIT`, `extender.server.budget`): never the verbs'.
 
 Work bounded per review (issue #35): a review has `ADMISSION_DEADLINE` seconds from its
 arrival (below the webhook's `timeoutSeconds`, 5 in the manifests), stops at the next
-check once its client has closed the connection (`extender.cel.deadline`), compiles at
+check once its client has closed the connection (`extender.request.deadline`), compiles at
 most `REVIEW_COMPILE_BYTES` of new CEL (`extender.validation.rules`) and holds no lock
 the verbs wait for (each thread parses CEL with its own parser). Reviews run on two pool
 threads; one that needs more than a little compiling moves to a lane of its own
-(`extender.cel.lane`, one thread), so an ordinary review never queues behind compiles.
+(`extender.request.lane`, one thread), so an ordinary review never queues behind compiles.
 A review past its deadline is answered 503: the API server then applies the webhook's
 `failurePolicy`, as it would had the webhook not answered.
 """
@@ -46,13 +46,13 @@ import orjson
 
 from extender import metrics
 from extender.api import expansion
-from extender.cel import deadline, lane
 from extender.features import FeatureGates
+from extender.request import deadline, lane
 from extender.server.budget import SMALL_REQUEST, WEBHOOK_LIMIT, BodyBudget
 from extender.server.http1 import JSON
 from extender.server.listener import Listener, PostRoute, Route, Routes
 from extender.server.tls import ReloadingContext, client_policy
-from extender.state import heap
+from extender.state import gcfreeze
 from extender.validation.field import aggregate
 from extender.validation.rules import admission, compile_budget, configure_slow_expressions
 from extender.validation.workloads import (
@@ -161,7 +161,7 @@ def validate_route(prefix: str, gates: FeatureGates, seconds: float = ADMISSION_
     def reviewed(body: bytes) -> bytes:
         with deadline.request_deadline(seconds):
             if len(body) > SMALL_REQUEST:  # no full GC passes over its objects (see verbs.answer)
-                with heap.collector_paused():
+                with gcfreeze.collector_paused():
                     return orjson.dumps(review(body, prefix, gates))
             return orjson.dumps(review(body, prefix, gates))
 

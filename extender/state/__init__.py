@@ -1,6 +1,6 @@
 """Cluster state: feeds (API-server watch, cluster file) write into one `Store` of
 immutable, versioned layers; requests read consistent `ClusterSnapshot`s through the
-small `ClusterSource` interface (`snapshot()`, `ready()`)."""
+`ClusterSource` interface (`extender.state.source`)."""
 
 from extender.state.loader import load_objects
 from extender.state.nodeset import NodeIndex, NodeSet
@@ -10,7 +10,6 @@ from extender.state.source import (
     FileSource,
     StaticSource,
     UnconfiguredSource,
-    readiness,
 )
 from extender.state.store import Store
 
@@ -24,5 +23,4 @@ __all__ = [
     "Store",
     "UnconfiguredSource",
     "load_objects",
-    "readiness",
 ]

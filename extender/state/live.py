@@ -63,8 +63,9 @@ import orjson
 
 from extender import metrics
 from extender.model.parse import ModelError
-from extender.state.heap import freeze_state
+from extender.state.gcfreeze import freeze_state
 from extender.state.snapshot import ClusterSnapshot
+from extender.state.source import ClusterSource
 from extender.state.store import KINDS, Store, object_key
 
 log = logging.getLogger("extender.state")
@@ -206,7 +207,7 @@ def _abort(response: Any) -> None:
 class Reflector:
     """List then watch one kind into the store (see the module docstring)."""
 
-    freeze_after_sync = False  # freeze the heap after a pod relist (`heap.freeze_state`)
+    freeze_after_sync = False  # freeze the heap after a pod relist (`gcfreeze.freeze_state`)
 
     def __init__(
         self, kind: str, lister: Callable[..., Any], store: Store, page_size: int = PAGE_SIZE,
@@ -544,7 +545,7 @@ def _probe_line(line: bytes) -> str | None:
     return (obj.get("metadata") or {}).get("resourceVersion") or "?"
 
 
-class LiveSource:
+class LiveSource(ClusterSource):
     """The `ClusterSource` fed by the API server (see the module docstring)."""
 
     def __init__(
@@ -553,7 +554,7 @@ class LiveSource:
         watch_seconds: tuple[int, int] = WATCH_SECONDS, freeze_after_sync: bool = False,
         bind_watch_timeout: float = 1.0, max_unready: float = 300.0,
     ) -> None:
-        """`freeze_after_sync`: the serving process's choice (`heap.freeze_state` once
+        """`freeze_after_sync`: the serving process's choice (`gcfreeze.freeze_state` once
         every kind has listed, and after a pod relist); off for embedders and tests.
         `bind_watch_timeout`: seconds the Pod watch may take to show a pod we bound (0:
         not checked). `max_unready`: seconds unready before `liveness` fails (0: never)."""
@@ -606,7 +607,7 @@ class LiveSource:
         return self
 
     def _freeze_when_synced(self) -> None:
-        """Once every kind has listed, take the state out of full GC passes (`heap`)."""
+        """Once every kind has listed, take the state out of full GC passes (`gcfreeze`)."""
         while not self.wait_synced(60.0):
             if all(r._stop.is_set() for r in self.reflectors.values()):
                 return

@@ -1,7 +1,9 @@
 """Where cluster state comes from, and the one interface the rest of the code sees.
 
 `ClusterSource.snapshot()` returns a consistent `ClusterSnapshot` for a request;
-`ready()` says whether it may be served. Three sources:
+`ready()` says whether it may be served; the rest of the interface (readiness and
+liveness, whether a verdict may be computed now, the store, API access) has defaults
+for the sources that lack it. Four sources:
 
 - `LiveSource` (`extender.state.live`): the API server's list/watch, the normal
   deployment;
@@ -10,12 +12,13 @@
   the node layer and its memos), and a replaced state is freed by reference counting
   (it holds no reference cycle). A (re)load parses in small steps with the cyclic
   collector paused and, in the serving process, freezes the result without a full
-  collection (`extender.state.heap`): at a 9 MB file the parse and the collector's full
+  collection (`extender.state.gcfreeze`): at a 9 MB file the parse and the collector's full
   passes stalled every thread of the worker 0.2-4 s, probes included. Reloads happen
   on SIGHUP and when the file's
   mtime/size changes (a polling thread). A failed reload keeps the previous state; a
   good one is also copied to a last-good file that a restarted gunicorn worker falls
   back to, so a worker restart never rolls the state back to the start-up file;
+- `StaticSource`: a snapshot held in memory (tests, `extender explain`);
 - `UnconfiguredSource`: a server in a container or a cluster with neither a file nor
   an API server configured serves nothing and is never ready.
 """
@@ -30,11 +33,13 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Protocol
+from types import MappingProxyType
+from typing import Any
 
 from extender import metrics
-from extender.state import heap
+from extender.state import gcfreeze
 from extender.state.loader import ClusterFileError, parse_documents
 from extender.state.snapshot import ClusterSnapshot
 from extender.state.store import Store
@@ -42,22 +47,70 @@ from extender.state.store import Store
 log = logging.getLogger("extender.state")
 
 
-class ClusterSource(Protocol):
-    def snapshot(self) -> ClusterSnapshot: ...
+class ClusterSource:
+    """Where a request reads cluster state: the one interface every source implements
+    (`FileSource`, `LiveSource`, `StaticSource`, `UnconfiguredSource`, test doubles).
+    Callers use these methods and attributes only and never probe for others; a source
+    inherits the defaults of what it does not have: no store, no API access, always
+    ready, confirmed current and never behind."""
 
-    def ready(self) -> bool: ...
+    #: the `Store` its feeds write to (FileSource, LiveSource): the engine assumes pods
+    #: being bound there, the drift report observes it; None for a fixed snapshot
+    store: Store | None = None
+    #: a kubernetes `ApiClient` (LiveSource): binding, events, reading pods for
+    #: /explain, TokenReview and SubjectAccessReview; None without API access
+    api_client: Any = None
+    #: kind -> its `Reflector` (LiveSource: each kind's resourceVersion); empty otherwise
+    reflectors: Mapping[str, Any] = MappingProxyType({})
+
+    def snapshot(self) -> ClusterSnapshot:
+        """A consistent state for one request."""
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        """Whether the state may be served (/readyz)."""
+        return True
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why), for /readyz and the state an explanation was computed on."""
+        ok = self.ready()
+        return ok, "ok" if ok else "cluster state not loaded"
+
+    def liveness(self) -> tuple[bool, str]:
+        """(alive, why), for /healthz: false when the process is better restarted."""
+        return True, "ok"
+
+    def unready(self) -> tuple[str, str] | None:
+        """(reason, message) when no verb may compute a verdict now
+        (`extender.engine.gate`), else None."""
+        return None
+
+    def unconfirmed(self, kinds: Iterable[str]) -> tuple[str, str] | None:
+        """(reason, message) when a verdict reading `kinds` may not be computed now (a
+        kind being rechecked or relisted), else None."""
+        return None
+
+    def behind(self, kind: str, rv: str) -> bool:
+        """Whether our `kind` state is older than resourceVersion `rv`."""
+        return False
+
+    def await_version(self, kind: str, rv: str, what: str) -> bool:
+        """Wait until our `kind` state reaches `rv`; True when it has."""
+        return True
+
+    def age(self) -> float | None:
+        """Seconds the state has not been confirmed current (live) or has not matched
+        its file (file); None for a source without such a notion."""
+        return None
+
+    def start(self) -> None:
+        """Start the source's threads, in the process that serves."""
+
+    def stop(self) -> None:
+        """Stop them."""
 
 
-def readiness(source: ClusterSource) -> tuple[bool, str]:
-    """(ready, why) of any source (sources without `readiness` say only ready/not)."""
-    explain = getattr(source, "readiness", None)
-    if explain is not None:
-        return explain()
-    ok = source.ready()
-    return ok, "ok" if ok else "cluster state not loaded"
-
-
-class StaticSource:
+class StaticSource(ClusterSource):
     """A snapshot held in memory (tests, `explain`); `set` swaps it (simulations)."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
@@ -73,7 +126,7 @@ class StaticSource:
         self._snapshot = snapshot
 
 
-class UnconfiguredSource:
+class UnconfiguredSource(ClusterSource):
     """No cluster state configured: an empty state that is never ready."""
 
     def __init__(self, reason: str) -> None:
@@ -114,12 +167,12 @@ def _free_gradually(objects: list) -> None:
         del objects[-512:]
 
 
-class FileSource:
+class FileSource(ClusterSource):
     def __init__(
         self, path: str | os.PathLike, poll_seconds: float = 2.0, last_good: bool = True,
         store: Store | None = None, freeze: bool = False,
     ) -> None:
-        """`freeze`: the serving process's choice (`extender.state.heap`): the loaded
+        """`freeze`: the serving process's choice (`extender.state.gcfreeze`): the loaded
         state is frozen out of the collector's reach after every (re)load."""
         self.path = Path(path)
         self.freeze = freeze
@@ -129,7 +182,7 @@ class FileSource:
         self._stamp: tuple[int, int] | None = None
         self._broken_since: float | None = None  # the file stopped matching what we serve
         self._dir = _last_good_dir() if last_good else None
-        self._replaced = heap.ReplacedStates()
+        self._replaced = gcfreeze.ReplacedStates()
         self._load(self.path, keep_copy=False)  # start-up errors propagate: a bad file is fatal
         log.info("cluster state loaded", extra={"path": str(self.path), **self.snapshot().counts()})
         self._stop = threading.Event()
@@ -156,14 +209,14 @@ class FileSource:
             raise ClusterFileError(f"cannot read cluster file {str(path)!r}: {exc.strerror}") from exc
         replaced = self.store.snapshot() if self.freeze and self._stamp is not None else None
         if self.freeze:
-            heap.collect_unfrozen()
-        with heap.collector_paused():
+            gcfreeze.collect_unfrozen()
+        with gcfreeze.collector_paused():
             objects = parse_documents(data, str(path))
             self.store.load(objects)
             self.store.publish()
             _free_gradually(objects)
         if self.freeze:
-            heap.freeze_loaded_state()
+            gcfreeze.freeze_loaded_state()
             if replaced is not None:
                 self._replaced.replaced(replaced)
                 del replaced

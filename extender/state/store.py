@@ -65,6 +65,9 @@ class StoreObserver(Protocol):
     def changed(self, kind: str, namespace: str, name: str, raw: Mapping[str, Any] | None,
                 model: Any | None) -> None: ...
 
+    def start(self) -> None:
+        """Start its threads, in the process that serves (`extender.state.opening`)."""
+
 
 @dataclasses.dataclass(slots=True)
 class Assumed:

@@ -64,7 +64,7 @@ _compiled_lock = threading.Lock()
 #: not checked at admission, with a warning: the scheduling path checks every pod.
 REVIEW_COMPILE_BYTES = 32 << 10
 #: Of which a review compiles this many on the webhook's pool threads; it needs more,
-#: it moves to the webhook's expensive lane (`extender.cel.lane`), so that an ordinary
+#: it moves to the webhook's expensive lane (`extender.request.lane`), so that an ordinary
 #: review never waits behind compiles.
 POOL_COMPILE_BYTES = 1 << 10
 NOT_COMPILED = ("not checked at admission: the review's expressions not compiled yet exceed "
@@ -96,14 +96,14 @@ def compile_expression(expression: str) -> tuple[str | None, int] | None:
     Within an admission review (`compile_budget`): None for an expression its budget
     cannot compile, and `lane.Elsewhere` from the webhook's pool lane for one past the
     pool's share; the review's deadline and its client's leaving end it between the
-    compile's phases (`extender.cel.deadline`)."""
+    compile's phases (`extender.request.deadline`)."""
     with _compiled_lock:
         hit = _compiled.get(expression)
     if hit is not None:
         return hit
-    from extender.cel import deadline, lane
     from extender.cel.environment import CompileError
     from extender.cel.program import compile_program
+    from extender.request import deadline, lane
 
     budget = _REVIEW_BUDGET.get()
     if budget is not None:

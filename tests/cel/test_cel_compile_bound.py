@@ -19,11 +19,11 @@ import time
 import pytest
 
 from extender.cel import CelCache
-from extender.cel.deadline import DeadlineExceeded, request_deadline
 from extender.cel.environment import CompileError
 from extender.cel.limits import COMPILE_SLOTS, MAX_EXPRESSION_BYTES, MAX_NESTING_DEPTH
 from extender.cel.program import compile_program, run_program
 from extender.model import Taint
+from extender.request.deadline import DeadlineExceeded, request_deadline
 
 SHAPES = {
     "list": lambda d: "[" * d + "1" + "]" * d + " != []",

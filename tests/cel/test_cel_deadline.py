@@ -19,12 +19,12 @@ from conftest import make_extender
 
 from extender.api.wire import ExtenderArgs
 from extender.cel import MAX_COST, CelCache
-from extender.cel.deadline import DeadlineExceeded, check, current, request_deadline
 from extender.cel.program import compile_program, taint_activation
 from extender.cel.runtime import Budget
 from extender.config import Config, build_config
+from extender.engine.extender import ScoringError
 from extender.model import Taint
-from extender.service import ScoringError
+from extender.request.deadline import DeadlineExceeded, check, current, request_deadline
 
 L10 = "[" + ",".join(["0"] * 10) + "]"
 #: runtime cost grows with the key's size, so taints land on both sides of one budget
@@ -205,7 +205,8 @@ def test_expensive_evaluations_take_turns_and_cheap_ones_never_wait():
     """One expensive evaluation at a time (EXPENSIVE_SLOTS): a second one waits for the
     slot within its deadline and gives up with DeadlineExceeded; a cheap program runs
     at once meanwhile."""
-    from extender.cel.limits import EXPENSIVE_COST, EXPENSIVE_SLOTS
+    from extender.cel.limits import EXPENSIVE_SLOTS
+    from extender.request.lane import EXPENSIVE_COST
 
     assert EXPENSIVE_SLOTS == 1
     assert compile_program(SLOW).estimated_cost >= EXPENSIVE_COST

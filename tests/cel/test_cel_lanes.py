@@ -1,4 +1,4 @@
-"""Lanes (`extender.cel.lane`): which CEL work a server thread may start, decided before
+"""Lanes (`extender.request.lane`): which CEL work a server thread may start, decided before
 any of it runs, from the program cache and the memo; a redirected request leaves
 nothing wrong behind and the verdict never depends on the lane."""
 
@@ -6,9 +6,10 @@ import time
 
 import pytest
 
-from extender.cel import CelCache, deadline, lane
-from extender.cel.limits import EXPENSIVE_COST, LOOP_COST
+from extender.cel import CelCache
 from extender.model.objects import Taint
+from extender.request import deadline, lane
+from extender.request.lane import EXPENSIVE_COST, LOOP_COST
 
 TAINT = Taint("env.example.com/dev", "x", "NoSchedule")
 CHEAP = "taint.key.startsWith('env.example.com/')"

@@ -132,27 +132,27 @@ def test_state_flags(tmp_path):
 
 
 def test_no_bundled_example_in_a_container(monkeypatch):
-    from extender.state import FileSource, UnconfiguredSource, select
+    from extender.state import FileSource, UnconfiguredSource, opening
 
-    monkeypatch.setattr(select, "in_container", lambda: True)
-    source = select.open_source(Config())
+    monkeypatch.setattr(opening, "in_container", lambda: True)
+    source = opening.open_source(Config())
     assert isinstance(source, UnconfiguredSource) and not source.ready()
     assert "no cluster state configured" in source.readiness()[1]
-    monkeypatch.setattr(select, "in_container", lambda: False)
-    assert isinstance(select.open_source(Config(reload_interval=0)), FileSource)
-    monkeypatch.setattr(select, "in_container", lambda: True)
-    explicit = select.open_source(Config(cluster=Config().cluster_file, reload_interval=0))
+    monkeypatch.setattr(opening, "in_container", lambda: False)
+    assert isinstance(opening.open_source(Config(reload_interval=0)), FileSource)
+    monkeypatch.setattr(opening, "in_container", lambda: True)
+    explicit = opening.open_source(Config(cluster=Config().cluster_file, reload_interval=0))
     assert isinstance(explicit, FileSource)
 
 
 def test_bad_api_client_settings_are_config_errors(tmp_path, monkeypatch):
-    from extender.state import select
+    from extender.state import opening
 
     with pytest.raises(ConfigError, match="--kubeconfig: cannot configure the API client"):
-        select.open_source(Config(kubeconfig=str(tmp_path / "missing")))
+        opening.open_source(Config(kubeconfig=str(tmp_path / "missing")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(ConfigError, match="--in-cluster: cannot configure the API client"):
-        select.open_source(Config(in_cluster=True))
+        opening.open_source(Config(in_cluster=True))
 
 
 def test_verbs_beyond_loopback_without_client_certificates_are_warned_about():

@@ -12,6 +12,8 @@ from conftest import example_pod
 
 from extender.api.wire import decode_args
 from extender.config import Config
+from extender.engine import Extender
+from extender.engine.candidates import resolve
 from extender.events import (
     AGGREGATE_INTERVAL,
     COMBINED,
@@ -27,9 +29,7 @@ from extender.events import (
     recorder_for,
 )
 from extender.explain import diagnose, summarize
-from extender.service import Extender
 from extender.state import StaticSource
-from extender.state.candidates import resolve
 
 NAMES = ["od-a1", "od-a2", "od-b1", "od-b2", "od-c1", "od-c2", "spot-a1", "spot-b1", "spot-c1", "dev-a1"]
 

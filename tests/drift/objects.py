@@ -13,11 +13,11 @@ import json
 
 from extender.config import Config
 from extender.drift import attach_tracker
+from extender.engine import Extender
+from extender.engine.candidates import resolve
 from extender.explain import key_details, snapshot_without
 from extender.model.parse import pod_from_dict
-from extender.service import Extender
 from extender.state import StaticSource
-from extender.state.candidates import resolve
 from extender.state.store import Store
 
 SLA = "example.com/sla"

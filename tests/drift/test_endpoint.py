@@ -17,11 +17,11 @@ from objects import SLA, TOLERATIONS, node, pod, taint
 from extender.config import Config
 from extender.drift import drift_for
 from extender.drift.report import MAX_LIMIT
+from extender.engine import Extender
 from extender.server.app import health_routes
 from extender.server.auth import LoopbackOnly
 from extender.server.explain_routes import ExplainRoutes, Refused
 from extender.server.listener import Listener
-from extender.service import Extender
 from extender.state.live import LiveSource
 from extender.state.store import Store
 from testing.apiserver import FakeApiServer

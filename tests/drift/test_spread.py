@@ -11,11 +11,11 @@ from objects import Cluster, node, pod, taint
 
 from extender.config import Config
 from extender.drift.spread import minimum_stats
+from extender.engine import Extender
+from extender.engine.candidates import resolve
 from extender.explain import snapshot_without
 from extender.model.parse import pod_from_dict
-from extender.service import Extender
 from extender.state import StaticSource
-from extender.state.candidates import resolve
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -301,6 +301,9 @@ def test_the_store_reports_every_applied_change_at_one_point():
         def changed(self, kind, namespace, name, raw, model):
             seen.append((kind, namespace, name, raw is not None, model is not None))
 
+        def start(self):
+            pass
+
     store = Store()
     store.observer = Recorder()
     store.upsert("Node", node("n1"))

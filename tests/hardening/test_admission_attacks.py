@@ -23,9 +23,10 @@ import psutil
 import pytest
 from validation.pki import serving_pki
 
-from extender.cel import environment, lane, program
+from extender.cel import environment, program
 from extender.cel.program import compile_program
 from extender.features import FeatureGates
+from extender.request import lane
 from extender.server.tls import ReloadingContext
 from extender.server.webhook import webhook_listener
 from extender.validation.rules import REVIEW_COMPILE_BYTES

@@ -16,12 +16,12 @@ import pytest
 from conftest import EXAMPLES, example_pod
 
 from extender.config import Config
+from extender.engine import Extender
 from extender.ratelimit import TokenBucket
 from extender.server.app import health_routes
 from extender.server.auth import Access, AuthError, Delegated, LoopbackOnly, User
 from extender.server.explain_routes import ExplainRoutes
 from extender.server.listener import Listener, Request
-from extender.service import Extender
 from extender.state import load_objects
 from testing.apiserver import FakeApiServer
 from testing.service_proxy import add_service_proxy

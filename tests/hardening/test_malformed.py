@@ -13,8 +13,8 @@ from conftest import EXAMPLES, example_pod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.api.templates import remembered
 from extender.config import Config
+from extender.engine.templates import remembered
 from extender.server.app import create_app
 from extender.state import NodeSet
 from extender.state.nodeset import new_templates
@@ -133,7 +133,7 @@ def test_a_value_larger_than_the_templates_cache_is_not_stored():
 def test_a_retried_filter_answers_as_the_first_whatever_the_cache_size(monkeypatch, budget):
     """kube-scheduler retries a filter with the same body; the remembered answer was
     offered to a cache smaller than it and cachetools raised (500 on every retry)."""
-    monkeypatch.setattr("extender.state.candidates.template_budget", lambda nodes, full=False: budget)
+    monkeypatch.setattr("extender.engine.candidates.template_budget", lambda nodes, full=False: budget)
     config = Config(cluster=str(EXAMPLES / "cluster.yaml"), reload_interval=0)
     client = Client(create_app(config))
     for name in ("sla-gt", "spread-spot", "plain"):

@@ -14,7 +14,7 @@ from conftest import EXAMPLES, example_pod
 
 from extender.api.wire import decode_args
 from extender.config import Config
-from extender.service import Extender
+from extender.engine import Extender
 from extender.state import FileSource
 
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from extender.state import FileSource
-from extender.state.heap import ReplacedStates
+from extender.state.gcfreeze import ReplacedStates
 from extender.state.loader import (
     INCREMENTAL_JSON_BYTES,
     ClusterFileError,

@@ -1,5 +1,5 @@
 """The serving process freezes the cluster state out of the cyclic collector's full
-passes after the initial sync (`extender.state.heap`); this is safe only because the
+passes after the initial sync (`extender.state.gcfreeze`); this is safe only because the
 state holds no reference cycles, so what an event replaces is still freed by
 reference counting. These tests pin both halves."""
 
@@ -15,7 +15,7 @@ import pytest
 from conftest import EXAMPLES
 
 from extender.state import Store, load_objects
-from extender.state.heap import freeze_state
+from extender.state.gcfreeze import freeze_state
 from testing.apiserver import FakeApiServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "state"))

@@ -12,8 +12,8 @@ from conftest import EXAMPLES, example_pod
 
 from extender.api.wire import decode_args
 from extender.config import Config
-from extender.service import Extender
-from extender.state import StaticSource, Store, load_objects
+from extender.engine import Extender
+from extender.state import ClusterSource, StaticSource, Store, load_objects
 
 
 def _store(objects: list[dict]) -> Store:
@@ -70,7 +70,7 @@ def _live_engine(objects):
     live source serves it), answers computed every time."""
     s = _store(objects)
 
-    class Live:
+    class Live(ClusterSource):
         def snapshot(self):
             return s.snapshot()
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from extender.api.wire import decode_args
 from extender.config import Config
+from extender.engine.extender import Extender, ScoringError
 from extender.features import FeatureGates
 from extender.framework import CycleState, Status
 from extender.framework.handle import Handle
@@ -32,7 +33,6 @@ from extender.model.parse import pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.plugins.tainttoleration import TaintToleration
-from extender.service import Extender, ScoringError
 from extender.state import ClusterSnapshot, NodeSet, StaticSource
 
 INTS = ["0", "1", "5", "10", "950", "007", "-3", "x"]

@@ -26,8 +26,8 @@ from extender.api.wire import (
     host_priority_list,
 )
 from extender.config import Config
+from extender.engine import Extender
 from extender.framework import Code, Status
-from extender.service import Extender
 from extender.state import ClusterSnapshot, StaticSource
 
 POD_JSON = '{"metadata":{"name":"podname","creationTimestamp":null},"spec":{"containers":null},"status":{}}'

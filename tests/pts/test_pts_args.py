@@ -11,6 +11,8 @@ from pts_harness import FakeCel
 
 from extender.api.wire import ExtenderArgs
 from extender.config import ConfigError, build_config
+from extender.engine import Extender
+from extender.engine.candidates import resolve
 from extender.plugins.podtopologyspread.args import (
     LIST,
     SYSTEM,
@@ -18,9 +20,7 @@ from extender.plugins.podtopologyspread.args import (
     ArgsError,
     parse_args,
 )
-from extender.service import Extender
 from extender.state import ClusterSnapshot, StaticSource, load_objects
-from extender.state.candidates import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}

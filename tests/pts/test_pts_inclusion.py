@@ -19,9 +19,9 @@ from pts_harness import node_obj, pod_obj, world
 from extender.api.wire import ExtenderArgs
 from extender.cel import CelCache
 from extender.config import Config
+from extender.engine import Extender
 from extender.framework import Code
 from extender.plugins.podtopologyspread import filtering
-from extender.service import Extender
 from extender.state import ClusterSnapshot, StaticSource
 
 ZONE = "topology.kubernetes.io/zone"

@@ -17,8 +17,8 @@ from pts_harness import FakeCel, node_obj
 
 from extender.api.wire import ExtenderArgs
 from extender.config import Config
+from extender.engine import Extender
 from extender.model import Pod
-from extender.service import Extender
 from extender.state import ClusterSnapshot, StaticSource
 from testing.scores import best_hosts
 

@@ -56,7 +56,7 @@ def test_an_unrelated_filter_is_not_queued_behind_slow_binds(tmp_path):
                 t.join(timeout=30)
             assert len(done) == BINDS
             # a bind slower than ANSWER_WITHIN is answered success and settled in the
-            # background (extender.binding): every pod ends bound at the API
+            # background (extender.engine.binding): every pod ends bound at the API
             deadline = time.monotonic() + 120
             while not all(api.get("pods", f"w{i}", f"burst-{i}")["spec"].get("nodeName") for i in range(BINDS)):
                 assert time.monotonic() < deadline, "some binds never landed"

@@ -13,8 +13,8 @@ import pytest
 
 from extender.api.wire import ExtenderArgs
 from extender.config import Config
+from extender.engine import Extender
 from extender.model.parse import existing_pod_from_dict
-from extender.service import Extender
 from extender.state import ClusterSnapshot, StaticSource
 from perf.engine import extend_snapshot
 from perf.generate import generate_cluster

@@ -16,10 +16,11 @@ import orjson
 import pytest
 
 from extender.api.wire import ExtenderArgs
-from extender.binding import ERR_NO_API, BindError, BindingArgs, binding_body
 from extender.config import Config
+from extender.engine import Extender
+from extender.engine.binding import ERR_NO_API, BindError, BindingArgs, binding_body
 from extender.server.app import create_app
-from extender.service import Extender
+from extender.state import ClusterSource
 from extender.state.store import Store
 from testing.client import Client
 
@@ -29,7 +30,7 @@ SPREAD = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedul
            "labelSelector": {"matchLabels": WEB}}]
 
 
-class StoreSource:
+class StoreSource(ClusterSource):
     """A store-backed source without feeds: what FileSource/LiveSource are to the engine."""
 
     def __init__(self, objects: list[dict]) -> None:
@@ -185,7 +186,7 @@ def test_a_bind_later_than_the_wait_is_an_error_then_counted():
 
 
 def test_a_pending_pod_is_given_up_well_past_the_schedulers_timeouts():
-    from extender.inflight import GIVE_UP
+    from extender.engine.inflight import GIVE_UP
 
     engine, _ = engine_with(NODES, wait=0.2)
     skipped = [0.0]
@@ -308,7 +309,7 @@ def test_bind_waits_for_the_api_a_second_at_most_and_only_the_time_left(deadline
     """The request waited 1 s for a thread; the API never answers by itself: the answer
     goes out after a second, or earlier when the request's deadline comes first
     (kube-scheduler's httpTimeout is further), and the call goes on."""
-    from extender.cel import deadline
+    from extender.request import deadline
 
     engine, recorder = engine_with(NODES)
     engine.config = Config(inflight_wait=5.0, request_deadline=deadline_s)
@@ -338,7 +339,7 @@ def _recording_timeout(submit, waited: list):
 
 
 def test_bind_past_its_deadline_answers_error_without_calling_the_api():
-    from extender.cel import deadline
+    from extender.request import deadline
 
     engine, recorder = engine_with(NODES + [pod("w1")])
     names(engine, pod("w1"), ["a1", "b1"])
@@ -353,7 +354,7 @@ def test_a_binding_slower_than_the_deadline_is_answered_in_time_and_lands(tmp_pa
     """The API answers the binding after 5 s, past the request's deadline: kube-scheduler
     gets its answer in time (success: the outcome is unknown, which is not a failure),
     the pod stays assumed, and the binding lands, as kube-scheduler's own binder would."""
-    from extender.binding import ApiBinder
+    from extender.engine.binding import ApiBinder
     from extender.state.live import LiveSource
     from testing.apiserver import FakeApiServer
 
@@ -380,7 +381,7 @@ def test_a_binding_the_api_timed_out_and_dropped_is_posted_again(tmp_path):
     """The API answers the first binding 504 at its own request timeout and drops it:
     the outcome is unknown, a GET finds the pod unbound, the binding is posted again
     and lands, and the pod counted on its node throughout."""
-    from extender.binding import ApiBinder
+    from extender.engine.binding import ApiBinder
     from extender.state.live import LiveSource
     from testing.apiserver import FakeApiServer
 
@@ -415,7 +416,7 @@ class Unsure:
         self.calls = 0
 
     def __call__(self, namespace, name, uid, node_name, timeout):
-        from extender.binding import BindUnknown
+        from extender.engine.binding import BindUnknown
 
         self.calls += 1
         if self.calls == 1:
@@ -429,7 +430,7 @@ def test_an_unreachable_api_after_an_unknown_outcome_does_not_settle_it():
     """The first call's outcome is unknown; the next one cannot reach the API (refused:
     that call was not applied, the first may still land): the binding is posted again
     rather than forgotten, and bound at the third call."""
-    from extender.binding import BindError, BindUnknown
+    from extender.engine.binding import BindError, BindUnknown
 
     class Flaky(Unsure):
         def __call__(self, namespace, name, uid, node_name, timeout):

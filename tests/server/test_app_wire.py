@@ -7,8 +7,8 @@ import pytest
 from conftest import EXAMPLES, example_pod
 
 from extender.config import Config
+from extender.engine.extender import ERR_UNKNOWN_NODE
 from extender.server.app import create_app
-from extender.service import ERR_UNKNOWN_NODE
 from testing.client import Client
 
 

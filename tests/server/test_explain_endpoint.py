@@ -13,11 +13,11 @@ from conftest import EXAMPLES, example_pod
 
 from extender import metrics
 from extender.config import Config, build_config
+from extender.engine import Extender
 from extender.explain import explain, static_extender
 from extender.server.app import health_routes
 from extender.server.explain_routes import ExplainRoutes
 from extender.server.listener import Listener
-from extender.service import Extender
 from extender.state import ClusterSnapshot, load_objects
 from testing.apiserver import FakeApiServer
 from testing.live import free_port, start, stop

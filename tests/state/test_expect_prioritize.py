@@ -13,8 +13,9 @@ from conftest import EXAMPLES, example_pod
 
 from extender.api.wire import decode_args, known_names_cache
 from extender.config import Config
-from extender.service import Extender
-from extender.state.candidates import expect_prioritize, resolve
+from extender.engine import Extender
+from extender.engine.candidates import resolve
+from extender.engine.templates import expect_prioritize
 from extender.state.source import FileSource
 
 
@@ -58,7 +59,7 @@ def test_a_list_seen_before_registers_nothing():
 
 
 def test_the_registered_text_is_the_answers_names_or_a_fresh_join():
-    from extender.api.templates import feasible_names_text
+    from extender.engine.templates import feasible_names_text
 
     ext = engine()
     snapshot = ext.source.snapshot()

@@ -13,8 +13,8 @@ from live_truth import synced_live, wait_converged
 
 from extender import metrics
 from extender.config import Config
+from extender.engine.extender import STATE_VERSION_HEADER
 from extender.server.app import create_app
-from extender.service import STATE_VERSION_HEADER
 from extender.state import load_objects
 from extender.state.store import KINDS, Store
 from testing.apiserver import FakeApiServer

@@ -15,8 +15,8 @@ from live_truth import synced_live
 from extender import metrics
 from extender.api.wire import ExtenderArgs
 from extender.config import Config
+from extender.engine import Extender
 from extender.plugins.volumenodeaffinity import ERR_REASON_NODE_CONFLICT, ERR_REASON_PV_NOT_EXIST
-from extender.service import Extender
 from extender.state.volumes import VOLUME_KINDS
 from testing.apiserver import FakeApiServer
 from tests.plugins.volume_objects import (

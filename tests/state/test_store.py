@@ -8,9 +8,9 @@ import orjson
 import pytest
 
 from extender.config import Config
+from extender.engine import Extender
 from extender.model.parse import ModelError, existing_pod_from_dict
-from extender.service import Extender
-from extender.state import ClusterSnapshot, StaticSource, Store
+from extender.state import ClusterSnapshot, ClusterSource, StaticSource, Store
 from extender.state.podindex import NamespacePods
 
 
@@ -113,7 +113,11 @@ def test_answers_match_a_snapshot_built_from_scratch(store):
             store.delete("Pod", "ns", f"x{i - 1}")
     objects = [n for n in _nodes(store)] + [p for p in _pods(store)]
     fresh = ClusterSnapshot.from_objects(objects + store.snapshot().workloads["Service"])
-    live = Extender(Config(), store)
+    class Incremental(ClusterSource):  # the store's current snapshot, as the live source serves it
+        def snapshot(self):
+            return store.snapshot()
+
+    live = Extender(Config(), Incremental())
     scratch = Extender(Config(), StaticSource(fresh))
 
     from extender.api.wire import decode_args

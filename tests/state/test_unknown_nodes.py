@@ -7,8 +7,8 @@ from conftest import example_pod
 
 from extender import metrics
 from extender.api.wire import decode_args
-from extender.service import ERR_UNKNOWN_NODE
-from extender.state.candidates import ERR_UNPARSEABLE_NODE
+from extender.engine.candidates import ERR_UNPARSEABLE_NODE
+from extender.engine.extender import ERR_UNKNOWN_NODE
 
 
 def _filter(engine, body: dict) -> dict:

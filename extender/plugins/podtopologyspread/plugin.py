@@ -57,7 +57,7 @@ class PodTopologySpread:
         """The selectors of `pod`'s DoNotSchedule constraints that count pods (its own,
         or the cluster defaults where they apply; `matchLabelKeys` merged): a pod of its
         namespace can change its Filter verdict only if one of them selects it
-        (`extender.inflight`). Empty when the constraints do not convert: the filter
+        (`extender.engine.inflight`). Empty when the constraints do not convert: the filter
         answers an Error then, whatever is in flight."""
         try:
             constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, self.args, snapshot, self.handle.gates)

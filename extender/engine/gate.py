@@ -22,6 +22,7 @@ import threading
 import time
 
 from extender import metrics
+from extender.state import ClusterSource
 
 log = logging.getLogger("extender.state")
 
@@ -33,21 +34,18 @@ class StateNotReady(RuntimeError):
 
 
 class Gate:
-    """Asks the source whether a verdict may be computed (its `unready()`, if it has one:
-    the live source and the unconfigured one)."""
+    """Asks the source whether a verdict may be computed (its `unready()`: the live
+    source's and the unconfigured one's can say no)."""
 
-    def __init__(self, source) -> None:
-        self._unready = getattr(source, "unready", None)
-        self._unconfirmed = getattr(source, "unconfirmed", None)
+    def __init__(self, source: ClusterSource) -> None:
+        self.source = source
         self._lock = threading.Lock()
         self._logged: dict[str, float] = {}
         self._quiet: dict[str, int] = {}
 
     def refusal(self, verb: str) -> str | None:
         """None when `verb` may answer; otherwise the Error message (counted, logged)."""
-        if self._unready is None:
-            return None
-        why = self._unready()
+        why = self.source.unready()
         if why is None:
             return None
         return self.refuse(verb, *why)
@@ -76,8 +74,6 @@ class Gate:
     def check_current(self, verb: str, kinds) -> None:
         """Raise StateNotReady when a kind among `kinds`, which the verdict reads, is
         not confirmed current (the source's `unconfirmed`: a recheck or a relist)."""
-        if self._unconfirmed is None:
-            return
-        why = self._unconfirmed(kinds)
+        why = self.source.unconfirmed(kinds)
         if why is not None:
             raise StateNotReady(self.refuse(verb, *why))

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from extender import metrics
-from extender.api.templates import filter_answer, host_priority_json, slim_priority_json
 from extender.api.wire import ExtenderArgs, encode, error_filter_result
-from extender.binding import (
+from extender.caching import ByteLRU, set_memory_limit
+from extender.config import Config
+from extender.engine.binding import (
     DEFAULT_BIND_SECONDS,
     BindingArgs,
     Bindings,
@@ -27,36 +28,40 @@ from extender.binding import (
     binder_for,
     refused,
 )
-from extender.caching import ByteLRU, set_memory_limit
-from extender.cel import deadline, lane
-from extender.cel.deadline import DeadlineExceeded, request_deadline
-from extender.config import Config
-from extender.errors import ScoringError
-from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome
-from extender.framework.handle import SNAPSHOT_KEY, Handle
-from extender.framework.status import unschedulable
-from extender.gate import Gate, StateNotReady
-from extender.inflight import InFlight, Unconfirmed, inflight_wait
-from extender.model import Pod
-from extender.model.parse import ModelError, pod_from_dict
-from extender.plugins import default_plugins
-from extender.plugins.podtopologyspread import PodTopologySpread
-from extender.preemption import (
+from extender.engine.candidates import Candidates, resolve
+from extender.engine.gate import Gate, StateNotReady
+from extender.engine.inflight import InFlight, Unconfirmed, inflight_wait
+from extender.engine.preemption import (
     PreemptionArgs,
     meta_victims_json,
     surviving_nodes,
     unresolvable_without_victims,
 )
+from extender.engine.templates import (
+    expect_prioritize,
+    filter_answer,
+    host_priority_json,
+    slim_priority_json,
+)
+from extender.errors import ScoringError
+from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome
+from extender.framework.handle import SNAPSHOT_KEY, Handle
+from extender.framework.status import unschedulable
+from extender.model import Pod
+from extender.model.parse import ModelError, pod_from_dict
+from extender.plugins import default_plugins
+from extender.plugins.podtopologyspread import PodTopologySpread
+from extender.request import deadline, lane
+from extender.request.deadline import DeadlineExceeded, request_deadline
 from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
-from extender.state.candidates import Candidates, expect_prioritize, resolve
 from extender.state.layers import WORKLOAD_KINDS
 from extender.state.store import KINDS
 from extender.state.volumes import VOLUME_KINDS
 
 __all__ = ["ERR_UNKNOWN_NODE", "STATE_VERSION_HEADER", "Extender", "ScoringError"]
 
-log = logging.getLogger("extender.service")
+log = logging.getLogger("extender.engine")
 
 # kube-scheduler sends the same Pod bytes to filter and then prioritize: parsed once.
 PARSED_PODS = 256
@@ -84,7 +89,7 @@ class Extender:
             cel = CelCache(config.cel_program_cache_size, config.cel_result_cache_size)
         self.config = config
         self.source = source
-        self.gate = Gate(source)  # no verdict on a partial or stale state (extender.gate)
+        self.gate = Gate(source)  # no verdict on a partial or stale state (extender.engine.gate)
         self.binder = binder_for(source) if binder is True else binder
         self.cel = cel
         metrics.set_profile(config.scheduler_profile)  # one profile per process
@@ -96,7 +101,7 @@ class Extender:
         # reads pods and workloads in its filter
         self._hard_defaults = any(c.get("whenUnsatisfiable") == "DoNotSchedule"
                                   for c in spread.args.defaults)
-        # pods answered here and not yet bound / seen bound (extender.inflight)
+        # pods answered here and not yet bound / seen bound (extender.engine.inflight)
         self.inflight = InFlight(source, inflight_wait(config, self.binder),
                                  lambda pod: spread.hard_selectors(pod, source.snapshot()))
         self.bindings = Bindings(self.inflight, self.binder)  # the bind verb's calls, to their outcome
@@ -112,9 +117,9 @@ class Extender:
 
     def filter(self, args: ExtenderArgs) -> bytes:
         """ExtenderFilterResult. An answer that names a feasible node makes the pods
-        after it wait for its bind (`extender.inflight`); invalid arguments, a state
+        after it wait for its bind (`extender.engine.inflight`); invalid arguments, a state
         that cannot give a verdict or whose kinds it reads are not confirmed current
-        (`extender.gate`), pods answered before it and still being bound, and the
+        (`extender.engine.gate`), pods answered before it and still being bound, and the
         deadline answer `Error`."""
         refusal = self.gate.refusal("filter")
         if refusal is not None:
@@ -166,7 +171,7 @@ class Extender:
 
     def preempt(self, args: PreemptionArgs) -> bytes:
         """ExtenderPreemptionResult: the candidates where the preemptor then passes our
-        filters, with their victims (see extender.preemption). ModelError for a bad pod,
+        filters, with their victims (see extender.engine.preemption). ModelError for a bad pod,
         StateNotReady when the state cannot give a verdict."""
         self.gate.check("preempt")
         pod = self.pending_pod(args.pod)
@@ -186,7 +191,7 @@ class Extender:
         return encode(meta_victims_json(kept))
 
     def bind(self, args: BindingArgs) -> bytes:
-        """ExtenderBindingResult for one binding (see extender.binding): the API call
+        """ExtenderBindingResult for one binding (see extender.engine.binding): the API call
         gets what is left of the request's deadline (`--request-deadline`, counted from
         its arrival; 4 s when that is off)."""
         refusal = self.gate.refusal("bind")
@@ -261,10 +266,9 @@ class Extender:
         resourceVersion): a watch that cannot is suspected (live source's
         `await_version`), and the verdict refused (`check_current`). An event loop
         must not wait: the request moves to a pool thread."""
-        behind = getattr(self.source, "behind", None)
         meta = raw.get("metadata")
         rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-        if behind is None or not isinstance(rv, str) or not behind("Pod", rv):
+        if not isinstance(rv, str) or not self.source.behind("Pod", rv):
             return
         if lane.on_loop():
             raise lane.Elsewhere(lane.POOL)

@@ -35,7 +35,17 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from extender import metrics
-from extender.cel.limits import EXPENSIVE_COST, LOOP_COST
+
+#: Programs estimated below this many units (~5 ms at the evaluator's slowest measured
+#: rate, ~400,000 units per CPU second: perf/PERFORMANCE.md) may run on a server worker's
+#: event loop; costlier ones, and any expression not compiled yet (a 10 KiB expression
+#: takes most of a second to compile), run on a pool thread, and those at
+#: ``EXPENSIVE_COST`` or more in the expensive lane.
+LOOP_COST = 2_000
+#: Programs estimated at this many units or more (~0.13 s) are "expensive": they run in the
+#: expensive lane, and at most ``extender.cel.limits.EXPENSIVE_SLOTS`` of their
+#: evaluations at once per process.
+EXPENSIVE_COST = 50_000
 
 LOOP, POOL, EXPENSIVE = 0, 1, 2
 NAMES = {LOOP: "loop", POOL: "pool", EXPENSIVE: "expensive"}

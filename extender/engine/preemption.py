@@ -41,12 +41,12 @@ from typing import Any
 
 from extender import metrics
 from extender.api.wire import WireError, go_fields
+from extender.engine.candidates import resolve
 from extender.errors import ScoringError
 from extender.framework.status import Code, Status
 from extender.framework.verdicts import Failures
 from extender.model import Pod
 from extender.state import ClusterSnapshot
-from extender.state.candidates import resolve
 from extender.state.layers import PodLayerWriter
 
 LOWEST_PRIORITY = "lowest priority per node"  # snapshot memo key

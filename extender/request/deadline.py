@@ -3,14 +3,14 @@
 Why a request deadline and not a per-evaluation time guard: a verdict must be a function
 of (expression, taint) only.  A time guard per evaluation turns machine load into "does
 not tolerate" answers that are then memoised.  Instead, the per-evaluation limiter is the
-deterministic runtime cost (``limits.MAX_COST``), and time is bounded per *request*: when
-the request's deadline passes, evaluation raises ``DeadlineExceeded``, which is never a
-verdict and never memoised; the service answers the request with an ``Error`` and
+deterministic runtime cost (``extender.cel.limits.MAX_COST``), and time is bounded per
+*request*: when the request's deadline passes, evaluation raises ``DeadlineExceeded``, which is never a
+verdict and never memoised; the engine answers the request with an ``Error`` and
 kube-scheduler retries the pod.  Evaluations finished before the deadline stay memoised,
 so the retry makes progress.
 
 The deadline lives in a ``contextvars.ContextVar`` (each request runs on one thread; a
-new thread starts with no deadline), set by ``extender.service`` around a verb (``--request-deadline``, default 4 s: below
+new thread starts with no deadline), set by ``extender.engine.extender`` around a verb (``--request-deadline``, default 4 s: below
 kube-scheduler's default extender ``httpTimeout`` of 5 s, so the scheduler reads our
 Error instead of timing out).  Outside
 a request (``extender explain``, tests) there is no deadline and only the cost limit

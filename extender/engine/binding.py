@@ -6,7 +6,7 @@ DefaultBinder (`schedule_one.go` `extendersBinding`, `extender.go` `Bind`), with
 `ExtenderBindingResult.Error` (or a non-200 answer) as a failed binding: it forgets
 the assumed pod and re-queues it. We assume the pod on the node in our own state
 *before* the API call (so the next pod's answer already counts it), forget it if the
-call fails, and let the watch confirm it (`extender.inflight`).
+call fails, and let the watch confirm it (`extender.engine.inflight`).
 
 kube-scheduler waits for our answer only until its `httpTimeout`; its own DefaultBinder
 waits for the API however long it takes, keeping the pod assumed (counted) meanwhile.
@@ -44,7 +44,8 @@ from typing import Any
 
 from extender import metrics
 from extender.api.wire import WireError, go_fields
-from extender.inflight import InFlight
+from extender.engine.inflight import InFlight
+from extender.state import ClusterSource
 
 log = logging.getLogger("extender.bind")
 
@@ -191,9 +192,9 @@ def _transport_error(where: str, exc: BaseException, timeout: float) -> RuntimeE
     return BindUnknown(f"{where}: {exc}")
 
 
-def binder_for(source) -> PostBinding | None:
+def binder_for(source: ClusterSource) -> PostBinding | None:
     """The API binder for a live source; None in file mode (no API access)."""
-    api_client = getattr(source, "api_client", None)
+    api_client = source.api_client
     return ApiBinder(api_client) if api_client is not None else None
 
 

@@ -11,6 +11,10 @@ answers") carry what kube-scheduler reads and nothing else: a filter answer with
 feasible node has empty failure maps, a prioritize answer lists only the hosts whose
 score is above the lowest, shifted down by it (an absent host scores 0, and adding the
 same number to every host's total never changes which one wins).
+
+A filter answer also tells what the next prioritize call's NodeNames will be
+(`expect_prioritize`): its feasible names, registered with the node layer under the
+text kube-scheduler will send.
 """
 
 from __future__ import annotations
@@ -21,11 +25,18 @@ from collections.abc import Callable
 import numpy as np
 import orjson
 
-from extender.api.wire import encode, filter_result, host_priority_list
+from extender.api.wire import (
+    encode,
+    filter_result,
+    host_priority_list,
+    known_names_cache,
+    names_bytes,
+)
+from extender.engine.candidates import Candidates, charged
 from extender.framework import Code, FilterOutcome
 from extender.framework.verdicts import Failures, Verdict
-from extender.state.candidates import Candidates
-from extender.state.nodeset import NodeSet, object_array
+from extender.state.nodeset import NodeSet, new_templates, object_array, template_budget
+from extender.state.snapshot import ClusterSnapshot
 
 _LOCK = threading.Lock()
 MAX_REMEMBERED_ANSWER = 512 << 10  # bytes; larger answers are written, not remembered
@@ -157,6 +168,34 @@ def feasible_names_text(answer: bytes) -> bytes | None:
     if not (answer.startswith(_SLIM_HEAD) and answer.endswith(_SLIM_TAIL)) or b" " in answer:
         return None  # (neither the head nor the tail holds a space)
     return b"".join((b"[", memoryview(answer)[len(_SLIM_HEAD):len(answer) - len(_SLIM_TAIL)], b"]"))
+
+
+def expect_prioritize(snapshot: ClusterSnapshot, cands: Candidates, feasible: np.ndarray,
+                      answer: bytes = b"") -> None:
+    """Register the candidates of the prioritize call kube-scheduler makes next for
+    this pod: with this extender the last filter, its NodeNames are this answer's
+    feasible names in this order, which Go's encoder writes as `["a","b"]`, our own
+    encoding of plain names. Registered under that text (the names cache and the
+    layer's candidate sets), that call neither decodes nor looks up a name. Worth it
+    for a list this layer had not seen (kube-scheduler's lists come in a new order for
+    every pod); a text that differs (escapes, another extender in between) is resolved
+    as any other. `answer`: the filter's, whose names are reused when it lists them
+    without padding."""
+    nodes = cands.nodes
+    if nodes.templates is None or cands.served != 1 or int(np.count_nonzero(feasible)) < 2:
+        return
+    text = feasible_names_text(answer) or b"[" + b",".join(nodes.json_names()[feasible].tolist()) + b"]"
+    names = nodes.names_where(feasible)
+    cache = known_names_cache()
+    if cache.get(text) is None:
+        cache.put(text, names, names_bytes(text, len(names)))
+
+    def build() -> Candidates:
+        subset = NodeSet(None, nodes.universe, names, nodes.uidx[feasible])
+        subset.templates = new_templates(template_budget(len(subset)))
+        return Candidates(subset)
+
+    snapshot.nodes.candidates(text, build, charged(text))
 
 
 _SCORE_SLOT = b"0" * 20  # placeholder digits, overwritten per response

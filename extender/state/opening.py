@@ -64,13 +64,10 @@ def open_source(config: Config, serving: bool = False) -> ClusterSource:
 def start_in_worker(source: ClusterSource) -> None:
     """Start the source's threads in the process that serves (after gunicorn's fork),
     and the drift report's, when it observes the source's store."""
-    observer = getattr(getattr(source, "store", None), "observer", None)
-    if observer is not None and hasattr(observer, "start"):
-        observer.start()
+    if source.store is not None and source.store.observer is not None:
+        source.store.observer.start()
     if isinstance(source, FileSource):
         source.worker_start()
         source.start(install_sighup=False)
         return
-    start = getattr(source, "start", None)
-    if start is not None:
-        start()
+    source.start()

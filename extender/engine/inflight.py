@@ -49,9 +49,10 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from extender import metrics
-from extender.cel import lane
-from extender.gate import StateNotReady
+from extender.engine.gate import StateNotReady
 from extender.model import Pod
+from extender.request import lane
+from extender.state import ClusterSource
 
 log = logging.getLogger("extender.inflight")
 
@@ -108,10 +109,10 @@ _ALL = _All()
 class InFlight:
     """Pending pods of one process, and assumptions through the source's store."""
 
-    def __init__(self, source, wait: float = 1.0, selectors: Selectors = _everyone,
+    def __init__(self, source: ClusterSource, wait: float = 1.0, selectors: Selectors = _everyone,
                  clock=time.monotonic) -> None:
         self.source = source
-        self.store = getattr(source, "store", None)  # FileSource and LiveSource have one
+        self.store = source.store  # FileSource and LiveSource have one
         self.wait = wait
         self.selectors = selectors
         self.clock = clock

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
-import numpy as np
-
 from extender.model import Node
 from extender.model.parse import ModelError, node_from_dict
 from extender.state.nodeset import NodeSet, new_templates, template_budget
@@ -37,7 +35,7 @@ def resolve(snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict
         return _parsed(nodes)
     if names_key is not None and len(names or ()) <= len(snapshot.nodes.nodes):
         # a list longer than the cluster has repeats or unknown names: not remembered
-        cands = snapshot.nodes.candidates(names_key, lambda: _shared(snapshot, names), _charged(names_key))
+        cands = snapshot.nodes.candidates(names_key, lambda: _shared(snapshot, names), charged(names_key))
         cands.served += 1  # a race only miscounts: it decides an optimisation, never an answer
         return cands
     universe = snapshot.nodes
@@ -50,7 +48,7 @@ def resolve(snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict
                       list(compress(names, (~known).tolist())))
 
 
-def _charged(key: bytes):
+def charged(key: bytes):
     """What a shared candidate set is charged in the layer's cache: its key's text, ~150 B
     a node, its template budget."""
     return lambda cands: 2 * len(key) + 150 * len(cands.nodes) + cands.nodes.templates.maxsize
@@ -62,37 +60,6 @@ def _shared(snapshot: ClusterSnapshot, names: list[str] | None) -> Candidates:
     full = len(cands.nodes) == len(snapshot.nodes.nodes) and not cands.unknown
     cands.nodes.templates = new_templates(template_budget(len(cands.nodes), full))
     return cands
-
-
-def expect_prioritize(snapshot: ClusterSnapshot, cands: Candidates, feasible: np.ndarray,
-                      answer: bytes = b"") -> None:
-    """Register the candidates of the prioritize call kube-scheduler makes next for
-    this pod: with this extender the last filter, its NodeNames are this answer's
-    feasible names in this order, which Go's encoder writes as `["a","b"]`, our own
-    encoding of plain names. Registered under that text (the names cache and the
-    layer's candidate sets), that call neither decodes nor looks up a name. Worth it
-    for a list this layer had not seen (kube-scheduler's lists come in a new order for
-    every pod); a text that differs (escapes, another extender in between) is resolved
-    as any other. `answer`: the filter's, whose names are reused when it lists them
-    without padding."""
-    from extender.api.templates import feasible_names_text
-    from extender.api.wire import known_names_cache, names_bytes
-
-    nodes = cands.nodes
-    if nodes.templates is None or cands.served != 1 or int(np.count_nonzero(feasible)) < 2:
-        return
-    text = feasible_names_text(answer) or b"[" + b",".join(nodes.json_names()[feasible].tolist()) + b"]"
-    names = nodes.names_where(feasible)
-    cache = known_names_cache()
-    if cache.get(text) is None:
-        cache.put(text, names, names_bytes(text, len(names)))
-
-    def build() -> Candidates:
-        subset = NodeSet(None, nodes.universe, names, nodes.uidx[feasible])
-        subset.templates = new_templates(template_budget(len(subset)))
-        return Candidates(subset)
-
-    snapshot.nodes.candidates(text, build, _charged(text))
 
 
 def _parsed(nodes: list[dict]) -> Candidates:
