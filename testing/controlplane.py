@@ -190,6 +190,13 @@ class Pki:
 # ---- a small client --------------------------------------------------------------------
 
 
+# Users the tests authenticate as against a real API server (static tokens: kube-apiserver
+# reads --token-auth-file at start only), with no rights until a test grants them some
+# (`testing.realapi.RealReviews.grant`): the bearer tokens the extender's /explain and
+# /drift check with a TokenReview.
+TEST_USERS = {"t-reader": "reader", "t-viewer": "viewer", "t-team": "team-lead"}
+
+
 class KubeClient:
     """JSON over HTTPS with a bearer token; one keep-alive connection per thread.
     `call` raises `testing.apiserver.ApiError` (code, reason, message) on a 4xx/5xx, as
@@ -368,7 +375,8 @@ class ControlPlane:
             "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"])
         sa_key, sa_pub = pki.key_pair("sa")
         tokens = self.workdir / "tokens.csv"
-        tokens.write_text(f"{self.admin_token},kubernetes-admin,uid-admin,system:masters\n")
+        tokens.write_text(f"{self.admin_token},kubernetes-admin,uid-admin,system:masters\n"
+                          + "".join(f"{t},{user},uid-{user}\n" for t, user in TEST_USERS.items()))
         self.port = free_port()
         cmd = [
             self.apiserver_binary, f"--etcd-servers={self.etcd_url}",

@@ -28,12 +28,14 @@ import copy
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from testing.apiserver import RESOURCES, ApiError, Change, Resource
-from testing.controlplane import ControlPlane, KubeClient
+from testing.controlplane import TEST_USERS, ControlPlane, KubeClient
 
 Key = tuple[str, str]
 
@@ -227,6 +229,61 @@ class Recorder:
                 time.sleep(0.5)
 
 
+class RealReviews:
+    """`FakeApiServer.reviews` against a real API server: the users are the control
+    plane's static-token ones (`TEST_USERS`), and a grant is RBAC (a ClusterRole and its
+    binding, or a RoleBinding in `namespace`), waited for until the authorizer applies it
+    (the extender's SubjectAccessReview must see it)."""
+
+    def __init__(self, api: RealApi) -> None:
+        self.api = api
+        self.granted: set[tuple] = set()
+
+    def token(self, token: str, username: str, groups: list[str] | None = None, uid: str = "") -> None:
+        if TEST_USERS.get(token) != username or groups:
+            raise ValueError(f"a real API server knows only the static test users {TEST_USERS} "
+                             f"(testing.controlplane.TEST_USERS), not {token!r} as {username!r}")
+
+    def grant(self, subject: str, verb: str, resource: str = "", namespace: str = "", name: str = "",
+              path: str = "") -> None:
+        key = (subject, verb, resource, namespace, name, path)
+        if key in self.granted:
+            return
+        role = f"test-grant-{zlib.crc32(repr(key).encode()):08x}"
+        rule: dict[str, Any] = ({"nonResourceURLs": [path], "verbs": [verb]} if path else
+                                {"apiGroups": [""], "resources": [resource or "*"], "verbs": [verb]})
+        if name:
+            rule["resourceNames"] = [name]
+        kind, who = ("Group", subject.removeprefix("group:")) if subject.startswith("group:") else ("User", subject)
+        binding = {"metadata": {"name": role}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                          "kind": "ClusterRole", "name": role},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": who}]}
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        where = f"{rbac}/namespaces/{namespace}/rolebindings" if namespace else f"{rbac}/clusterrolebindings"
+        if namespace:
+            self.api.ensure_namespace(namespace)
+        for url, body in ((f"{rbac}/clusterroles", {"metadata": {"name": role}, "rules": [rule]}),
+                          (where, binding)):
+            try:
+                self.api.client.call("POST", url, body)
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+        attributes = ({"nonResourceAttributes": {"path": path, "verb": verb}} if path else
+                      {"resourceAttributes": {"verb": verb, "resource": resource, "namespace": namespace,
+                                              "name": name}})
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                  "spec": {"user" if kind == "User" else "groups": who if kind == "User" else [who],
+                           **attributes}}
+        deadline = time.monotonic() + 60
+        while not self.api.client.call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                                       review)["status"].get("allowed"):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"RBAC grant {key} not in effect after 60 s")
+            time.sleep(0.05)
+        self.granted.add(key)
+
+
 class RealApi:
     """`FakeApiServer`'s methods for the tests, against a real API server (see the
     module docstring). `start()` begins recording; `stop()` ends the watches."""
@@ -237,6 +294,7 @@ class RealApi:
         self.recorder = Recorder(plane.admin(), kubelet)
         self.on_stop: list[Callable[[], None]] = []  # what tests started beside it (forwarders)
         self._namespaces: set[str] = set()
+        self.reviews = RealReviews(self)  # the users /explain and /drift are asked for
 
     # -- lifecycle (what E2ECluster calls on the double)
 
