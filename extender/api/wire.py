@@ -116,6 +116,11 @@ def _loads(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as first:
+        if "depth limit" in str(first):
+            # nesting deeper than orjson's 1,024 is refused as such: the recursive fallback
+            # below would run to Python's recursion limit, where any code the collector
+            # triggers (a finalizer) fails as well
+            raise WireError(f"malformed JSON: {first}", malformed=True) from None
         # Go's Decoder reads the first value and ignores trailing bytes; so do we.
         try:
             text = body.decode("utf-8")

@@ -306,11 +306,30 @@ def record(figs: dict) -> None:
             out.write(json.dumps(figs, sort_keys=True) + "\n")
 
 
+CONTROL_RUNS = 3  # the control's runs at most, for one that ends clean
+
+
+def clean_control(start_cluster, scenario: str, size: str, seed: int) -> Run:
+    """The control's run, repeated (at most CONTROL_RUNS times) until it binds every
+    pod. kube-scheduler's own race, not ours: when a taint written just before the
+    burst reaches its cache after a pod's first attempt failed on it, no later event
+    requeues that pod (v1.30's queueing hints skip taint additions), and it waits out
+    --pod-max-in-unschedulable-pods-duration (5 min). The comparison needs a control
+    run that ended clean; the extender's run is never repeated."""
+    for attempt in range(CONTROL_RUNS):
+        control = run_profile(start_cluster, scenario, in_tree=True, size=size, seed=seed)
+        record(figures(control, scenario, None))
+        if len(control.bound) == len(control.pods) or attempt == CONTROL_RUNS - 1:
+            return control
+        control.cluster.stop()
+    raise AssertionError("unreachable")
+
+
 def check_scenario(start_cluster, scenario: str, size: str, seed: int) -> None:
-    control = run_profile(start_cluster, scenario, in_tree=True, size=size, seed=seed)
-    record(figures(control, scenario, None))
+    control = clean_control(start_cluster, scenario, size, seed)
     assert len(control.bound) == len(control.pods), \
-        f"the control left pods unbound: the scenario is not one the in-tree plugins end clean\n{control.cluster.logs()}"
+        f"the control left pods unbound {CONTROL_RUNS} times: the scenario is not one the in-tree plugins " \
+        f"end clean\n{control.cluster.logs()}"
     assert max(final_skews(control).values()) <= 1, final_skews(control)
     control.cluster.stop()
 
