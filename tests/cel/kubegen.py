@@ -396,7 +396,11 @@ class KubeGen:
         if k == 2:
             return "[" + ", ".join(g("int", d, s) for _ in range(self.r.randint(0, 3))) + "]"
         if k == 3:
-            return f"lists.range({self.pick(['0', '3', '10', '50', '500', '2000', '-1', g('int', d, s)])})"
+            # a generated int is kept under 4,096: cel-go folds a constant argument at
+            # Program() time, ignoring the cost limit (lists.range(int(timestamp(...))) made
+            # the oracle build a 1.7-billion-element list and be killed for memory)
+            bounded = f"({g('int', d, s)}) % 4096"
+            return f"lists.range({self.pick(['0', '3', '10', '50', '500', '2000', '-1', bounded])})"
         if k == 4:
             v = self.var(s)
             src = g(self.pick(["list_int", "list_int", "map_si"]), d, s)
