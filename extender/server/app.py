@@ -22,6 +22,7 @@ the verb's status and JSON. Where it runs:
 
 from __future__ import annotations
 
+import logging
 import os
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -48,6 +49,9 @@ KEEPALIVE = 75.0  # seconds a kept-alive connection may wait for its next reques
 MAX_CONNECTIONS = 10_000  # per worker; beyond, the oldest idle connection makes room
 
 
+METRICS_READS = 3  # tries at the workers' files before /metrics answers an error
+
+
 def _metrics_payload() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import ProcessCollector, multiprocess
@@ -58,7 +62,16 @@ def _metrics_payload() -> bytes:
         multiprocess.MultiProcessCollector(registry)
         main_pid = multiproc.MAIN_PID or os.getpid()
         ProcessCollector(registry=registry, pid=lambda: main_pid)  # keeps process_*
-        return generate_latest(registry)
+        # Another worker may be creating or growing its file while this one reads them
+        # all (prometheus-client cannot map a file still empty): read again.
+        for attempt in range(METRICS_READS):
+            try:
+                return generate_latest(registry)
+            except (ValueError, OSError) as exc:
+                if attempt == METRICS_READS - 1:
+                    raise
+                logging.getLogger("extender.metrics").warning(
+                    "reading the workers' metric files failed; reading again", extra={"error": str(exc)})
     return generate_latest()
 
 
