@@ -165,10 +165,7 @@ class ApiBinder:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            response = self.api.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                    _request_timeout=timeout)
-            pod = orjson.loads(response.data)
-            response.release_conn()
+            pod = orjson.loads(self._read_pod(namespace, name, timeout))
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -178,6 +175,24 @@ class ApiBinder:
         if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
             return None
         return (pod.get("spec") or {}).get("nodeName") or ""
+
+    def _read_pod(self, namespace: str, name: str, timeout: float) -> bytes:
+        """GET the pod, once more when a pooled connection turns out closed before any
+        answer (a server that closed it after a 504 races the pool's liveness check):
+        a read is idempotent, and Go's HTTP client retries it the same way."""
+        from urllib3.exceptions import ProtocolError
+
+        for attempt in (1, 2):
+            try:
+                response = self.api.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                        _request_timeout=timeout)
+                break
+            except ProtocolError:
+                if attempt == 2:
+                    raise
+        data = response.data
+        response.release_conn()
+        return data
 
 
 def _transport_error(where: str, exc: BaseException, timeout: float) -> RuntimeError:

@@ -407,6 +407,40 @@ def test_a_binding_the_api_timed_out_and_dropped_is_posted_again(tmp_path):
         engine.binder.close()
 
 
+def test_the_lookup_reads_again_when_a_pooled_connection_was_closed_before_any_answer():
+    """A server that closed a kept-alive connection after its 504 races the pool's
+    liveness check: the GET fails before any answer, and is sent once more (a read is
+    idempotent); a second such failure leaves the outcome unknown."""
+    from urllib3.exceptions import ProtocolError
+
+    from extender.engine.binding import ApiBinder, BindUnknown
+
+    class Api:
+        def __init__(self, drops: int) -> None:
+            self.drops, self.calls = drops, 0
+
+        def read_namespaced_pod(self, name, namespace, **_):
+            self.calls += 1
+            if self.calls <= self.drops:
+                raise ProtocolError("Connection aborted.", ConnectionResetError())
+            return Answer(orjson.dumps({"metadata": {"uid": "u1"}, "spec": {"nodeName": "a1"}}))
+
+    class Answer:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def release_conn(self) -> None:
+            pass
+
+    binder = ApiBinder.__new__(ApiBinder)
+    binder.api = Api(drops=1)
+    assert binder.lookup("default", "w1", "u1") == "a1" and binder.api.calls == 2
+    binder.api = Api(drops=2)
+    with pytest.raises(BindUnknown, match="Connection aborted"):
+        binder.lookup("default", "w1", "u1")
+    assert binder.api.calls == 2
+
+
 class Unsure:
     """A binder whose first call ends without a verdict (timed out, 504); `lookup`
     answers what the API holds then (`where`)."""
