@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=float, default=30.0, help="seconds between RSS samples")
     parser.add_argument("--churn", type=float, default=5.0, help="seconds between state changes")
     options.add(parser, nodes=500)
-    parser.add_argument("--worker-class", default="inline", choices=("inline", "gthread"))
+    parser.add_argument("--worker-class", default="inline", choices=("inline", "pool", "gthread"))
     options.add(parser, seed=1, out=OUT, helps={"out": "directory for soak.json and soak.png"})
     ns = parser.parse_args(argv)
     out = Path(ns.out)
