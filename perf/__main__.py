@@ -3,7 +3,8 @@
 `generate`, `run --quick|--full`, `profile` and `whatif` are this module's; every other
 NAME is a benchmark module of `perf/` run with ARGS (`python -m perf churn --nodes
 5000` is `python -m perf.churn --nodes 5000`, which still works); `python -m perf list`
-names them. Each writes its result through `perf.output.write_result`."""
+names them. Each declares the options the benchmarks share (`--nodes`, `--pods`, `--out`
+...) through `perf.options` and writes its result through `perf.output.write_result`."""
 
 from __future__ import annotations
 
