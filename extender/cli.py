@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from extender import __version__
@@ -26,8 +27,9 @@ HELP = {
     "workers": "gunicorn worker processes (default 1)",
     "threads": "threads per worker for requests not answered on its event loop (default 4)",
     "worker_class": "inline (default: complete requests up to 1 MiB answered on the event "
-    "loop; one scheduler) or gthread (answered on --threads pool threads, interleaved; "
-    "several schedulers or expensive pods). Both buffer whole requests before answering",
+    "loop; one scheduler) or pool (every verb answered on a --threads pool thread, "
+    "interleaved; several schedulers or expensive pods; gthread is a deprecated name for "
+    "it). Both buffer whole requests before answering",
     "cluster": "file mode: cluster dump, kind: List / multi-document YAML / JSON (default: the "
     "bundled example, except in a container or a cluster, where no state is served)",
     "kubeconfig": "live mode: watch the API server with this kubeconfig; with no FILE, "
@@ -222,7 +224,9 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         # plugins and with them every metric, which opens its file in that directory at
         # once. In a pod it is a fresh emptyDir that does not exist yet (issue 36).
         prepare_multiprocess_metrics()
-    config = build_config(_settings(ns), config_file=ns.config)
+    with warnings.catch_warnings(record=True) as deprecated:  # logged once logging is set up
+        warnings.simplefilter("always", FutureWarning)
+        config = build_config(_settings(ns), config_file=ns.config)
     if config.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # several processes answer: /metrics must add them up. One worker keeps its
         # metrics in memory (each multiprocess write costs a pid check and an mmap write)
@@ -233,6 +237,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
     check_metrics_listen(config.metrics_listen)
     setup_logging(config.log_level)
+    for note in deprecated:
+        logging.getLogger("extender").warning(str(note.message))
     if warning := exposed_verbs_warning(config):
         logging.getLogger("extender").warning(warning)
     source = open_source(config, serving=True)  # a bad cluster file fails fast

@@ -9,6 +9,7 @@ values are rejected at start-up with the key named.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -22,7 +23,9 @@ from extender.model.parse import DEFAULT_ANNOTATION_PREFIX
 from extender.scoring import DEFAULT_WEIGHTS, SCORE_MODES
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-WORKER_CLASSES = ("inline", "gthread")
+WORKER_CLASSES = ("inline", "pool")
+# deprecated names still accepted, each with the class it names and a warning at start-up
+WORKER_CLASS_ALIASES = {"gthread": "pool"}
 KNOWN_PLUGINS = tuple(DEFAULT_WEIGHTS) + ("NodeUnschedulable",)
 
 
@@ -186,6 +189,18 @@ def _choice(options: tuple[str, ...], lower: bool = False):
     return parse
 
 
+def _worker_class(value: Any, key: str) -> str:
+    """inline or pool; `gthread`, the old name of pool (it never was gunicorn's gthread
+    worker), is accepted with a FutureWarning that `extender serve` logs."""
+    canonical = WORKER_CLASS_ALIASES.get(str(value))
+    if canonical is None:
+        return _choice(WORKER_CLASSES)(value, key)
+    warnings.warn(f"{key}: {value!r} is deprecated and will be removed: it names the "
+                  f"{canonical!r} worker class (every verb on a --threads pool thread); "
+                  f"use {canonical!r}", FutureWarning, stacklevel=2)
+    return canonical
+
+
 def _gates(value: Any, key: str) -> FeatureGates:
     try:
         return parse_feature_gates(value)
@@ -228,7 +243,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "metrics_listen": ("metricsListen", _listen_or_off),
     "workers": ("workers", _int_at_least(1)),
     "threads": ("threads", _int_at_least(1)),
-    "worker_class": ("workerClass", _choice(WORKER_CLASSES)),
+    "worker_class": ("workerClass", _worker_class),
     "cluster": ("cluster", _str),
     "kubeconfig": ("kubeconfig", _str),
     "in_cluster": ("inCluster", _bool),

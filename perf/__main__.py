@@ -3,7 +3,8 @@
 `generate`, `run --quick|--full`, `profile` and `whatif` are this module's; every other
 NAME is a benchmark module of `perf/` run with ARGS (`python -m perf churn --nodes
 5000` is `python -m perf.churn --nodes 5000`, which still works); `python -m perf list`
-names them. Each writes its result through `perf.output.write_result`."""
+names them. Each declares the options the benchmarks share (`--nodes`, `--pods`, `--out`
+...) through `perf.options` and writes its result through `perf.output.write_result`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
+
+from perf import options
 
 # NAME -> what it measures (its module's main(argv) takes the rest of the command line)
 BENCHMARKS = {
@@ -43,29 +46,21 @@ def main(argv: list[str] | None = None) -> int:
         return importlib.import_module(f"perf.{argv[0]}").main(argv[1:]) or 0
     parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    out_dir = {"out": "output directory (default perf/out)"}
     gen = sub.add_parser("generate", help="write a synthetic cluster file (kind: List, JSON)")
-    gen.add_argument("--nodes", type=int, default=500)
-    gen.add_argument("--pods", type=int, default=10_000)
-    gen.add_argument("--seed", type=int, default=1)
+    options.add(gen, nodes=500, pods=10_000, seed=1)
     gen.add_argument("-o", "--output", required=True, help="output path (.json)")
     run = sub.add_parser("run", help="run the benchmark and write perf/out/report.json")
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="500 + 1,000 nodes, < 2 minutes (default)")
     mode.add_argument("--full", action="store_true", help="adds 5,000 nodes / 50,000 pods")
-    run.add_argument("--seed", type=int, default=1)
-    run.add_argument("--out", default=None, help="output directory (default perf/out)")
+    options.add(run, seed=1, out=None, helps=out_dir)
     prof = sub.add_parser("profile", help="cProfile the in-process filter/prioritize paths")
-    prof.add_argument("--nodes", type=int, default=5000)
-    prof.add_argument("--pods", type=int, default=50_000)
-    prof.add_argument("--requests", type=int, default=200)
-    prof.add_argument("--seed", type=int, default=1)
-    prof.add_argument("--out", default=None, help="output directory (default perf/out)")
+    options.add(prof, nodes=5000, pods=50_000, requests=200, seed=1, out=None, helps=out_dir)
     whatif = sub.add_parser("whatif", help="HTTP experiments outside the product")
     whatif.add_argument("--floor", action="store_true", required=True,
                         help="the no-op server on the product's HTTP stack (the HTTP floor)")
-    whatif.add_argument("--nodes", type=int, default=5000)
-    whatif.add_argument("--requests", type=int, default=400)
-    whatif.add_argument("--out", default=None, help="output directory (default perf/out)")
+    options.add(whatif, nodes=5000, requests=400, out=None, helps=out_dir)
     ns = parser.parse_args(argv)
 
     if ns.command == "whatif":

@@ -33,7 +33,6 @@ against the documented ceiling (base + --memory-limit-bytes + 6 x --max-inflight
 
 from __future__ import annotations
 
-import argparse
 import copy
 import http.client
 import json
@@ -49,6 +48,7 @@ from pathlib import Path
 import orjson
 import psutil
 
+from perf import options
 from perf.http_driver import REPO, Server, free_port
 from perf.output import write_result
 from perf.stats import summarize
@@ -490,12 +490,9 @@ def markdown(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.attacks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser = options.parser("attacks", __doc__, whole_doc=True, seconds=20.0, server_arg=[],
+                            out=REPO / "perf" / "results" / "attacks.json")
     parser.add_argument("--only", action="append", default=[], choices=list(SCENARIOS))
-    parser.add_argument("--server-arg", action="append", default=[])
-    parser.add_argument("--out", default=str(REPO / "perf" / "results" / "attacks.json"))
     ns = parser.parse_args(argv)
     report = run(ns.seconds, ns.only, ns.server_arg)
     write_result(ns.out, report)

@@ -21,7 +21,6 @@ machines.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -37,6 +36,7 @@ from extender.cel import CelCache
 from extender.cel.program import compile_program, run_program
 from extender.cel.runtime import Budget
 from extender.model.objects import Taint
+from perf import options
 
 CEL_GO_UNITS_PER_SECOND = 10_000_000  # KEP-5500 / PerCallLimit: 1,000,000 units ~ 0.1 s
 TARGET_UNITS_PER_SECOND = 2_000_000  # issue #23
@@ -335,7 +335,7 @@ def ab(revision: str, rounds: int = 3) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options.parser("cel_bench", __doc__)
     parser.add_argument("--ab", metavar="REV", help="also time REV's engine (git revision)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--celgo", action="store_true",

@@ -30,7 +30,6 @@ includes everything the server does, including cyclic-GC passes over the state.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
@@ -45,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from perf import options
 from perf.http_driver import Connection, extender_bin, free_port, handler_means, handler_totals
 from perf.live_state import DOUBLE, ROOT
 from perf.stats import summarize
@@ -315,13 +315,10 @@ def run_size(nodes: int, pods: int, requests: int, out_dir: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pods", type=int, default=50000)
-    parser.add_argument("--requests", type=int, default=400, help="pods scheduled per run")
+    parser = options.parser("churn", __doc__, nodes=5000, pods=50000, requests=400, out=None,
+                            helps={"requests": "pods scheduled per run"})
     parser.add_argument("--distinct", action="store_true",
                         help="also a run with reuse off where no two pods are alike (perf.workloads.no_two_alike)")
-    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--profile", type=Path, default=None,
                         help="directory: py-spy records the serving worker during each churn (collapsed stacks)")
     ns = parser.parse_args(argv)

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import orjson
 
+from perf import options
 from perf.output import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -253,9 +254,7 @@ def run(nodes: int, pods: int, changes: int, spread: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=15_000)
-    parser.add_argument("--pods", type=int, default=150_000)
+    parser = options.parser("drift", __doc__, nodes=15_000, pods=150_000)
     parser.add_argument("--changes", type=int, default=200)
     parser.add_argument("--spread", action="store_true", help="also time one run of the spread report")
     parser.add_argument("--child", help=argparse.SUPPRESS)

@@ -28,7 +28,6 @@ instructions do not depend on the machine's load. Each handler is called through
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
 import json
@@ -41,6 +40,7 @@ from typing import Any
 import orjson
 
 from extender.state import ClusterSource
+from perf import options
 from perf.churn import NODE_UPDATE_EVERY, WARMUP
 from perf.generate import generate_cluster
 from perf.stats import summarize
@@ -174,15 +174,12 @@ def batch(requests: int, distinct: bool, start: int = 1_000_000) -> list[dict[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.handlers", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pods", type=int, default=50000)
-    parser.add_argument("--requests", type=int, default=400, help="timed pods per run")
+    parser = options.parser("handlers", __doc__, nodes=5000, pods=50000, requests=400)
     parser.add_argument("--distinct", action="store_true", help="no two pods alike (perf.workloads.no_two_alike)")
     parser.add_argument("--repeat", type=int, default=1, help="runs, each with new pods, against one store")
     parser.add_argument("--rotate", action="store_true",
                         help="every filter's NodeNames in a new order, as kube-scheduler sends them")
-    parser.add_argument("--out", type=Path, default=None)
+    options.add(parser, out=None)
     parser.add_argument("--cache", type=Path, default=None,
                         help="directory keeping the generated cluster as JSON (under valgrind, generating it is slow)")
     ns = parser.parse_args(argv)

@@ -15,7 +15,6 @@ listener's `/healthz` and, where the server has one, the separate metrics listen
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import tempfile
 import threading
@@ -25,6 +24,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from perf import options
 from perf.http_driver import REPO, Server
 from perf.output import write_result
 from perf.stats import summarize
@@ -186,15 +186,11 @@ def markdown(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.hostile", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser = options.parser("hostile", __doc__, whole_doc=True, seconds=20.0, server_arg=[],
+                            out=REPO / "perf" / "results" / "hostile.json")
     parser.add_argument("--health-url", action="append", default=[],
                         help="health URL to probe (repeatable; '{port}' = the main port; "
                         "default the main listener's /healthz)")
-    parser.add_argument("--server-arg", action="append", default=[],
-                        help="extra `extender serve` argument, e.g. --server-arg=--threads=8")
-    parser.add_argument("--out", default=str(REPO / "perf" / "results" / "hostile.json"))
     ns = parser.parse_args(argv)
     report = run(ns.seconds, ns.health_url, ns.server_arg)
     write_result(ns.out, report)

@@ -21,13 +21,13 @@ must be 0). Run it from a tree with the code to measure.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from perf import options
 from perf.output import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,21 +69,16 @@ def run_once(binary: str, apps: int, replicas: int, bare: int, prebind: tuple[fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    from testing.harness import BINARY_ENV, scheduler_binary
-
-    parser = argparse.ArgumentParser(prog="python -m perf.inflight_mix", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = options.parser("inflight_mix", __doc__, whole_doc=True)
     parser.add_argument("--apps", type=int, default=5)
     parser.add_argument("--replicas", type=int, default=100)
     parser.add_argument("--bare", type=int, default=100)
     parser.add_argument("--prebind-ms", default="5,20", help="low,high")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--label", default="", help="what code this is (recorded with the results)")
-    parser.add_argument("--out", default=str(RESULTS))
+    options.add(parser, out=RESULTS)
     ns = parser.parse_args(argv)
-    binary = scheduler_binary()
-    if binary is None:
-        parser.error(f"{BINARY_ENV} is not set (`make perf-scheduler` sets it through .ci/kube-scheduler)")
+    binary = options.kube_scheduler(parser)
     sys.path.insert(0, str(Path.cwd()))
     low, high = (float(x) / 1000 for x in ns.prebind_ms.split(","))
     runs = [run_once(binary, ns.apps, ns.replicas, ns.bare, (low, high)) for _ in range(ns.runs)]

@@ -19,7 +19,6 @@ initial sync <= 15 s, RSS <= 600 MB, pod event to visible p99 <= 1 ms.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import orjson
 
+from perf import options
 from perf.output import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,9 +223,7 @@ def summary(out: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pods", type=int, default=50000)
+    parser = options.parser("live_state", __doc__, nodes=5000, pods=50000)
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--skip-serve", action="store_true", help="only the in-process event timing")
     ns = parser.parse_args(argv)

@@ -19,7 +19,6 @@ Results go to stdout and perf/results/memory-<nodes>-<pods>.json."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -33,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from perf import options
 from perf.output import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -261,9 +261,7 @@ def extender(kubeconfig: Path, settle: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.memory", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pods", type=int, default=50000)
+    parser = options.parser("memory", __doc__, nodes=5000, pods=50000)
     parser.add_argument("--settle", type=float, default=10.0, help="seconds after the lists before reading RSS")
     parser.add_argument("--kube-scheduler", default=os.environ.get("KUBE_SCHEDULER_BINARY", "/opt/kube-scheduler/kube-scheduler"))
     ns = parser.parse_args(argv)

@@ -9,11 +9,12 @@ it (self), optionally only over the stacks that pass through `--under` (e.g.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections import Counter
 from pathlib import Path
+
+from perf import options
 
 FRAME = re.compile(r"^(?P<func>[^ ]+) \((?P<file>[^:]+)(?::\d+)?\)$")
 
@@ -55,7 +56,7 @@ def summarise(stacks: list[tuple[list[str], int]], under: str | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser("pyspy", __doc__)
     parser.add_argument("file", type=Path)
     parser.add_argument("--under", default=None, help="only stacks through this function")
     parser.add_argument("--top", type=int, default=30)

@@ -13,7 +13,6 @@ during the reloads.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import os
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 import orjson
 import yaml
 
+from perf import options
 from perf.generate import generate_cluster
 from perf.http_driver import REPO, Server
 from perf.output import write_result
@@ -83,13 +83,11 @@ def run(fmt: str, nodes: int, pods: int, rounds: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.reload_stall", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = options.parser("reload_stall", __doc__, whole_doc=True)
     parser.add_argument("--format", choices=("json", "yaml"), action="append", default=[])
-    parser.add_argument("--nodes", type=int, default=2000)
-    parser.add_argument("--pods", type=int, default=12000)
+    options.add(parser, nodes=2000, pods=12000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default=str(REPO / "perf" / "results" / "reload_stall.json"))
+    options.add(parser, out=REPO / "perf" / "results" / "reload_stall.json")
     ns = parser.parse_args(argv)
     results = [run(fmt, ns.nodes, ns.pods, ns.rounds) for fmt in ns.format or ["json", "yaml"]]
     write_result(ns.out, results)

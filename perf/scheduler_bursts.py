@@ -22,12 +22,12 @@ reported, never asserted; tests/e2e/test_bursts.py runs the pass/fail versions.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from perf import options
 from perf.output import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,19 +76,15 @@ def run_mode(binary: str, inflight_wait: float, bursts: int, replicas: int, zone
 
 
 def main(argv: list[str] | None = None) -> int:
-    from testing.harness import BINARY_ENV, scheduler_binary
-
-    parser = argparse.ArgumentParser(prog="python -m perf.scheduler_bursts", description=__doc__.split("\n\n")[0])
+    parser = options.parser("scheduler_bursts", __doc__)
     parser.add_argument("--bursts", type=int, default=20)
     parser.add_argument("--replicas", type=int, default=1000)
     parser.add_argument("--zones", type=int, default=3)
     parser.add_argument("--nodes-per-zone", type=int, default=4)
     parser.add_argument("--waits", default="1,0", help="--inflight-wait values, one mode each")
-    parser.add_argument("--out", default=str(RESULTS))
+    options.add(parser, out=RESULTS)
     ns = parser.parse_args(argv)
-    binary = scheduler_binary()
-    if binary is None:
-        parser.error(f"{BINARY_ENV} is not set (`make perf-scheduler` sets it through .ci/kube-scheduler)")
+    binary = options.kube_scheduler(parser)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     report = {"kube_scheduler": "v1.30.6", "bursts": ns.bursts, "replicas": ns.replicas,
               "nodes": ns.zones * ns.nodes_per_zone,

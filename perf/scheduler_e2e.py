@@ -55,7 +55,6 @@ puts them in the report. Throughput is reported, never asserted.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
@@ -75,6 +74,7 @@ from urllib.parse import quote
 
 import orjson
 
+from perf import options
 from perf.churn import Double, py_spy
 from perf.http_driver import free_port, handler_means, handler_totals
 from perf.live_state import ROOT
@@ -571,14 +571,14 @@ def for_report(full: bool, notes: list[str], log=print) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.scheduler_e2e", description=__doc__.split("\n\n")[0])
+    parser = options.parser("scheduler_e2e", __doc__)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
                         help="comma list of node counts, each with 10 running pods a node (default 5000,15000)")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="runs of each mode per size, alternated")
-    parser.add_argument("--pods", type=int, default=FULL[2], help="pods scheduled per workload")
+    options.add(parser, pods=FULL[2], helps={"pods": "pods scheduled per workload"})
     parser.add_argument("--workloads", default="", help="comma list (default: all five)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma list of in-tree, extender")
-    parser.add_argument("--out", type=Path, default=ROOT / "perf" / "out" / "scheduler_e2e.json")
+    options.add(parser, out=ROOT / "perf" / "out" / "scheduler_e2e.json")
     parser.add_argument("--profile", type=Path, default=None,
                         help="directory: py-spy records every busy thread of the extender's worker (raw stacks)")
     ns = parser.parse_args(argv)

@@ -17,7 +17,6 @@ warm-up (the first fifth) within +-10% of its median, and the last window's p99 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import queue
@@ -33,6 +32,7 @@ from typing import Any
 import orjson
 import psutil
 
+from perf import options
 from perf.generate import generate_cluster, write_cluster
 from perf.http_driver import Connection, extender_bin, free_port
 from perf.output import write_result
@@ -239,15 +239,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.soak", description=__doc__.splitlines()[0])
+    parser = options.parser("soak", __doc__)
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=50.0, help="requests a second")
     parser.add_argument("--sample", type=float, default=30.0, help="seconds between RSS samples")
     parser.add_argument("--churn", type=float, default=5.0, help="seconds between state changes")
-    parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--worker-class", default="inline", choices=("inline", "gthread"))
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default=str(OUT))
+    options.add(parser, nodes=500)
+    parser.add_argument("--worker-class", default="inline", choices=("inline", "pool", "gthread"))
+    options.add(parser, seed=1, out=OUT, helps={"out": "directory for soak.json and soak.png"})
     ns = parser.parse_args(argv)
     out = Path(ns.out)
     report = soak(ns.minutes, ns.rate, ns.sample, ns.churn, ns.nodes, ns.worker_class, out, ns.seed)

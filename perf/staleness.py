@@ -20,7 +20,6 @@ Results go to perf/results/staleness.json and docs/operate/failures.md quotes th
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -28,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from perf import options
 from perf.output import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +103,7 @@ def unreachable(max_staleness: float, tmp: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options.parser("staleness", __doc__)
     parser.add_argument("--values", default="60,30,20,15", help="--max-staleness values to compare")
     parser.add_argument("--trials", type=int, default=3)
     args = parser.parse_args(argv)

@@ -15,12 +15,12 @@ the order of the feasible list.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import sys
 import tempfile
 from pathlib import Path
 
+from perf import options
 from testing.harness import E2ECluster, key_of, node, pod
 
 MODES = ("slim", "full", "in-tree")
@@ -42,9 +42,9 @@ def placements(binary: str, mode: str, pods: int) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.tiebreak", description=__doc__.split("\n\n")[0])
+    parser = options.parser("tiebreak", __doc__)
     parser.add_argument("binary", help="a kube-scheduler binary (v1.30 or v1.36)")
-    parser.add_argument("--pods", type=int, default=40)
+    options.add(parser, pods=40, helps={"pods": "pods scheduled in each mode"})
     parser.add_argument("--modes", default=",".join(MODES))
     ns = parser.parse_args(argv)
     for mode in (m for m in ns.modes.split(",") if m):

@@ -7,7 +7,7 @@ the verb's status and JSON. Where it runs:
 
 * on the event loop (`LOOP`): a verb whose CEL work is memoised or cheap (the CEL cache
   raises `lane.Elsewhere` otherwise, before anything is written), and the probes;
-* on a pool thread (`POOL`, `--threads`): with `--worker-class gthread` every verb; a
+* on a pool thread (`POOL`, `--threads`): with `--worker-class pool` every verb; a
   body over `INLINE_MAX_BYTES` (a Nodes-mode request: tens of milliseconds of parsing);
   and any verb while pods answered by `filter` are in flight, because it may then wait
   for a `bind` (`extender.engine.inflight`) that the loop must stay free to read;

@@ -387,6 +387,14 @@ def _pod_access(namespace: str, name: str) -> Access:
 def explain_app(routes: ExplainRoutes) -> flask.Flask:
     app = flask.Flask("extender.explain")
     app.extensions[FLASK_KEY] = routes.guard
+    _add_routes(app, routes)
+    _add_error_handlers(app)
+    return app
+
+
+def _add_routes(app: flask.Flask, routes: ExplainRoutes) -> None:
+    """The gate before every request, then GET /drift, POST /explain and
+    GET /explain/NAMESPACE/POD, each asking the API server about its reader first."""
 
     @app.before_request
     def gate() -> None:
@@ -414,6 +422,11 @@ def explain_app(routes: ExplainRoutes) -> flask.Flask:
     def explain_named(namespace: str, name: str) -> Response:
         return routes.answer(lambda: routes.read(namespace, name))
 
+
+def _add_error_handlers(app: flask.Flask) -> None:
+    """Every refusal as a JSON `{"error": ...}` with its status; Flask's own 404, 405 and
+    500 worded for the route the client was after."""
+
     @app.errorhandler(Refused)
     def refused(exc: Refused) -> Response:
         return Response(orjson.dumps({"error": str(exc), **exc.extra}), exc.status, exc.headers, mimetype=JSON)
@@ -437,8 +450,6 @@ def explain_app(routes: ExplainRoutes) -> flask.Flask:
     @app.errorhandler(500)
     def failed(_exc: Exception) -> Response:  # logged by Flask
         return refused(Refused(500, "the explanation failed: see the extender's log"))
-
-    return app
 
 
 def _pod_from_body(body: bytes) -> dict[str, Any]:

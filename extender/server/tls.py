@@ -197,10 +197,18 @@ def is_ca_certificate(der: bytes) -> bool:
         return True
 
 
+def _common_names(cert: dict) -> list[str]:
+    return [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+
+
+def _alternative_names(cert: dict, kind: str) -> list[str]:
+    return [value for name_kind, value in cert.get("subjectAltName", ()) if name_kind == kind]
+
+
 def subject_names(cert: dict) -> list[str]:
     """A verified certificate's subject common names and DNS and URI alternative names
     (`ssl.SSLSocket.getpeercert()`), as `--client-cert-allowed-names` matches them."""
-    names = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+    names = _common_names(cert)
     names += [value for kind, value in cert.get("subjectAltName", ()) if kind in ("DNS", "URI")]
     return names
 
@@ -230,13 +238,17 @@ class ClientPolicy:
         if not self.allowed:
             return ""
         cert = sock.getpeercert() or {}
-        common = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
-        uris = [value for kind, value in cert.get("subjectAltName", ()) if kind == "URI"]
-        dns = [value.lower() for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"]
-        if self.allowed.intersection(common + uris) or self.allowed_lower.intersection(dns):
+        if self.allows(cert):
             return ""
         return (f"subject {', '.join(subject_names(cert)) or '(none)'} is not one of "
                 "--client-cert-allowed-names")
+
+    def allows(self, cert: dict) -> bool:
+        """Whether a verified certificate (`getpeercert()`) has an allowed name: its
+        common name or a URI alternative name exactly, a DNS one without regard to case."""
+        exact = _common_names(cert) + _alternative_names(cert, "URI")
+        dns = [value.lower() for value in _alternative_names(cert, "DNS")]
+        return bool(self.allowed.intersection(exact) or self.allowed_lower.intersection(dns))
 
 
 def client_policy(config) -> ClientPolicy | None:

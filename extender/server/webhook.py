@@ -81,24 +81,31 @@ class BadReview(ValueError):
     """Not an AdmissionReview v1: answered 400."""
 
 
+def _mapping_at(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """`obj[key]` when it is a mapping, else an empty one (a malformed part reads as absent)."""
+    value = obj.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping_at(_mapping_at(obj, "metadata"), "annotations")
+
+
 def _channel(obj: Mapping[str, Any] | None, kind: str, prefix: str) -> tuple:
     """What the validator reads from an object: our annotations and the tolerations."""
     if not isinstance(obj, Mapping):
         return ()
     if kind == PERSISTENT_VOLUME:
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
-        return (annotations.get(f"{prefix}/node-affinity"), orjson.dumps(spec.get("nodeAffinity")))
+        return (_annotations(obj).get(f"{prefix}/node-affinity"),
+                orjson.dumps(_mapping_at(obj, "spec").get("nodeAffinity")))
     found = pod_template({**obj, "kind": kind})
     if found is None:
         return ()
     template = found[0]
-    meta = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
-    spec = template.get("spec") if isinstance(template.get("spec"), Mapping) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    annotations = _annotations(template)
     names = (f"{prefix}/tolerations", f"{prefix}/node-affinity")
-    return (tuple(annotations.get(n) for n in names), orjson.dumps(spec.get("tolerations")))
+    return (tuple(annotations.get(n) for n in names),
+            orjson.dumps(_mapping_at(template, "spec").get("tolerations")))
 
 
 def _request(body: bytes) -> Mapping[str, Any]:
@@ -123,31 +130,51 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
     request = _request(body)
     kind_info = request.get("kind") if isinstance(request.get("kind"), dict) else {}
     kind = str(kind_info.get("kind") or "")
+    response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
+    checked, gates = _what_to_check(request, kind, prefix, gates)
+    if checked:
+        with admission(), compile_budget():
+            result = check_object({**request["object"], "kind": kind}, prefix, gates)
+        _verdict(response, result, kind, request)
+        _record(request, kind, result, response)
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def _what_to_check(request: Mapping[str, Any], kind: str, prefix: str,
+                   gates: FeatureGates) -> tuple[bool, FeatureGates]:
+    """Whether the object is checked, and under which gates: a create or an update of a
+    checked kind, not of a subresource; an update only when what the validator reads
+    changed, with the gates ratcheted to what the old object already used."""
     operation = request.get("operation")
     obj = request.get("object")
-    response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     checked = (kind in CHECKED_KINDS and operation in ("CREATE", "UPDATE") and isinstance(obj, dict)
                and not request.get("subResource"))
     if checked and operation == "UPDATE":
         checked = _channel(obj, kind, prefix) != _channel(request.get("oldObject"), kind, prefix)
         gates = ratcheted_gates(request.get("oldObject"), kind, prefix, gates)
-    if checked:
-        with admission(), compile_budget():
-            result = check_object({**obj, "kind": kind}, prefix, gates)
-        if result.errors:
-            name = result.name or str(request.get("name") or "")
-            response["allowed"] = False
-            response["status"] = {"code": 422, "reason": "Invalid",
-                                  "message": f'{kind} "{name}" is invalid: {aggregate(result.errors)}'}
-        if result.warnings:
-            response["warnings"] = [w[:MAX_WARNING_CHARS] for w in result.warnings]
-        metrics.ADMISSION_REVIEWS_TOTAL.labels(kind, str(operation),
-                                              str(response["allowed"]).lower()).inc()
-        log.info("admission review", extra={
-            "uid": request["uid"], "kind": kind, "operation": operation, "object": result.name,
-            "namespace": str(request.get("namespace") or ""), "allowed": response["allowed"],
-            "errors": len(result.errors)})
-    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+    return checked, gates
+
+
+def _verdict(response: dict[str, Any], result: Any, kind: str, request: Mapping[str, Any]) -> None:
+    """The check's errors as a 422 denial, its warnings as the response's warnings."""
+    if result.errors:
+        name = result.name or str(request.get("name") or "")
+        response["allowed"] = False
+        response["status"] = {"code": 422, "reason": "Invalid",
+                              "message": f'{kind} "{name}" is invalid: {aggregate(result.errors)}'}
+    if result.warnings:
+        response["warnings"] = [w[:MAX_WARNING_CHARS] for w in result.warnings]
+
+
+def _record(request: Mapping[str, Any], kind: str, result: Any, response: dict[str, Any]) -> None:
+    """A checked review's metric and log line."""
+    operation = request.get("operation")
+    metrics.ADMISSION_REVIEWS_TOTAL.labels(kind, str(operation),
+                                          str(response["allowed"]).lower()).inc()
+    log.info("admission review", extra={
+        "uid": request["uid"], "kind": kind, "operation": operation, "object": result.name,
+        "namespace": str(request.get("namespace") or ""), "allowed": response["allowed"],
+        "errors": len(result.errors)})
 
 
 # --- transport ----------------------------------------------------------------------

@@ -8,10 +8,12 @@ heartbeat. Reading and answering HTTP is the listener's, the same code that serv
 deadline per request, the in-flight byte budget, lanes for the verbs
 (`extender.server.app`).
 
-`--worker-class inline` (the default) answers cheap verbs on the loop; `gthread` answers
-every verb on a `--threads` pool thread (requests in flight interleave). On SIGTERM (or
-when the master goes away) the worker stops accepting, lets the answers in flight
-finish for up to gunicorn's graceful timeout, and exits.
+`--worker-class inline` (the default) answers cheap verbs on the loop; `pool` answers
+every verb on a `--threads` pool thread (requests in flight interleave). Both are this
+one gunicorn worker class (`gthread`, the deprecated name of `pool`, never meant
+gunicorn's own gthread worker). On SIGTERM (or when the master goes away) the worker
+stops accepting, lets the answers in flight finish for up to gunicorn's graceful
+timeout, and exits.
 """
 
 from __future__ import annotations

@@ -17,15 +17,22 @@ that is then indexed.
 
 from __future__ import annotations
 
-import random
+from exprgen import (
+    ACCESSORS,
+    ARITHMETIC,
+    BYTES,
+    COMPARABLE,
+    DOUBLES,
+    DURATION_ACCESSORS,
+    ORDERING,
+    UINTS,
+    ExprGen,
+)
 
 STRINGS = ["''", "'a'", "'abc'", "'k'", "'NoSchedule'", "'é'", "'1'", "'1.5'", "' 1'",
            "'-9223372036854775808'", "'日本'", "'a,b,,c'", "'ABC dé'", "'/'"]
 INTS = ["0", "1", "-1", "2", "7", "-7", "42", "9223372036854775807",
         "-9223372036854775808", "0x10", "-0x1"]
-UINTS = ["0u", "1u", "2u", "7u", "18446744073709551615u", "0x10u"]
-DOUBLES = ["0.0", "1.5", "-2.5", "1e308", "-0.0", "2.0", "1e-300", "3.0"]
-BYTES = ["b''", "b'abc'", "b'\\xff'", "b'a'"]
 DURATIONS = ["duration('1h')", "duration('-30m')", "duration('0s')", "duration('1.5s')",
              "duration('2562047h')", "duration('90m')"]
 TIMESTAMPS = ["timestamp('2024-01-01T00:00:00Z')", "timestamp('9999-12-31T23:59:59Z')",
@@ -36,43 +43,24 @@ TYPE_NAMES = {"int": "int", "uint": "uint", "double": "double", "string": "strin
               "bytes": "bytes", "bool": "bool", "list_int": "list", "list_string": "list",
               "map": "map"}
 PATTERNS = ["'^a'", "'b'", "'[0-9]+'", "'^$'", "'.*'", "'é'", "'^[a-z]+/'"]
-ACCESSORS = ["getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek",
-             "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds"]
-VARS = "xyzw"
 
 
-class Gen:
-    def __init__(self, seed: int) -> None:
-        self.r = random.Random(seed)
+class Gen(ExprGen):
+    REUSE, LEAF, VARS = 0.3, 0.25, "xyzw"
+    DURATIONS, TIMESTAMPS = DURATIONS, TIMESTAMPS
+    LEAVES = {"bool": ["true", "false", "has(taint.key)", "taint.key == 'k'"],
+              "string": ["taint.key", "taint.value", "taint.effect", *STRINGS],
+              "int": INTS, "uint": UINTS, "double": DOUBLES, "bytes": BYTES,
+              "duration": DURATIONS, "timestamp": TIMESTAMPS}
 
     def expression(self) -> str:
         return self.g_bool(4, {})
 
-    def pick(self, options: list) -> str:
-        return self.r.choice(options)
+    def var(self, scope: dict) -> str:
+        return self.pick([n for n in self.VARS if n not in scope] or ["v"])
 
-    def gen(self, t: str, depth: int, scope: dict[str, str]) -> str:
-        names = [n for n, vt in scope.items() if vt == t]
-        if names and self.r.random() < 0.3:
-            return self.pick(names)
-        if depth <= 0 or self.r.random() < 0.25:
-            return self.leaf(t, scope)
-        return getattr(self, "g_" + t)(depth - 1, scope)
-
-    def leaf(self, t: str, scope: dict[str, str]) -> str:
+    def built_leaf(self, t: str, s: dict) -> str:
         r = self.r
-        if t == "bool":
-            return self.pick(["true", "false", "has(taint.key)", "taint.key == 'k'"])
-        if t == "string":
-            return self.pick(["taint.key", "taint.value", "taint.effect", *STRINGS])
-        if t == "int":
-            return self.pick(INTS)
-        if t == "uint":
-            return self.pick(UINTS)
-        if t == "double":
-            return self.pick(DOUBLES)
-        if t == "bytes":
-            return self.pick(BYTES)
         if t == "list_int":
             return "[" + ", ".join(self.pick(INTS[:8]) for _ in range(r.randint(0, 3))) + "]"
         if t == "list_string":
@@ -81,31 +69,26 @@ class Gen:
         if t == "map":
             keys = r.sample(["'a'", "'b'", "'k'", "taint.key"], r.randint(0, 2))
             return "{" + ", ".join(f"{k}: {self.pick(INTS[:6])}" for k in keys) + "}"
-        if t == "duration":
-            return self.pick(DURATIONS)
-        if t == "timestamp":
-            return self.pick(TIMESTAMPS)
         raise AssertionError(t)
 
     # --- bool -----------------------------------------------------------------------
     def g_bool(self, d: int, s: dict) -> str:
         r = self.r
         k = r.randrange(16)
-        g = self.gen
+        g = self.g
         if k == 0:
-            return f"{g('bool', d, s)} {self.pick(['&&', '||'])} {g('bool', d, s)}"
+            return self.infix("bool", ["&&", "||"], d, s)
         if k == 1:
             return f"!{g('bool', d, s)}" if r.random() < 0.8 else f"!!{g('bool', d, s)}"
         if k == 2:
-            return f"({g('bool', d, s)} ? {g('bool', d, s)} : {g('bool', d, s)})"
+            return self.ternary("bool", d, s)
         if k == 3:  # same-type comparison
-            t = self.pick(["int", "uint", "double", "string", "bytes", "bool", "duration",
-                           "timestamp"])
-            op = self.pick(["==", "!=", "<", "<=", ">", ">="])
+            t = self.pick(COMPARABLE)
+            op = self.pick(ORDERING)
             return f"{g(t, d, s)} {op} {g(t, d, s)}"
         if k == 4:  # cross-type numeric comparison / equality through dyn
             a, b = r.sample(["int", "uint", "double"], 2)
-            op = self.pick(["==", "!=", "<", "<=", ">", ">="])
+            op = self.pick(ORDERING)
             return f"dyn({g(a, d, s)}) {op} {g(b, d, s)}"
         if k == 5:  # membership
             t = self.pick(["list_int", "list_string", "map"])
@@ -113,7 +96,7 @@ class Gen:
             return f"{item} in {g(t, d, s)}"
         if k == 6:  # macros over lists and maps (a map's keys: order does not matter here)
             t = self.pick(["list_int", "list_string", "map"])
-            v = self.pick([n for n in VARS if n not in s] or ["v"])
+            v = self.var(s)
             inner = {**s, v: "int" if t == "list_int" else "string"}
             m = self.pick(["all", "exists", "exists_one"])
             return f"{g(t, d, s)}.{m}({v}, {g('bool', d, inner)})"
@@ -146,10 +129,9 @@ class Gen:
                     if r.random() < 0.5 else
                     f"{g('bool', d, s)} {self.pick(['||', '&&'])} {err}")
         if k == 11:  # size comparisons
-            t = self.pick(["string", "bytes", "list_int", "list_string", "map"])
-            return f"size({g(t, d, s)}) {self.pick(['==', '>', '<'])} {g('int', d, s)}"
+            return self.size_compare(["string", "bytes", "list_int", "list_string", "map"], d, s)
         if k == 12:  # filter/map results
-            v = self.pick([n for n in VARS if n not in s] or ["v"])
+            v = self.var(s)
             inner = {**s, v: "int"}
             m = self.pick(["filter", "map"])
             body = g("bool", d, inner) if m == "filter" else g("int", d, inner)
@@ -158,131 +140,98 @@ class Gen:
             if r.random() < 0.15:
                 return f"[{g('int', d, s)}, {g('string', d, s)}].size() == 2"
             t = self.pick(["list_int", "list_string", "map"])
-            return f"{g(t, d, s)} {self.pick(['==', '!='])} {g(t, d, s)}"
+            return self.infix(t, ["==", "!="], d, s)
         if k == 14:  # bool conversions and string(bool)
             return self.pick([f"bool({g('string', d, s)})",
                               f"string({g('bool', d, s)}) == 'true'"])
-        return f"{g('int', d, s)} {self.pick(['==', '<', '>'])} {g('int', d, s)}"
+        return self.infix("int", ["==", "<", ">"], d, s)
 
     # --- numbers --------------------------------------------------------------------
     def g_int(self, d: int, s: dict) -> str:
         k = self.r.randrange(9)
-        g = self.gen
+        g = self.g
         if k <= 2:
-            return f"({g('int', d, s)} {self.pick(['+', '-', '*', '/', '%'])} {g('int', d, s)})"
+            return self.arith("int", ARITHMETIC, d, s)
         if k == 3:
-            return f"-{g('int', d, s)}"
+            return self.negate("int", d, s)
         if k == 4:
-            return f"int({g(self.pick(['uint', 'double', 'string', 'timestamp']), d, s)})"
+            return self.convert("int", ["uint", "double", "string", "timestamp"], d, s)
         if k == 5:
-            return f"size({g(self.pick(['string', 'bytes', 'list_int']), d, s)})"
+            return self.convert("size", ["string", "bytes", "list_int"], d, s)
         if k == 6:
-            m = self.pick(["indexOf", "lastIndexOf"])
-            extra = f", {g('int', d, s)}" if self.r.random() < 0.4 else ""
-            return f"{g('string', d, s)}.{m}({g('string', d, s)}{extra})"
+            return self.index_of(self.pick(["indexOf", "lastIndexOf"]), d, s)
         if k == 7:
             acc = self.pick(ACCESSORS)
             zone = self.pick(ZONES) if self.r.random() < 0.5 else ""
             return f"{g('timestamp', d, s)}.{acc}({zone})"
-        acc = self.pick(["getHours", "getMinutes", "getSeconds", "getMilliseconds"])
+        acc = self.pick(DURATION_ACCESSORS)
         return f"{g('duration', d, s)}.{acc}()"
 
     def g_uint(self, d: int, s: dict) -> str:
         k = self.r.randrange(4)
-        g = self.gen
         if k <= 1:
-            return f"({g('uint', d, s)} {self.pick(['+', '-', '*', '/', '%'])} {g('uint', d, s)})"
+            return self.arith("uint", ARITHMETIC, d, s)
         if k == 2:
-            return f"uint({g(self.pick(['int', 'double', 'string']), d, s)})"
+            return self.convert("uint", ["int", "double", "string"], d, s)
         return self.pick(["-1u", "--1u", "-0u"])  # no unary minus on uint, even runs dropped
 
     def g_double(self, d: int, s: dict) -> str:
         k = self.r.randrange(4)
-        g = self.gen
         if k <= 1:
-            return f"({g('double', d, s)} {self.pick(['+', '-', '*', '/'])} {g('double', d, s)})"
+            return self.arith("double", ["+", "-", "*", "/"], d, s)
         if k == 2:
-            return f"double({g(self.pick(['int', 'uint', 'string']), d, s)})"
-        return f"-{g('double', d, s)}"
+            return self.convert("double", ["int", "uint", "string"], d, s)
+        return self.negate("double", d, s)
 
     # --- strings, bytes, lists, maps -----------------------------------------------------
     def g_string(self, d: int, s: dict) -> str:
         k = self.r.randrange(10)
-        g = self.gen
+        g = self.g
         if k == 0:
-            return f"{g('string', d, s)} + {g('string', d, s)}"
+            return self.concat("string", d, s)
         if k == 1:
-            args = ", ".join(g("int", d, s) for _ in range(self.r.randint(1, 2)))
-            return f"{g('string', d, s)}.substring({args})"
+            return self.substring(d, s)
         if k == 2:
-            return f"{g('string', d, s)}.{self.pick(['lowerAscii', 'upperAscii', 'trim'])}()"
+            return self.case_or_trim(d, s)
         if k == 3:
             return f"{g('string', d, s)}.replace({g('string', d, s)}, {g('string', d, s)})"
         if k == 4:
-            return f"{g('string', d, s)}.charAt({g('int', d, s)})"
+            return self.char_at(d, s)
         if k == 5:
-            t = self.pick(["int", "uint", "double", "bool", "bytes", "duration", "timestamp"])
-            return f"string({g(t, d, s)})"
+            return self.convert("string", ["int", "uint", "double", "bool", "bytes", "duration",
+                                           "timestamp"], d, s)
         if k == 6:
             return f"{g('list_string', d, s)}.join({self.pick(['', *STRINGS[:4]])})"
         if k == 7:
-            return f"({g('bool', d, s)} ? {g('string', d, s)} : {g('string', d, s)})"
+            return self.ternary("string", d, s)
         if k == 8:
-            return f"{g('list_string', d, s)}[{g('int', d, s)}]"
-        return f"{{'a': {g('string', d, s)}}}[{g('string', d, s)}]"
+            return self.index("list_string", "int", d, s)
+        return self.map_lookup(d, s)
 
     def g_bytes(self, d: int, s: dict) -> str:
-        g = self.gen
         if self.r.random() < 0.5:
-            return f"bytes({g('string', d, s)})"
-        return f"{g('bytes', d, s)} + {g('bytes', d, s)}"
+            return f"bytes({self.g('string', d, s)})"
+        return self.concat("bytes", d, s)
 
     def g_list_int(self, d: int, s: dict) -> str:
         k = self.r.randrange(4)
-        g = self.gen
         if k == 0:
-            return f"{g('list_int', d, s)} + {g('list_int', d, s)}"
+            return self.concat("list_int", d, s)
         if k == 1:
-            v = self.pick([n for n in VARS if n not in s] or ["v"])
-            return f"{g('list_string', d, s)}.map({v}, size({v}))"
+            return self.sizes_of_strings(d, s)
         if k == 2:
-            return "[" + ", ".join(g("int", d, s) for _ in range(self.r.randint(0, 3))) + "]"
-        return f"dyn({g('list_int', d, s)})"
+            return self.list_literal("int", d, s)
+        return f"dyn({self.g('list_int', d, s)})"
 
     def g_list_string(self, d: int, s: dict) -> str:
         k = self.r.randrange(4)
-        g = self.gen
         if k == 0:
-            extra = f", {g('int', d, s)}" if self.r.random() < 0.3 else ""
-            return f"{g('string', d, s)}.split({g('string', d, s)}{extra})"
+            return self.split(d, s)
         if k == 1:
-            v = self.pick([n for n in VARS if n not in s] or ["v"])
-            return f"{g('list_string', d, s)}.filter({v}, {g('bool', d, {**s, v: 'string'})})"
+            return self.filter_strings(d, s)
         if k == 2:
-            return "[" + ", ".join(g("string", d, s) for _ in range(self.r.randint(0, 3))) + "]"
-        return f"{g('string', d, s)}.split(',')"
+            return self.list_literal("string", d, s)
+        return f"{self.g('string', d, s)}.split(',')"
 
     def g_map(self, d: int, s: dict) -> str:
-        g = self.gen
-        n = self.r.randint(0, 2)
-        return "{" + ", ".join(f"{g('string', d, s)}: {g('int', d, s)}" for _ in range(n)) + "}"
-
-    def g_duration(self, d: int, s: dict) -> str:
-        k = self.r.randrange(4)
-        g = self.gen
-        if k == 0:
-            return f"({g('duration', d, s)} {self.pick(['+', '-'])} {g('duration', d, s)})"
-        if k == 1:
-            return f"({g('timestamp', d, s)} - {g('timestamp', d, s)})"
-        if k == 2:
-            return f"duration({g('string', d, s)})"
-        return self.pick(DURATIONS)
-
-    def g_timestamp(self, d: int, s: dict) -> str:
-        k = self.r.randrange(3)
-        g = self.gen
-        if k == 0:
-            return f"({g('timestamp', d, s)} {self.pick(['+', '-'])} {g('duration', d, s)})"
-        if k == 1:
-            return f"timestamp({g(self.pick(['string', 'int']), d, s)})"
-        return self.pick(TIMESTAMPS)
+        return self.map_literal(2, d, s)

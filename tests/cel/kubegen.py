@@ -21,15 +21,25 @@ from __future__ import annotations
 
 import random
 
+from exprgen import (
+    ACCESSORS,
+    ARITHMETIC,
+    BYTES,
+    COMPARABLE,
+    DURATION_ACCESSORS,
+    ORDERING,
+    UINTS,
+    ExprGen,
+)
+from exprgen import DOUBLES as PLAIN_DOUBLES
+
 STRINGS = ["''", "'a'", "'abc'", "'k'", "'NoSchedule'", "'é'", "'1'", "'1.5'", "' 1'", "'42'",
            "'-7'", "'日本'", "'a,b,,c'", "'ABC dé'", "'/'", "'node.example.com/a'", "'5.15.0'",
            "'v1.2.3'", "'1Gi'", "'10.0.0.1'", "'10.0.0.0/8'", "'https://x.io/p?q=1'", "'true'",
            "'Abc-1'"]
 INTS = ["0", "1", "-1", "2", "3", "7", "-7", "42", "9223372036854775807",
         "-9223372036854775808", "0x10", "100", "317"]
-UINTS = ["0u", "1u", "2u", "7u", "18446744073709551615u", "0x10u"]
-DOUBLES = ["0.0", "1.5", "-2.5", "1e308", "-0.0", "2.0", "1e-300", "3.0", "0.1"]
-BYTES = ["b''", "b'abc'", "b'\\xff'", "b'a'"]
+DOUBLES = [*PLAIN_DOUBLES, "0.1"]
 DURATIONS = ["duration('1h')", "duration('-30m')", "duration('0s')", "duration('1.5s')",
              "duration('1500ms')", "duration('90m')"]
 TIMESTAMPS = ["timestamp('2024-01-01T00:00:00Z')", "timestamp('1970-01-01T00:00:00Z')",
@@ -37,7 +47,6 @@ TIMESTAMPS = ["timestamp('2024-01-01T00:00:00Z')", "timestamp('1970-01-01T00:00:
 PATTERNS = ["'^a'", "'b'", "'[0-9]+'", "'^$'", "'.*'", "'é'", "'^[a-z]+/'", "'('", "'a*'",
             "'[a-z]+'"]
 TAINT = ["taint.key", "taint.value", "taint.effect"]
-VARS = "xyzwuv"
 QUANTITIES = ["'1Gi'", "'500m'", "'2'", "'1.5k'", "'x'", "'100Mi'", "'0'"]
 SEMVERS = ["'1.2.3'", "'5.15.0'", "'v1.2'", "'1.0.0-rc.1'", "'x'", "'10.0.0'"]
 IPS = ["'10.0.0.1'", "'::1'", "'192.168.1.1'", "'fe80::1'", "'x'", "'127.0.0.1'"]
@@ -45,68 +54,33 @@ CIDRS = ["'10.0.0.0/8'", "'192.168.0.0/16'", "'::1/128'", "'10.0.0.1/8'", "'x'"]
 URLS = ["'https://x.io/p?q=1&q=2'", "'http://a:8080/b'", "'/path'", "'x'", "'https://[::1]/'"]
 FORMATS = ["dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName", "labelValue",
            "uri", "uuid", "byte", "date", "datetime", "dns1123LabelPrefix"]
-ACCESSORS = ["getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek",
-             "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds"]
 ELEMENT = {"list_int": "int", "list_string": "string", "list_double": "double"}
 
 
-class KubeGen:
-    def __init__(self, seed: int) -> None:
-        self.r = random.Random(seed)
-
-    # --- helpers ------------------------------------------------------------------------
-    def pick(self, options: list) -> str:
-        return self.r.choice(options)
-
-    def chance(self, p: float) -> bool:
-        return self.r.random() < p
-
-    def var(self, scope: dict) -> str:
-        free = [n for n in VARS if n not in scope]
-        return self.pick(free) if free else "v" + str(len(scope))
+class KubeGen(ExprGen):
+    REUSE, LEAF, VARS = 0.35, 0.2, "xyzwuv"
+    DURATIONS, TIMESTAMPS = DURATIONS, TIMESTAMPS
+    LEAVES = {"bool": ["true", "false", "has(taint.key)", "taint.key == 'k'", "taint.value != ''"],
+              "string": TAINT + STRINGS,
+              "int": INTS + ["size(taint.key)", "taint.value.size()"],
+              "uint": UINTS, "double": DOUBLES, "bytes": BYTES,
+              "duration": DURATIONS, "timestamp": TIMESTAMPS,
+              "optional_int": ["optional.of(1)", "optional.none()", "[1, 2].first()",
+                               "optional.ofNonZeroValue(0)"],
+              "optional_string": ["taint.?key", "taint.?value", "optional.of('a')",
+                                  "optional.none()", "{'a': 'b'}[?'a']", "{'a': 'b'}.?c"]}
 
     def expression(self) -> str:
         return self.g("bool", self.r.randint(2, 5), {})
 
-    def g(self, t: str, d: int, s: dict) -> str:
-        names = [n for n, vt in s.items() if vt == t]
-        if names and self.chance(0.35):
-            return self.pick(names)
-        if d <= 0 or self.chance(0.2):
-            return self.leaf(t, s)
-        return getattr(self, "g_" + t)(d - 1, s)
-
-    def leaf(self, t: str, s: dict) -> str:
+    def built_leaf(self, t: str, s: dict) -> str:
         r = self.r
-        if t == "bool":
-            return self.pick(["true", "false", "has(taint.key)", "taint.key == 'k'",
-                              "taint.value != ''"])
-        if t == "string":
-            return self.pick(TAINT + STRINGS)
-        if t == "int":
-            return self.pick(INTS + ["size(taint.key)", "taint.value.size()"])
-        if t == "uint":
-            return self.pick(UINTS)
-        if t == "double":
-            return self.pick(DOUBLES)
-        if t == "bytes":
-            return self.pick(BYTES)
-        if t == "duration":
-            return self.pick(DURATIONS)
-        if t == "timestamp":
-            return self.pick(TIMESTAMPS)
         if t in ELEMENT:
             e = ELEMENT[t]
             return "[" + ", ".join(self.leaf(e, s) for _ in range(r.randint(0, 3))) + "]"
         if t == "map_si":
             keys = r.sample(["'a'", "'b'", "'k'", "taint.key", "'NoSchedule'"], r.randint(0, 3))
             return "{" + ", ".join(f"{k}: {self.leaf('int', s)}" for k in keys) + "}"
-        if t == "optional_int":
-            return self.pick(["optional.of(1)", "optional.none()", "[1, 2].first()",
-                              "optional.ofNonZeroValue(0)"])
-        if t == "optional_string":
-            return self.pick(["taint.?key", "taint.?value", "optional.of('a')",
-                              "optional.none()", "{'a': 'b'}[?'a']", "{'a': 'b'}.?c"])
         if t == "quantity":
             return f"quantity({self.pick(QUANTITIES)})"
         if t == "semver":
@@ -124,19 +98,17 @@ class KubeGen:
         g = self.g
         k = self.r.randrange(30)
         if k == 0:
-            return f"{g('bool', d, s)} {self.pick(['&&', '||'])} {g('bool', d, s)}"
+            return self.infix("bool", ["&&", "||"], d, s)
         if k == 1:
             return f"!{g('bool', d, s)}"
         if k == 2:
-            return f"({g('bool', d, s)} ? {g('bool', d, s)} : {g('bool', d, s)})"
+            return self.ternary("bool", d, s)
         if k in (3, 4):
-            t = self.pick(["int", "uint", "double", "string", "bytes", "bool", "duration",
-                           "timestamp"])
-            return f"{g(t, d, s)} {self.pick(['==', '!=', '<', '<=', '>', '>='])} {g(t, d, s)}"
+            return self.infix(self.pick(COMPARABLE), ORDERING, d, s)
         if k == 5:
             t = self.pick(["list_int", "list_string", "map_si", "optional_int", "quantity",
                            "semver", "ip", "cidr", "url"])
-            return f"{g(t, d, s)} {self.pick(['==', '!='])} {g(t, d, s)}"
+            return self.infix(t, ["==", "!="], d, s)
         if k == 6:
             a, b = self.r.sample(["int", "uint", "double"], 2)
             return f"dyn({g(a, d, s)}) {self.pick(['==', '<', '>=', '!='])} {g(b, d, s)}"
@@ -208,12 +180,11 @@ class KubeGen:
                 f"(({g('bool', d, s)}) ? {g('map_si', d, s)} : {{'b': 2}})[?'a'].hasValue()",
                 f"(({g('bool', d, s)}) ? [1, 2] : [3])[0] == 1"])
         if k == 23:
-            return f"{g('int', d, s)} {self.pick(['==', '<', '>', '<=', '!='])} {g('int', d, s)}"
+            return self.infix("int", ["==", "<", ">", "<=", "!="], d, s)
         if k == 24:
-            return f"{g('string', d, s)} {self.pick(['==', '!=', '<', '>'])} {g('string', d, s)}"
+            return self.infix("string", ["==", "!=", "<", ">"], d, s)
         if k == 25:  # sizes
-            t = self.pick(["string", "bytes", "list_int", "list_string", "map_si"])
-            return f"size({g(t, d, s)}) {self.pick(['==', '>', '<'])} {g('int', d, s)}"
+            return self.size_compare(["string", "bytes", "list_int", "list_string", "map_si"], d, s)
         if k == 26:
             return self.pick([f"{g('list_int', d, s)} == {g('list_int', d, s)}",
                               f"{g('map_si', d, s)} == {g('map_si', d, s)}",
@@ -229,7 +200,7 @@ class KubeGen:
                               f"{g('string', d, s)}",
                               f"'%.2f'.format([{g('double', d, s)}]) != ''",
                               f"'%x'.format([{g('string', d, s)}]).size() > 0"])
-        return f"{g('double', d, s)} {self.pick(['<', '>', '=='])} {g('double', d, s)}"
+        return self.infix("double", ["<", ">", "=="], d, s)
 
     def quantifier(self, d: int, s: dict) -> str:
         g = self.g
@@ -271,24 +242,23 @@ class KubeGen:
         g = self.g
         k = self.r.randrange(17)
         if k <= 2:
-            return f"({g('int', d, s)} {self.pick(['+', '-', '*', '/', '%'])} {g('int', d, s)})"
+            return self.arith("int", ARITHMETIC, d, s)
         if k == 3:
-            return f"-{g('int', d, s)}"
+            return self.negate("int", d, s)
         if k == 4:
-            return f"int({g(self.pick(['uint', 'double', 'string', 'timestamp', 'duration']), d, s)})"
+            return self.convert("int", ["uint", "double", "string", "timestamp", "duration"], d, s)
         if k == 5:
-            return f"size({g(self.pick(['string', 'bytes', 'list_int', 'map_si']), d, s)})"
+            return self.convert("size", ["string", "bytes", "list_int", "map_si"], d, s)
         if k == 6:
             m = self.pick(["indexOf", "lastIndexOf"])
             if self.chance(0.3):
                 return f"{g('list_int', d, s)}.{m}({g('int', d, s)})"
-            extra = f", {g('int', d, s)}" if self.chance(0.4) else ""
-            return f"{g('string', d, s)}.{m}({g('string', d, s)}{extra})"
+            return self.index_of(m, d, s)
         if k == 7:
             zone = self.pick(["'UTC'", "'+05:30'", "'America/New_York'"]) if self.chance(0.3) else ""
             return f"{g('timestamp', d, s)}.{self.pick(ACCESSORS)}({zone})"
         if k == 8:
-            return f"{g('duration', d, s)}.{self.pick(['getHours', 'getMinutes', 'getSeconds', 'getMilliseconds'])}()"
+            return f"{g('duration', d, s)}.{self.pick(DURATION_ACCESSORS)}()"
         if k == 9:
             return f"{g('list_int', d, s)}.{self.pick(['sum', 'min', 'max'])}()"
         if k == 10:
@@ -298,66 +268,62 @@ class KubeGen:
                               f"{g('quantity', d, s)}.compareTo({g('quantity', d, s)})",
                               f"{g('ip', d, s)}.family()", f"{g('cidr', d, s)}.prefixLength()"])
         if k == 11:
-            return f"{g('list_int', d, s)}[{g('int', d, s)}]"
+            return self.index("list_int", "int", d, s)
         if k == 12:
-            return f"{g('map_si', d, s)}[{g('string', d, s)}]"
+            return self.index("map_si", "string", d, s)
         if k == 13:
             return f"{g('optional_int', d, s)}.orValue({g('int', d, s)})"
         if k == 14:
-            return f"({g('bool', d, s)} ? {g('int', d, s)} : {g('int', d, s)})"
+            return self.ternary("int", d, s)
         if k == 15:
             return f"{g('list_int', d, s)}.size()"
         return f"{g('map_si', d, s)}[?{g('string', d, s)}].orValue(0)"
 
     def g_uint(self, d: int, s: dict) -> str:
-        g = self.g
         k = self.r.randrange(3)
         if k == 0:
-            return f"({g('uint', d, s)} {self.pick(['+', '-', '*', '/', '%'])} {g('uint', d, s)})"
+            return self.arith("uint", ARITHMETIC, d, s)
         if k == 1:
-            return f"uint({g(self.pick(['int', 'double', 'string']), d, s)})"
+            return self.convert("uint", ["int", "double", "string"], d, s)
         return self.pick(UINTS)
 
     def g_double(self, d: int, s: dict) -> str:
-        g = self.g
         k = self.r.randrange(5)
         if k <= 1:
-            return f"({g('double', d, s)} {self.pick(['+', '-', '*', '/'])} {g('double', d, s)})"
+            return self.arith("double", ["+", "-", "*", "/"], d, s)
         if k == 2:
-            return f"double({g(self.pick(['int', 'uint', 'string']), d, s)})"
+            return self.convert("double", ["int", "uint", "string"], d, s)
         if k == 3:
-            return f"{g('quantity', d, s)}.asApproximateFloat()"
-        return f"-{g('double', d, s)}"
+            return f"{self.g('quantity', d, s)}.asApproximateFloat()"
+        return self.negate("double", d, s)
 
     # --- strings, bytes -------------------------------------------------------------------------
     def g_string(self, d: int, s: dict) -> str:  # noqa: C901 - one branch per shape
         g = self.g
         k = self.r.randrange(18)
         if k == 0:
-            return f"{g('string', d, s)} + {g('string', d, s)}"
+            return self.concat("string", d, s)
         if k == 1:
-            args = ", ".join(g("int", d, s) for _ in range(self.r.randint(1, 2)))
-            return f"{g('string', d, s)}.substring({args})"
+            return self.substring(d, s)
         if k == 2:
-            return f"{g('string', d, s)}.{self.pick(['lowerAscii', 'upperAscii', 'trim'])}()"
+            return self.case_or_trim(d, s)
         if k == 3:
             extra = f", {g('int', d, s)}" if self.chance(0.3) else ""
             return f"{g('string', d, s)}.replace({g('string', d, s)}, {g('string', d, s)}{extra})"
         if k == 4:
-            return f"{g('string', d, s)}.charAt({g('int', d, s)})"
+            return self.char_at(d, s)
         if k == 5:
-            t = self.pick(["int", "uint", "double", "bool", "bytes", "duration", "timestamp",
-                           "ip", "cidr"])
-            return f"string({g(t, d, s)})"
+            return self.convert("string", ["int", "uint", "double", "bool", "bytes", "duration",
+                                           "timestamp", "ip", "cidr"], d, s)
         if k == 6:
             sep = self.pick(["", *STRINGS[:4], "taint.value"])
             return f"{g('list_string', d, s)}.join({sep})"
         if k == 7:
-            return f"({g('bool', d, s)} ? {g('string', d, s)} : {g('string', d, s)})"
+            return self.ternary("string", d, s)
         if k == 8:
-            return f"{g('list_string', d, s)}[{g('int', d, s)}]"
+            return self.index("list_string", "int", d, s)
         if k == 9:
-            return f"{{'a': {g('string', d, s)}}}[{g('string', d, s)}]"
+            return self.map_lookup(d, s)
         if k == 10:
             return f"{g('string', d, s)}.find({self.pick(PATTERNS + [g('string', d, s)])})"
         if k == 11:
@@ -376,12 +342,11 @@ class KubeGen:
         return self.pick(TAINT)
 
     def g_bytes(self, d: int, s: dict) -> str:
-        g = self.g
         k = self.r.randrange(3)
         if k == 0:
-            return f"bytes({g('string', d, s)})"
+            return f"bytes({self.g('string', d, s)})"
         if k == 1:
-            return f"{g('bytes', d, s)} + {g('bytes', d, s)}"
+            return self.concat("bytes", d, s)
         return self.pick(BYTES)
 
     # --- collections ---------------------------------------------------------------------------
@@ -389,12 +354,11 @@ class KubeGen:
         g = self.g
         k = self.r.randrange(15)
         if k == 0:
-            return f"{g('list_int', d, s)} + {g('list_int', d, s)}"
+            return self.concat("list_int", d, s)
         if k == 1:
-            v = self.var(s)
-            return f"{g('list_string', d, s)}.map({v}, size({v}))"
+            return self.sizes_of_strings(d, s)
         if k == 2:
-            return "[" + ", ".join(g("int", d, s) for _ in range(self.r.randint(0, 3))) + "]"
+            return self.list_literal("int", d, s)
         if k == 3:
             # a generated int is kept under 4,096: cel-go folds a constant argument at
             # Program() time, ignoring the cost limit (lists.range(int(timestamp(...))) made
@@ -441,25 +405,23 @@ class KubeGen:
         if k == 12:
             return f"{g('map_si', d, s)}.map({self.var(s)}, 1)"
         if k == 13:
-            return f"({g('bool', d, s)} ? {g('list_int', d, s)} : {g('list_int', d, s)})"
+            return self.ternary("list_int", d, s)
         return f"optional.unwrap([optional.of({g('int', d, s)}), optional.none()])"
 
     def g_list_double(self, d: int, s: dict) -> str:
         g = self.g
         return self.pick([f"{g('list_int', d, s)}.map({self.var(s)}, 1.5)",
-                          "[" + ", ".join(g("double", d, s) for _ in range(self.r.randint(0, 3))) + "]"])
+                          self.list_literal("double", d, s)])
 
     def g_list_string(self, d: int, s: dict) -> str:
         g = self.g
         k = self.r.randrange(10)
         if k == 0:
-            extra = f", {g('int', d, s)}" if self.chance(0.3) else ""
-            return f"{g('string', d, s)}.split({g('string', d, s)}{extra})"
+            return self.split(d, s)
         if k == 1:
-            v = self.var(s)
-            return f"{g('list_string', d, s)}.filter({v}, {g('bool', d, {**s, v: 'string'})})"
+            return self.filter_strings(d, s)
         if k == 2:
-            return "[" + ", ".join(g("string", d, s) for _ in range(self.r.randint(0, 3))) + "]"
+            return self.list_literal("string", d, s)
         if k == 3:
             return f"{g('string', d, s)}.findAll({self.pick(PATTERNS)}{', ' + g('int', d, s) if self.chance(0.3) else ''})"
         if k == 4:
@@ -480,8 +442,7 @@ class KubeGen:
         g = self.g
         k = self.r.randrange(5)
         if k <= 1:
-            n = self.r.randint(0, 3)
-            return "{" + ", ".join(f"{g('string', d, s)}: {g('int', d, s)}" for _ in range(n)) + "}"
+            return self.map_literal(3, d, s)
         if k == 2:
             a, b = self.var(s), self.var({**s, "_": 1})
             b = b if b != a else "vv"
@@ -518,26 +479,6 @@ class KubeGen:
         return self.pick([f"taint.?{self.pick(['key', 'value', 'effect'])}",
                           f"{{'a': {g('string', d, s)}}}.?a", f"{g('list_string', d, s)}.first()",
                           f"optional.of({g('string', d, s)}).or(optional.none())"])
-
-    def g_duration(self, d: int, s: dict) -> str:
-        g = self.g
-        k = self.r.randrange(4)
-        if k == 0:
-            return f"({g('duration', d, s)} {self.pick(['+', '-'])} {g('duration', d, s)})"
-        if k == 1:
-            return f"({g('timestamp', d, s)} - {g('timestamp', d, s)})"
-        if k == 2:
-            return f"duration({g('string', d, s)})"
-        return self.pick(DURATIONS)
-
-    def g_timestamp(self, d: int, s: dict) -> str:
-        g = self.g
-        k = self.r.randrange(3)
-        if k == 0:
-            return f"({g('timestamp', d, s)} {self.pick(['+', '-'])} {g('duration', d, s)})"
-        if k == 1:
-            return f"timestamp({g(self.pick(['string', 'int']), d, s)})"
-        return self.pick(TIMESTAMPS)
 
     def g_quantity(self, d: int, s: dict) -> str:
         g = self.g

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from extender.config import Config, ConfigError, build_config
@@ -35,9 +37,32 @@ def test_layers_flag_beats_env_beats_file(tmp_path):
     assert config.workers == 5
     assert config.threads == 7
     assert config.log_level == "debug"
-    assert build_config({}, env={"EXTENDER_WORKER_CLASS": "gthread"}).worker_class == "gthread"
+    assert build_config({}, env={"EXTENDER_WORKER_CLASS": "pool"}).worker_class == "pool"
     assert build_config({}, env={"EXTENDER_SLIM_ANSWERS": "false"}).slim_answers is False
     assert build_config({}, env={}, config_file=write(tmp_path, "slimAnswers: false\n")).slim_answers is False
+
+
+@pytest.mark.parametrize("layer, key", [("flag", "--worker-class"),
+                                        ("env", "EXTENDER_WORKER_CLASS"), ("file", "workerClass")])
+def test_gthread_is_a_deprecated_name_of_the_pool_worker_class(tmp_path, layer, key):
+    """`gthread` never was gunicorn's gthread worker: it names `pool`, and says so."""
+    flags = {"worker_class": "gthread"} if layer == "flag" else {}
+    env = {"EXTENDER_WORKER_CLASS": "gthread"} if layer == "env" else {}
+    path = write(tmp_path, "workerClass: gthread\n") if layer == "file" else None
+    with pytest.warns(FutureWarning) as caught:
+        config = build_config(flags, env=env, config_file=path)
+    assert config.worker_class == "pool"
+    (note,) = caught
+    assert str(note.message) == (
+        f"{key}: 'gthread' is deprecated and will be removed: it names the 'pool' worker "
+        "class (every verb on a --threads pool thread); use 'pool'")
+
+
+def test_the_worker_class_names_warn_only_for_the_deprecated_one():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert build_config({"worker_class": "pool"}, env={}).worker_class == "pool"
+        assert build_config({"worker_class": "inline"}, env={}).worker_class == "inline"
 
 
 def test_config_file_from_env(tmp_path):
@@ -77,7 +102,7 @@ def test_weights_and_plugin_config(tmp_path):
         ("workers: many\n", "workers: expected an integer"),
         ("listen: nowhere\n", "listen: expected HOST:PORT"),
         ("scoreMode: fancy\n", "scoreMode: must be one of scaled, in-tree"),
-        ("workerClass: sync\n", "workerClass: must be one of inline, gthread"),
+        ("workerClass: sync\n", "workerClass: must be one of inline, pool"),
         ("slimAnswers: sometimes\n", "slimAnswers: invalid boolean"),
         ("rememberAnswers: false\n", "rememberAnswers"),  # removed (CHANGELOG): an unknown key
         ("assumeTTL: 30\n", "assumeTTL"),

@@ -1,4 +1,4 @@
-"""gthread workers share one engine between threads: cold per-snapshot memos, indexes
+"""Pool workers share one engine between threads: cold per-snapshot memos, indexes
 and the CEL cache filled concurrently must give the answers a single thread gives."""
 
 from __future__ import annotations

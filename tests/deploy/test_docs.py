@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from deploy_tools import ROOT
 
 from extender.cli import build_parser
 from extender.config import SETTINGS, env_name, flag_name
+from perf import options as perf_options
 
 DOCS = [ROOT / "README.md", ROOT / "perf" / "PERFORMANCE.md", ROOT / "perf" / "PROFILE.md",
         *sorted((ROOT / "docs").rglob("*.md"))]
@@ -66,8 +68,24 @@ def _module_source(module: str) -> Path | None:
 
 
 def _flags_in_source(path: Path) -> set[str]:
-    found = set(re.findall(r"[\"'](--[a-z][a-z0-9-]*)[\"']", path.read_text()))
-    return found | {"--help"}
+    text = path.read_text()
+    found = set(re.findall(r"[\"'](--[a-z][a-z0-9-]*)[\"']", text))
+    return found | _shared_perf_flags(text) | {"--help"}
+
+
+def _shared_perf_flags(text: str) -> set[str]:
+    """The shared options a benchmark declares by keyword: `options.parser(NAME, __doc__,
+    nodes=5000, out=None)` / `options.add(parser, seed=1)` (perf/options.py)."""
+    if "options." not in text:
+        return set()
+    flags = set()
+    for call in ast.walk(ast.parse(text)):
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == "options"
+                and call.func.attr in ("parser", "add")):
+            flags |= {"--" + k.arg.replace("_", "-") for k in call.keywords
+                      if k.arg in perf_options.SHARED}
+    return flags
 
 
 def _check_segment(seg: str, problems: list[str]) -> None:

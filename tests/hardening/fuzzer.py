@@ -474,7 +474,7 @@ def drain(proc) -> deque:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bodies", type=int, default=100_000)
-    parser.add_argument("--worker-class", default="inline", choices=("inline", "gthread"))
+    parser.add_argument("--worker-class", default="inline", choices=("inline", "pool", "gthread"))
     parser.add_argument("--seed", type=int, default=int(time.time()))
     ns = parser.parse_args(argv)
     sys.path[:0] = [str(ROOT)]

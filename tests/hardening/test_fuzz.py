@@ -22,7 +22,7 @@ from testing.live import start, stop
 
 @pytest.mark.gunicorn
 @pytest.mark.parametrize(("worker_class", "bodies"), [
-    ("inline", 1000), ("gthread", 1000), pytest.param("inline", 5000, marks=pytest.mark.long)])
+    ("inline", 1000), ("pool", 1000), pytest.param("inline", 5000, marks=pytest.mark.long)])
 def test_generated_bodies_get_json_4xx_or_answers(worker_class, bodies):
     port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", worker_class, "--log-level", "error")
     drain(proc)  # error logs must not fill the pipe and block the server

@@ -63,7 +63,7 @@ def test_stalled_and_excess_connections_do_not_stop_probes():
 
 
 @pytest.mark.gunicorn
-@pytest.mark.parametrize("worker_class", ["inline", "gthread"])
+@pytest.mark.parametrize("worker_class", ["inline", "pool"])
 def test_probes_answer_while_verbs_are_busy(worker_class):
     metrics_port = free_port()
     port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", worker_class,

@@ -52,7 +52,7 @@ def chunked(path: str, body: bytes, method: str = "POST") -> bytes:
             f"Transfer-Encoding: chunked\r\n\r\n").encode() + body
 
 
-@pytest.fixture(scope="module", params=["inline", "gthread"])
+@pytest.fixture(scope="module", params=["inline", "pool"])
 def server(request):
     port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", request.param, "--log-level", "error")
     yield port
@@ -117,7 +117,7 @@ def test_broken_chunked_framing_is_a_400_over_tls(tmp_path):
 
 
 @pytest.mark.gunicorn
-@pytest.mark.parametrize("worker_class", ["inline", "gthread"])
+@pytest.mark.parametrize("worker_class", ["inline", "pool"])
 def test_bodies_past_the_in_flight_budget_are_shed_and_small_requests_still_answered(worker_class):
     """8 stalled 4 MiB bodies against a 20 MiB budget (4 MiB for large requests once 16
     MiB are kept for small ones): those past it get 503 + Retry-After at once, a small

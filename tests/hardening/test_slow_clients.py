@@ -33,7 +33,7 @@ def post(body: bytes = BODY, extra: bytes = b"") -> bytes:
             + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
-@pytest.fixture(scope="module", params=["inline", "gthread"])
+@pytest.fixture(scope="module", params=["inline", "pool"])
 def server(request):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 4096:  # this test process holds 1,000+ sockets

@@ -8,14 +8,18 @@ the keys the README and the lead rely on.
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 from pathlib import Path
 
 import orjson
 import pytest
 
+import perf.__main__ as perf_entry
 from extender.model.parse import existing_pod_from_dict, pod_from_dict
 from extender.state import ClusterSnapshot, load_objects
+from perf import options as perf_options
 from perf.engine import default_config, extend_snapshot, new_extender
 from perf.generate import generate_cluster, node_objects, pod_objects, write_cluster
 from perf.report import REQUIRED_KEYS, SIZE_KEYS, evaluate_bar, render_summary, write_report
@@ -310,3 +314,58 @@ def test_one_entry_point_names_every_benchmark(capsys, monkeypatch) -> None:
 
     monkeypatch.setattr(perf.tiebreak, "main", lambda argv: seen.append(argv) or 0)
     assert entry.main(["tiebreak", "--x", "1"]) == 0 and seen == [["--x", "1"]]
+
+
+
+def _help(name: str, capsys) -> str:
+    with pytest.raises(SystemExit) as stop:
+        perf_entry.main([name, "--help"])
+    assert stop.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_every_benchmark_flag_the_makefile_and_docs_pass_is_accepted(capsys) -> None:
+    """The benchmarks declare their shared options through perf.options; each flag a
+    Makefile target or a doc passes to `python -m perf NAME` (or `python -m perf.NAME`)
+    is still in that NAME's --help."""
+    root = Path(perf_entry.__file__).resolve().parent.parent
+    texts = [root / "Makefile", root / "README.md", *sorted((root / "perf").glob("*.md")),
+             *sorted((root / "docs").rglob("*.md"))]
+    invoked: dict[str, set[str]] = {}
+    for path in texts:
+        for name, rest in re.findall(r"python -m perf[ .](\w+)([^`\n\"]*)", path.read_text()):
+            invoked.setdefault(name, set()).update(re.findall(r"(?<!\S)(--[\w-]+)", rest))
+    assert {"churn", "attacks", "cel_bench", "run", "whatif"} <= set(invoked)
+    for name, flags in invoked.items():
+        if name == "list":
+            continue
+        text = _help(name, capsys)
+        assert f"python -m perf {name}" in text
+        missing = [flag for flag in flags if not re.search(rf"(?<![\w-]){flag}(?![\w-])", text)]
+        assert not missing, (name, missing)
+
+
+def test_a_shared_option_is_the_same_option_in_every_benchmark(monkeypatch) -> None:
+    """--nodes, --pods, --requests, --seed, --out, --seconds and --server-arg have one type
+    wherever they are accepted: a benchmark that declared its own would show here."""
+    parsers: dict[str, argparse.ArgumentParser] = {}
+
+    def keep(parser, args=None, namespace=None):
+        parsers[parser.prog] = parser
+        raise SystemExit(0)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", keep)
+    for name in perf_entry.BENCHMARKS:
+        with pytest.raises(SystemExit):
+            perf_entry.main([name])
+    assert len(parsers) == len(perf_entry.BENCHMARKS)
+    seen = set()
+    for parser in parsers.values():
+        for action in parser._actions:
+            for flag in action.option_strings:
+                spec = perf_options.SHARED.get(flag[2:].replace("-", "_"))
+                if spec is not None:
+                    seen.add(flag)
+                    assert action.type is spec.get("type"), (parser.prog, flag)
+    assert seen == {"--nodes", "--pods", "--requests", "--seed", "--out", "--seconds",
+                    "--server-arg"}

@@ -1,7 +1,7 @@
 """Hostile pods (issue #12): with several pods whose CEL tolerations sit at the cost
 limit in flight at once, a cheap pod's `/filter` and `/prioritize` and `/healthz` are
 answered while every hostile request is still being worked on, with the default
-`inline` worker and with `gthread` on fewer threads than hostile callers.
+`inline` worker and with `pool` on fewer threads than hostile callers.
 
 The hostile expressions need ~1,000,000 cost units per taint (most of a second each,
 three distinct taints, one expensive evaluation at a time), so none can be answered before the request deadline; the
@@ -59,7 +59,7 @@ def compiled(metrics_port: int) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-@pytest.fixture(params=["inline", "gthread"])
+@pytest.fixture(params=["inline", "pool"])
 def server(request, tmp_path):
     path = tmp_path / "cluster.json"
     path.write_bytes(orjson.dumps(cluster()))

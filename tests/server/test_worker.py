@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import socket
 import threading
+import warnings
 
 import orjson
 import pytest
 from conftest import EXAMPLES, example_pod
 
-from extender.server.app import INLINE_MAX_BYTES
+from extender.config import build_config
+from extender.request.lane import LOOP, POOL
+from extender.server.app import INLINE_MAX_BYTES, App
 from extender.server.http1 import MAX_HEAD_BYTES, Refused, Request
 from testing.live import NAMES, request, start, stop
 
@@ -124,7 +127,7 @@ def connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=10)
 
 
-@pytest.fixture(scope="module", params=["inline", "gthread"])
+@pytest.fixture(scope="module", params=["inline", "pool"])
 def server(request):
     port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", request.param,
                        "--max-body-bytes", str(2 * INLINE_MAX_BYTES), "--log-level", "warning")
@@ -224,7 +227,7 @@ def test_malformed_requests_get_4xx_and_the_server_keeps_serving(server):
     assert request(server, "GET", "/healthz") == (200, b"ok")
 
 
-@pytest.mark.parametrize("server", ["inline"], indirect=True)  # gthread's threads would wait
+@pytest.mark.parametrize("server", ["inline"], indirect=True)  # pool threads would wait
 def test_a_stalled_client_does_not_hold_up_others(server):
     stalled = [connect(server) for _ in range(8)]  # more than the pool's threads
     try:
@@ -298,10 +301,35 @@ def test_verb_errors_from_the_buffered_path(server):
         assert read_response(sock, pending)[0] == 400
 
 
-@pytest.mark.parametrize("server", ["inline"], indirect=True)  # gthread waits for the end
+@pytest.mark.parametrize("server", ["inline"], indirect=True)  # pool waits for the end
 def test_a_head_that_never_ends_is_refused(server):
     with connect(server) as sock:
         sock.sendall(b"POST /filter HTTP/1.1\r\nX-Pad: " + b"a" * (2 * MAX_HEAD_BYTES))
         assert read_response(sock, bytearray())[0] == 431
         assert sock.recv(10) == b""  # and closed
     assert request(server, "GET", "/healthz") == (200, b"ok")
+
+
+@pytest.mark.parametrize("worker_class, lane", [("inline", LOOP), ("pool", POOL), ("gthread", POOL)])
+def test_a_cheap_verb_runs_where_its_worker_class_says(example_extender, worker_class, lane):
+    """inline answers a small verb on the event loop; pool, and gthread (its deprecated
+    name), on a pool thread."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        config = build_config({"worker_class": worker_class}, env={})
+    app = App(example_extender, config)
+    assert app.place(Request("POST", "/filter", BODY)) == lane
+
+
+def test_gthread_serves_as_pool_and_logs_that_it_is_deprecated():
+    port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", "gthread")
+    try:
+        status, body = request(port, "POST", "/filter", BODY)
+        assert status == 200 and orjson.loads(body)["NodeNames"] == FEASIBLE
+    finally:
+        stop(proc)
+    lines = [orjson.loads(line) for line in proc.stderr.read().splitlines() if line.startswith(b"{")]
+    deprecated = [line for line in lines if "deprecated" in line["msg"]]
+    assert [(line["level"], line["msg"]) for line in deprecated] == [(
+        "warning", "--worker-class: 'gthread' is deprecated and will be removed: it names the "
+        "'pool' worker class (every verb on a --threads pool thread); use 'pool'")]
