@@ -104,7 +104,8 @@ class ByteLRU:
         return cls(name, max_bytes=sys.maxsize, max_entries=entries, accounted=False)
 
     def copy(self) -> ByteLRU:
-        """A new cache with the same limits and entries (oldest first, as here)."""
+        """A new cache with the same limits and entries (stored in `entries` order: the
+        copy's recency starts from that order)."""
         new = ByteLRU(self.name, self.max_bytes, self.max_item_bytes, self.max_entries, self.on_evict,
                       self.accounted)
         with self._lock:
@@ -129,7 +130,8 @@ class ByteLRU:
         return len(self._data)
 
     def entries(self) -> list[tuple[Hashable, Any, int]]:
-        """(key, value, size) of every entry, oldest first (a copy: safe while others write)."""
+        """(key, value, size) of every entry, in the order they were first stored (a
+        copy: safe while others write)."""
         with self._lock:
             return [(k, v, size) for k, (v, size) in self._data.items()]
 

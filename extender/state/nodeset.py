@@ -502,7 +502,7 @@ class NodeSet:
     def json_names(self) -> np.ndarray:
         """The candidates' names as JSON strings (bytes), an object array in request
         order: gathered from the universe's, which are encoded once per node layer and
-        kept while names and places stand (`taints_only`), so a new candidate list (the
+        kept while names and places stand (`Reads.TAINTS`), so a new candidate list (the
         feasible nodes of a pod that spreads) costs a gather, not an encoding per name."""
         if self._json_names is None:
             universe = self.universe

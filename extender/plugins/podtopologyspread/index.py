@@ -24,7 +24,7 @@ class SpreadIndex:
     A view, built in O(1): the pod layer's per-namespace buckets (shared by every
     snapshot until their namespace changes) and the node layer. Node-only answers are
     memoised on the node layer, so they survive pod events. The snapshot is held
-    weakly: a strong reference would make a cycle (snapshot -> derived -> index ->
+    weakly: a strong reference would make a cycle (snapshot -> memo -> index ->
     snapshot) that only a full collection frees."""
 
     __slots__ = ("_snapshot", "namespaces", "nodes")
