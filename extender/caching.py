@@ -13,6 +13,12 @@ estimates (Python objects have no exact size); each cache's estimator is calibra
 with tracemalloc and errs high. `extender_cache_bytes{cache}` exports the estimated
 bytes held, summed over the instances of a cache (per-snapshot caches come and go with
 their snapshot).
+
+Two variants of the same class, for caches that are not a share of the budget:
+`accounted=False` (bounded in bytes, not exported: a candidate set's encoder
+templates, already charged to its set) and `ByteLRU.counted` (bounded by a number of
+entries only: the memos that live with one layer of cluster state, whose values are
+vectors or name sets over its nodes and so bounded by the cluster, not by clients).
 """
 
 from __future__ import annotations
@@ -68,19 +74,53 @@ def _account(cache: str, delta: int) -> None:
 class ByteLRU:
     """cachetools' `LRUCache(getsizeof=...)` over (value, size) entries: bounded by the
     sum of the sizes given to `put` (and, optionally, a count), thread-safe, counted in
-    extender_cache_bytes. Values are never None (None means "not held")."""
+    extender_cache_bytes (unless `accounted` is False). Values are never None (None
+    means "not held")."""
+
+    __slots__ = ("name", "on_evict", "max_bytes", "max_item_bytes", "max_entries", "accounted", "_data", "_lock",
+                 "_held", "__weakref__")
 
     def __init__(self, name: str, max_bytes: int | None = None, max_item_bytes: int | None = None,
-                 max_entries: int | None = None, on_evict: Callable[[int], None] | None = None) -> None:
+                 max_entries: int | None = None, on_evict: Callable[[int], None] | None = None,
+                 accounted: bool = True) -> None:
         self.name = name
         self.on_evict = on_evict  # called with the number of entries evicted by a put
         self.max_bytes = budget(name) if max_bytes is None else max_bytes
         self.max_item_bytes = self.max_bytes if max_item_bytes is None else min(max_item_bytes, self.max_bytes)
         self.max_entries = max_entries
+        self.accounted = accounted
         self._data: LRUCache = LRUCache(self.max_bytes, getsizeof=itemgetter(1))
         self._lock = threading.Lock()
         self._held = [0]  # a list, so that the finalizer can see the last value
-        weakref.finalize(self, _release, name, self._held)
+        if accounted:
+            weakref.finalize(self, _release, name, self._held)
+
+    @classmethod
+    def counted(cls, name: str, entries: int) -> ByteLRU:
+        """A cache bounded by its number of `entries` alone (entries are put with size 0)
+        and not in extender_cache_bytes: the memos of one layer of cluster state (node
+        layer, snapshot, candidate set, namespace bucket), whose values are answers over
+        that layer's nodes or pods, bounded by the cluster rather than by clients."""
+        return cls(name, max_bytes=sys.maxsize, max_entries=entries, accounted=False)
+
+    def copy(self) -> ByteLRU:
+        """A new cache with the same limits and entries (stored in `entries` order: the
+        copy's recency starts from that order)."""
+        new = ByteLRU(self.name, self.max_bytes, self.max_item_bytes, self.max_entries, self.on_evict,
+                      self.accounted)
+        with self._lock:
+            items = list(self._data.items())
+        for key, (value, size) in items:
+            new._data[key] = (value, size)
+        new._held[0] = new._data.currsize
+        if self.accounted:
+            _account(self.name, new._held[0])
+        return new
+
+    def reset_lock(self) -> None:
+        """A fresh lock, in a child process after fork (another thread of the parent may
+        have held this one when it forked)."""
+        self._lock = threading.Lock()
 
     @property
     def bytes(self) -> int:
@@ -90,7 +130,8 @@ class ByteLRU:
         return len(self._data)
 
     def entries(self) -> list[tuple[Hashable, Any, int]]:
-        """(key, value, size) of every entry, oldest first (a copy: safe while others write)."""
+        """(key, value, size) of every entry, in the order they were first stored (a
+        copy: safe while others write)."""
         with self._lock:
             return [(k, v, size) for k, (v, size) in self._data.items()]
 
@@ -99,7 +140,7 @@ class ByteLRU:
             entry = self._data.get(key)
         return default if entry is None else entry[0]
 
-    def put(self, key: Hashable, value: Any, size: int) -> bool:
+    def put(self, key: Hashable, value: Any, size: int = 0) -> bool:
         """Store `value` (estimated `size` bytes); False, storing nothing, if it is
         larger than `max_item_bytes`. Older entries make room."""
         if size > self.max_item_bytes:
@@ -111,25 +152,30 @@ class ByteLRU:
                 self._data.popitem()
             evicted = count - len(self._data)
             delta, self._held[0] = self._data.currsize - self._held[0], self._data.currsize
-        _account(self.name, delta)
+        if self.accounted:
+            _account(self.name, delta)
         if evicted and self.on_evict is not None:
             self.on_evict(evicted)
         return True
 
-    def get_or_build(self, key: Hashable, build: Callable[[], Any], size: Callable[[Any], int]) -> Any:
-        """The cached value, or `build()` stored (if small enough) and returned; `build`
-        runs outside the lock (values are pure, so a rare double build is harmless)."""
+    def get_or_build(self, key: Hashable, build: Callable[[], Any],
+                     size: Callable[[Any], int] | None = None) -> Any:
+        """The cached value, or `build()` stored (if small enough; `size` estimates its
+        bytes, none for a `counted` cache) and returned; `build` runs outside the lock
+        (values are pure, so a rare double build is harmless). None is never stored."""
         value = self.get(key)
         if value is None:
             value = build()
-            self.put(key, value, size(value))
+            if value is not None:
+                self.put(key, value, 0 if size is None else size(value))
         return value
 
     def clear(self) -> None:
         with self._lock:
             freed, self._held[0] = self._held[0], 0
             self._data.clear()
-        _account(self.name, -freed)
+        if self.accounted:
+            _account(self.name, -freed)
 
 
 def _release(name: str, held: list[int]) -> None:

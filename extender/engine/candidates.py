@@ -51,7 +51,7 @@ def resolve(snapshot: ClusterSnapshot, names: list[str] | None, nodes: list[dict
 def charged(key: bytes):
     """What a shared candidate set is charged in the layer's cache: its key's text, ~150 B
     a node, its template budget."""
-    return lambda cands: 2 * len(key) + 150 * len(cands.nodes) + cands.nodes.templates.maxsize
+    return lambda cands: 2 * len(key) + 150 * len(cands.nodes) + cands.nodes.templates.max_bytes
 
 
 def _shared(snapshot: ClusterSnapshot, names: list[str] | None) -> Candidates:

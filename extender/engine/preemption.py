@@ -46,7 +46,7 @@ from extender.errors import ScoringError
 from extender.framework.status import Code, Status
 from extender.framework.verdicts import Failures
 from extender.model import Pod
-from extender.state import ClusterSnapshot
+from extender.state import ClusterSnapshot, Reads
 from extender.state.layers import PodLayerWriter
 
 LOWEST_PRIORITY = "lowest priority per node"  # snapshot memo key
@@ -214,7 +214,7 @@ def lowest_priorities(snapshot: ClusterSnapshot) -> dict[str, int]:
                     lowest[p.node_name] = p.priority
         return lowest
 
-    return snapshot.memo(LOWEST_PRIORITY, compute)
+    return snapshot.memo(LOWEST_PRIORITY, compute, Reads.PODS)
 
 
 def unresolvable_without_victims(snapshot: ClusterSnapshot, pod: Pod, failures: Failures) -> Failures:

@@ -35,7 +35,13 @@ from extender.api.wire import (
 from extender.engine.candidates import Candidates, charged
 from extender.framework import Code, FilterOutcome
 from extender.framework.verdicts import Failures, Verdict
-from extender.state.nodeset import NodeSet, new_templates, object_array, template_budget
+from extender.state.nodeset import (
+    NodeSet,
+    new_templates,
+    object_array,
+    template_budget,
+    template_size,
+)
 from extender.state.snapshot import ClusterSnapshot
 
 _LOCK = threading.Lock()
@@ -55,12 +61,12 @@ def remembered(nodes: NodeSet, key: tuple, write: Callable[[], bytes]) -> bytes:
         hit = nodes.templates.get(key)
         first = hit is None and nodes.templates.get(seen) is None
         if first:
-            nodes.templates[seen] = b""
+            nodes.templates.put(seen, b"", template_size(b""))
     if hit is None:
         hit = write()
         if not first and len(hit) <= MAX_REMEMBERED_ANSWER:
             with _LOCK:
-                nodes.templates[key] = hit
+                nodes.templates.put(key, hit, template_size(hit))
     return hit
 
 
@@ -135,7 +141,7 @@ def padded_rows(nodes: NodeSet, head: bytes, tail: bytes) -> tuple[np.ndarray, i
     with _LOCK:
         hit = nodes.templates.get(key)
         if hit is None and nodes.templates.get(("padded seen", key)) is None:
-            nodes.templates[("padded seen", key)] = b""  # built from the set's second answer on:
+            nodes.templates.put(("padded seen", key), b"", template_size(b""))  # built from the set's second answer on:
             return None  # a list kube-scheduler sends once (a spreading pod's) costs no build
     if hit is None:
         names = nodes.json_names().tolist()
@@ -147,7 +153,7 @@ def padded_rows(nodes: NodeSet, head: bytes, tail: bytes) -> tuple[np.ndarray, i
             rows = np.frombuffer(text, dtype=np.dtype((np.void, len(text) // len(names))))  # read-only
             hit = (rows, len(head) + widest)
         with _LOCK:
-            nodes.templates[key] = hit
+            nodes.templates.put(key, hit, template_size(hit))
     return None if hit[0] is None else hit
 
 
@@ -279,7 +285,7 @@ def _fill(nodes: NodeSet, scores: np.ndarray) -> bytes:
     if template is None:
         template = _template(nodes, width)
         with _LOCK:
-            nodes.templates[("width", width)] = template
+            nodes.templates.put(("width", width), template, template_size(template))
     text, offsets = template
     out = text.copy()
     if width <= LOOKUP_WIDTH:  # every score plugins normally give: one gather, one write

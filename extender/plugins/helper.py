@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from extender.framework import NodeScore, Status
+from extender.state.nodeset import Reads
 
 MAX_NODE_SCORE = 100
 
@@ -37,38 +38,37 @@ def default_normalize_values(max_priority: int, reverse: bool, raw: Sequence[int
 
 
 def universe_values(
-    state, nodes, key, by_name: Callable[[], Mapping[str, int]], reads_pods: bool = False,
-    taints_only: bool = False,
+    state, nodes, key, by_name: Callable[[], Mapping[str, int]], reads: Reads = Reads.NODES,
 ) -> np.ndarray:
     """A sparse name -> value answer (names outside the universe are dropped) as a
     vector over the universe, memoized per pod shape (`key`) where `universe_memo`
-    applies: on the node layer, or per snapshot when the answer `reads_pods`."""
+    applies, as long as what it `reads` stands."""
 
     def vector() -> np.ndarray:
         return nodes.universe.vector(by_name())
 
-    values = universe_memo(state, nodes, key, vector, reads_pods, taints_only)
+    values = universe_memo(state, nodes, key, vector, reads)
     return vector() if values is None else values
 
 
 def candidate_values(state, nodes, key, by_name: Callable[[], Mapping[str, int]],
-                     taints_only: bool = False) -> np.ndarray:
+                     reads: Reads = Reads.NODES) -> np.ndarray:
     """`universe_values` cut down to the candidates, in request order."""
-    return nodes.gather(universe_values(state, nodes, key, by_name, taints_only=taints_only))
+    return nodes.gather(universe_values(state, nodes, key, by_name, reads))
 
 
-def universe_memo(state, nodes, key, compute, reads_pods: bool = False, taints_only: bool = False):
+def universe_memo(state, nodes, key, compute, reads: Reads = Reads.NODES):
     """Answer over the snapshot's whole node universe, memoized per pod shape (`key`)
-    on the node layer (it survives pod events and binds; with `taints_only`, also node
-    events that change no taint), or per snapshot when the answer `reads_pods`; None
-    when memoising does not apply: explain runs (they want details) and `Nodes`-mode
-    requests (their nodes are not the snapshot's)."""
+    as long as what it `reads` stands (`ClusterSnapshot.memo`: node-layer answers
+    survive pod events and binds, taint-only ones also node events that change no
+    taint); None when memoising does not apply: explain runs (they want details) and
+    `Nodes`-mode requests (their nodes are not the snapshot's)."""
     from extender.framework.handle import SNAPSHOT_KEY
 
     snapshot = state.get(SNAPSHOT_KEY)
     if snapshot is None or state.get("explain") or nodes.universe is not snapshot.nodes:
         return None
-    return snapshot.memo(key, compute) if reads_pods else snapshot.node_memo(key, compute, taints_only)
+    return snapshot.memo(key, compute, reads)
 
 
 def untolerated_mask(universe, pod, matcher, gates) -> np.ndarray:
@@ -86,12 +86,12 @@ def untolerated_mask(universe, pod, matcher, gates) -> np.ndarray:
         mask.flags.writeable = False
         return mask
 
-    return universe.memo(("untolerated", pod.tolerations, gates), compute, taints_only=True)
+    return universe.memo(("untolerated", pod.tolerations, gates), compute, Reads.TAINTS)
 
 
 def untolerated_node_names(snapshot, pod, matcher, gates) -> frozenset[str]:
     """`untolerated_mask` of the snapshot's nodes as names."""
     nodes = snapshot.nodes
-    return nodes.memo(("untolerated names", pod.tolerations, gates), lambda: frozenset(
+    return snapshot.memo(("untolerated names", pod.tolerations, gates), lambda: frozenset(
         n.name for n, bad in zip(nodes.nodes, untolerated_mask(nodes, pod, matcher, gates).tolist(), strict=True)
-        if bad), taints_only=True)
+        if bad), Reads.TAINTS)

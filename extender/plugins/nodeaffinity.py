@@ -36,7 +36,7 @@ from extender.plugins.helper import (
     default_normalize_score,
     default_normalize_values,
 )
-from extender.state.nodeset import NodeSet
+from extender.state.nodeset import NodeSet, Reads
 
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
@@ -161,7 +161,7 @@ class NodeAffinity:
             return [(status, mask) for status, mask in masks if mask is not None and mask.any()]
 
         masks = [(status, nodes.gather(mask)) for status, mask in
-                 universe.memo((NAME, "Filter masks", required, self.added.required), rejected)]
+                 nodes.memo((NAME, "Filter masks", required, self.added.required), rejected, Reads.NODES)]
         if state.get("explain"):  # the failing candidates' statuses with their details
             failing = np.logical_or.reduce([mask for _, mask in masks]) if masks else np.zeros(len(nodes), bool)
             by_name = universe.by_name
@@ -202,7 +202,7 @@ class NodeAffinity:
                 total += t.weight * t.term.matching_mask(universe)
             return total
 
-        return nodes.gather(universe.memo((NAME, "Score", terms), weights))
+        return nodes.gather(nodes.memo((NAME, "Score", terms), weights, Reads.NODES))
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, False, scores)

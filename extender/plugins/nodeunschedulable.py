@@ -13,7 +13,7 @@ from extender.framework.status import unschedulable
 from extender.framework.verdicts import Masks
 from extender.matching.tolerations import matcher_for
 from extender.model import Node, Pod, Taint
-from extender.state.nodeset import NodeSet
+from extender.state.nodeset import NodeSet, Reads
 
 NAME = "NodeUnschedulable"
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -41,5 +41,6 @@ class NodeUnschedulable:
         universe = nodes.universe
         if not universe.unschedulable or self._tolerated(state, pod):
             return []
-        cordoned = nodes.gather(universe.memo(("cordoned",), lambda: universe.mask_of(universe.unschedulable)))
+        cordoned = nodes.gather(nodes.memo(("cordoned",), lambda: universe.mask_of(universe.unschedulable),
+                                           Reads.NODES))
         return [(REJECTED, cordoned)] if cordoned.any() else []

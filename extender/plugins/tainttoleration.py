@@ -22,7 +22,7 @@ from extender.plugins.helper import (
     default_normalize_values,
     untolerated_mask,
 )
-from extender.state.nodeset import NodeSet
+from extender.state.nodeset import NodeSet, Reads
 
 NAME = "TaintToleration"
 ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
@@ -120,7 +120,7 @@ class TaintToleration:
             return vector
 
         key = (NAME, "Score", matcher.tolerations, self.handle.gates)
-        return nodes.gather(universe.memo(key, counts, taints_only=True))
+        return nodes.gather(nodes.memo(key, counts, Reads.TAINTS))
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status:
         return default_normalize_score(MAX_NODE_SCORE, True, scores)

@@ -28,11 +28,10 @@ node layer per set of checks; volumes with equal requirements make one check.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from decimal import Decimal
 
-from extender.caching import ByteLRU
+from extender.caching import ByteLRU, memoized
 from extender.framework import CycleState, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import SKIP, SUCCESS, unschedulable
@@ -185,7 +184,7 @@ def _build_requirement(spec: NodeSelector | None, text: str | None, name: str, g
 
 # --- the claims of one pod ------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=1024)  # capacities and requests repeat across volumes and claims
+@memoized()  # capacities and requests repeat across volumes and claims
 def _quantity(text: str) -> Decimal | None:
     """`resource.Quantity` of a capacity or request ("" = zero); None if it does not parse."""
     if not text:
@@ -287,8 +286,8 @@ class VolumeNodeAffinity:
         gates = self.handle.gates
         for claim_name, ephemeral in pod.volume_claims:
             key = (NAME, pod.namespace, claim_name, ephemeral, self.prefix, gates)
-            found = layer.derived(key, lambda lay, c=claim_name, e=ephemeral: self.claim_checks(
-                lay, pod.namespace, c, e))
+            found = layer.memo(key, lambda c=claim_name, e=ephemeral: self.claim_checks(
+                layer, pod.namespace, c, e))
             if isinstance(found, Status):
                 return (), found
             for check in found:

@@ -3,7 +3,7 @@ immutable, versioned layers; requests read consistent `ClusterSnapshot`s through
 `ClusterSource` interface (`extender.state.source`)."""
 
 from extender.state.loader import load_objects
-from extender.state.nodeset import NodeIndex, NodeSet
+from extender.state.nodeset import NodeIndex, NodeSet, Reads
 from extender.state.snapshot import ClusterSnapshot
 from extender.state.source import (
     ClusterSource,
@@ -19,6 +19,7 @@ __all__ = [
     "FileSource",
     "NodeIndex",
     "NodeSet",
+    "Reads",
     "StaticSource",
     "Store",
     "UnconfiguredSource",

@@ -16,6 +16,7 @@ arrays and the wire encoder's templates are paid for once.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import itertools
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -23,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import orjson
-from cachetools import LRUCache
 
 from extender.caching import ByteLRU, budget
 from extender.model import Node, Taint
@@ -38,6 +38,23 @@ TEMPLATE_BYTES = 4 << 20  # encoder templates and remembered answers per candida
 FULL_TEMPLATE_BYTES = 8 << 20
 
 
+class Reads(enum.Enum):
+    """What a memoised answer reads, which decides how long it is kept (`memo`):
+
+    * TAINTS: node names, positions and taints only: kept on the node layer and carried
+      into the next one when a node event changes none of those (a relabel, a cordon);
+    * NODES: anything on the nodes (labels too): kept as long as the node layer;
+    * CANDIDATES: one candidate set over its node layer (`NodeSet`): kept with the set;
+    * PODS: the pods too: kept with one snapshot (every pod event makes a new one);
+    * VOLUMES: PersistentVolumes and claims only: kept with the volume layer."""
+
+    TAINTS = "taints"
+    NODES = "nodes"
+    CANDIDATES = "candidates"
+    PODS = "pods"
+    VOLUMES = "volumes"
+
+
 def template_size(value: object) -> int:
     """Bytes an entry of `NodeSet.templates` holds (answers, numpy templates, tuples)."""
     if isinstance(value, tuple):
@@ -47,21 +64,17 @@ def template_size(value: object) -> int:
     return 64 + getattr(value, "nbytes", 0)
 
 
-class Templates(LRUCache):
-    """`NodeSet.templates`: an LRU bounded by `template_size` bytes. A value larger than
-    the whole cache is not stored (cachetools raises "value too large"), like
-    `ByteLRU.put`: the caller answers with what it computed, so an answer never depends
-    on how small the cache is (a retried request answers as the first did)."""
-
-    def __setitem__(self, key: Hashable, value: Any) -> None:
-        if self.getsizeof(value) > self.maxsize:
-            self.pop(key, None)
-            return
-        super().__setitem__(key, value)
+def new_templates(limit: int = TEMPLATE_BYTES) -> ByteLRU:
+    """`NodeSet.templates`: bounded by `template_size` bytes, not exported (charged to
+    the candidate set up front). A value larger than the whole cache is not stored
+    (`ByteLRU.put`): the caller answers with what it computed, so an answer never
+    depends on how small the cache is (a retried request answers as the first did)."""
+    return ByteLRU("templates", max_bytes=limit, accounted=False)
 
 
-def new_templates(limit: int = TEMPLATE_BYTES) -> Templates:
-    return Templates(limit, getsizeof=template_size)
+def new_memo() -> ByteLRU:
+    """The memo of one layer (`Reads`)."""
+    return ByteLRU.counted("memo", NODE_MEMO_SIZE)
 
 
 def template_budget(nodes: int, full: bool = False) -> int:
@@ -165,18 +178,6 @@ def _patched_label_index(
     return out
 
 
-def get_or_build(cache: LRUCache, lock: threading.Lock, key: Any, build: Callable[[], Any]) -> Any:
-    """A thread-safe LRU lookup; `build` runs outside the lock (answers are pure, so a
-    racing duplicate is harmless) and None is never cached."""
-    with lock:
-        value = cache.get(key)
-    if value is None:
-        value = build()
-        with lock:
-            cache[key] = value
-    return value
-
-
 def object_array(items: list) -> np.ndarray:
     """A 1-D object array of `items` (never reinterpreted as a 2-D or bytes array)."""
     out = np.empty(len(items), dtype=object)
@@ -198,8 +199,8 @@ class NodeIndex:
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.version = next(_VERSIONS)
-        self._memo: LRUCache = LRUCache(NODE_MEMO_SIZE)
-        self._taint_memo: LRUCache = LRUCache(NODE_MEMO_SIZE)  # answers that read only taints
+        self._memo = new_memo()
+        self._taint_memo = new_memo()  # answers that read only taints (`Reads.TAINTS`)
         self.nodes = list(nodes)
         self.by_name = {n.name: n for n in self.nodes}
         self.names = frozenset(self.by_name)
@@ -223,7 +224,7 @@ class NodeIndex:
         that lost its last node keeps its code (no node maps to it: harmless)."""
         new = NodeIndex.__new__(NodeIndex)
         new.version = next(_VERSIONS)
-        new._memo = LRUCache(NODE_MEMO_SIZE)
+        new._memo = new_memo()
         new._candidates = new_candidate_sets()
         new._lock = threading.Lock()
         new._with_key = {}
@@ -261,15 +262,17 @@ class NodeIndex:
                 removed.append(old)
                 added.append(node)
         new.nodes, new.by_name, new._position = nodes, by_name, position
-        new._taint_memo = LRUCache(NODE_MEMO_SIZE)
+        new._taint_memo = None
         pairs = list(zip(removed, added, strict=True)) if len(removed) == len(added) else None
         if pairs is not None and all(o.name == n.name for o, n in pairs):  # same names, same places
             with self._lock:
                 if all(o.taints == n.taints for o, n in pairs):  # e.g. a relabel
-                    new._taint_memo.update(self._taint_memo.items())
+                    new._taint_memo = self._taint_memo.copy()
                 for key, cands, size in self._candidates.entries():  # kube-scheduler's lists, still valid
                     if getattr(cands, "nodes", None) is not None and cands.nodes.universe is self:
                         new._candidates.put(key, dataclasses.replace(cands, nodes=cands.nodes.rebased(new)), size)
+        if new._taint_memo is None:
+            new._taint_memo = new_memo()
         new.names = self.names if by_name.keys() == self.names else frozenset(by_name)
         cordoned = set(self.unschedulable)
         cordoned.difference_update(n.name for n in removed)
@@ -379,13 +382,18 @@ class NodeIndex:
             self._memo.clear()
             self._taint_memo.clear()
 
-    def memo(self, key: Any, compute: Callable[[], Any], taints_only: bool = False) -> Any:
+    def memo(self, key: Hashable, compute: Callable[[], Any], reads: Reads = Reads.NODES) -> Any:
         """A memo of pure answers that read only this node layer (and the pod shape in
-        `key`); it lives exactly as long as the layer. `taints_only`: the answer reads
-        nothing but node names, positions and taints, so it is carried into the next
-        layer when a node event changes none of those (a relabel, a cordon: the common
-        node updates), instead of being recomputed after every one."""
-        return get_or_build(self._taint_memo if taints_only else self._memo, self._lock, key, compute)
+        `key`): `Reads.NODES` lives exactly as long as the layer; `Reads.TAINTS` (the
+        answer reads nothing but node names, positions and taints) is carried into the
+        next layer when a node event changes none of those (a relabel, a cordon: the
+        common node updates), instead of being recomputed after every one. Plugins call
+        it through `ClusterSnapshot.memo` or `NodeSet.memo`."""
+        if reads is Reads.TAINTS:
+            return self._taint_memo.get_or_build(key, compute)
+        if reads is Reads.NODES:
+            return self._memo.get_or_build(key, compute)
+        raise ValueError(f"a node layer memoises what reads nodes or taints, not {reads}")
 
     def names_with_key(self, key: str) -> frozenset[str]:
         """Names of the nodes that carry label `key` (any value), cached per key."""
@@ -405,12 +413,12 @@ class NodeIndex:
         carried into the next while no taint changes."""
         return self.memo(("taint table",), lambda: TaintTable(
             {taints: self.positions(n.name for n in group) for taints, group in self.taint_groups().items()},
-            len(self.nodes)), taints_only=True)
+            len(self.nodes)), Reads.TAINTS)
 
     def name_array(self) -> np.ndarray:
         """The nodes' names as an object array (position order), kept while names and
         places stand."""
-        return self.memo(("name array",), lambda: object_array([n.name for n in self.nodes]), taints_only=True)
+        return self.memo(("name array",), lambda: object_array([n.name for n in self.nodes]), Reads.TAINTS)
 
     def label_index(self) -> LabelIndex:
         if self._label_index is None:
@@ -455,13 +463,13 @@ class NodeSet:
         self.universe = universe
         self._taint_groups: TaintGroups | None = None
         self._uidx: np.ndarray | None = uidx
-        # The wire encoder's templates and remembered answers (`api.templates`); None:
-        # this set serves a single request, not worth templates.
-        self.templates: LRUCache | None = None
+        # The wire encoder's templates and remembered answers (`engine.templates`);
+        # None: this set serves a single request, not worth templates.
+        self.templates: ByteLRU | None = None
         self._position: dict[str, int] | None = None
         self._order_array: np.ndarray | None = None
         self._json_names: np.ndarray | None = None
-        self._memo: dict[Hashable, Any] | None = None
+        self._memo: ByteLRU | None = None
 
     def rebased(self, universe: NodeIndex) -> NodeSet:
         """The same candidates over `universe`, a layer evolved from this set's with
@@ -478,30 +486,28 @@ class NodeSet:
         new._memo = None  # its answers read node labels
         return new
 
-    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """Pure answers about these candidates over this node layer (e.g. the spread
-        domains they seed), computed once per candidate set: kube-scheduler sends the
-        same list pod after pod, and the set dies with its layer. Answers are shared:
-        callers never mutate them."""
+    def memo(self, key: Hashable, compute: Callable[[], Any], reads: Reads = Reads.CANDIDATES) -> Any:
+        """Pure answers computed over these candidates (`Reads`): `Reads.CANDIDATES`
+        (e.g. the spread domains they seed) once per candidate set: kube-scheduler sends
+        the same list pod after pod, and the set dies with its layer; `Reads.NODES` and
+        `Reads.TAINTS` once per node layer of the universe (whichever list asks).
+        Answers are shared: callers never mutate them."""
+        if reads is not Reads.CANDIDATES:
+            return self.universe.memo(key, compute, reads)
         memo = self._memo
         if memo is None:
-            memo = self._memo = {}
-        hit = memo.get(key)
-        if hit is None:
-            if len(memo) >= NODE_MEMO_SIZE:
-                memo.clear()
-            hit = memo[key] = compute()
-        return hit
+            memo = self._memo = new_memo()
+        return memo.get_or_build(key, compute)
 
     def json_names(self) -> np.ndarray:
         """The candidates' names as JSON strings (bytes), an object array in request
         order: gathered from the universe's, which are encoded once per node layer and
-        kept while names and places stand (`taints_only`), so a new candidate list (the
+        kept while names and places stand (`Reads.TAINTS`), so a new candidate list (the
         feasible nodes of a pod that spreads) costs a gather, not an encoding per name."""
         if self._json_names is None:
             universe = self.universe
             encoded = universe.memo(("json names",), lambda: object_array(
-                [orjson.dumps(n.name) for n in universe.nodes]), taints_only=True)
+                [orjson.dumps(n.name) for n in universe.nodes]), Reads.TAINTS)
             self._json_names = encoded[self.uidx]
         return self._json_names
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from extender.caching import ByteLRU
 from extender.model import Pod
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -140,7 +141,7 @@ class NamespacePods:
         self.alive = np.zeros(16, dtype=bool)  # id -> in use
         self.by_label: dict[str, ChunkedMap] = {}  # key -> value -> ids
         self._nominated: dict[str, Pod] = {}
-        self._code_memo: dict[Any, np.ndarray] = {}  # selector -> counts by node code
+        self._code_memo = ByteLRU.counted("memo", _MEMO_LIMIT)  # selector -> counts by node code
         self._fresh: set[Any] = set()  # containers already copied since `copy`
         self._free: list[int] = []  # ids of removed pods, for reuse
         self._top = 0  # ids ever handed out (high-water mark)
@@ -179,7 +180,7 @@ class NamespacePods:
         new._nominated = dict(self._nominated)
         # Counts per selector are carried and patched as pods come and go (`_patch_memo`),
         # not recounted by the first request after every bind.
-        new._code_memo = dict(self._code_memo)
+        new._code_memo = self._code_memo.copy()
         new._fresh = set()
         new._free = list(self._free)
         new._top = self._top
@@ -268,13 +269,13 @@ class NamespacePods:
         """A counted pod came (+1) or went (-1): patch the carried counts of every
         selector that matches it (O(memo entries) selector checks, one vector copy per
         entry it changes; published vectors are never mutated)."""
-        for selector, by_code in list(self._code_memo.items()):
+        for selector, by_code, _ in self._code_memo.entries():
             if selector.matches(pod.labels):
                 code = node_code(pod.node_name)
                 patched = np.zeros(max(len(by_code), code + 1), dtype=np.int64)
                 patched[: len(by_code)] = by_code
                 patched[code] += delta
-                self._code_memo[selector] = patched
+                self._code_memo.put(selector, patched)
 
     def _ids_for(self, req: Any) -> tuple[set[int], bool]:
         """(ids, positive): the ids the requirement selects, or (when not positive) the
@@ -310,12 +311,9 @@ class NamespacePods:
     def code_counts(self, selector: Any) -> np.ndarray:
         """Matching counted pods per node code (`node_code`; codes past the end: 0),
         memoized per selector and patched as pods come and go."""
-        hit = self._code_memo.get(selector)
-        if hit is None:
+        def count() -> np.ndarray:
             ids = self.matching_ids(selector)
             codes = self.node_codes[np.fromiter(ids, dtype=np.intp, count=len(ids))]
-            hit = np.bincount(codes, minlength=len(_NODE_NAMES)).astype(np.int64)
-            if len(self._code_memo) >= _MEMO_LIMIT:
-                self._code_memo.clear()
-            self._code_memo[selector] = hit
-        return hit
+            return np.bincount(codes, minlength=len(_NODE_NAMES)).astype(np.int64)
+
+        return self._code_memo.get_or_build(selector, count)

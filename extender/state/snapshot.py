@@ -4,9 +4,10 @@ a volume layer (PersistentVolumes and their claims).
 A request reads one `ClusterSnapshot` from start to end. Layers are immutable and
 shared: a pod event produces a new snapshot with a new pod layer (sharing every
 untouched namespace) and the *same* node layer, so everything memoised on the node
-layer (`node_memo`: taint groups, label index, toleration and affinity answers,
-candidate sets) survives binds. `memo` holds answers that read pods too; it lives as
-long as this snapshot.
+layer (taint groups, label index, toleration and affinity answers, candidate sets)
+survives binds. `memo` is the one memo of plugins: `reads` says what an answer reads
+(`Reads`) and so on which layer it is kept; answers that read pods live as long as
+this snapshot.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
-from cachetools import LRUCache
-
+from extender.caching import ByteLRU
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, existing_pod_from_dict, node_from_dict
 from extender.state.layers import (
@@ -27,7 +27,7 @@ from extender.state.layers import (
     WorkloadLayerWriter,
 )
 from extender.state.loader import ClusterFileError
-from extender.state.nodeset import NodeIndex, get_or_build
+from extender.state.nodeset import NodeIndex, Reads
 from extender.state.volumes import (
     EMPTY_VOLUMES,
     VOLUME_KINDS,
@@ -36,7 +36,7 @@ from extender.state.volumes import (
     volume_layer,
 )
 
-__all__ = ["WORKLOAD_KINDS", "ClusterSnapshot"]
+__all__ = ["WORKLOAD_KINDS", "ClusterSnapshot", "Reads"]
 MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k
 
 
@@ -92,8 +92,7 @@ class ClusterSnapshot:
         self.resource_versions: dict[str, str] = {}  # kind -> resourceVersion (live state only)
         self._derived: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._memo: LRUCache = LRUCache(MEMO_SIZE)
-        self._memo_lock = threading.Lock()
+        self._memo = ByteLRU.counted("memo", MEMO_SIZE)
 
     @property
     def versions(self) -> tuple[int, int, int, int]:
@@ -106,17 +105,17 @@ class ClusterSnapshot:
         """The API resourceVersion of each watched kind this snapshot is current to, as
         `Kind=rv,...` (the `X-Extender-State-Version` answer header; "" without a live
         feed). A kind relisting has an empty version: its objects are mid-replacement."""
-        return self.derived("state-version", lambda s: ",".join(
+        return self._derived_once("state-version", lambda s: ",".join(
             f"{kind}={rv}" for kind, rv in s.resource_versions.items()))
 
     @property
     def pods(self) -> list[Pod]:
         """Every pod (built on first use: reference paths and explain, not the fast path)."""
-        return self.derived("pods", lambda s: list(s.pod_layer))
+        return self._derived_once("pods", lambda s: list(s.pod_layer))
 
     @property
     def pods_by_namespace(self) -> dict[str, list[Pod]]:
-        return self.derived("pods-by-namespace", lambda s: {
+        return self._derived_once("pods-by-namespace", lambda s: {
             ns: list(bucket) for ns, bucket in s.pod_layer.namespaces.items()
         })
 
@@ -124,8 +123,8 @@ class ClusterSnapshot:
     def workloads(self) -> dict[str, list[dict[str, Any]]]:
         return self.workload_layer.by_kind
 
-    def derived(self, key: str, build: Callable[[ClusterSnapshot], Any]) -> Any:
-        """Get or build (once, thread-safely) an index derived from this snapshot."""
+    def _derived_once(self, key: str, build: Callable[[ClusterSnapshot], Any]) -> Any:
+        """Get or build (once, thread-safely, never evicted) a view of this snapshot."""
         value = self._derived.get(key)
         if value is None:
             with self._lock:
@@ -135,19 +134,20 @@ class ClusterSnapshot:
                     self._derived[key] = value
         return value
 
-    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """Per-snapshot memo of pure, pod-shape-keyed answers that read pods.
+    def memo(self, key: Hashable, compute: Callable[[], Any], reads: Reads = Reads.PODS) -> Any:
+        """The memo of pure, pod-shape-keyed answers over this snapshot, kept as long as
+        what they read (`reads`) stands: `Reads.PODS` with this snapshot, `Reads.NODES`
+        and `Reads.TAINTS` on the node layer (`NodeIndex.memo`: they outlive pod events,
+        and taint-only answers node relabels too), `Reads.VOLUMES` on the volume layer.
 
         Pods of one workload share their constraints, so an answer is computed once per
-        snapshot, not once per pod. `compute` runs outside the lock (a racing duplicate
-        is harmless: answers are pure). Answers that read nodes only belong in
-        `node_memo`, which outlives pod events."""
-        return get_or_build(self._memo, self._memo_lock, key, compute)
-
-    def node_memo(self, key: Hashable, compute: Callable[[], Any], taints_only: bool = False) -> Any:
-        """Memo of answers that read only the node layer (kept while nodes are unchanged;
-        with `taints_only`, while their names and taints are: `NodeIndex.memo`)."""
-        return self.nodes.memo(key, compute, taints_only)
+        snapshot (or layer), not once per pod. `compute` runs outside the lock (a racing
+        duplicate is harmless: answers are pure); None is never kept."""
+        if reads is Reads.PODS:
+            return self._memo.get_or_build(key, compute)
+        if reads is Reads.VOLUMES:
+            return self.volume_layer.memo(key, compute)
+        return self.nodes.memo(key, compute, reads)
 
     def workloads_in(self, kind: str, namespace: str) -> list[dict[str, Any]]:
         """Workload objects of one kind in one namespace."""

@@ -10,11 +10,11 @@ by storage class) are built on first use, once per published layer.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from extender.caching import ByteLRU
 from extender.model.volumes import (
     PersistentVolume,
     PersistentVolumeClaim,
@@ -25,6 +25,9 @@ from extender.model.volumes import (
 PV, PVC = "PersistentVolume", "PersistentVolumeClaim"
 VOLUME_KINDS = (PV, PVC)
 _VERSIONS = itertools.count(1)
+# one entry per claim in use (its checks) and a few indexes: the claims of the cluster's
+# pending pods, far more than a scheduling queue holds at once
+VOLUME_MEMO_SIZE = 4096
 
 
 def _sealed(mapping: Mapping) -> Mapping:
@@ -36,15 +39,14 @@ def _sealed(mapping: Mapping) -> Mapping:
 class VolumeLayer:
     """Every PersistentVolume by name and every claim by namespace and name, at one version."""
 
-    __slots__ = ("version", "volumes", "claims", "_derived", "_lock")
+    __slots__ = ("version", "volumes", "claims", "_memo")
 
     def __init__(self, volumes: Mapping[str, PersistentVolume],
                  claims: Mapping[str, Mapping[str, PersistentVolumeClaim]]) -> None:
         self.version = next(_VERSIONS)
         self.volumes: Mapping[str, PersistentVolume] = _sealed(volumes)
         self.claims: Mapping[str, Mapping[str, PersistentVolumeClaim]] = _sealed(claims)
-        self._derived: dict[Hashable, Any] = {}
-        self._lock = threading.Lock()
+        self._memo = ByteLRU.counted("memo", VOLUME_MEMO_SIZE)
 
     def claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
         bucket = self.claims.get(namespace)
@@ -54,26 +56,22 @@ class VolumeLayer:
     def claim_count(self) -> int:
         return sum(len(b) for b in self.claims.values())
 
-    def derived(self, key: Hashable, build: Callable[[VolumeLayer], Any]) -> Any:
-        """Get or build an answer derived from this layer alone. `build` runs outside the
-        lock (it may ask for other derived answers; a racing duplicate is harmless: the
-        answers are pure) and the first answer stored wins."""
-        value = self._derived.get(key)
-        if value is None:
-            value = build(self)
-            with self._lock:
-                value = self._derived.setdefault(key, value)
-        return value
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """An answer that reads this layer alone (`Reads.VOLUMES`: plugins ask through
+        `ClusterSnapshot.memo`), kept as long as the layer. `compute` runs outside the
+        lock (it may ask for other answers; a racing duplicate is harmless: the answers
+        are pure)."""
+        return self._memo.get_or_build(key, compute)
 
     def by_class(self) -> Mapping[str, tuple[PersistentVolume, ...]]:
         """Volumes per storage class (`pvCache.ListPVs(class)`), in name order."""
-        def build(layer: VolumeLayer) -> dict[str, tuple[PersistentVolume, ...]]:
+        def build() -> dict[str, tuple[PersistentVolume, ...]]:
             out: dict[str, list[PersistentVolume]] = {}
-            for name in sorted(layer.volumes):
-                pv = layer.volumes[name]
+            for name in sorted(self.volumes):
+                pv = self.volumes[name]
                 out.setdefault(pv.storage_class, []).append(pv)
             return {k: tuple(v) for k, v in out.items()}
-        return self.derived("by-class", build)
+        return self.memo("by-class", build)
 
     def __iter__(self):
         yield from self.volumes.values()

@@ -14,13 +14,11 @@ memoised per distinct text (bounded in bytes): the pods of one Deployment share 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import cachetools
-
+from extender.caching import ByteLRU
 from extender.features import FeatureGates
 from extender.validation import goschema
 from extender.validation.field import FieldError, child, invalid, key, too_long, too_many
@@ -114,36 +112,29 @@ def _ignored_fields(vna: dict, path: str) -> tuple[str, ...]:
                  for i, term in enumerate(terms) if (term or {}).get("matchFields"))
 
 
-_memo: cachetools.LRUCache = cachetools.LRUCache(8 << 20, getsizeof=lambda c: c[1])
-_memo_lock = threading.Lock()
+# not a share of --memory-limit-bytes (nor in extender_cache_bytes): bounded on its own
+_memo = ByteLRU("checked-annotations", max_bytes=8 << 20, accounted=False)
 
 
 def check_annotation(kind: str, text: str, path: str, gates: FeatureGates) -> Checked:
     """`kind` is "tolerations", "node-affinity" (a pod's) or "volume-node-affinity" (a
     PersistentVolume's); memoised per (kind, text, path, gates, slow-expression policy)."""
     memo_key = (kind, text, path, gates, current_slow_policy())
-    with _memo_lock:
-        hit = _memo.get(memo_key)
+    hit = _memo.get(memo_key)
     if hit is not None:
-        return hit[0]
+        return hit
     unchecked = unchecked_expressions()
     checked = _check(kind, text, path, gates)
     size = 4 * (len(text) + len(path)) + 512
     # over-long texts are never a key; nor an answer with expressions left unchecked (an
     # admission review's compile budget ran out): the next review checks them
     if size <= MAX_ANNOTATION_BYTES * 4 and unchecked_expressions() == unchecked:
-        with _memo_lock:
-            _memo[memo_key] = (checked, size)
+        _memo.put(memo_key, checked, size)
     return checked
 
 
-def _reinit_lock_after_fork() -> None:
-    """The webhook thread of the gunicorn master may hold the lock when a worker is forked."""
-    global _memo_lock
-    _memo_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_reinit_lock_after_fork)
+# the webhook thread of the gunicorn master may hold the lock when a worker is forked
+os.register_at_fork(after_in_child=_memo.reset_lock)
 
 
 # --- a whole pod (or pod template) ----------------------------------------------------

@@ -6,15 +6,13 @@ and their feature gates: each function returns `FieldError`s at the path it is g
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-import cachetools
-
+from extender.caching import ByteLRU
 from extender.features import FeatureGates
 from extender.matching.labels import is_dns1123_subdomain, validate_label_key, validate_label_value
 from extender.matching.numeric import go_quote, parse_canonical_int64
@@ -56,8 +54,7 @@ def supported_operators(gates: FeatureGates) -> list[str]:
 
 # --- CEL ------------------------------------------------------------------------------
 
-_compiled: cachetools.LRUCache = cachetools.LRUCache(256)
-_compiled_lock = threading.Lock()
+_compiled = ByteLRU.counted("checked-expressions", 256)  # expression -> (error or None, cost)
 
 #: Expression bytes an admission review may compile (those compiled before are free):
 #: ~0.1-0.6 s of compiling a 10 KiB expression, so at most ~2 s a review. The rest is
@@ -97,8 +94,7 @@ def compile_expression(expression: str) -> tuple[str | None, int] | None:
     cannot compile, and `lane.Elsewhere` from the webhook's pool lane for one past the
     pool's share; the review's deadline and its client's leaving end it between the
     compile's phases (`extender.request.deadline`)."""
-    with _compiled_lock:
-        hit = _compiled.get(expression)
+    hit = _compiled.get(expression)
     if hit is not None:
         return hit
     from extender.cel.environment import CompileError
@@ -120,8 +116,7 @@ def compile_expression(expression: str) -> tuple[str | None, int] | None:
         result: tuple[str | None, int] = (None, compile_program(expression).estimated_cost)
     except CompileError as exc:
         result = (str(exc), 0)
-    with _compiled_lock:
-        _compiled[expression] = result
+    _compiled.put(expression, result)
     return result
 
 
@@ -200,13 +195,8 @@ def cost_finding(cost: int, policy: SlowExpressionPolicy | None) -> str | None:
     return None
 
 
-def _reinit_lock_after_fork() -> None:
-    """The webhook thread of the gunicorn master may hold the lock when a worker is forked."""
-    global _compiled_lock
-    _compiled_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_reinit_lock_after_fork)
+# the webhook thread of the gunicorn master may hold the lock when a worker is forked
+os.register_at_fork(after_in_child=_compiled.reset_lock)
 
 
 # --- tolerations ----------------------------------------------------------------------

@@ -72,6 +72,47 @@ def test_cache_bytes_metric_follows_the_caches():
     assert gauge() == before  # a dropped (per-snapshot) cache no longer counts
 
 
+def test_the_unaccounted_variants_are_bounded_but_not_exported():
+    """`accounted=False` is bounded in bytes, `counted` in entries; neither moves
+    extender_cache_bytes (what they hold is not a share of --memory-limit-bytes)."""
+    before = dict(caching._totals)
+    sized = ByteLRU("parsed-pods", max_bytes=100, accounted=False)
+    assert sized.put("a", 1, 60) and sized.put("b", 2, 60)
+    assert (sized.get("a"), sized.get("b"), sized.bytes) == (None, 2, 60)
+    assert not sized.put("big", 3, 101)
+    counted = ByteLRU.counted("memo", 2)
+    for key in "abc":
+        counted.put(key, key.upper())
+    assert [k for k, _, _ in counted.entries()] == ["b", "c"] and counted.bytes == 0
+    assert caching._totals == before
+
+
+def test_a_copy_keeps_the_entries_and_is_independent():
+    cache = ByteLRU.counted("memo", 3)
+    for key in "abc":
+        cache.put(key, key.upper())
+    copy = cache.copy()
+    assert copy.entries() == cache.entries() == [("a", "A", 0), ("b", "B", 0), ("c", "C", 0)]
+    copy.put("d", "D")
+    assert cache.get("a") == "A" and copy.get("a") is None  # the copy evicted its own oldest
+    assert cache.get("d") is None and len(cache) == len(copy) == 3
+    accounted = ByteLRU("parsed-pods", max_bytes=1000)
+    accounted.put("k", "v", 300)
+    twin = accounted.copy()
+    assert twin.bytes == 300 and twin.get("k") == "v"
+
+
+def test_get_or_build_never_keeps_none_and_a_reset_lock_is_free():
+    cache = ByteLRU.counted("memo", 4)
+    calls = []
+    assert cache.get_or_build("k", lambda: calls.append(1)) is None
+    assert cache.get_or_build("k", lambda: calls.append(1)) is None
+    assert calls == [1, 1] and len(cache) == 0
+    cache._lock.acquire()  # as a thread of the parent may hold it when a worker forks
+    cache.reset_lock()
+    assert cache.get_or_build("k", lambda: "v") == "v" == cache.get("k")
+
+
 @pytest.mark.parametrize("keys", [2000, pytest.param(KEYS, marks=pytest.mark.long)])
 def test_cel_program_cache(keys):
     cel = CelCache(max_programs=10**9)

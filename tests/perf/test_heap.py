@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from extender.state import Store, load_objects
+from extender.state import Reads, Store, load_objects
 from extender.state.gcfreeze import freeze_state
 from testing.apiserver import FakeApiServer
 
@@ -84,7 +84,7 @@ def test_frozen_state_is_freed_by_reference_counting_under_churn(unfreeze):
             s.upsert("Pod", pod(f"p{i}", f"n{(i + r) % 50}", f"a{r % 7}"))
             if r % 50 == 0:
                 s.upsert("Node", node(f"n{r % 50}", "abc"[r % 3], taint=str(r % 3)))
-            s.snapshot().node_memo(("k", r % 5), lambda: frozenset(range(100)))
+            s.snapshot().memo(("k", r % 5), lambda: frozenset(range(100)), Reads.NODES)
 
     churn(2_000)
     freeze_state("test")

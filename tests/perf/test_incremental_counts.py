@@ -90,5 +90,5 @@ def test_a_bind_patches_the_carried_counts_instead_of_recounting():
     assert not before.own_counts("ns", SELECTORS[0]).any()
     live.upsert("Pod", {**pod, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
     bucket = live.snapshot().pod_layer.namespaces["ns"]
-    carried = bucket._code_memo[SELECTORS[0]]  # patched at the event, before any request asked
+    carried = bucket._code_memo.get(SELECTORS[0])  # patched at the event, before any request asked
     assert carried.sum() == 1 and carried[node_code("n1")] == 1

@@ -13,7 +13,7 @@ from conftest import EXAMPLES, example_pod
 from extender.api.wire import decode_args
 from extender.config import Config
 from extender.engine import Extender
-from extender.state import ClusterSource, StaticSource, Store, load_objects
+from extender.state import ClusterSource, Reads, StaticSource, Store, load_objects
 
 
 def _store(objects: list[dict]) -> Store:
@@ -38,21 +38,21 @@ def _nodes(objects: list[dict]) -> list[dict]:
 def test_relabel_keeps_taint_answers_and_drops_the_rest(objects):
     s = _store(objects)
     snap = s.snapshot()
-    assert snap.node_memo("t", lambda: "taints", taints_only=True) == "taints"
-    assert snap.node_memo("l", lambda: "labels") == "labels"
+    assert snap.memo("t", lambda: "taints", Reads.TAINTS) == "taints"
+    assert snap.memo("l", lambda: "labels", Reads.NODES) == "labels"
     node = copy.deepcopy(_nodes(objects)[0])
     node["metadata"]["labels"]["relabelled"] = "yes"
     assert s.upsert("Node", node)
     after = s.snapshot()
     assert after.nodes is not snap.nodes
-    assert after.node_memo("t", _never, taints_only=True) == "taints"
-    assert after.node_memo("l", lambda: "recomputed") == "recomputed"
+    assert after.memo("t", _never, Reads.TAINTS) == "taints"
+    assert after.memo("l", lambda: "recomputed", Reads.NODES) == "recomputed"
 
 
 @pytest.mark.parametrize("change", ["taint", "add", "delete"])
 def test_taint_answers_are_recomputed_when_taints_or_nodes_change(objects, change):
     s = _store(objects)
-    s.snapshot().node_memo("t", lambda: "old", taints_only=True)
+    s.snapshot().memo("t", lambda: "old", Reads.TAINTS)
     node = copy.deepcopy(_nodes(objects)[0])
     if change == "taint":
         node.setdefault("spec", {})["taints"] = [{"key": "new.example.com/t", "effect": "NoSchedule"}]
@@ -62,7 +62,7 @@ def test_taint_answers_are_recomputed_when_taints_or_nodes_change(objects, chang
         s.upsert("Node", node)
     else:
         s.delete("Node", "", node["metadata"]["name"])
-    assert s.snapshot().node_memo("t", lambda: "new", taints_only=True) == "new"
+    assert s.snapshot().memo("t", lambda: "new", Reads.TAINTS) == "new"
 
 
 def _live_engine(objects):

@@ -145,7 +145,7 @@ def test_an_answer_is_kept_from_its_second_sighting_so_one_offs_do_not_evict_rep
     nodes.templates = new_templates(40_000)  # room for ~15 answers of ~2.4 KB
     repeat = Verdict(nodes, np.zeros(100, dtype=np.int32), list(STATUSES))
     first = filter_json(repeat)
-    assert all(k[0] == "seen" for k in nodes.templates)  # seen once: a marker only
+    assert all(k[0] == "seen" for k, _, _ in nodes.templates.entries())  # seen once: a marker only
     assert filter_json(repeat) is not first  # written again, now kept
     kept = filter_json(repeat)
     assert filter_json(repeat) is kept

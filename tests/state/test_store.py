@@ -10,7 +10,7 @@ import pytest
 from extender.config import Config
 from extender.engine import Extender
 from extender.model.parse import ModelError, existing_pod_from_dict
-from extender.state import ClusterSnapshot, ClusterSource, StaticSource, Store
+from extender.state import ClusterSnapshot, ClusterSource, Reads, StaticSource, Store
 from extender.state.podindex import NamespacePods
 
 
@@ -54,11 +54,11 @@ def test_updates_that_change_nothing_read_are_dropped(store):
 def test_a_pod_event_keeps_the_node_layer_and_its_memos(store):
     before = store.snapshot()
     calls = []
-    before.node_memo("answer", lambda: calls.append(1) or "computed")
+    before.memo("answer", lambda: calls.append(1) or "computed", Reads.NODES)
     assert store.upsert("Pod", pod("new", "n1"))
     after = store.snapshot()
     assert after is not before and after.nodes is before.nodes
-    assert after.node_memo("answer", lambda: calls.append(1) or "again") == "computed"
+    assert after.memo("answer", lambda: calls.append(1) or "again", Reads.NODES) == "computed"
     assert calls == [1]
     assert after.pod_layer.version != before.pod_layer.version
     # the old snapshot is untouched: a request holding it sees one consistent state
@@ -333,7 +333,7 @@ def test_memory_stays_flat_under_churn():
             s.upsert("Pod", pod(f"p{i}", f"n{(i + r) % 50}", app=f"a{r % 7}"))
             if r % 50 == 0:
                 s.upsert("Node", node(f"n{r % 50}", zone="abc"[r % 3], taints=[{"key": str(r % 3), "effect": "NoSchedule"}]))
-            s.snapshot().node_memo(("k", r % 5), lambda: frozenset(range(100)))
+            s.snapshot().memo(("k", r % 5), lambda: frozenset(range(100)), Reads.NODES)
 
     churn(2_000)  # warm up: caches and free lists reach their working size
     gc.collect()

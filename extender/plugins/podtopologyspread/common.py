@@ -35,7 +35,7 @@ from extender.plugins.podtopologyspread.selector import (
     from_map,
     parse_label_selector,
 )
-from extender.state.nodeset import NodeIndex
+from extender.state.nodeset import NodeIndex, Reads
 from extender.state.snapshot import ClusterSnapshot
 
 HONOR = "Honor"
@@ -270,7 +270,7 @@ class EligibleMasks:
             mask.flags.writeable = False
             return mask
 
-        return layer.memo(key, compute)
+        return layer.memo(key, compute, Reads.NODES)
 
 
 def with_keys(layer: NodeIndex, keys: tuple[str, ...]) -> np.ndarray:
@@ -283,7 +283,7 @@ def with_keys(layer: NodeIndex, keys: tuple[str, ...]) -> np.ndarray:
         mask.flags.writeable = False
         return mask
 
-    return layer.memo(("PTS with keys", keys), compute)
+    return layer.memo(("PTS with keys", keys), compute, Reads.NODES)
 
 
 def has_keys(node: Node, keys: Iterable[str]) -> bool:

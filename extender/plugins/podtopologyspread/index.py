@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from extender.state.podindex import NamespacePods, node_code
-from extender.state.snapshot import ClusterSnapshot
+from extender.state.snapshot import ClusterSnapshot, Reads
 
 INDEX_KEY = "pod-label-index"
 
@@ -24,7 +24,7 @@ class SpreadIndex:
     A view, built in O(1): the pod layer's per-namespace buckets (shared by every
     snapshot until their namespace changes) and the node layer. Node-only answers are
     memoised on the node layer, so they survive pod events. The snapshot is held
-    weakly: a strong reference would make a cycle (snapshot -> derived -> index ->
+    weakly: a strong reference would make a cycle (snapshot -> memo -> index ->
     snapshot) that only a full collection frees."""
 
     __slots__ = ("_snapshot", "namespaces", "nodes")
@@ -55,14 +55,14 @@ class SpreadIndex:
             vector.flags.writeable = False
             return vector
 
-        return self.snapshot.memo(("PTS own", namespace, selector), compute)
+        return self.snapshot.memo(("PTS own", namespace, selector), compute, Reads.PODS)
 
     def own_vector(self, namespace: str, selector: Any, universe: Any) -> np.ndarray:
         """Matching counted pods on each node of `universe` (a NodeIndex), as an int64
         vector over it: a gather from the per-selector counts by node code."""
         codes = universe.memo(("node codes",), lambda: np.fromiter(
             (node_code(n.name) for n in universe.nodes), dtype=np.intp, count=len(universe.nodes)),
-            taints_only=True)
+            Reads.TAINTS)
         by_code = self.namespace(namespace).code_counts(selector)
         out = np.zeros(len(codes), dtype=np.int64)
         known = codes < len(by_code)
@@ -71,4 +71,4 @@ class SpreadIndex:
 
 
 def spread_index(snapshot: ClusterSnapshot) -> SpreadIndex:
-    return snapshot.derived(INDEX_KEY, SpreadIndex)
+    return snapshot.memo(INDEX_KEY, lambda: SpreadIndex(snapshot), Reads.PODS)

@@ -28,7 +28,7 @@ from extender.plugins.podtopologyspread.common import (
 )
 from extender.plugins.podtopologyspread.filtering import plain_counted, topology_keys
 from extender.plugins.podtopologyspread.index import SpreadIndex
-from extender.state.nodeset import NodeIndex, NodeSet
+from extender.state.nodeset import NodeIndex, NodeSet, Reads
 from extender.state.snapshot import ClusterSnapshot
 
 PRE_SCORE_KEY = "PreScorePodTopologySpread"
@@ -65,7 +65,7 @@ def new_state(
     keys = topology_keys(constraints)
     layout = tuple((c.topology_key, c.is_hostname) for c in constraints)
     ignored, live, seeded, seeded_codes, weights = nodes.memo(
-        ("PTS seeded", layout, require_all), lambda: seed(constraints, keys, require_all, nodes))
+        ("PTS seeded", layout, require_all), lambda: seed(constraints, keys, require_all, nodes), Reads.CANDIDATES)
     return PreScoreState(constraints, keys, require_all, ignored, live, seeded, seeded_codes, weights, inclusion)
 
 
