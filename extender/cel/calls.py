@@ -7,6 +7,7 @@ operands).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -21,43 +22,46 @@ Fn = Callable[[Budget], Any]
 _STOCK = dict(FUNCTIONS)  # the library as shipped (the typed fast paths must match it)
 
 
-def _invoke(impl: Callable | None, name: str, args: list) -> Any:
-    """The implementation's result, or its error as a value."""
-    if impl is None:
-        return CelError(f"no such overload: {name}")
-    try:
-        return impl(*args)
-    except CelError as exc:
-        return exc
-    except Exception as exc:  # noqa: BLE001 - a library defect must not escape
-        return CelError(f"{name}: {exc}")
-
-
 def _invoker(p: Call) -> Callable[[Budget, list], Any]:
-    """How a call runs its implementation.  The list functions whose charge depends on
-    their arguments only and whose work grows faster than their input (``distinct``,
-    ``sort``, ``sortBy``, ``sets.*``: quadratic charges) are charged first: a call the
-    budget cannot pay is cancelled before it runs, with the units cel-go's tracker would
-    report after running it (a quadratic call on an oversized list would otherwise run
-    for minutes before the charge stops it)."""
+    """How a call runs its implementation: its result, or its error as a value.  The list
+    functions whose charge depends on their arguments only and whose work grows faster
+    than their input (``distinct``, ``sort``, ``sortBy``, ``sets.*``: quadratic charges)
+    are charged first: a call the budget cannot pay is cancelled before it runs, with the
+    units cel-go's tracker would report after running it (a quadratic call on an
+    oversized list would otherwise run for minutes before the charge stops it)."""
     impl, name = p.impl, p.function
+    if impl is None:
+        def invoke(b: Budget, args: list) -> Any:
+            return CelError(f"no such overload: {name}")
+    else:
+        def invoke(b: Budget, args: list) -> Any:
+            try:
+                return impl(*args)
+            except CelError as exc:
+                return exc
+            except Exception as exc:  # noqa: BLE001 - a library defect must not escape
+                return CelError(f"{name}: {exc}")
     if p.overload not in ARGUMENT_COSTED:
-        return lambda b, args: _invoke(impl, name, args)
+        return invoke
 
     def charged_first(b: Budget, args: list) -> Any:
         units = call_cost(name, p.overload, args, None)
         if b.used + units > b.limit:
             b.used += units
             raise CostLimitExceeded(b.used)
-        return _invoke(impl, name, args)
+        return invoke(b, args)
 
     return charged_first
 
 
-def _finish(b: Budget, p: Call, args: list, result: Any) -> Any:
-    units = call_cost(p.function, p.overload, args, result)
-    return charged(b, units, result)
-
+def _finisher(p: Call) -> Callable[[Budget, list, Any], Any]:
+    """How a call is charged once it ran (cel-go's tracker sees its arguments and its
+    result): most calls cost a constant, the others what ``call_cost`` makes of them."""
+    name, oid = p.function, p.overload
+    units = cost_rule(name, oid)
+    if units is not None:
+        return lambda b, args, result: charged(b, units, result)
+    return lambda b, args, result: charged(b, call_cost(name, oid, args, result), result)
 
 
 def _value(fn: Fn, b: Budget) -> Any:
@@ -69,32 +73,31 @@ def _value(fn: Fn, b: Budget) -> Any:
 
 def compile_call(p: Call, compile_plan: Callable[[Any], Fn]) -> Fn:
     fns = [compile_plan(a) for a in p.args]
-    name = p.function
     fast = _fast_call(p, fns)
     if fast is not None:
         return fast
-    constant = cost_rule(name, p.overload)
-    if constant is not None:
-        return _constant_cost_call(p, fns, constant)
+    finish = _finisher(p)
     if p.non_strict:  # @not_strictly_false: anything but false is true
         (arg,) = fns
 
         def not_strictly_false(b: Budget) -> Any:
             v = _value(arg, b)
-            result = v if v is True or v is False else True
-            return _finish(b, p, [v], result)
+            return finish(b, [v], v if v is True or v is False else True)
 
         return not_strictly_false
     run = _invoker(p)
     if p.mode == "zero":
-        return lambda b: _finish(b, p, [], run(b, []))
+        return lambda b: finish(b, [], run(b, []))
     if p.mode == "unary":
         (arg,) = fns
 
         def unary(b: Budget) -> Any:
-            v = _value(arg, b)
-            result = v if isinstance(v, CelError) else run(b, [v])
-            return _finish(b, p, [v], result)
+            try:
+                v = arg(b)
+            except CelError as exc:
+                return finish(b, [exc], exc)
+            args = [v]
+            return finish(b, args, run(b, args))
 
         return unary
     if p.mode == "binary":
@@ -102,13 +105,12 @@ def compile_call(p: Call, compile_plan: Callable[[Any], Fn]) -> Fn:
 
         def binary(b: Budget) -> Any:
             x, y = _value(lhs, b), _value(rhs, b)
+            args = [x, y]
             if isinstance(x, CelError):
-                result = x
-            elif isinstance(y, CelError):
-                result = y
-            else:
-                result = run(b, [x, y])
-            return _finish(b, p, [x, y], result)
+                return finish(b, args, x)
+            if isinstance(y, CelError):
+                return finish(b, args, y)
+            return finish(b, args, run(b, args))
 
         return binary
 
@@ -124,9 +126,9 @@ def compile_call(p: Call, compile_plan: Callable[[Any], Fn]) -> Fn:
             except CelError as exc:
                 if i == last:
                     values.append(exc)
-                    return _finish(b, p, values, exc)
+                    return finish(b, values, exc)
                 raise
-        return _finish(b, p, values, run(b, values))
+        return finish(b, values, run(b, values))
 
     return varargs
 
@@ -137,79 +139,28 @@ def _fast_call(p: Call, fns: list[Fn]) -> Fn | None:
         return None
     oid, types = p.overload, p.types
     if p.mode == "binary" and oid in fastops.INT_OPS and types == ("int", "int"):
-        return fastops.binary(fns[0], fns[1], fastops.INT_OPS[oid], CostLimitExceeded)
+        return fastops.binary(fns[0], fns[1], fastops.INT_OPS[oid])
     if oid in ("starts_with_string", "ends_with_string") and types == ("string", "string"):
-        return fastops.prefix_test(fns[0], fns[1], oid == "ends_with_string",
-                                   CostLimitExceeded)
+        return fastops.prefix_test(fns[0], fns[1], oid == "ends_with_string")
     if (p.function == "size" and len(fns) == 1 and oid
             and (types[0] in ("string", "bytes") or (isinstance(types[0], tuple)
                                                       and types[0][0] in ("list", "map")))):
-        return fastops.size_of(fns[0], CostLimitExceeded)
+        return fastops.size_of(fns[0])
     return None
 
 
-def _constant_cost_call(p: Call, fns: list[Fn], units: int) -> Fn:
-    """A call whose charge does not depend on its values (most of them)."""
-    impl, name = p.impl, p.function
-    if p.non_strict:  # @not_strictly_false: anything but false is true
-        (arg,) = fns
-
-        def not_strictly_false(b: Budget) -> Any:
-            v = _value(arg, b)
-            return charged(b, units, v if v is True or v is False else True)
-
-        return not_strictly_false
-    if p.mode == "zero":
-        return lambda b: charged(b, units, _invoke(impl, name, []))
-    if p.mode == "unary":
-        (arg,) = fns
-
-        def unary(b: Budget) -> Any:
-            try:
-                v = arg(b)
-            except CelError as exc:
-                return charged(b, units, exc)
-            return charged(b, units, _invoke(impl, name, [v]))
-
-        return unary
-    if p.mode == "binary":
-        lhs, rhs = fns
-
-        def binary(b: Budget) -> Any:
-            x, y = _value(lhs, b), _value(rhs, b)
-            if isinstance(x, CelError):
-                return charged(b, units, x)
-            if isinstance(y, CelError):
-                return charged(b, units, y)
-            return charged(b, units, _invoke(impl, name, [x, y]))
-
-        return binary
-    last = len(fns) - 1
-
-    def varargs(b: Budget) -> Any:
-        values = []
-        for i, f in enumerate(fns):
-            try:
-                values.append(f(b))
-            except CelError as exc:
-                if i == last:
-                    return charged(b, units, exc)
-                raise
-        return charged(b, units, _invoke(impl, name, values))
-
-    return varargs
-
-
-_TYPED_EQUALITY = {("int", "int"): False, ("uint", "uint"): False, ("bool", "bool"): False,
-                   ("double", "double"): False, ("string", "string"): True}
+#: operand types whose ``==`` costs 1 unit
+_UNIT_EQUALITY = frozenset({("int", "int"), ("uint", "uint"), ("bool", "bool"),
+                            ("double", "double")})
 
 
 def compile_equals(p: Equals, compile_plan: Callable[[Any], Fn]) -> Fn:
     lhs, rhs = compile_plan(p.lhs), compile_plan(p.rhs)
     negate = p.negate
-    text = _TYPED_EQUALITY.get(p.types)
-    if text is not None:
-        return fastops.equals(lhs, rhs, negate, text, CostLimitExceeded)
+    if p.types in _UNIT_EQUALITY:
+        return fastops.binary(lhs, rhs, operator.ne if negate else operator.eq)
+    if p.types == ("string", "string"):
+        return fastops.text_equals(lhs, rhs, negate)
     fn, oid = ("_!=_", "not_equals") if negate else ("_==_", "equals")
 
     def equals(b: Budget) -> Any:

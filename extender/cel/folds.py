@@ -96,6 +96,8 @@ def _generic(p: Any, compile_plan: Callable, rng: Callable, two: bool, first: in
     accu = p.accu_slot
     name = p.macro
 
+    # binds inline, as _quantifier does: calling compile_fold's bind per element costs
+    # this loop ~9%
     def fold(b: Any) -> Any:
         r = rng(b)
         b.vars[accu] = UNINIT
