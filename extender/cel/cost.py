@@ -24,6 +24,7 @@ from extender.cel.lib.format import Format
 from extender.cel.lib.optional import Optional
 from extender.cel.limits import TAINT_EFFECT_MAX, TAINT_KEY_MAX, TAINT_VALUE_MAX
 from extender.cel.types import is_scalar, kind
+from extender.cel.values import CelError
 
 MAXU = 2**64 - 1
 _TWO64 = float(2**64)
@@ -647,8 +648,6 @@ def _lister(v: Any) -> list:
 
 
 def kind_name(v: Any) -> str:
-    from extender.cel.values import CelError
-
     return "*types.Err" if isinstance(v, CelError) else type(v).__name__
 
 
@@ -710,7 +709,7 @@ TRACKERS: dict[str, Any] = {
 }
 
 #: Trackers above that read only the arguments, for calls whose work is quadratic: the
-#: evaluator charges these before running the call (``extender.cel.runtime._invoker``).
+#: evaluator charges these before running the call (``extender.cel.calls._invoker``).
 ARGUMENT_COSTED = frozenset({"list_distinct", "list_sets_contains_list",
                              "list_sets_intersects_list", "list_sets_equivalent_list",
                              *(f"list_{go}_sort" for go in _SORTABLE),

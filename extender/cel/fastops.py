@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from extender.cel.budget import CostLimitExceeded
 from extender.cel.values import INT64_MAX, INT64_MIN, CelError
 
 Fn = Callable[[Any], Any]
@@ -54,8 +55,9 @@ INT_OPS: dict[str, Callable[[int, int], Any]] = {
 }
 
 
-def binary(lhs: Fn, rhs: Fn, op: Callable[[Any, Any], Any], limit_exceeded: type) -> Fn:
-    """A binary call costing 1 unit whatever its operands."""
+def binary(lhs: Fn, rhs: Fn, op: Callable[[Any, Any], Any]) -> Fn:
+    """A binary call costing 1 unit whatever its operands (``INT_OPS``; ``==`` / ``!=``
+    on two ints, uints, bools or doubles)."""
 
     def fast_binary(b: Any) -> Any:
         error = None
@@ -69,7 +71,7 @@ def binary(lhs: Fn, rhs: Fn, op: Callable[[Any, Any], Any], limit_exceeded: type
             error = error or exc
         b.used += 1
         if b.used > b.limit:
-            raise limit_exceeded(b.used)
+            raise CostLimitExceeded(b.used)
         if error is not None:
             raise error
         return op(x, y)
@@ -77,9 +79,9 @@ def binary(lhs: Fn, rhs: Fn, op: Callable[[Any, Any], Any], limit_exceeded: type
     return fast_binary
 
 
-def equals(lhs: Fn, rhs: Fn, negate: bool, text: bool, limit_exceeded: type) -> Fn:
-    """``==`` / ``!=`` on two ints, uints, bools (1 unit) or strings (ceil(0.1 x the
-    shorter length); an error counts as size 1)."""
+def text_equals(lhs: Fn, rhs: Fn, negate: bool) -> Fn:
+    """``==`` / ``!=`` on two strings: ceil(0.1 x the shorter length) units (an error
+    counts as size 1)."""
 
     def typed_equality(b: Any) -> Any:
         error = None
@@ -91,14 +93,11 @@ def equals(lhs: Fn, rhs: Fn, negate: bool, text: bool, limit_exceeded: type) -> 
             y = rhs(b)
         except CelError as exc:
             error, y = error or exc, None
-        if text:
-            sx = len(x) if x is not None else 1
-            sy = len(y) if y is not None else 1
-            b.used += math.ceil((sx if sx < sy else sy) * 0.1)
-        else:
-            b.used += 1
+        sx = len(x) if x is not None else 1
+        sy = len(y) if y is not None else 1
+        b.used += math.ceil((sx if sx < sy else sy) * 0.1)
         if b.used > b.limit:
-            raise limit_exceeded(b.used)
+            raise CostLimitExceeded(b.used)
         if error is not None:
             raise error
         return (x == y) is not negate
@@ -110,7 +109,7 @@ def _size_or_one(v: Any) -> int:
     return len(v) if isinstance(v, str) else 1
 
 
-def prefix_test(lhs: Fn, rhs: Fn, ends: bool, limit_exceeded: type) -> Fn:
+def prefix_test(lhs: Fn, rhs: Fn, ends: bool) -> Fn:
     """``startsWith`` / ``endsWith`` on strings: cel-go charges ceil(0.1 x the receiver's
     size) at run time (an error counts as size 1)."""
     test = str.endswith if ends else str.startswith
@@ -127,7 +126,7 @@ def prefix_test(lhs: Fn, rhs: Fn, ends: bool, limit_exceeded: type) -> Fn:
             error = error or exc
         b.used += math.ceil(_size_or_one(x) * 0.1)
         if b.used > b.limit:
-            raise limit_exceeded(b.used)
+            raise CostLimitExceeded(b.used)
         if error is not None:
             raise error
         return test(x, y)
@@ -135,7 +134,7 @@ def prefix_test(lhs: Fn, rhs: Fn, ends: bool, limit_exceeded: type) -> Fn:
     return prefix
 
 
-def size_of(arg: Fn, limit_exceeded: type) -> Fn:
+def size_of(arg: Fn) -> Fn:
     """``size()`` of a string (code points), bytes, list or map: 1 unit."""
 
     def size(b: Any) -> Any:
@@ -144,11 +143,11 @@ def size_of(arg: Fn, limit_exceeded: type) -> Fn:
         except CelError:
             b.used += 1
             if b.used > b.limit:
-                raise limit_exceeded(b.used) from None
+                raise CostLimitExceeded(b.used) from None
             raise
         b.used += 1
         if b.used > b.limit:
-            raise limit_exceeded(b.used)
+            raise CostLimitExceeded(b.used)
         return len(v)
 
     return size

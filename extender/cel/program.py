@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from extender.cel import ast, check, cost
+from extender.cel.budget import Budget, CostLimitExceeded
 from extender.cel.environment import CompileError, parse
 from extender.cel.limits import MAX_COST, MAX_MESSAGE_CHARS
-from extender.cel.runtime import Budget, CostLimitExceeded, Runner, compile_tree
+from extender.cel.runtime import Runner, compile_tree
 from extender.cel.types import format_type
 from extender.cel.values import CelError, kind
 from extender.request import deadline

@@ -8,13 +8,14 @@ the per-evaluation state (cost used, comprehension variables, the taint) lives i
 
 Cost is charged where cel-go's cost tracker charges, in the same order and the same
 amounts (``extender.cel.cost.call_cost`` for calls), and checked after every charge, so
-the limit interrupts at the same point with the same units used (``CostLimitExceeded``).
-Errors are raised ``CelError``s; where cel-go passes an error on as a value (``&&``,
-``||``, the ternary's condition, a comprehension's accumulator, ``@not_strictly_false``)
-it is caught and carried.  The request deadline (``extender.request.deadline``) is checked
-every 32 comprehension iterations and after every costly call; it is never a verdict.
-Both are ``BaseException`` subclasses so no ``except Exception`` turns them into a CEL
-error.
+the limit interrupts at the same point with the same units used (``CostLimitExceeded``,
+``extender.cel.budget``).  Errors are raised ``CelError``s; where cel-go passes an error
+on as a value (``&&``, ``||``, the ternary's condition, a comprehension's accumulator,
+``@not_strictly_false``) it is caught and carried.  The request deadline
+(``extender.request.deadline``) is checked every 32 comprehension iterations and after
+every costly call; it is never a verdict.  This module compiles constants, attributes and
+literals; calls and operators are ``extender.cel.calls``, comprehensions
+``extender.cel.folds``.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from extender.cel import fastops, folds
+from extender.cel import calls, folds
 from extender.cel.ast import Node
-from extender.cel.cost import ARGUMENT_COSTED, LIST_CREATE, MAP_CREATE, call_cost, cost_rule
-from extender.cel.lib import FUNCTIONS
+from extender.cel.budget import UNINIT, Budget, CostLimitExceeded, charge_each, charged
+from extender.cel.cost import LIST_CREATE, MAP_CREATE
 from extender.cel.lib.optional import NONE, Optional
 from extender.cel.plan import (
     Attr,
@@ -42,45 +43,11 @@ from extender.cel.plan import (
     Qual,
     SetIn,
 )
-from extender.cel.values import MISSING, CelError, equal, kind, map_delete, map_find, map_put
-from extender.request import deadline
+from extender.cel.values import MISSING, CelError, kind, map_delete, map_find, map_put
 
-Fn = Callable[["Budget"], Any]
+Fn = Callable[[Budget], Any]
 TAINT_FIELDS = ("key", "value", "effect")
-#: a library call charged at least this many units is followed by a deadline check
-_DEADLINE_CALL_COST = 64
-_STOCK = dict(FUNCTIONS)  # the library as shipped (the typed fast paths must match it)
 _MISSING = object()
-UNINIT = object()  # an accumulator not evaluated yet (cel-go initialises it lazily)
-
-
-class CostLimitExceeded(BaseException):  # noqa: N818 - mirrors cel-go's wording
-    """The runtime cost budget was exhausted."""
-
-
-class Budget:
-    """One evaluation's state: the cost used against the limit, the request deadline
-    (None outside a request), the taint and the comprehension variables."""
-
-    __slots__ = ("used", "limit", "deadline", "ticks", "taint", "vars")
-
-    def __init__(self, limit: int) -> None:
-        self.used, self.limit, self.ticks = 0, limit, 0
-        self.deadline = deadline.current()
-        self.taint: tuple[str, str, str] = ("", "", "")
-        self.vars: list = []
-
-    def charge(self, units: int) -> None:
-        self.used += units
-        if self.used > self.limit:
-            raise CostLimitExceeded(self.used)
-
-
-def charge_each(b: Budget, parts: tuple[int, ...]) -> None:
-    """Charge ``parts`` one at a time (a fused charge went over the limit: report the
-    units used where the unfused charges stop)."""
-    for units in parts:
-        b.charge(units)
 
 
 class Runner:
@@ -102,15 +69,6 @@ def compile_tree(root: Node) -> Runner:
     planner = Planner()
     plan = planner.plan(root, {})
     return Runner(compile_plan(plan), planner.slots)
-
-
-def build_map(flat: list) -> dict:
-    """A map from key, value, key, value...: a repeated key keeps the last value (cel-go
-    builds a Go map)."""
-    out: dict = {}
-    for i in range(0, len(flat), 2):
-        map_put(out, flat[i], flat[i + 1])
-    return out
 
 
 def compile_plan(p: Plan) -> Fn:
@@ -352,251 +310,7 @@ def _show(v: Any) -> str:
     return k
 
 
-# --- calls ---------------------------------------------------------------------------------
-
-def _invoke(impl: Callable | None, name: str, args: list) -> Any:
-    """The implementation's result, or its error as a value."""
-    if impl is None:
-        return CelError(f"no such overload: {name}")
-    try:
-        return impl(*args)
-    except CelError as exc:
-        return exc
-    except Exception as exc:  # noqa: BLE001 - a library defect must not escape
-        return CelError(f"{name}: {exc}")
-
-
-def _invoker(p: Call) -> Callable[[Budget, list], Any]:
-    """How a call runs its implementation.  The list functions whose charge depends on
-    their arguments only and whose work grows faster than their input (``distinct``,
-    ``sort``, ``sortBy``, ``sets.*``: quadratic charges) are charged first: a call the
-    budget cannot pay is cancelled before it runs, with the units cel-go's tracker would
-    report after running it (a quadratic call on an oversized list would otherwise run
-    for minutes before the charge stops it)."""
-    impl, name = p.impl, p.function
-    if p.overload not in ARGUMENT_COSTED:
-        return lambda b, args: _invoke(impl, name, args)
-
-    def charged_first(b: Budget, args: list) -> Any:
-        units = call_cost(name, p.overload, args, None)
-        if b.used + units > b.limit:
-            b.used += units
-            raise CostLimitExceeded(b.used)
-        return _invoke(impl, name, args)
-
-    return charged_first
-
-
-def _finish(b: Budget, p: Call, args: list, result: Any) -> Any:
-    units = call_cost(p.function, p.overload, args, result)
-    return _charged(b, units, result)
-
-
-def _charged(b: Budget, units: int, result: Any) -> Any:
-    b.used += units
-    if b.used > b.limit:
-        raise CostLimitExceeded(b.used)
-    if units >= _DEADLINE_CALL_COST and b.deadline is not None:
-        deadline.check(b.deadline)  # a long library call cannot be interrupted
-    if isinstance(result, CelError):
-        raise result
-    return result
-
-
-def _value(fn: Fn, b: Budget) -> Any:
-    try:
-        return fn(b)
-    except CelError as exc:
-        return exc
-
-
-def _call(p: Call) -> Fn:
-    fns = [compile_plan(a) for a in p.args]
-    name = p.function
-    fast = _fast_call(p, fns)
-    if fast is not None:
-        return fast
-    constant = cost_rule(name, p.overload)
-    if constant is not None:
-        return _constant_cost_call(p, fns, constant)
-    if p.non_strict:  # @not_strictly_false: anything but false is true
-        (arg,) = fns
-
-        def not_strictly_false(b: Budget) -> Any:
-            v = _value(arg, b)
-            result = v if v is True or v is False else True
-            return _finish(b, p, [v], result)
-
-        return not_strictly_false
-    run = _invoker(p)
-    if p.mode == "zero":
-        return lambda b: _finish(b, p, [], run(b, []))
-    if p.mode == "unary":
-        (arg,) = fns
-
-        def unary(b: Budget) -> Any:
-            v = _value(arg, b)
-            result = v if isinstance(v, CelError) else run(b, [v])
-            return _finish(b, p, [v], result)
-
-        return unary
-    if p.mode == "binary":
-        lhs, rhs = fns
-
-        def binary(b: Budget) -> Any:
-            x, y = _value(lhs, b), _value(rhs, b)
-            if isinstance(x, CelError):
-                result = x
-            elif isinstance(y, CelError):
-                result = y
-            else:
-                result = run(b, [x, y])
-            return _finish(b, p, [x, y], result)
-
-        return binary
-
-    last = len(fns) - 1
-
-    def varargs(b: Budget) -> Any:
-        """cel-go evaluates the arguments up to the first error; the call is charged only
-        if that was the last one (its cost tracker finds every argument's value)."""
-        values = []
-        for i, f in enumerate(fns):
-            try:
-                values.append(f(b))
-            except CelError as exc:
-                if i == last:
-                    values.append(exc)
-                    return _finish(b, p, values, exc)
-                raise
-        return _finish(b, p, values, run(b, values))
-
-    return varargs
-
-
-def _fast_call(p: Call, fns: list[Fn]) -> Fn | None:
-    """Typed operators compiled without the generic call (extender.cel.fastops)."""
-    if p.impl is not _STOCK.get(p.function) or p.impl is None:
-        return None
-    oid, types = p.overload, p.types
-    if p.mode == "binary" and oid in fastops.INT_OPS and types == ("int", "int"):
-        return fastops.binary(fns[0], fns[1], fastops.INT_OPS[oid], CostLimitExceeded)
-    if oid in ("starts_with_string", "ends_with_string") and types == ("string", "string"):
-        return fastops.prefix_test(fns[0], fns[1], oid == "ends_with_string",
-                                   CostLimitExceeded)
-    if (p.function == "size" and len(fns) == 1 and oid
-            and (types[0] in ("string", "bytes") or (isinstance(types[0], tuple)
-                                                      and types[0][0] in ("list", "map")))):
-        return fastops.size_of(fns[0], CostLimitExceeded)
-    return None
-
-
-def _constant_cost_call(p: Call, fns: list[Fn], units: int) -> Fn:
-    """A call whose charge does not depend on its values (most of them)."""
-    impl, name = p.impl, p.function
-    if p.non_strict:  # @not_strictly_false: anything but false is true
-        (arg,) = fns
-
-        def not_strictly_false(b: Budget) -> Any:
-            v = _value(arg, b)
-            return _charged(b, units, v if v is True or v is False else True)
-
-        return not_strictly_false
-    if p.mode == "zero":
-        return lambda b: _charged(b, units, _invoke(impl, name, []))
-    if p.mode == "unary":
-        (arg,) = fns
-
-        def unary(b: Budget) -> Any:
-            try:
-                v = arg(b)
-            except CelError as exc:
-                return _charged(b, units, exc)
-            return _charged(b, units, _invoke(impl, name, [v]))
-
-        return unary
-    if p.mode == "binary":
-        lhs, rhs = fns
-
-        def binary(b: Budget) -> Any:
-            x, y = _value(lhs, b), _value(rhs, b)
-            if isinstance(x, CelError):
-                return _charged(b, units, x)
-            if isinstance(y, CelError):
-                return _charged(b, units, y)
-            return _charged(b, units, _invoke(impl, name, [x, y]))
-
-        return binary
-    last = len(fns) - 1
-
-    def varargs(b: Budget) -> Any:
-        values = []
-        for i, f in enumerate(fns):
-            try:
-                values.append(f(b))
-            except CelError as exc:
-                if i == last:
-                    return _charged(b, units, exc)
-                raise
-        return _charged(b, units, _invoke(impl, name, values))
-
-    return varargs
-
-
-_TYPED_EQUALITY = {("int", "int"): False, ("uint", "uint"): False, ("bool", "bool"): False,
-                   ("double", "double"): False, ("string", "string"): True}
-
-
-def _equals(p: Equals) -> Fn:
-    lhs, rhs = compile_plan(p.lhs), compile_plan(p.rhs)
-    negate = p.negate
-    text = _TYPED_EQUALITY.get(p.types)
-    if text is not None:
-        return fastops.equals(lhs, rhs, negate, text, CostLimitExceeded)
-    fn, oid = ("_!=_", "not_equals") if negate else ("_==_", "equals")
-
-    def equals(b: Budget) -> Any:
-        x, y = _value(lhs, b), _value(rhs, b)
-        if isinstance(x, CelError):
-            result: Any = x
-        elif isinstance(y, CelError):
-            result = y
-        elif negate:  # cel-go: Equal(x, y) != true, an error included
-            result = equal(x, y) is not True
-        else:
-            result = equal(x, y)
-        b.used += call_cost(fn, oid, [x, y], result)
-        if b.used > b.limit:
-            raise CostLimitExceeded(b.used)
-        if isinstance(result, CelError):
-            raise result
-        return result
-
-    return equals
-
-
-def _logic(p: Logic) -> Fn:
-    """``||`` and ``&&``: short-circuit; an error is absorbed when the other side
-    decides; no cost of their own."""
-    left, right = compile_plan(p.lhs), compile_plan(p.rhs)
-    decisive = p.is_or
-    op = "_||_" if decisive else "_&&_"
-
-    def logic(b: Budget) -> Any:
-        lv = _value(left, b)
-        if lv is decisive:
-            return lv
-        rv = _value(right, b)
-        if rv is decisive:
-            return rv
-        for v in (lv, rv):
-            if isinstance(v, CelError):
-                raise v
-            if v is not True and v is not False:
-                raise CelError(f"no such overload: {op}({kind(lv)}, {kind(rv)})")
-        return not decisive
-
-    return logic
+# --- literals ---------------------------------------------------------------------------
 
 
 def _list(p: ListLit) -> Fn:
@@ -621,7 +335,7 @@ def _list(p: ListLit) -> Fn:
                     continue
                 v = v.value
             out.append(v)
-        return _charged(b, LIST_CREATE, result)
+        return charged(b, LIST_CREATE, result)
 
     return list_literal
 
@@ -648,7 +362,7 @@ def _map(p: MapLit) -> Fn:
                 map_put(out, key, value)
         except CelError as exc:
             result = exc
-        return _charged(b, MAP_CREATE, result)
+        return charged(b, MAP_CREATE, result)
 
     return map_literal
 
@@ -686,7 +400,10 @@ def _optional_or(p: OptionalOr) -> Fn:
 
 
 _COMPILERS: dict[type, Callable[[Any], Fn]] = {
-    Const: _const, Attr: _attr, Call: _call, Equals: _equals, Logic: _logic,
-    ListLit: _list, MapLit: _map, SetIn: _set_in, OptionalOr: _optional_or,
+    Const: _const, Attr: _attr, ListLit: _list, MapLit: _map, SetIn: _set_in,
+    OptionalOr: _optional_or,
+    Call: lambda p: calls.compile_call(p, compile_plan),
+    Equals: lambda p: calls.compile_equals(p, compile_plan),
+    Logic: lambda p: calls.compile_logic(p, compile_plan),
     Fold: lambda p: folds.compile_fold(p, compile_plan),
 }

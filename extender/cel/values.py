@@ -163,7 +163,6 @@ def cel_equal(a: Any, b: Any) -> bool:
 
 
 MISSING = object()
-_MISSING = MISSING
 
 
 def _same_key(stored: Any, key: Any) -> bool:
@@ -218,6 +217,15 @@ def map_delete(m: dict, key: Any) -> None:
     for stored in list(m):
         if _same_key(stored, key):
             del m[stored]
+
+
+def build_map(flat: list) -> dict:
+    """A map from key, value, key, value...: a repeated key keeps the last value (cel-go
+    builds a Go map)."""
+    out: dict = {}
+    for i in range(0, len(flat), 2):
+        map_put(out, flat[i], flat[i + 1])
+    return out
 
 
 _F_MIN_INT, _F_MAX_INT, _F_MAX_UINT = float(INT64_MIN), float(INT64_MAX), float(UINT64_MAX)

@@ -217,12 +217,17 @@ def _cpp_repeated_map_keys() -> AbstractContextManager:
     """cel-cpp: a repeated key in a map literal is an error."""
     from extender.cel import runtime, values
 
+    original = values.map_put
+
     def put(m: dict, key: Any, value: Any) -> None:
         if values.map_find(m, key) is not values.MISSING:
             raise values.CelError("duplicate key in map")
-        values.map_put(m, key, value)
+        original(m, key, value)
 
-    return mock.patch.object(runtime, "map_put", put)
+    stack = ExitStack()  # literals evaluated (runtime) and constant ones folded (values)
+    for module in (runtime, values):
+        stack.enter_context(mock.patch.object(module, "map_put", put))
+    return stack
 
 
 def _no_constant_folding() -> AbstractContextManager:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender.cel.lib import timevals
-from extender.cel.values import CelError, cel_equal, cel_function, kind, want
+from extender.cel.values import MISSING, CelError, cel_equal, cel_function, kind, map_get, want
 
 
 class Optional:
@@ -157,14 +157,12 @@ def opt_elem(opt: Any) -> Any:
 
 
 def _lookup(target: Any, key: Any) -> Any:
-    from extender.cel.values import _MISSING, map_get
-
     if isinstance(target, Optional):
         return _lookup(target.value, key) if target.has_value else NONE
     k = kind(target)
     if k == "map":
         found = map_get(target, key)
-        return NONE if found is _MISSING else Optional(found)
+        return NONE if found is MISSING else Optional(found)
     if k == "list" and kind(key) in ("int", "uint"):
         i = int(key)
         return Optional(target[i]) if 0 <= i < len(target) else NONE

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.cel.lib.goquote import go_quote
+from extender.cel.lib.stdlib import to_string
 from extender.cel.values import EvalError, cel_function, kind
 
 DEFAULT_PRECISION = 6
@@ -141,8 +142,6 @@ def _type_name(v: Any) -> str:
 
 def _as_string(v: Any) -> str:
     """``string(v)`` for the kinds %s takes (cel-go ``ConvertToType(StringType)``)."""
-    from extender.cel.lib.stdlib import to_string  # noqa: PLC0415 - stdlib imports us not
-
     k = kind(v)
     if k == "null_type":
         return "null"

@@ -8,13 +8,18 @@ engine, so ``(a+)+$`` on a long input is linear.  ``findAll`` follows Go's
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import re2
 
+from extender.caching import memoized
+from extender.cel.limits import MAX_EXPRESSION_BYTES
 from extender.cel.values import EvalError, cel_function, want
 
+#: compiled patterns kept: ``memoized`` counts 200 bytes + the pattern's length an entry,
+#: so about 550 short patterns (each ~2.4 KB of RE2's memory); a constant pattern is
+#: never too long to be kept
+PATTERN_BYTES = 128 << 10
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would log every failed compile to stderr via absl
 
@@ -30,7 +35,7 @@ def _go_only_error(pattern: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=512)
+@memoized(max_bytes=PATTERN_BYTES, max_chars=MAX_EXPRESSION_BYTES)
 def _compile(pattern: str) -> tuple[Any, str | None]:
     go_only = _go_only_error(pattern)
     if go_only is not None:

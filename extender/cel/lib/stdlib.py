@@ -17,6 +17,7 @@ from extender.cel.lib import timevals
 from extender.cel.values import (
     INT64_MAX,
     INT64_MIN,
+    MISSING,
     NUMERIC,
     UINT64_MAX,
     CelType,
@@ -172,14 +173,8 @@ def in_(item: Any, container: Any) -> Any:
     if k == "list":
         return B(any(cel_equal(item, x) for x in container))
     if k == "map":
-        return B(map_get(container, item) is not _missing())
+        return B(map_get(container, item) is not MISSING)
     raise TypeError(k)
-
-
-def _missing() -> object:
-    from extender.cel.values import _MISSING
-
-    return _MISSING
 
 
 def _list_index(container: list, index: Any) -> int:
@@ -205,7 +200,7 @@ def index(container: Any, key: Any) -> Any:
         return container[_list_index(container, key)]
     if k == "map":
         value = map_get(container, key)
-        if value is _missing():
+        if value is MISSING:
             raise EvalError(f"no such key: {key!s}")
         return value
     raise TypeError(k)
