@@ -26,6 +26,7 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from functools import wraps
 from operator import itemgetter
@@ -77,42 +78,49 @@ class ByteLRU:
     extender_cache_bytes (unless `accounted` is False). Values are never None (None
     means "not held")."""
 
-    __slots__ = ("name", "on_evict", "max_bytes", "max_item_bytes", "max_entries", "accounted", "_data", "_lock",
-                 "_held", "__weakref__")
+    __slots__ = ("name", "on_evict", "max_bytes", "max_item_bytes", "max_entries", "accounted", "recency", "_data",
+                 "_lock", "_held", "__weakref__")
 
     def __init__(self, name: str, max_bytes: int | None = None, max_item_bytes: int | None = None,
                  max_entries: int | None = None, on_evict: Callable[[int], None] | None = None,
-                 accounted: bool = True) -> None:
+                 accounted: bool = True, recency: bool = True) -> None:
         self.name = name
+        # recency=False (`counted` caches only): first in, first out, in an OrderedDict; a
+        # hit is one dict read without the lock, a put a store and at most one pop: for
+        # memos on paths where the cache must cost what a plain dict would (CEL's parsers)
+        if not recency and (max_entries is None or accounted):
+            raise ValueError("a first-in-first-out ByteLRU is bounded by its count and not accounted")
+        self.recency = recency
         self.on_evict = on_evict  # called with the number of entries evicted by a put
         self.max_bytes = budget(name) if max_bytes is None else max_bytes
         self.max_item_bytes = self.max_bytes if max_item_bytes is None else min(max_item_bytes, self.max_bytes)
         self.max_entries = max_entries
         self.accounted = accounted
-        self._data: LRUCache = LRUCache(self.max_bytes, getsizeof=itemgetter(1))
+        self._data: LRUCache | OrderedDict = (LRUCache(self.max_bytes, getsizeof=itemgetter(1)) if recency
+                                              else OrderedDict())
         self._lock = threading.Lock()
         self._held = [0]  # a list, so that the finalizer can see the last value
         if accounted:
             weakref.finalize(self, _release, name, self._held)
 
     @classmethod
-    def counted(cls, name: str, entries: int) -> ByteLRU:
+    def counted(cls, name: str, entries: int, recency: bool = True) -> ByteLRU:
         """A cache bounded by its number of `entries` alone (entries are put with size 0)
         and not in extender_cache_bytes: the memos of one layer of cluster state (node
         layer, snapshot, candidate set, namespace bucket), whose values are answers over
         that layer's nodes or pods, bounded by the cluster rather than by clients."""
-        return cls(name, max_bytes=sys.maxsize, max_entries=entries, accounted=False)
+        return cls(name, max_bytes=sys.maxsize, max_entries=entries, accounted=False, recency=recency)
 
     def copy(self) -> ByteLRU:
         """A new cache with the same limits and entries (stored in `entries` order: the
         copy's recency starts from that order)."""
         new = ByteLRU(self.name, self.max_bytes, self.max_item_bytes, self.max_entries, self.on_evict,
-                      self.accounted)
+                      self.accounted, self.recency)
         with self._lock:
             items = list(self._data.items())
         for key, (value, size) in items:
             new._data[key] = (value, size)
-        new._held[0] = new._data.currsize
+        new._held[0] = new._data.currsize if self.recency else 0
         if self.accounted:
             _account(self.name, new._held[0])
         return new
@@ -136,6 +144,11 @@ class ByteLRU:
             return [(k, v, size) for k, (v, size) in self._data.items()]
 
     def get(self, key: Hashable, default: Any = None) -> Any:
+        if not self.recency:
+            try:  # one dict read, atomic under the GIL; an entry evicted meanwhile is a miss
+                return self._data[key][0]
+            except KeyError:
+                return default
         with self._lock:
             entry = self._data.get(key)
         return default if entry is None else entry[0]
@@ -145,6 +158,8 @@ class ByteLRU:
         larger than `max_item_bytes`. Older entries make room."""
         if size > self.max_item_bytes:
             return False
+        if not self.recency:
+            return self._put_fifo(key, value)
         with self._lock:
             count = len(self._data) + (key not in self._data)
             self._data[key] = (value, size)
@@ -155,6 +170,16 @@ class ByteLRU:
         if self.accounted:
             _account(self.name, delta)
         if evicted and self.on_evict is not None:
+            self.on_evict(evicted)
+        return True
+
+    def _put_fifo(self, key: Hashable, value: Any) -> bool:
+        with self._lock:
+            self._data[key] = (value, 0)
+            evicted = len(self._data) - self.max_entries
+            for _ in range(evicted):
+                self._data.popitem(last=False)
+        if evicted > 0 and self.on_evict is not None:
             self.on_evict(evicted)
         return True
 

@@ -9,6 +9,7 @@ bound can be crossed; `make test-long` (CI) compiles the 50,000."""
 from __future__ import annotations
 
 import gc
+import sys
 import tracemalloc
 
 import orjson
@@ -100,6 +101,22 @@ def test_a_copy_keeps_the_entries_and_is_independent():
     accounted.put("k", "v", 300)
     twin = accounted.copy()
     assert twin.bytes == 300 and twin.get("k") == "v"
+
+
+def test_a_first_in_first_out_cache_keeps_the_newest_and_a_hit_does_not_refresh():
+    """`recency=False` (CEL's parser memo): a hit is a plain read, so the oldest stored
+    goes first even if it was just read; only count-bounded, unaccounted caches."""
+    evicted = []
+    fifo = ByteLRU("memo", max_bytes=sys.maxsize, max_entries=2, accounted=False, recency=False,
+                   on_evict=evicted.append)
+    fifo.put("a", "A")
+    fifo.put("b", "B")
+    assert fifo.get("a") == "A"  # read, but not moved to the back
+    fifo.put("c", "C")
+    assert (fifo.get("a"), fifo.get("b"), fifo.get("c"), evicted) == (None, "B", "C", [1])
+    assert [k for k, _, _ in fifo.copy().entries()] == ["b", "c"]
+    with pytest.raises(ValueError, match="bounded by its count"):
+        ByteLRU("memo", max_bytes=100, recency=False)
 
 
 def test_get_or_build_never_keeps_none_and_a_reset_lock_is_free():
