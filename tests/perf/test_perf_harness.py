@@ -14,8 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from extender.model.parse import existing_pod_from_dict, pod_from_dict
+from extender.model.parse import existing_pod_from_dict
 from extender.state import ClusterSnapshot, load_objects
+from extender.validation.pod import pod_from_dict
 from perf.engine import default_config, extend_snapshot, new_extender
 from perf.generate import generate_cluster, node_objects, pod_objects, write_cluster
 from perf.report import REQUIRED_KEYS, SIZE_KEYS, evaluate_bar, render_summary, write_report
