@@ -3,9 +3,9 @@
 `extender.server.listener`), the app preloaded.
 
 With several workers, Prometheus multiprocess mode (`extender.server.multiproc`) is
-switched on (by `extender serve`) before any metric is created, so that `/metrics`
-aggregates every worker; a dead worker's live gauges are dropped. One worker keeps its
-metrics in memory.
+switched on (by `extender serve`) before `extender.metrics.install()` creates the
+metrics, so that `/metrics` aggregates every worker; a dead worker's live gauges are
+dropped. One worker keeps its metrics in memory.
 """
 
 from __future__ import annotations
