@@ -34,6 +34,8 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from extender import metrics
+
 DEFAULT_MEMORY_LIMIT = 256 << 20
 # share of --memory-limit-bytes per cache; per-snapshot caches get theirs per snapshot
 SHARES = {
@@ -64,11 +66,9 @@ def _account(cache: str, delta: int) -> None:
         return
     with _totals_lock:
         total = _totals[cache] = _totals.get(cache, 0) + delta
-    # Never imported from here: metrics must not exist before `serve` sets up the
-    # multiprocess directory, and config validation already fills the parsers' caches
-    # (their gauge shows from their next change).
-    metrics = sys.modules.get("extender.metrics")
-    if metrics is not None:
+    # Config validation fills the parsers' caches before `serve` installs the metrics
+    # (after its multiprocess set-up): their gauge shows from their next change.
+    if metrics.installed():
         metrics.child(metrics.CACHE_BYTES, cache).set(total)
 
 

@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from extender import __version__
+from extender import __version__, metrics
 from extender.config import (
     SETTINGS,
     ConfigError,
@@ -18,6 +18,10 @@ from extender.config import (
     exposed_verbs_warning,
     flag_name,
 )
+from extender.logs import setup_logging
+from extender.server.multiproc import prepare_multiprocess_metrics
+from extender.state import ClusterSnapshot, load_objects
+from extender.state.loader import parse_documents
 
 HELP = {
     "listen": "address of the verbs, HOST:PORT (default 127.0.0.1:8888: loopback only, since "
@@ -169,8 +173,6 @@ def _settings(ns: argparse.Namespace) -> dict:
 
 
 def _load_pods(paths: list[str]) -> list[dict]:
-    from extender.state.loader import parse_documents
-
     pods: list[dict] = []
     for path in paths:
         try:
@@ -185,14 +187,18 @@ def _load_pods(paths: list[str]) -> list[dict]:
     return pods
 
 
+# Each command imports its own modules when it runs (the engine and CEL, gunicorn, the
+# webhook): at the top of this module they would make `extender --help` and `extender
+# version` take 0.75 s instead of 0.29 s (median of 15 runs on an idle 2-core machine).
+
+
 def cmd_explain(ns: argparse.Namespace) -> int:
     import orjson
 
     from extender.explain import explain, render_table, static_extender
-    from extender.logs import setup_logging
-    from extender.state import ClusterSnapshot, load_objects
 
     config = build_config(_settings(ns), config_file=ns.config)
+    metrics.install()
     setup_logging("warning" if config.log_level == "info" else config.log_level)
     snapshot = ClusterSnapshot.from_objects(load_objects(config.cluster_file))
     candidates = [c.strip() for c in ns.candidates.split(",") if c.strip()] if ns.candidates else None
@@ -209,6 +215,7 @@ def cmd_validate(ns: argparse.Namespace) -> int:
     from extender.validation.rules import admission, configure_slow_expressions
 
     config = build_config(_settings(ns), config_file=ns.config)
+    metrics.install()
     configure_slow_expressions(config.request_deadline, config.slow_cel_expressions == "deny")
     with admission():
         report = validate_paths(ns.paths, config.annotation_prefix, config.feature_gates, ns.recursive)
@@ -217,24 +224,21 @@ def cmd_validate(ns: argparse.Namespace) -> int:
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:
-    from extender.server.multiproc import prepare_multiprocess_metrics
+    from extender.server.launcher import ExtenderServer, check_metrics_listen
+    from extender.server.opening import open_source
+    from extender.server.tls import build_context
+    from extender.server.webhook import check_webhook
 
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        # Before the configuration is loaded: validating a pluginConfig imports the
-        # plugins and with them every metric, which opens its file in that directory at
-        # once. In a pod it is a fresh emptyDir that does not exist yet (issue 36).
-        prepare_multiprocess_metrics()
     with warnings.catch_warnings(record=True) as deprecated:  # logged once logging is set up
         warnings.simplefilter("always", FutureWarning)
         config = build_config(_settings(ns), config_file=ns.config)
-    if config.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        # several processes answer: /metrics must add them up. One worker keeps its
-        # metrics in memory (each multiprocess write costs a pid check and an mmap write)
-        prepare_multiprocess_metrics()  # before the workers create their metrics
-    from extender.logs import setup_logging
-    from extender.server.launcher import ExtenderServer, check_metrics_listen
-    from extender.state.opening import open_source
-
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR") or config.workers > 1:
+        # several processes answer (or the deployment says they may): /metrics must add
+        # them up. In a pod the directory is a fresh emptyDir that does not exist yet
+        # (issue 36). One worker keeps its metrics in memory (each multiprocess write
+        # costs a pid check and an mmap write).
+        prepare_multiprocess_metrics()
+    metrics.install()  # after the multiprocess set-up, before any metric is written
     check_metrics_listen(config.metrics_listen)
     setup_logging(config.log_level)
     for note in deprecated:
@@ -244,12 +248,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     source = open_source(config, serving=True)  # a bad cluster file fails fast
     try:
         if config.verbs_tls:  # fail fast on unreadable files, before gunicorn starts
-            from extender.server.tls import build_context
-
             build_context(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)
         if config.webhook_listen:  # started in each worker (launcher); fail fast here
-            from extender.server.webhook import check_webhook
-
             check_webhook(config)
     except OSError as exc:  # ssl.SSLError too: a missing, unreadable or mismatched file, or a busy port
         raise ConfigError(f"TLS / webhook listener: {exc}") from None

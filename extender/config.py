@@ -19,14 +19,22 @@ import yaml
 
 from extender.errors import ConfigError
 from extender.features import FeatureGates, parse_bool, parse_feature_gates
+from extender.framework.scoring import DEFAULT_WEIGHTS, SCORE_MODES
+from extender.matching.labels import validate_label_key
 from extender.model.parse import DEFAULT_ANNOTATION_PREFIX
-from extender.scoring import DEFAULT_WEIGHTS, SCORE_MODES
+from extender.plugins.nodeaffinity import parse_args as parse_node_affinity_args
+from extender.plugins.podtopologyspread.args import validate_args as validate_spread_args
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 WORKER_CLASSES = ("inline", "pool")
 # deprecated names still accepted, each with the class it names and a warning at start-up
 WORKER_CLASS_ALIASES = {"gthread": "pool"}
 KNOWN_PLUGINS = tuple(DEFAULT_WEIGHTS) + ("NodeUnschedulable",)
+# --max-inflight-bytes keeps its last SMALL_RESERVE bytes for requests of at most
+# SMALL_REQUEST bytes (head + body; a NodeNames request for 15,000 nodes is ~0.7 MiB):
+# the verbs' budget (`extender.server.budget`).
+SMALL_REQUEST = 1 << 20
+SMALL_RESERVE = 16 << 20
 
 
 def bundled_cluster() -> str:
@@ -228,8 +236,6 @@ def _weights(value: Any, key: str) -> dict[str, int]:
 
 
 def _prefix(value: Any, key: str) -> str:
-    from extender.matching.labels import validate_label_key
-
     text = _str(value, key)
     problems = validate_label_key(text + "/x")
     if problems:
@@ -313,33 +319,20 @@ def _plugin_config(value: Any, key: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-# Plugins register argument validators here (PodTopologySpreadArgs validation lives with
-# the plugin); a validator raises ConfigError naming the key.
-PLUGIN_ARG_VALIDATORS: dict[str, Any] = {}
-
-
-def _pod_topology_spread_args(args: dict[str, Any], key: str) -> None:
-    from extender.plugins.podtopologyspread.args import validate_args  # lazy: no import cycle
-
-    validate_args(args, key)
-
-
-def _node_affinity_args(args: dict[str, Any], key: str) -> None:
-    from extender.plugins.nodeaffinity import parse_args  # lazy: no import cycle
-
-    parse_args(args, key)
-
-
 def _no_args(args: dict[str, Any], key: str) -> None:
     """TaintToleration and NodeUnschedulable take no arguments upstream either."""
     if args:
         raise ConfigError(f"{key}: this plugin takes no arguments, got {', '.join(sorted(args))}")
 
 
-PLUGIN_ARG_VALIDATORS["PodTopologySpread"] = _pod_topology_spread_args
-PLUGIN_ARG_VALIDATORS["NodeAffinity"] = _node_affinity_args
-PLUGIN_ARG_VALIDATORS["TaintToleration"] = _no_args
-PLUGIN_ARG_VALIDATORS["NodeUnschedulable"] = _no_args
+# Each plugin's arguments are validated as the plugin parses them (PodTopologySpreadArgs,
+# NodeAffinityArgs live with their plugin); a validator raises ConfigError naming the key.
+PLUGIN_ARG_VALIDATORS: dict[str, Any] = {
+    "PodTopologySpread": validate_spread_args,
+    "NodeAffinity": parse_node_affinity_args,
+    "TaintToleration": _no_args,
+    "NodeUnschedulable": _no_args,
+}
 
 
 def load_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -395,8 +388,6 @@ def build_config(
     if config.client_cert_allowed_names and not config.client_ca_file:
         raise ConfigError("--client-cert-allowed-names: client certificates are only asked for "
                           "with --client-ca-file; give it")
-    from extender.server.budget import SMALL_REQUEST, SMALL_RESERVE
-
     if config.max_body_bytes > SMALL_REQUEST and config.max_inflight_bytes - SMALL_RESERVE < config.max_body_bytes:
         raise ConfigError(f"--max-inflight-bytes ({config.max_inflight_bytes}) must hold one request of "
                           f"--max-body-bytes ({config.max_body_bytes}) besides the {SMALL_RESERVE >> 20} MiB "

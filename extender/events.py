@@ -39,7 +39,10 @@ from typing import Any
 from cachetools import LRUCache
 
 from extender import metrics
+from extender.engine.candidates import resolve
+from extender.explain import diagnose, key_details, summarize
 from extender.ratelimit import TokenBucket
+from extender.request.deadline import DeadlineExceeded, request_deadline
 
 log = logging.getLogger("extender.events")
 
@@ -187,8 +190,6 @@ def _clip(text: str) -> str:
 def event_message(summary: dict[str, Any]) -> str:
     """The extender's reasons, biggest groups first: `<detail> (<n> nodes)`, as many as
     fit in MAX_MESSAGE characters."""
-    from extender.explain import key_details
-
     head = f"{summary['feasible']}/{summary['candidates']} candidate nodes pass the extender's filter: "
     groups = [(g["nodes"], "; ".join(key_details(g["details"])) or entry["reason"])
               for entry in summary.get("reasons", ()) for g in entry["groups"]]
@@ -440,10 +441,6 @@ class EventRecorder(OfferQueue):
         """The explanation's message, computed once per (pod, state, candidates) and
         within the explanation budget; None when it cannot be (budget, deadline, no
         longer unschedulable)."""
-        from extender.engine.candidates import resolve
-        from extender.explain import diagnose, summarize
-        from extender.request.deadline import DeadlineExceeded, request_deadline
-
         pod = offer.pod
         snapshot = self.extender.source.snapshot()
         names = [*(offer.cands.nodes.order if offer.cands is not None else offer.names), *offer.unknown]

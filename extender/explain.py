@@ -29,6 +29,8 @@ from extender.framework import FilterOutcome, Status
 from extender.model import Pod
 from extender.state import ClusterSnapshot, NodeSet, StaticSource
 from extender.state.layers import PodLayerWriter
+from extender.validation import check_pod
+from extender.validation.rules import SlowExpressionPolicy, admission
 
 EXAMPLES = 3  # example nodes per detail group (and top feasible nodes)
 MAX_EXAMPLES = 50
@@ -164,9 +166,6 @@ def annotation_warnings(extender: Extender, pod_raw: dict[str, Any]) -> list[str
     """What the admission webhook would warn about (valid but surprising annotations, and
     the slow-expression rule with this configuration's request deadline: the same text
     the webhook and `extender validate` give)."""
-    from extender.validation import check_pod
-    from extender.validation.rules import SlowExpressionPolicy, admission
-
     meta = pod_raw.get("metadata") or {}
     spec = pod_raw.get("spec") or {}
     tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from extender import metrics
 from extender.config import Config
 from extender.engine import Extender
 from extender.state import ClusterSnapshot, StaticSource, load_objects
@@ -13,6 +14,12 @@ from extender.state.loader import parse_documents
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+
+
+def pytest_configure() -> None:
+    """The metrics exist in every test process, as `extender serve` installs them at
+    start-up (before any test module is collected: some bind collectors at import)."""
+    metrics.install()
 
 
 def example_pod(name: str) -> dict:

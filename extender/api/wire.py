@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from extender import metrics
 from extender.api import expansion
 from extender.caching import ByteLRU
 from extender.framework import Code, Status
@@ -233,8 +234,6 @@ def split_failures(failures: Failures | Mapping[str, Status]) -> tuple[dict[str,
 def error_filter_result(message: str) -> dict[str, Any]:
     """A filter answer carrying only `Error`; counted in extender_error_answers_total
     (every such answer is built here, once)."""
-    from extender import metrics  # lazy: metrics must not be imported before multiprocess set-up
-
     metrics.count_error_answer("filter")
     return {"Nodes": None, "NodeNames": None, "FailedNodes": None,
             "FailedAndUnresolvableNodes": None, "Error": message}

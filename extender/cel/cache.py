@@ -21,27 +21,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from extender import metrics
 from extender.caching import ByteLRU
 from extender.cel.environment import TOO_LONG_MESSAGE, CompileError, too_long
 from extender.cel.limits import COMPILE_SLOTS, EXPENSIVE_SLOTS, MAX_COST
 from extender.cel.program import Program, compile_program, run_program
-from extender.metrics import (
-    CEL_CACHE_ENTRIES,
-    CEL_CACHE_EVICTIONS_TOTAL,
-    CEL_CACHE_REQUESTS_TOTAL,
-    CEL_COMPILE_DURATION,
-    CEL_EVALUATION_ERRORS_TOTAL,
-    CEL_RESULT_MEMO_TOTAL,
-    read,
-)
+from extender.metrics import read
 from extender.request import deadline, lane
 
 _KEY_MUTEXES = 64
-# Labelled children bound once: ``labels()`` costs more than the memo lookup itself.
-_PROGRAM_HIT = CEL_CACHE_REQUESTS_TOTAL.labels(result="hit")
-_PROGRAM_MISS = CEL_CACHE_REQUESTS_TOTAL.labels(result="miss")
-_MEMO_HIT = CEL_RESULT_MEMO_TOTAL.labels(result="hit")
-_MEMO_MISS = CEL_RESULT_MEMO_TOTAL.labels(result="miss")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +79,15 @@ class CelCache:
         self._expensive = threading.BoundedSemaphore(EXPENSIVE_SLOTS)
         self._compiling = threading.BoundedSemaphore(COMPILE_SLOTS)
         self._since = _counters()  # stats() counts from here
+        # Labelled children bound once: ``labels()`` costs more than the memo lookup itself.
+        self._program_hit = metrics.CEL_CACHE_REQUESTS_TOTAL.labels(result="hit")
+        self._program_miss = metrics.CEL_CACHE_REQUESTS_TOTAL.labels(result="miss")
+        self._memo_hit = metrics.CEL_RESULT_MEMO_TOTAL.labels(result="hit")
+        self._memo_miss = metrics.CEL_RESULT_MEMO_TOTAL.labels(result="miss")
 
     # --- programs -------------------------------------------------------------------
     def _evicted(self, count: int) -> None:
-        CEL_CACHE_EVICTIONS_TOTAL.inc(count)
+        metrics.CEL_CACHE_EVICTIONS_TOTAL.inc(count)
 
     def _lookup(self, expression: str) -> Program | _Failed | None:
         return self._programs.get(expression)
@@ -107,10 +100,10 @@ class CelCache:
                 if entry is None:
                     entry = self._compile(expression)
                     self._programs.put(expression, entry, program_bytes(expression))
-                    CEL_CACHE_ENTRIES.set(len(self._programs))
-                    _PROGRAM_MISS.inc()
+                    metrics.CEL_CACHE_ENTRIES.set(len(self._programs))
+                    self._program_miss.inc()
                     return entry
-        _PROGRAM_HIT.inc()
+        self._program_hit.inc()
         return entry
 
     def _compile(self, expression: str) -> Program | _Failed:
@@ -126,7 +119,7 @@ class CelCache:
             entry = _Failed(str(exc))
         finally:
             self._compiling.release()
-        CEL_COMPILE_DURATION.observe(time.perf_counter() - start)
+        metrics.CEL_COMPILE_DURATION.observe(time.perf_counter() - start)
         return entry
 
     def compile_error(self, expression: str) -> str | None:
@@ -145,16 +138,16 @@ class CelCache:
         ever memoised, while every outcome computed before it is.  An expression over
         the length limit is refused before any cache sees it (it is never a key)."""
         if too_long(expression):
-            CEL_EVALUATION_ERRORS_TOTAL.labels(reason="compile").inc()
+            metrics.CEL_EVALUATION_ERRORS_TOTAL.labels(reason="compile").inc()
             return _TOO_LONG
         key = (expression, taint.key, taint.value, taint.effect)
         memo = self._memo
         if memo is not None:
             outcome = memo.get(key)
             if outcome is not None:
-                _MEMO_HIT.inc()
+                self._memo_hit.inc()
                 return outcome
-            _MEMO_MISS.inc()
+            self._memo_miss.inc()
         deadline.check()
         outcome = self._compute(expression, taint)
         if memo is not None:
@@ -179,7 +172,7 @@ class CelCache:
             outcome = _TRUE if kind == "true" else _FALSE if kind == "false" else CelOutcome(
                 False, kind, message)
         if outcome.kind not in ("true", "false"):
-            CEL_EVALUATION_ERRORS_TOTAL.labels(reason=outcome.kind).inc()
+            metrics.CEL_EVALUATION_ERRORS_TOTAL.labels(reason=outcome.kind).inc()
         return outcome
 
     def _run_expensive(self, program: Program, taint: Any) -> tuple[str, str]:
@@ -204,10 +197,10 @@ class CelCache:
 def _counters() -> dict[str, float]:
     requests, memo = "extender_cel_program_cache_requests_total", "extender_cel_result_memo_requests_total"
     return {
-        "hits": read(CEL_CACHE_REQUESTS_TOTAL, requests, result="hit"),
-        "misses": read(CEL_CACHE_REQUESTS_TOTAL, requests, result="miss"),
-        "evictions": read(CEL_CACHE_EVICTIONS_TOTAL, "extender_cel_program_cache_evictions_total"),
-        "memo_hits": read(CEL_RESULT_MEMO_TOTAL, memo, result="hit"),
-        "memo_misses": read(CEL_RESULT_MEMO_TOTAL, memo, result="miss"),
-        "compiles": read(CEL_COMPILE_DURATION, "extender_cel_compile_duration_seconds_count"),
+        "hits": read(metrics.CEL_CACHE_REQUESTS_TOTAL, requests, result="hit"),
+        "misses": read(metrics.CEL_CACHE_REQUESTS_TOTAL, requests, result="miss"),
+        "evictions": read(metrics.CEL_CACHE_EVICTIONS_TOTAL, "extender_cel_program_cache_evictions_total"),
+        "memo_hits": read(metrics.CEL_RESULT_MEMO_TOTAL, memo, result="hit"),
+        "memo_misses": read(metrics.CEL_RESULT_MEMO_TOTAL, memo, result="miss"),
+        "compiles": read(metrics.CEL_COMPILE_DURATION, "extender_cel_compile_duration_seconds_count"),
     }

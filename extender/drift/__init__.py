@@ -18,8 +18,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from extender.drift.events import DriftEvents
 from extender.drift.shapes import Shapes
 from extender.drift.tracker import DriftTracker
+from extender.events import ApiEventSink
+from extender.plugins.podtopologyspread.args import DO_NOT_SCHEDULE, parse_args
 
 log = logging.getLogger("extender.drift")
 
@@ -29,8 +32,6 @@ __all__ = ["DriftTracker", "attach_tracker", "drift_for"]
 def attach_tracker(store: Any, config: Any) -> DriftTracker:
     """A tracker observing `store` (call it before any feed writes into the store: the
     cluster file's first load, the first list)."""
-    from extender.plugins.podtopologyspread.args import DO_NOT_SCHEDULE, parse_args
-
     spread_args = parse_args(config.plugin_args.get("PodTopologySpread", {}), "pluginConfig[PodTopologySpread].args")
     hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in spread_args.defaults)
     shapes = Shapes(config.annotation_prefix, config.feature_gates, spread=config.drift_topology_spread,
@@ -40,7 +41,7 @@ def attach_tracker(store: Any, config: Any) -> DriftTracker:
 
 def drift_for(extender: Any) -> DriftTracker | None:
     """The drift report `--drift-*` asks for, evaluating with `extender`'s plugins: the
-    tracker `attach_tracker` put on the source's store (`extender.state.opening`), or one
+    tracker `attach_tracker` put on the source's store (`extender.server.opening`), or one
     attached now (it then sees the changes from now on only). None when off or when the
     source has no store."""
     config = extender.config
@@ -58,8 +59,5 @@ def drift_for(extender: Any) -> DriftTracker | None:
         if api_client is None:
             log.warning("--drift-events needs API access (--kubeconfig or --in-cluster): no events recorded")
         else:
-            from extender.drift.events import DriftEvents
-            from extender.events import ApiEventSink
-
             tracker.on_drift = DriftEvents(ApiEventSink(api_client)).offer
     return tracker

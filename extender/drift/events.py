@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from extender import metrics
 from extender.drift.evaluate import REQUIRED
 from extender.drift.shapes import Key
 from extender.events import Correlator, OfferQueue, pod_event, write_event
@@ -75,7 +76,5 @@ class DriftEvents(OfferQueue):
 
     @staticmethod
     def _count(result: str) -> str:
-        from extender import metrics
-
         metrics.DRIFT_EVENTS_TOTAL.labels(result).inc()
         return result

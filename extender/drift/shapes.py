@@ -24,7 +24,8 @@ import orjson
 from extender.features import FeatureGates
 from extender.matching.nodeselector import RequiredAffinity, required_affinity
 from extender.model import Pod
-from extender.model.parse import ModelError, pod_from_dict, pod_volume_claims
+from extender.model.parse import ModelError, pod_volume_claims
+from extender.validation.pod import pod_from_dict
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 Key = tuple[str, str]  # (namespace, name)

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from extender import metrics
 from extender.drift.evaluate import (
     INVALID,
     KNOWN_REASONS,
@@ -335,8 +336,6 @@ class DriftTracker:
         return out
 
     def _publish(self, labels: Iterable[Labels]) -> None:
-        from extender import metrics
-
         for plugin, reason, severity in labels:
             metrics.PODS_VIOLATING.labels(plugin, reason, severity).set(self.totals[(plugin, reason, severity)])
 

@@ -19,6 +19,7 @@ import numpy as np
 from extender import metrics
 from extender.api.wire import ExtenderArgs, encode, error_filter_result
 from extender.caching import ByteLRU, set_memory_limit
+from extender.cel import CelCache
 from extender.config import Config
 from extender.engine.binding import (
     DEFAULT_BIND_SECONDS,
@@ -46,18 +47,19 @@ from extender.engine.templates import (
 from extender.errors import ScoringError
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome
 from extender.framework.handle import SNAPSHOT_KEY, Handle
+from extender.framework.scoring import combine_vector
 from extender.framework.status import unschedulable
 from extender.model import Pod
-from extender.model.parse import ModelError, pod_from_dict
-from extender.plugins import default_plugins
+from extender.model.parse import ModelError
 from extender.plugins.podtopologyspread import PodTopologySpread
+from extender.plugins.registry import default_plugins
 from extender.request import deadline, lane
 from extender.request.deadline import DeadlineExceeded, request_deadline
-from extender.scoring import combine_vector
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 from extender.state.layers import WORKLOAD_KINDS
 from extender.state.store import KINDS
 from extender.state.volumes import VOLUME_KINDS
+from extender.validation.pod import pod_from_dict
 
 __all__ = ["ERR_UNKNOWN_NODE", "STATE_VERSION_HEADER", "Extender", "ScoringError"]
 
@@ -84,8 +86,6 @@ class Extender:
         plugin runs its per-node reference form (the differential tests' oracle)."""
         set_memory_limit(config.memory_limit_bytes)  # before any cache is created
         if cel is None:
-            from extender.cel import CelCache
-
             cel = CelCache(config.cel_program_cache_size, config.cel_result_cache_size)
         self.config = config
         self.source = source

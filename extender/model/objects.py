@@ -105,7 +105,7 @@ class Pod:
     """A pod with its *effective* scheduling constraints.
 
     `tolerations` and `affinity` already merge `spec` with the annotation channel
-    (`extender.model.parse.pod_from_dict`). `tolerations_error` / `affinity_error` are
+    (`extender.validation.pod.pod_from_dict`). `tolerations_error` / `affinity_error` are
     set when an annotation is malformed: every node must then reject the pod loudly.
     `has_node_selector` distinguishes a nil `nodeSelector` from an empty map, which
     NodeAffinity's PreFilter Skip rule cares about.

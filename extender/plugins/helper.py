@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from extender.framework import NodeScore, Status
+from extender.framework.handle import SNAPSHOT_KEY
+from extender.matching.tolerations import do_not_schedule
 from extender.state.nodeset import Reads
 
 MAX_NODE_SCORE = 100
@@ -63,8 +65,6 @@ def universe_memo(state, nodes, key, compute, reads: Reads = Reads.NODES):
     survive pod events and binds, taint-only ones also node events that change no
     taint); None when memoising does not apply: explain runs (they want details) and
     `Nodes`-mode requests (their nodes are not the snapshot's)."""
-    from extender.framework.handle import SNAPSHOT_KEY
-
     snapshot = state.get(SNAPSHOT_KEY)
     if snapshot is None or state.get("explain") or nodes.universe is not snapshot.nodes:
         return None
@@ -78,8 +78,6 @@ def untolerated_mask(universe, pod, matcher, gates) -> np.ndarray:
     One answer per node layer and toleration set, shared by TaintToleration's Filter and
     PodTopologySpread's `nodeTaintsPolicy: Honor`; each distinct taint is checked once
     (`extender.state.taints`)."""
-    from extender.matching.tolerations import do_not_schedule
-
     def compute() -> np.ndarray:
         table = universe.taint_table()
         mask = table.any_per_node(table.flags(lambda t: do_not_schedule(t) and not matcher.tolerated(t)))

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from extender.caching import ByteLRU, memoized
+from extender.cel.lib.quantity import QuantityError, parse_quantity
 from extender.framework import CycleState, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.status import SKIP, SUCCESS, unschedulable
@@ -41,8 +42,11 @@ from extender.model import Node, NodeSelector, Pod
 from extender.model.parse import node_selector_term
 from extender.model.volumes import PersistentVolume, PersistentVolumeClaim
 from extender.plugins.helper import universe_memo
+from extender.plugins.podtopologyspread.selector import SelectorError, parse_label_selector
 from extender.state.nodeset import NodeSet
 from extender.state.volumes import EMPTY_VOLUMES, VolumeLayer
+from extender.validation import aggregate
+from extender.validation.annotations import VOLUME_NODE_AFFINITY, check_annotation
 
 NAME = "VolumeNodeAffinity"
 # upstream VolumeBinding's ConflictReasons (pkg/scheduler/framework/plugins/volumebinding)
@@ -166,9 +170,6 @@ def requirement(pv: PersistentVolume, prefix: str, gates) -> VolumeRequirement:
 
 
 def _build_requirement(spec: NodeSelector | None, text: str | None, name: str, gates) -> VolumeRequirement:
-    from extender.validation import aggregate  # not at import: it loads CEL and metrics
-    from extender.validation.annotations import VOLUME_NODE_AFFINITY, check_annotation
-
     semver = gates.semver_operators
     annotation = error = None
     if text is not None:
@@ -189,8 +190,6 @@ def _quantity(text: str) -> Decimal | None:
     """`resource.Quantity` of a capacity or request ("" = zero); None if it does not parse."""
     if not text:
         return Decimal(0)
-    from extender.cel.lib.quantity import QuantityError, parse_quantity
-
     try:
         return parse_quantity(text)
     except QuantityError:
@@ -200,8 +199,6 @@ def _quantity(text: str) -> Decimal | None:
 def _claim_selector(claim: PersistentVolumeClaim):
     if claim.selector is None:
         return None
-    from extender.plugins.podtopologyspread.selector import SelectorError, parse_label_selector
-
     try:
         return parse_label_selector(claim.selector)
     except SelectorError:

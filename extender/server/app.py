@@ -25,16 +25,28 @@ from __future__ import annotations
 import logging
 import os
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    ProcessCollector,
+    generate_latest,
+    multiprocess,
+)
 
+from extender import metrics
 from extender.cel.limits import EXPENSIVE_SLOTS
 from extender.config import Config
+from extender.drift import drift_for
 from extender.engine.binding import BIND_CONNECTIONS
 from extender.engine.extender import STATE_VERSION_HEADER, Extender
+from extender.events import recorder_for
 from extender.request import lane
+from extender.server import multiproc
 from extender.server.budget import VERBS
 from extender.server.http1 import JSON, Refused, Reply, Request
 from extender.server.listener import LOOP, Listener, Route, Routes
+from extender.server.opening import open_source, start_in_worker
+from extender.server.tls import ReloadingContext, client_policy
 from extender.server.verbs import answer, verb_of
 from extender.state import ClusterSource
 
@@ -54,10 +66,6 @@ METRICS_READS = 3  # tries at the workers' files before /metrics answers an erro
 
 def _metrics_payload() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import ProcessCollector, multiprocess
-
-        from extender.server import multiproc
-
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
         main_pid = multiproc.MAIN_PID or os.getpid()
@@ -78,8 +86,6 @@ def _metrics_payload() -> bytes:
 def metrics_body(engine: Extender) -> bytes:
     """The /metrics exposition, with the readiness gauge brought up to date first (any
     listener serving /metrics should answer through this)."""
-    from extender import metrics
-
     metrics.CLUSTER_STATE_READY.set(1 if engine.source.ready() else 0)
     return _metrics_payload()
 
@@ -145,17 +151,14 @@ class App(Routes):
 
 def create_app(config: Config, source: ClusterSource | None = None, extender: Extender | None = None) -> App:
     """`source` defaults to the config's cluster file, watched for changes. Pass one in
-    (the gunicorn launcher does, loading it once in the master before forking)."""
+    (the gunicorn launcher does, loading it once in the master before forking). The
+    metrics are installed first (once per process: `extender serve` has already)."""
+    metrics.install()
     if source is None:
-        from extender.state.opening import open_source, start_in_worker
-
         source = open_source(config)
         start_in_worker(source)  # under gunicorn the master handles HUP
     VERBS.configure(config.max_inflight_bytes)  # the verbs' in-flight byte budget
     if extender is None:
-        from extender.drift import drift_for
-        from extender.events import recorder_for
-
         extender = Extender(config, source)
         extender.events = recorder_for(extender)  # --record-events
         extender.drift = drift_for(extender)  # --drift-*
@@ -167,8 +170,6 @@ def serve(app: Routes, config: Config, sockets: list | None = None, address: str
     `address`; HTTPS with `--verbs-tls`, its certificate re-read when it rotates."""
     tls = check = None
     if config.verbs_tls:
-        from extender.server.tls import ReloadingContext, client_policy
-
         tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file).current
         check = client_policy(config)
     return Listener(address, app=app, sockets=sockets, name="verbs", ssl_context=tls, client_check=check,

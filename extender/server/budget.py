@@ -33,9 +33,10 @@ from __future__ import annotations
 import threading
 import weakref
 
+from extender import metrics
+from extender.config import SMALL_REQUEST, SMALL_RESERVE
+
 DEFAULT_LIMIT = 48 << 20  # one --max-body-bytes request (32 MiB) and the reserve for small ones
-SMALL_REQUEST = 1 << 20  # head + body; a NodeNames request for 15,000 nodes is ~0.7 MiB
-SMALL_RESERVE = 16 << 20
 SIDE_LIMIT = 2 << 20  # --metrics-listen: heads, and POST /explain bodies of at most 1 MiB
 WEBHOOK_LIMIT = 10 << 20  # one AdmissionReview of the 8 MiB limit, with its head
 RETRY_AFTER_SECONDS = 1
@@ -108,8 +109,6 @@ class BodyBudget:
 
 
 def _export() -> None:
-    from extender import metrics  # not at import: multiprocess metrics are set up first
-
     with _ALL_LOCK:
         held = sum(b.held for b in _ALL)
     metrics.INFLIGHT_REQUEST_BYTES.set(held)
@@ -117,8 +116,6 @@ def _export() -> None:
 
 def shed(listener: str) -> None:
     """Count one shed request (`extender_requests_shed_total{listener}`)."""
-    from extender import metrics
-
     metrics.REQUESTS_SHED_TOTAL.labels(listener).inc()
 
 

@@ -46,6 +46,7 @@ from flask import Response
 from werkzeug.datastructures import MultiDict
 
 from extender.api import expansion
+from extender.drift.report import QueryError, build, parse_query
 from extender.engine import Extender
 from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
 from extender.model.parse import ModelError
@@ -64,6 +65,7 @@ from extender.server.auth import (
 )
 from extender.server.http1 import JSON, Refused, Reply, Request
 from extender.state import ClusterSnapshot, ClusterSource, FileSource
+from extender.state.loader import load_objects
 
 log = logging.getLogger("extender.explain")
 
@@ -182,8 +184,6 @@ def api_pod_reader(api_client: Any) -> PodReader:
 def file_pod_reader(source: FileSource) -> PodReader:
     """The pod as the cluster file holds it (read again for each request: file mode is
     for demos and tests, and the endpoint is rate-limited)."""
-    from extender.state.loader import load_objects
-
     def read(namespace: str, name: str) -> dict[str, Any]:
         try:
             objects = load_objects(source.path)
@@ -312,8 +312,6 @@ class ExplainRoutes:
     def drift_report(self) -> Response:
         """The drift report as of the tracker's last settle, with the state it read;
         503 while the state has not synced or is stale (the report would be partial)."""
-        from extender.drift.report import QueryError, build, parse_query
-
         try:
             query = parse_query(flask.request.args)
         except QueryError as exc:

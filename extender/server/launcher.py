@@ -3,27 +3,32 @@
 `extender.server.listener`), the app preloaded.
 
 With several workers, Prometheus multiprocess mode (`extender.server.multiproc`) is
-switched on (by `extender serve`) before any metric is created, so that `/metrics`
-aggregates every worker; a dead worker's live gauges are dropped. One worker keeps its
-metrics in memory.
+switched on (by `extender serve`) before `extender.metrics.install()` creates the
+metrics, so that `/metrics` aggregates every worker; a dead worker's live gauges are
+dropped. One worker keeps its metrics in memory.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import sys
-from typing import TYPE_CHECKING
 
 from gunicorn.app.base import BaseApplication
+from prometheus_client import multiprocess
 
-from extender.config import Config
-from extender.logs import gunicorn_logconfig
+from extender.config import Config, ConfigError
+from extender.logs import gunicorn_logconfig, setup_logging
+from extender.server.app import MAX_CONNECTIONS, create_app, health_routes
+from extender.server.explain_routes import ExplainRoutes
+from extender.server.listener import Listener
+from extender.server.opening import open_source, start_in_worker
+from extender.server.webhook import start_webhook
+from extender.state.gcfreeze import return_large_blocks
+from extender.state.source import ClusterSource
 
 SWITCH_INTERVAL = 0.001  # seconds; see _post_fork
 WORKER = "extender.server.worker.ExtenderWorker"  # both --worker-class values (see App)
-
-if TYPE_CHECKING:
-    from extender.state.source import ClusterSource
 
 
 class ExtenderServer(BaseApplication):
@@ -40,8 +45,6 @@ class ExtenderServer(BaseApplication):
         super().__init__()
 
     def load_config(self) -> None:
-        from extender.state.gcfreeze import return_large_blocks
-
         raise_open_files_limit()
         return_large_blocks()  # before the state is loaded and the workers forked
         c = self.config
@@ -64,22 +67,13 @@ class ExtenderServer(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self):
-        from extender.logs import setup_logging
-        from extender.server.app import create_app
-
         setup_logging(self.config.log_level)
         if self.source is None:
-            from extender.state.opening import open_source
-
             self.source = open_source(self.config, serving=True)
         return create_app(self.config, source=self.source)
 
     def _post_fork(self, server, worker) -> None:  # noqa: ARG002 - gunicorn hook signature
-        from extender.logs import setup_logging
-
         setup_logging(server.cfg.loglevel)
-        from extender.state.opening import start_in_worker
-
         if self.source is not None:
             start_in_worker(self.source)
         # A thread waiting for the GIL gets it after at most this long (default 5 ms).
@@ -89,8 +83,6 @@ class ExtenderServer(BaseApplication):
         sys.setswitchinterval(SWITCH_INTERVAL)
         self._start_metrics_listener(server.app.wsgi().engine)
         if self.config.webhook_listen:
-            from extender.server.webhook import start_webhook
-
             start_webhook(self.config)
 
     def _start_metrics_listener(self, engine) -> None:
@@ -98,17 +90,12 @@ class ExtenderServer(BaseApplication):
         (SO_REUSEPORT), never queued behind verb work (see extender.server.listener)."""
         if not self.config.metrics_listen:
             return
-        from extender.server.app import health_routes
-        from extender.server.listener import Listener
-
         Listener(self.config.metrics_listen, health_routes(engine), dispatch=explain_dispatch(engine)).start()
 
 
 def explain_dispatch(engine):
     """`/explain` and `/drift` on the side listener (`extender.server.explain_routes`);
     each answers 404 saying how to turn it on while its flag is off."""
-    from extender.server.explain_routes import ExplainRoutes
-
     c = engine.config
     return ExplainRoutes(engine, c.explain_endpoint, c.explain_rate, c.explain_burst,
                          drift=engine.drift, drift_enabled=c.drift_endpoint)
@@ -119,9 +106,6 @@ def check_metrics_listen(address: str) -> None:
     (rather than in every forked worker)."""
     if not address:
         return
-    from extender.config import ConfigError
-    from extender.server.listener import Listener
-
     try:
         probe = Listener(address, {})
     except OSError as exc:
@@ -132,10 +116,6 @@ def check_metrics_listen(address: str) -> None:
 def raise_open_files_limit() -> None:
     """Up the soft RLIMIT_NOFILE to the hard limit (at most MAX_CONNECTIONS + 1,024):
     every connection is a file descriptor, and the usual soft limit is 1,024."""
-    import resource
-
-    from extender.server.app import MAX_CONNECTIONS
-
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = MAX_CONNECTIONS + 1024
     if hard != resource.RLIM_INFINITY:
@@ -147,8 +127,6 @@ def raise_open_files_limit() -> None:
 def _child_exit(server, worker) -> None:  # noqa: ARG001 - gunicorn hook signature
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         return  # one worker: metrics live in its memory
-    from prometheus_client import multiprocess
-
     multiprocess.mark_process_dead(worker.pid)
 
 

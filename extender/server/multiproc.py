@@ -1,4 +1,4 @@
-"""Prometheus multiprocess set-up, importable before anything that creates a metric."""
+"""Prometheus multiprocess set-up, made before `extender.metrics.install()` creates any metric."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ MAIN_PID: int | None = None
 
 
 def prepare_multiprocess_metrics() -> str:
-    """Point prometheus-client at a fresh directory; must run before importing metrics."""
+    """Point prometheus-client at a fresh directory; must run before `metrics.install()`."""
     global MAIN_PID
     MAIN_PID = os.getpid()
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")

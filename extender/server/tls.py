@@ -24,6 +24,8 @@ import ssl
 import threading
 import time
 
+from extender import metrics
+
 log = logging.getLogger("extender.tls")
 
 CHECK_INTERVAL = 1.0
@@ -129,8 +131,6 @@ class ReloadingContext:
 
     @staticmethod
     def _loaded(not_after: float) -> None:
-        from extender import metrics
-
         metrics.TLS_CERTIFICATE_LOADS_TOTAL.labels("loaded").inc()
         metrics.TLS_CERTIFICATE_EXPIRY.set(not_after)
 
@@ -140,8 +140,6 @@ class ReloadingContext:
         if self._refused == (stamps, reason):
             return
         self._refused = (stamps, reason)
-        from extender import metrics
-
         metrics.TLS_CERTIFICATE_LOADS_TOTAL.labels(reason).inc()
         log.error("TLS files changed but cannot be used; keeping the previous certificate"
                   if self.reloads or stamps != self._stamps else "TLS certificate is not usable",

@@ -66,7 +66,7 @@ class StoreObserver(Protocol):
                 model: Any | None) -> None: ...
 
     def start(self) -> None:
-        """Start its threads, in the process that serves (`extender.state.opening`)."""
+        """Start its threads, in the process that serves (`extender.server.opening`)."""
 
 
 @dataclasses.dataclass(slots=True)

@@ -21,6 +21,8 @@ import codecs
 import re
 from typing import Any
 
+from extender.matching.numeric import go_quote
+
 MAX_DEPTH = 10_000  # encoding/json maxNestingDepth
 
 
@@ -65,8 +67,6 @@ def quote_char(c: int) -> str:
         return "'\\''"
     if c == ord('"'):
         return "'\"'"
-    from extender.matching.numeric import go_quote
-
     return "'" + go_quote(chr(c))[1:-1] + "'"
 
 

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.caching import ByteLRU
+from extender.cel.environment import CompileError
+from extender.cel.program import compile_program
 from extender.features import FeatureGates
 from extender.matching.labels import is_dns1123_subdomain, validate_label_key, validate_label_value
 from extender.matching.numeric import go_quote, parse_canonical_int64
 from extender.matching.semver import SemverError, parse_tolerant
+from extender.request import deadline, lane
 from extender.validation.field import (
     FieldError,
     Raw,
@@ -97,10 +100,6 @@ def compile_expression(expression: str) -> tuple[str | None, int] | None:
     hit = _compiled.get(expression)
     if hit is not None:
         return hit
-    from extender.cel.environment import CompileError
-    from extender.cel.program import compile_program
-    from extender.request import deadline, lane
-
     budget = _REVIEW_BUDGET.get()
     if budget is not None:
         size = len(expression)

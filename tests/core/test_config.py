@@ -157,7 +157,8 @@ def test_state_flags(tmp_path):
 
 
 def test_no_bundled_example_in_a_container(monkeypatch):
-    from extender.state import FileSource, UnconfiguredSource, opening
+    from extender.server import opening
+    from extender.state import FileSource, UnconfiguredSource
 
     monkeypatch.setattr(opening, "in_container", lambda: True)
     source = opening.open_source(Config())
@@ -171,7 +172,7 @@ def test_no_bundled_example_in_a_container(monkeypatch):
 
 
 def test_bad_api_client_settings_are_config_errors(tmp_path, monkeypatch):
-    from extender.state import opening
+    from extender.server import opening
 
     with pytest.raises(ConfigError, match="--kubeconfig: cannot configure the API client"):
         opening.open_source(Config(kubeconfig=str(tmp_path / "missing")))

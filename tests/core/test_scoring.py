@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.framework import ScoreOutcome
-from extender.scoring import combine
+from extender.framework.scoring import combine
 
 W = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
 

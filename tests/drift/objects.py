@@ -16,9 +16,9 @@ from extender.drift import attach_tracker
 from extender.engine import Extender
 from extender.engine.candidates import resolve
 from extender.explain import key_details, snapshot_without
-from extender.model.parse import pod_from_dict
 from extender.state import StaticSource
 from extender.state.store import Store
+from extender.validation.pod import pod_from_dict
 
 SLA = "example.com/sla"
 KERNEL = "example.com/kernel-version"

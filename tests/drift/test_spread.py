@@ -14,8 +14,8 @@ from extender.drift.spread import minimum_stats
 from extender.engine import Extender
 from extender.engine.candidates import resolve
 from extender.explain import snapshot_without
-from extender.model.parse import pod_from_dict
 from extender.state import StaticSource
+from extender.validation.pod import pod_from_dict
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -29,6 +29,7 @@ from extender.features import FeatureGates
 from extender.request import lane
 from extender.server.tls import ReloadingContext
 from extender.server.webhook import webhook_listener
+from extender.validation import rules
 from extender.validation.rules import REVIEW_COMPILE_BYTES
 from extender.validation.workloads import check_object
 from perf.attacks import cel_review_body, review_body
@@ -98,7 +99,7 @@ def test_an_ordinary_review_is_answered_and_abandoned_reviews_stop(pki, monkeypa
     compiles = Compiles()
     try:
         compile_cpu = one_compile_cpu(RUN)
-        monkeypatch.setattr(program, "compile_program", compiles)
+        monkeypatch.setattr(rules, "compile_program", compiles)  # what the webhook compiles with
         sockets = []
         for i in range(ATTACKERS):  # each sends its review, waits a little, gives up
             raw = socket.create_connection(("127.0.0.1", listener.port), timeout=10)
@@ -163,7 +164,7 @@ def test_a_review_compiles_within_its_budget_and_warns_about_the_rest(monkeypatc
 
     body = orjson.loads(cel_review_body(RUN + 100))
     compiles = Compiles()
-    monkeypatch.setattr(program, "compile_program", compiles)
+    monkeypatch.setattr(rules, "compile_program", compiles)  # what the webhook compiles with
     with admission(), compile_budget():
         result = check_object({**body["request"]["object"], "kind": "Pod"}, P, FeatureGates())
     assert compiles.done == REVIEW_COMPILE_BYTES // (10 * 1024)  # 3 of the 6

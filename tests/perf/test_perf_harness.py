@@ -17,8 +17,9 @@ import orjson
 import pytest
 
 import perf.__main__ as perf_entry
-from extender.model.parse import existing_pod_from_dict, pod_from_dict
+from extender.model.parse import existing_pod_from_dict
 from extender.state import ClusterSnapshot, load_objects
+from extender.validation.pod import pod_from_dict
 from perf import options as perf_options
 from perf.engine import default_config, extend_snapshot, new_extender
 from perf.generate import generate_cluster, node_objects, pod_objects, write_cluster

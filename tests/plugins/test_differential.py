@@ -29,11 +29,11 @@ from extender.framework import CycleState, Status
 from extender.framework.handle import Handle
 from extender.framework.verdicts import failing
 from extender.model import Taint
-from extender.model.parse import pod_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.plugins.tainttoleration import TaintToleration
 from extender.state import ClusterSnapshot, NodeSet, StaticSource
+from extender.validation.pod import pod_from_dict
 
 INTS = ["0", "1", "5", "10", "950", "007", "-3", "x"]
 SEMVERS = ["1.2.3", "v1.10.0", "1.2", "2.0.0-rc.1", "1", "v2", "x"]

@@ -11,8 +11,9 @@ from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, Status
 from extender.framework.handle import Handle
 from extender.framework.verdicts import failing
-from extender.model.parse import node_from_dict, pod_from_dict
+from extender.model.parse import node_from_dict
 from extender.plugins.nodeaffinity import ERR_REASON_ENFORCED, ERR_REASON_POD, NodeAffinity
+from extender.validation.pod import pod_from_dict
 
 
 def plugin(added: dict | None) -> NodeAffinity:

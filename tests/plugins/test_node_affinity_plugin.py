@@ -19,9 +19,10 @@ from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, PreFilterResult, Status
 from extender.framework.handle import Handle
 from extender.framework.verdicts import failing
-from extender.model.parse import node_from_dict, pod_from_dict
+from extender.model.parse import node_from_dict
 from extender.plugins.nodeaffinity import NodeAffinity
 from extender.state import NodeSet
+from extender.validation.pod import pod_from_dict
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"

@@ -18,9 +18,10 @@ from extender.features import FeatureGates
 from extender.framework import Code, CycleState, Status
 from extender.framework.handle import Handle
 from extender.framework.verdicts import failing
-from extender.model.parse import node_from_dict, pod_from_dict
+from extender.model.parse import node_from_dict
 from extender.plugins.nodeunschedulable import NodeUnschedulable
 from extender.state import NodeSet
+from extender.validation.pod import pod_from_dict
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 KEY = "node.kubernetes.io/unschedulable"

@@ -25,8 +25,9 @@ from extender.matching.nodeselector import (
     required_affinity,
 )
 from extender.model import NodeSelector
-from extender.model.parse import node_affinity_from_dict, node_from_dict, pod_from_dict
+from extender.model.parse import node_affinity_from_dict, node_from_dict
 from extender.state import NodeSet
+from extender.validation.pod import pod_from_dict
 
 NAME_PART_ERROR = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "

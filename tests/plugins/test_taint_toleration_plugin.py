@@ -20,9 +20,10 @@ from extender.features import FeatureGates
 from extender.framework import Code, CycleState, NodeScore, Status
 from extender.framework.handle import Handle
 from extender.framework.verdicts import failing
-from extender.model.parse import node_from_dict, pod_from_dict
+from extender.model.parse import node_from_dict
 from extender.plugins.tainttoleration import TaintToleration
 from extender.state import NodeSet
+from extender.validation.pod import pod_from_dict
 
 UNTOLERATED = "node(s) had untolerated taint(s)"
 SLA = "node.kubernetes.io/sla"

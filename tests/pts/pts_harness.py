@@ -14,9 +14,9 @@ from typing import Any
 from extender.features import FeatureGates
 from extender.framework import CycleState, Framework
 from extender.framework.handle import SNAPSHOT_KEY, Handle
-from extender.model.parse import pod_from_dict
 from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.state import ClusterSnapshot, NodeSet
+from extender.validation.pod import pod_from_dict
 
 CATALOGUE = Path(__file__).with_name("pts_catalogue.md")
 NAME = "PodTopologySpread"

@@ -9,7 +9,6 @@ from pts_harness import FakeCel, node_obj, pod_obj, world
 from extender.features import FeatureGates
 from extender.framework import Code, CycleState
 from extender.framework.handle import Handle
-from extender.model.parse import pod_from_dict
 from extender.plugins.podtopologyspread import PodTopologySpread, filtering
 from extender.plugins.podtopologyspread.common import default_selector
 from extender.plugins.podtopologyspread.scoring import PRE_SCORE_KEY, go_round
@@ -20,6 +19,7 @@ from extender.plugins.podtopologyspread.selector import (
     parse_label_selector,
 )
 from extender.state import ClusterSnapshot
+from extender.validation.pod import pod_from_dict
 
 ZONE = "zone"
 

@@ -91,7 +91,8 @@ def test_the_kept_fields_are_all_pod_from_dict_reads():
 
     from conftest import EXAMPLES, example_pod
 
-    from extender.model.parse import pending_fields, pod_from_dict
+    from extender.model.parse import pending_fields
+    from extender.validation.pod import pod_from_dict
 
     pods = [example_pod(p.stem) for p in sorted((EXAMPLES / "pods").glob("*.yaml"))]
     with_volumes = stored_pod()

@@ -7,7 +7,10 @@ import os
 from pathlib import Path
 
 from extender.config import Config, ConfigError
+from extender.drift import attach_tracker
+from extender.state.live import LiveSource
 from extender.state.source import ClusterSource, FileSource, UnconfiguredSource
+from extender.state.store import Store
 
 log = logging.getLogger("extender.state")
 
@@ -35,14 +38,9 @@ def open_source(config: Config, serving: bool = False) -> ClusterSource:
     tracker observes the store from the first object on (`extender.drift`)."""
     store = None
     if config.drift:
-        from extender.drift import attach_tracker
-        from extender.state.store import Store
-
         store = Store()
         attach_tracker(store, config)
     if config.live:
-        from extender.state.live import LiveSource
-
         if config.workers > 1:
             log.warning("live mode with several workers: each worker runs its own watch "
                         "(memory and API-server load times the worker count); prefer --workers 1",

@@ -17,12 +17,9 @@ kube-scheduler multiplies an extender's score by `weight * 10` and does not clam
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:  # no runtime import: config imports this module before metrics may exist
-    from extender.framework.runner import ScoreOutcome
+from extender.framework.runner import ScoreOutcome
 
 MAX_NODE_SCORE = 100
 
