@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cachetools import LRUCache
-
+from extender.caching import ByteLRU
 from extender.explain import key_details
 from extender.matching.nodeselector import RequiredAffinity
 from extender.matching.numeric import go_quote
@@ -112,7 +111,7 @@ class Evaluator:
         self.volumes = by_name[VOLUMES]
         handle = by_name[TAINTS].handle
         self.gates, self.cel = handle.gates, handle.cel
-        self._taints: LRUCache = LRUCache(TAINT_MEMO)  # (shape, taints) -> violations
+        self._taints = ByteLRU.counted("drift-taints", TAINT_MEMO)  # (shape, taints) -> violations
 
     def evaluate(self, shape: Any, node: Node, namespace: str, claims: tuple, volumes: VolumeLayer,
                  name: str = "") -> tuple[Violation, ...]:
@@ -134,10 +133,7 @@ class Evaluator:
     def taint_violations(self, shape: Any, taints: tuple[Taint, ...]) -> tuple[Violation, ...]:
         """Once per distinct taint tuple and shape (memoised)."""
         key = (shape, taints)
-        hit = self._taints.get(key)
-        if hit is None:
-            hit = self._taints[key] = self._taint_verdicts(shape.pod, taints)
-        return hit
+        return self._taints.get_or_build(key, lambda: self._taint_verdicts(shape.pod, taints))
 
     def _taint_verdicts(self, pod: Pod, taints: tuple[Taint, ...]) -> tuple[Violation, ...]:
         matcher = TolerationMatcher(pod.tolerations, self.gates, self.cel)

@@ -32,13 +32,12 @@ import functools
 import hashlib
 import ipaddress
 import logging
-import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import cachetools
-
+from extender.caching import ByteLRU
 from extender.ratelimit import TokenBucket
 from extender.state import ClusterSource
 
@@ -116,9 +115,9 @@ class Delegated:
         self.api_client = api_client
         self.review = reviewer or self._post_review
         self.bucket = TokenBucket(REVIEWS_PER_SECOND, REVIEW_BURST)
-        self._lock = threading.Lock()
-        self._users: cachetools.TTLCache = cachetools.TTLCache(CACHE_ENTRIES, CACHE_SECONDS)
-        self._decisions: cachetools.TTLCache = cachetools.TTLCache(CACHE_ENTRIES, CACHE_SECONDS)
+        # token -> user, (user, access) -> allowed: each kept CACHE_SECONDS from its review
+        self._users = ByteLRU.counted("auth-users", CACHE_ENTRIES)
+        self._decisions = ByteLRU.counted("auth-decisions", CACHE_ENTRIES)
 
     def check(self, header: Callable[[str], str], client: str, access: Access) -> User:
         """The request's user, allowed `access`; AuthError otherwise."""
@@ -152,13 +151,14 @@ class Delegated:
 
     # --- the reviews ------------------------------------------------------------------
 
-    def _cached(self, cache: cachetools.TTLCache, key: Any) -> Any:
-        with self._lock:
-            return cache.get(key)
+    @staticmethod
+    def _cached(cache: ByteLRU, key: Any) -> Any:
+        held = cache.get(key)  # (expires at, value)
+        return None if held is None or held[0] <= time.monotonic() else held[1]
 
-    def _store(self, cache: cachetools.TTLCache, key: Any, value: Any) -> None:
-        with self._lock:
-            cache[key] = value
+    @staticmethod
+    def _store(cache: ByteLRU, key: Any, value: Any) -> None:
+        cache.put(key, (time.monotonic() + CACHE_SECONDS, value))
 
     def _ask(self, kind: str, spec: dict) -> dict:
         wait = self.bucket.try_take()

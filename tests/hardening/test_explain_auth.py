@@ -124,6 +124,29 @@ def test_answers_are_cached_briefly(cluster):
     assert reviews.count("tokenreviews") == 1 and reviews.count("subjectaccessreviews") == 1
 
 
+def test_a_cached_review_expires_after_cache_seconds(monkeypatch):
+    """A token's user and a user's access are reviewed again once CACHE_SECONDS passed
+    (a revoked token or a removed RoleBinding stops working that soon)."""
+    from extender.server import auth
+
+    now = [100.0]
+    monkeypatch.setattr(auth.time, "monotonic", lambda: now[0])
+    asked = []
+
+    def reviewer(kind, spec):
+        asked.append(kind)
+        if kind == "tokenreviews":
+            return {"authenticated": True, "user": {"username": "dev"}}
+        return {"allowed": True}
+
+    guard = Delegated(None, reviewer)
+    access = Access("get", "pods", "default", "p")
+    for step in (0.0, auth.CACHE_SECONDS - 0.1, 0.2):
+        now[0] += step
+        assert guard.check(lambda name: "Bearer t" if name == "Authorization" else "", "10.0.0.1", access).name == "dev"
+    assert asked == ["tokenreviews", "subjectaccessreviews"] * 2
+
+
 def test_unknown_tokens_cannot_flood_the_api_server():
     asked = []
 
