@@ -71,6 +71,10 @@ ERRORS = [
      "cannot slice(2, 1), start index must be less than or equal to end index"),
     ("[1, 2].slice(0, 3) == []", "cannot slice(0, 3), list is length 2"),
     ("[1].flatten(-1) == []", "level must be non-negative"),
+    # added in order (cel-go's oracle, seed 3735366622): a partial sum out of int64 is an
+    # overflow even though the whole sum, MIN + 9, is in range
+    ("[-7, -9223372036854775808, 16].sum() < 0", "integer overflow"),
+    ("[-9223372036854775808, -7, 16].sortBy(y, y).sum() < 0", "integer overflow"),
     ("[].min() == 0", "min called on empty list"),
     ("[].max() == 0", "max called on empty list"),
     ("[dyn(1), dyn('a')].sort() == []", "list elements must have the same type"),

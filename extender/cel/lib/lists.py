@@ -149,9 +149,12 @@ def sum_(items: Any) -> Any:
     k = kind(items[0])
     if any(kind(x) != k for x in items):
         raise EvalError("sum of list elements of different types")
-    if k == "int":
-        return check_int(sum(int(x) for x in items))
-    if k == "uint":
+    if k == "int":  # added in order, as Kubernetes' sum does: a partial sum out of range is
+        total = 0    # an overflow even when later elements would bring it back
+        for x in items:
+            total = check_int(total + int(x))
+        return total
+    if k == "uint":  # unsigned partial sums only grow: the total says it
         return check_uint(sum(int(x) for x in items))
     if k == "double":
         total = 0.0
