@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -13,7 +14,32 @@ import time
 NAMES = ["od-a1", "od-a2", "od-b1", "spot-a1", "spot-b1", "spot-c1"]  # examples/cluster.yaml
 
 
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default range starts here
+
+
+_PICK = random.SystemRandom()  # never the seeded `random`: every xdist worker gets the same seed
+
+
 def free_port() -> int:
+    """A loopback port free now, below the kernel's ephemeral range: outgoing connections
+    take their local ports from that range, so a port `bind(0)` finds there can be taken
+    by any client in the second before the server under test binds it ("Address already
+    in use", seen in CI); below it only another listener can, and picks are random."""
+    low = _ephemeral_low()
+    if low > 12000:
+        for _ in range(50):
+            port = _PICK.randrange(10000, low)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
