@@ -2,7 +2,7 @@
 without HTTP, the API-server double and the machine's other processes in the way.
 
     .venv/bin/python -m perf.handlers [--nodes 5000] [--pods 50000] [--requests 400]
-                                      [--distinct] [--repeat 1] [--out FILE]
+                                      [--distinct | --workload NAME] [--rotate] [--repeat 1] [--out FILE]
 
 The cluster of `perf.generate` is loaded into a `Store` (what the live source feeds);
 each pod of the mixed workload (or, with `--distinct`, of `perf.workloads.no_two_alike`)
@@ -11,7 +11,9 @@ answers a request body (decode, engine, encode) for `filter` with every node's n
 then `prioritize` with the feasible ones, and bound to its best-scored node in the store
 (a new pod layer, as the watch applies a bind) before the next pod; one node is
 relabelled every 100 pods, as in `perf.churn`. Each change is published before the next
-request, as the live source's watch thread does.
+request, as the live source's watch thread does. `--workload` takes the pods of one of
+`perf.scheduler_e2e`'s scheduler_perf-like workloads instead (with `--rotate`, what the
+handlers cost there on a core of their own, next to what kube-scheduler measures).
 
 Reported: per verb and for the pair, p50/p99 of the wall clock and of the thread's CPU
 time (`time.thread_time`: on a loaded machine the wall clock includes the time another
@@ -44,7 +46,7 @@ from perf import options
 from perf.churn import NODE_UPDATE_EVERY, WARMUP
 from perf.generate import generate_cluster
 from perf.stats import summarize
-from perf.workloads import mixed_pods, no_two_alike, workload_of
+from perf.workloads import SCHEDULER_PERF, mixed_pods, no_two_alike, workload_of
 from testing.scores import best_hosts
 
 
@@ -168,7 +170,10 @@ class Churn:
         self.store.upsert("Node", node)
 
 
-def batch(requests: int, distinct: bool, start: int = 1_000_000) -> list[dict[str, Any]]:
+def batch(requests: int, distinct: bool, start: int = 1_000_000, workload: str = "") -> list[dict[str, Any]]:
+    if workload:
+        chosen = next(w for w, _ in SCHEDULER_PERF if w.name == workload)
+        return [chosen.pod(start + i) for i in range(WARMUP + requests)]
     pods = mixed_pods(WARMUP + requests, start=start)
     return no_two_alike(pods) if distinct else pods
 
@@ -176,6 +181,8 @@ def batch(requests: int, distinct: bool, start: int = 1_000_000) -> list[dict[st
 def main(argv: list[str] | None = None) -> int:
     parser = options.parser("handlers", __doc__, nodes=5000, pods=50000, requests=400)
     parser.add_argument("--distinct", action="store_true", help="no two pods alike (perf.workloads.no_two_alike)")
+    parser.add_argument("--workload", default="", choices=["", *(w.name for w, _ in SCHEDULER_PERF)],
+                        help="the pods of one scheduler_perf-like workload (perf.scheduler_e2e) instead")
     parser.add_argument("--repeat", type=int, default=1, help="runs, each with new pods, against one store")
     parser.add_argument("--rotate", action="store_true",
                         help="every filter's NodeNames in a new order, as kube-scheduler sends them")
@@ -187,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     churn = Churn(ns.nodes, ns.pods, log, ns.cache)
     runs = []
     for k in range(ns.repeat):
-        res = churn.run(batch(ns.requests, ns.distinct, start=(k + 1) * 1_000_000), rotate=ns.rotate)
+        res = churn.run(batch(ns.requests, ns.distinct, start=(k + 1) * 1_000_000, workload=ns.workload),
+                        rotate=ns.rotate)
         res["loadavg"] = round(os.getloadavg()[0], 2)
         runs.append(res)
         log(f"  run {k + 1}: pair p50 {res['wall']['pair']['p50_ms']} / p99 {res['wall']['pair']['p99_ms']} ms "
@@ -196,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             f"answers {res['answer_bytes_mean']} B; load {res['loadavg']}")
         log(f"  cpu pair p50 by workload: {res['cpu_pair_p50_ms_by_workload']}")
     out = {"nodes": ns.nodes, "pods": ns.pods, "requests": ns.requests, "distinct": ns.distinct,
+           "workload": ns.workload or None, "rotate": ns.rotate,
            "load_s": round(churn.load_s, 1), "runs": runs}
     text = json.dumps(out, indent=2)
     if ns.out is not None:

@@ -219,6 +219,15 @@ class _Event:
     namespace: str
     obj: dict  # full object with kind/apiVersion, never mutated after creation
     prev: dict | None = None  # the object before a MODIFIED/DELETED (field-selector watches)
+    lines: dict[str, bytes] = field(default_factory=dict)  # encoded once per type, for every watcher
+
+    def line(self, type_: str) -> bytes:
+        """The watch line of this event as `type_`, encoded once for all watchers (as
+        the real API server's watch cache does), not once per watcher."""
+        encoded = self.lines.get(type_)
+        if encoded is None:
+            encoded = self.lines[type_] = json.dumps({"type": type_, "object": self.obj}).encode() + b"\n"
+        return encoded
 
 
 @dataclass(frozen=True)
@@ -249,9 +258,9 @@ TOO_LARGE = "Too large resource version"
 class _Snapshot:
     """A list's consistent view, kept so that later pages come from the same moment."""
 
-    def __init__(self, rv: int, items: list[tuple[Key, dict]]):
+    def __init__(self, rv: int, items: list[dict]):
         self.rv = rv
-        self.items = items
+        self.items = items  # the objects the list selected, in key order
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -645,27 +654,32 @@ class FakeApiServer:
             too_large = self._too_large(int(asked))
             if too_large is not None:
                 raise ApiError(504, "Timeout", too_large["message"], too_large["details"])
-        with self._cond:
-            if token:
-                snap_id, start = _decode_continue(token)
+        if token:
+            snap_id, start = _decode_continue(token)
+            with self._cond:
                 snap = self._snapshots.get(snap_id)
-                if snap is None:
-                    raise ApiError(
-                        410,
-                        "Expired",
-                        "The provided continue parameter is too old to display a consistent "
-                        "list result. You can start a new list without the continue parameter.",
-                    )
-            else:
-                items = sorted(self._objects[resource].items())
-                snap = _Snapshot(self._rv, items)
-                snap_id, start = f"s{next(self._snap_ids)}", 0
-                if limit:
+            if snap is None:
+                raise ApiError(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent "
+                    "list result. You can start a new list without the continue parameter.",
+                )
+        else:
+            with self._cond:
+                rv, items = self._rv, sorted(self._objects[resource].items())
+            # selected once, at the first page (stored objects are never mutated), and
+            # later pages slice it: selecting the whole list again for every page made a
+            # paged list of n objects cost n^2 / limit
+            snap = _Snapshot(rv, [o for k, o in items
+                                  if (not namespace or k[0] == namespace) and (selected is None or selected(o))])
+            snap_id, start = f"s{next(self._snap_ids)}", 0
+            if limit:
+                with self._cond:
                     self._snapshots[snap_id] = snap
                     while len(self._snapshots) > 64:
                         self._snapshots.pop(next(iter(self._snapshots)))
-        items = [o for k, o in snap.items
-                 if (not namespace or k[0] == namespace) and (selected is None or selected(o))]
+        items = snap.items
         end = len(items) if not limit else start + limit
         page = items[start:end]
         metadata: dict[str, Any] = {"resourceVersion": str(snap.rv)}
@@ -1000,7 +1014,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             while True:
                 for ev in pending:
                     type_ = ev.type if selected is None else _selected_type(ev, selected)
-                    if type_ and not self._send_event(type_, ev.obj):
+                    if type_ and not self._send_event(type_, ev.obj, ev.line(type_)):
                         return
                 pending = []
                 if initial_end:
@@ -1050,8 +1064,8 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     api._cond.wait(timeout=0.5)
             self.close_connection = True
 
-        def _send_event(self, type_: str, obj: dict) -> bool:
-            line = json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+        def _send_event(self, type_: str, obj: dict, line: bytes = b"") -> bool:
+            line = line or json.dumps({"type": type_, "object": obj}).encode() + b"\n"
             if type_ != "BOOKMARK" and api.faults.take("cut_events"):
                 half = line[: max(1, len(line) // 2)]
                 self.wfile.write(b"%x\r\n%s" % (len(line), half))
@@ -1082,12 +1096,15 @@ def _selected_type(ev: _Event, selected) -> str:
 
 
 def _events_after(log: deque[_Event], since: int, namespace: str) -> list[_Event]:
-    """The retained events newer than `since` (binary search over the RV-ordered log)."""
-    lo, hi = 0, len(log)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if log[mid].rv <= since:
-            lo = mid + 1
-        else:
-            hi = mid
-    return [e for e in itertools.islice(log, lo, None) if not namespace or e.namespace == namespace]
+    """The retained events newer than `since`, walking back from the newest (the log
+    is in RV order): a watch that keeps up costs what it receives, as with the real API
+    server's watch cache, not the length of the history (up to 100,000 events; reading
+    a deque from the front, or by index, costs that length on every wake-up)."""
+    newer: list[_Event] = []
+    for event in reversed(log):
+        if event.rv <= since:
+            break
+        if not namespace or event.namespace == namespace:
+            newer.append(event)
+    newer.reverse()
+    return newer

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from testing.apiserver import ApiError, FakeApiServer
+from testing.apiserver import ApiError, FakeApiServer, _events_after
 from testing.harness import wait_for
 
 
@@ -80,6 +80,34 @@ def test_list_shape_and_paging_over_one_snapshot(api):
         names += [n["metadata"]["name"] for n in page["items"]]
         token = page["metadata"].get("continue")
     assert names == ["n0", "n1", "n2", "n3", "n4"]
+
+
+def test_a_paged_selected_list_is_selected_once_over_one_snapshot(api):
+    for i in range(6):
+        api.create("pods", pod(f"p{i}", node_name="n1" if i % 2 else ""))
+    path = "/api/v1/pods?fieldSelector=spec.nodeName%3D&limit=2"
+    status, page = request(api, "GET", path)
+    assert status == 200 and page["metadata"]["remainingItemCount"] == 1
+    names = [p["metadata"]["name"] for p in page["items"]]
+    api.create("pods", pod("p9"))  # unbound, after the first page: not part of this list
+    while token := page["metadata"].get("continue"):
+        status, page = request(api, "GET", f"{path}&continue={token}")
+        assert status == 200
+        names += [p["metadata"]["name"] for p in page["items"]]
+    assert names == ["p0", "p2", "p4"]
+
+
+def test_a_watch_from_a_resource_version_gets_exactly_the_newer_events_of_its_namespace(api):
+    for i in range(5):
+        api.create("pods", pod(f"a{i}", "ns1"))
+        api.create("pods", pod(f"b{i}", "ns2"))
+    _, listed = request(api, "GET", "/api/v1/pods")
+    since = int(listed["metadata"]["resourceVersion"]) - 4  # the last two of each namespace
+    events = _events_after(api._log["pods"], since, "ns1")
+    assert [e.obj["metadata"]["name"] for e in events] == ["a3", "a4"]
+    assert [e.obj["metadata"]["name"] for e in _events_after(api._log["pods"], since, "")] == \
+        ["a3", "b3", "a4", "b4"]
+    assert _events_after(api._log["pods"], since + 4, "") == []
 
 
 def test_namespaced_and_apps_paths(api):
