@@ -154,7 +154,8 @@ def compare_reference(fast: Sequence[Answer], ref_ext: Extender, names: list[str
     """Answer the same pods with the reference path; count and describe differences.
 
     The reference is asked exactly what the fast path was asked (including the same
-    prioritize candidate list), so any difference is a real divergence."""
+    prioritize candidate list), and the two answers are compared as kube-scheduler reads
+    them (`as_scheduler_reads`), so any difference is a real divergence."""
     ref_answers: list[Answer] = []
     mismatches: list[dict[str, Any]] = []
     count = 0
@@ -162,14 +163,15 @@ def compare_reference(fast: Sequence[Answer], ref_ext: Extender, names: list[str
         t0 = time.perf_counter()
         fres = orjson.loads(ref_ext.filter(ExtenderArgs(a.pod, None, names)))
         r = Answer(a.pod, time.perf_counter() - t0, fres)
+        candidates = a.filter_result.get("NodeNames") or []
         if a.prioritize_result is not None:
             t0 = time.perf_counter()
-            r.prioritize_result = orjson.loads(ref_ext.prioritize(
-                ExtenderArgs(a.pod, None, a.filter_result["NodeNames"])))
+            r.prioritize_result = orjson.loads(ref_ext.prioritize(ExtenderArgs(a.pod, None, candidates)))
             r.prioritize_s = time.perf_counter() - t0
         ref_answers.append(r)
         for verb, mine, theirs in (("filter", a.filter_result, r.filter_result),
                                    ("prioritize", a.prioritize_result, r.prioritize_result)):
+            mine, theirs = as_scheduler_reads(verb, mine, candidates), as_scheduler_reads(verb, theirs, candidates)
             if mine != theirs:
                 count += 1
                 if len(mismatches) < max_mismatches:
@@ -178,8 +180,47 @@ def compare_reference(fast: Sequence[Answer], ref_ext: Extender, names: list[str
     return ref_answers, {"compared": len(fast), "mismatches": count, "examples": mismatches}
 
 
+FAILURE_MAPS = ("FailedNodes", "FailedAndUnresolvableNodes")
+
+
+def as_scheduler_reads(verb: str, answer: Any, candidates: list[str]) -> Any:
+    """What kube-scheduler takes from an answer (docs/reference/semantics.md, "Slim
+    answers"), so that a slim answer and a full one, or two listing the same hosts in
+    another order, compare equal, and nothing it reads can differ unseen.
+
+    filter: the whole answer, but the failure maps only when no node fits (a slim
+    answer leaves them out once one does, and kube-scheduler reads them only then).
+    prioritize (`candidates`: the NodeNames it was asked about): each candidate's
+    extender score, listed entries of a host added up as `prioritizeNodes` adds them and
+    an unlisted host 0, minus the lowest of them (a uniform shift changes no total's
+    order or difference); apart, the entries it would add to no candidate's total (a
+    host not asked about, a score that is not an integer: wrong all the same)."""
+    if verb == "filter" and isinstance(answer, dict) and answer.get("NodeNames"):
+        return {key: value for key, value in answer.items() if key not in FAILURE_MAPS}
+    if verb != "prioritize" or not isinstance(answer, list):
+        return answer
+    asked = dict.fromkeys(candidates, 0)
+    stray = []
+    for entry in answer:
+        host, score = (entry.get("Host"), entry.get("Score")) if isinstance(entry, dict) else (None, None)
+        if host in asked and type(score) is int:
+            asked[host] += score
+        else:
+            stray.append(entry)
+    low = min(asked.values(), default=0)
+    return {"scores": {host: score - low for host, score in asked.items()}, "stray": stray}
+
+
 def describe_diff(fast: Any, ref: Any) -> str:
-    """A short, human diff of two filter or prioritize answers."""
+    """A short, human diff of two filter or prioritize answers (prioritize: as
+    `as_scheduler_reads` gives them, the differing hosts' shifted scores)."""
+    if isinstance(fast, dict) and isinstance(ref, dict) and set(fast) == set(ref) == {"scores", "stray"}:
+        hosts = [h for h, score in fast["scores"].items() if score != ref["scores"].get(h)]
+        parts = [f"{len(hosts)} hosts score differently (fast vs reference, shifted): "
+                 + ", ".join(f"{h}: {fast['scores'][h]} vs {ref['scores'].get(h)}" for h in hosts[:3])]
+        if fast["stray"] != ref["stray"]:
+            parts.append(f"entries for no candidate: {str(fast['stray'])[:120]} vs {str(ref['stray'])[:120]}")
+        return "; ".join(parts)[:600]
     if isinstance(fast, dict) and isinstance(ref, dict):
         parts = []
         for key in sorted(set(fast) | set(ref)):

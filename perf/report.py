@@ -240,7 +240,7 @@ def render_summary(report: dict[str, Any]) -> str:
                   "first_p50_ms": "(for comparison) first pod of each shape on a fresh server, p50",
                   "first_max_ms": "(for comparison) first pod of each shape on a fresh server, max",
                   "speedup": "speed-up vs reference (in-process pair p50)",
-                  "identical_answers": "identical answers to reference", "rss_mb": "worker RSS",
+                  "identical_answers": "same answers as the reference (as kube-scheduler reads them)", "rss_mb": "worker RSS",
                   "cold_start_s": "cold start (spawn to /readyz 200)",
                   "sim_violations": "simulation hard-constraint violations"}
         for key, label in labels.items():

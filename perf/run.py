@@ -3,8 +3,9 @@
 Quick mode (`make perf-quick`, < 2 minutes) runs 500 and 1,000 nodes with few
 requests; full mode (`make perf`) adds 5,000 nodes / 50,000 pods, where the bar is
 defined. The order per size is: generate -> load -> in-process (mixed, then each
-workload alone, each compared with the reference path) -> HTTP (NodeNames
-sequential and at concurrency 4, full Nodes sequential) -> simulation.
+workload alone, each compared with the reference path as kube-scheduler reads the
+answers) -> HTTP (NodeNames sequential and at concurrency 4, full Nodes sequential)
+-> simulation.
 """
 
 from __future__ import annotations

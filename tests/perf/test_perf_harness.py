@@ -18,11 +18,15 @@ import pytest
 
 import perf.__main__ as perf_entry
 from extender.model.parse import existing_pod_from_dict
-from extender.state import ClusterSnapshot, load_objects
+from extender.server.listener import Listener
+from extender.state import ClusterSnapshot, StaticSource, load_objects
 from extender.validation.pod import pod_from_dict
 from perf import options as perf_options
+from perf._noop_app import NoopApp
 from perf.engine import default_config, extend_snapshot, new_extender
 from perf.generate import generate_cluster, node_objects, pod_objects, write_cluster
+from perf.http_driver import Connection
+from perf.inprocess import as_scheduler_reads, compare_reference, run_inprocess
 from perf.report import REQUIRED_KEYS, SIZE_KEYS, evaluate_bar, render_summary, write_report
 from perf.stats import percentile, stalls, summarize
 from perf.workloads import CEL_ENV, CEL_ORACLES, WORKLOADS, mixed_pods, workload_of
@@ -124,6 +128,83 @@ def test_extend_snapshot_appends_without_touching_the_original(cluster_file) -> 
     assert pod not in snap.pods_by_namespace.get("perf", [])
     assert any(p is pod for p in new.pods_by_namespace["perf"])
     assert new.nodes is snap.nodes and new.generation == snap.generation + 1
+
+
+# --- the reference comparison ------------------------------------------------------
+
+
+def test_answers_compare_as_kube_scheduler_reads_them() -> None:
+    """A slim answer and the full one it stands for, or the same entries in another
+    order, read alike; a different relative score, a host not asked about, another
+    feasible list, or other failure maps when no node fits do not."""
+    asked = ["a", "b", "c", "d"]
+
+    def reads(answer):
+        return as_scheduler_reads("prioritize", answer, asked)
+
+    full = [{"Host": "a", "Score": 3}, {"Host": "b", "Score": 5}, {"Host": "c", "Score": 3},
+            {"Host": "d", "Score": 7}]
+    slim = [{"Host": "d", "Score": 4}, {"Host": "b", "Score": 2}]
+    assert reads(full) == reads(slim) == reads(list(reversed(slim)))
+    assert reads([]) == reads([{"Host": h, "Score": 6} for h in asked])  # every host alike
+    assert reads([{"Host": "b", "Score": 1}, {"Host": "b", "Score": 1}]) == reads([{"Host": "b", "Score": 2}])
+    assert reads(slim) != reads([{"Host": "d", "Score": 4}, {"Host": "b", "Score": 3}])
+    assert reads(slim) != reads([{"Host": "d", "Score": 4}, {"Host": "c", "Score": 2}])
+    assert reads(slim) != reads([*slim, {"Host": "ghost", "Score": 0}])
+
+    fits = {"Nodes": None, "NodeNames": ["a", "b"], "FailedNodes": {},
+            "FailedAndUnresolvableNodes": {}, "Error": ""}
+    fits_full = {**fits, "FailedNodes": {"c": "why"}, "FailedAndUnresolvableNodes": {"d": "why"}}
+    assert as_scheduler_reads("filter", fits, asked) == as_scheduler_reads("filter", fits_full, asked)
+    assert as_scheduler_reads("filter", fits, asked) != as_scheduler_reads(
+        "filter", {**fits, "NodeNames": ["b", "a"]}, asked)
+    none_fit = {**fits, "NodeNames": [], "FailedNodes": {h: "why" for h in asked}}
+    assert as_scheduler_reads("filter", none_fit, asked) != as_scheduler_reads(
+        "filter", {**none_fit, "FailedNodes": {**none_fit["FailedNodes"], "d": "another"}}, asked)
+
+
+def test_reference_comparison_agrees_and_catches_a_changed_answer(cluster_file) -> None:
+    """As `perf run` compares them: one source, the fast engine first, then the
+    reference asked the same. Their answers agree as kube-scheduler reads them (the hosts
+    of a slim prioritize answer come in an order that depends on the candidate set's
+    templates, not on the scores); one score or one feasible node changed is counted."""
+    path, _ = cluster_file
+    snapshot = ClusterSnapshot.from_objects(load_objects(path))
+    names = [n.name for n in snapshot.nodes.nodes]
+    source = StaticSource(snapshot)
+    fast, ref = new_extender(default_config(), source), new_extender(default_config(), source, fast=False)
+    answers, _ = run_inprocess(fast, mixed_pods(len(WORKLOADS) * 2), names)
+    _, same = compare_reference(answers, ref, names)
+    assert same["compared"] == len(answers) and same["mismatches"] == 0, same["examples"]
+
+    scored = next(a for a in answers if a.prioritize_result)
+    top = scored.prioritize_result[0]
+    scored.prioritize_result[0] = {**top, "Score": top["Score"] + 1}
+    narrowed = next(a for a in answers if a is not scored and len(a.filter_result["NodeNames"]) > 2)
+    narrowed.filter_result["NodeNames"] = narrowed.filter_result["NodeNames"][1:]
+    narrowed.prioritize_result = None  # the reference is then not asked to prioritize it either
+    _, changed = compare_reference(answers, ref, names)
+    assert changed["mismatches"] == 2
+    assert {e["verb"] for e in changed["examples"]} == {"filter", "prioritize"}
+    assert f"{top['Host']}: {top['Score'] + 1} vs {top['Score']}" in next(
+        e["diff"] for e in changed["examples"] if e["verb"] == "prioritize")
+
+
+def test_noop_floor_answers_the_verbs() -> None:
+    """The do-nothing app `perf run` measures as the HTTP floor answers filter and
+    prioritize (its verbs were refused with 404 before their bodies were read when it
+    caught them in `__call__` instead of declaring them)."""
+    listener = Listener("127.0.0.1:0", app=NoopApp()).start()
+    try:
+        conn = Connection(listener.port)
+        body = orjson.dumps({"Pod": {"metadata": {"name": "p"}}, "Nodes": None, "NodeNames": ["a", "b"]})
+        status, data = conn.post("/filter", body)
+        assert (status, orjson.loads(data)["NodeNames"]) == (200, ["a", "b"])
+        status, data = conn.post("/prioritize", body)
+        assert (status, orjson.loads(data)) == (200, [{"Host": "a", "Score": 0}, {"Host": "b", "Score": 0}])
+        conn.close()
+    finally:
+        listener.stop()
 
 
 # --- the independent checker ---------------------------------------------------------
