@@ -29,14 +29,9 @@ import psutil
 
 from extender.server.launcher import WORKER
 from perf.stats import stalls, summarize
+from testing.live import free_port
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def extender_bin() -> str:

@@ -23,7 +23,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ import orjson
 
 from perf import options
 from perf.output import write_result
+from testing.live import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "perf" / "results" / "live_state.json"
@@ -54,12 +54,6 @@ print("READY", api.url, flush=True)
 while True:
     time.sleep(3600)
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(port: int, path: str) -> int:
@@ -87,7 +81,7 @@ def serve_against_double(nodes: int, pods: int) -> dict:
         line = double.stdout.readline()
         if not line.startswith("READY"):
             raise RuntimeError(f"the API-server double did not start: {line!r}")
-        port = _free_port()
+        port = free_port()
         bin_dir = Path(sys.executable).parent
         started = time.monotonic()
         server = subprocess.Popen(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from perf import options
 from perf.output import write_result
+from testing.live import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = {"pods": ("v1", "Pod"), "nodes": ("v1", "Node"), "namespaces": ("v1", "Namespace"),
@@ -178,12 +178,6 @@ class StaticApi:
                         "users: [{name: u, user: {}}]\n"
                         "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
         return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mib(pid: int) -> float:
