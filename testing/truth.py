@@ -348,21 +348,24 @@ class _Placement:
 
 def _decision(key: Key, change: Any, decisions: Mapping[Key, list] | None,
               binds: Mapping[Key, list[tuple[float, str]]] | None) -> _Placement:
-    """The filter answer behind a bind: the last `filter` call before the `bind` call
-    that asked for this node (before the write, without bind calls)."""
+    """The filter answer behind a bind: the last `filter` call to arrive before the
+    `bind` call that asked for this node (before the write, without bind calls)."""
     until = change.at
     node = change.obj["spec"]["nodeName"]
     if binds:
         asked = [t for t, n in binds.get(key, ()) if n == node and t <= change.at]
         if asked:
-            until = asked[-1]
+            until = max(asked)
     if decisions is None:
         return _Placement(change.at, None)
-    best = None
+    # the latest to arrive, whatever order the list holds: kube-scheduler asks for a
+    # pod again only once its earlier cycle ended, and an earlier call can be answered
+    # last (one it stopped waiting for)
+    best, best_at = None, float("-inf")
     for d in decisions.get(key, ()):
         at = d if isinstance(d, (int, float)) else d.at
-        if at <= until:
-            best = d
+        if best_at < at <= until:
+            best, best_at = d, at
     if best is None:
         return _Placement(change.at, None)
     if isinstance(best, (int, float)):

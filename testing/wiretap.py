@@ -131,31 +131,35 @@ class WireTap:
         with self._lock:
             self.calls.append(Call(verb, key, at, seconds, nodes, parse_state_version(version), node, error, said))
 
-    def decision_times(self) -> dict[Key, list[float]]:
-        """pod -> the times of its `filter` calls, in order."""
-        out: dict[Key, list[float]] = defaultdict(list)
+    def _arrived(self, verb: str) -> list[Call]:
+        """The `verb` calls in the order they arrived. `calls` holds them in the order
+        they were answered, which differs when an answer takes long: a filter that
+        kube-scheduler gave up on (its 5 s httpTimeout) while the extender waited for
+        a pod in flight (`--inflight-wait` 10 s in the patient e2e runs) is answered
+        after the retry of the same pod that did decide it."""
         with self._lock:
-            for c in self.calls:
-                if c.verb == "filter":
-                    out[c.pod].append(c.at)
+            return sorted((c for c in self.calls if c.verb == verb), key=lambda c: c.at)
+
+    def decision_times(self) -> dict[Key, list[float]]:
+        """pod -> the times of its `filter` calls, in the order they arrived."""
+        out: dict[Key, list[float]] = defaultdict(list)
+        for c in self._arrived("filter"):
+            out[c.pod].append(c.at)
         return out
 
     def decisions(self) -> dict[Key, list[Decision]]:
-        """pod -> its `filter` calls (time, state version behind the verdict), in order."""
+        """pod -> its `filter` calls (time, state version behind the verdict), in the
+        order they arrived."""
         out: dict[Key, list[Decision]] = defaultdict(list)
-        with self._lock:
-            for c in self.calls:
-                if c.verb == "filter":
-                    out[c.pod].append(Decision(c.at, c.versions))
+        for c in self._arrived("filter"):
+            out[c.pod].append(Decision(c.at, c.versions))
         return out
 
     def bind_calls(self) -> dict[Key, list[tuple[float, str]]]:
-        """pod -> its `bind` calls (time, node), in order."""
+        """pod -> its `bind` calls (time, node), in the order they arrived."""
         out: dict[Key, list[tuple[float, str]]] = defaultdict(list)
-        with self._lock:
-            for c in self.calls:
-                if c.verb == "bind":
-                    out[c.pod].append((c.at, c.node))
+        for c in self._arrived("bind"):
+            out[c.pod].append((c.at, c.node))
         return out
 
     def story(self, pod: Key, since: float | None = None) -> list[str]:
@@ -179,12 +183,12 @@ class WireTap:
         had to count at `at`, as (pod, filter time, bind time or inf, node)."""
         answered: dict[Key, float] = {}
         bound: dict[Key, tuple[float, str]] = {}
-        with self._lock:
-            for c in self.calls:
-                if c.verb == "filter" and c.at < at and not c.error and c.answer != ():
-                    answered[c.pod] = c.at
-                elif c.verb == "bind" and not c.error:
-                    bound.setdefault(c.pod, (c.at, c.node))
+        for c in self._arrived("filter"):
+            if c.at < at and not c.error and c.answer != ():
+                answered[c.pod] = c.at
+        for c in self._arrived("bind"):
+            if not c.error:
+                bound.setdefault(c.pod, (c.at, c.node))
         out = []
         for key, when in answered.items():
             bind_at, node = bound.get(key, (float("inf"), ""))

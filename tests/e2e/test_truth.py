@@ -112,13 +112,11 @@ def with_rv(obj: dict, rv: int) -> dict:
     return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rv)}}
 
 
-def test_a_state_version_is_read_in_resource_version_order_whatever_order_the_journal_holds():
-    """A real API server's journal is recorded from one watch per resource, appended as
-    each thread delivers (`testing.realapi`): a node write can follow pod writes of
-    later versions. The extender's verdict at Node=11 includes the cordon written at 11
-    (its taint takes b1 out of zone b under nodeTaintsPolicy Honor), so `x` on b0 is
-    within maxSkew (b 1, a 2); read as journal positions, Node=11 ended before the
-    cordon (bisected among the pods' later versions) and the judge counted b1: b 4."""
+def cordon_mid_burst_journal() -> list[Change]:
+    """Nodes a0 (zone a, 2 pods), b0 (zone b, 1 pod), b1 (zone b, 3 pods); b1 cordoned
+    at rv 11 (with the lifecycle controller's taint); pod x, spread over zones with
+    nodeTaintsPolicy Honor, bound to b0 at rv 13. In the order a real API server's
+    journal can hold it: the pod stream's rv 12 delivered before the node stream's 11."""
     labels = {"app": "web"}
     a0, b0, b1 = node("a0", "a"), node("b0", "b"), node("b1", "b")
     bound = [pod(f"on-{where}-{i}", labels, node_name=where)
@@ -128,10 +126,20 @@ def test_a_state_version_is_read_in_resource_version_order_whatever_order_the_jo
     other = pod("elsewhere", {"app": "other"}, namespace="other")
     setup = [Change(rv, 0.0, "nodes" if o["kind"] == "Node" else "pods", "ADDED", with_rv(o, rv))
              for rv, o in enumerate([a0, b0, b1, *bound, x], start=1)]  # rvs 1..10
-    journal = [*setup,
-               Change(12, 1.0, "pods", "ADDED", with_rv(other, 12)),  # the pod stream ahead
-               Change(11, 1.0, "nodes", "MODIFIED", with_rv(cordoned, 11)),
-               Change(13, 1.2, "pods", "MODIFIED", with_rv({**x, "spec": {**x["spec"], "nodeName": "b0"}}, 13))]
+    return [*setup,
+            Change(12, 1.0, "pods", "ADDED", with_rv(other, 12)),  # the pod stream ahead
+            Change(11, 1.0, "nodes", "MODIFIED", with_rv(cordoned, 11)),
+            Change(13, 1.2, "pods", "MODIFIED", with_rv({**x, "spec": {**x["spec"], "nodeName": "b0"}}, 13))]
+
+
+def test_a_state_version_is_read_in_resource_version_order_whatever_order_the_journal_holds():
+    """A real API server's journal is recorded from one watch per resource, appended as
+    each thread delivers (`testing.realapi`): a node write can follow pod writes of
+    later versions. The extender's verdict at Node=11 includes the cordon written at 11
+    (its taint takes b1 out of zone b under nodeTaintsPolicy Honor), so `x` on b0 is
+    within maxSkew (b 1, a 2); read as journal positions, Node=11 ended before the
+    cordon (bisected among the pods' later versions) and the judge counted b1: b 4."""
+    journal = cordon_mid_burst_journal()
     decisions = {("default", "x"): [Decision(1.1, {"Node": 11, "Pod": 12})]}
     binds = {("default", "x"): [(1.15, "b0")]}
     report = replay(Journal(journal), decisions=decisions, binds=binds)
@@ -150,6 +158,21 @@ def test_a_state_version_is_read_in_resource_version_order_whatever_order_the_jo
                                                                  "rv 11 MODIFIED b1"]
     assert [w.endswith("not applied") for w in judged.node_writes] == [False, False, False, True]
     assert judged.assumed == []  # x itself is the only placement
+
+
+def test_a_placement_is_judged_at_the_filter_call_that_arrived_last_before_its_bind():
+    """A filter kube-scheduler stopped waiting for (httpTimeout 5 s, while the extender
+    waited up to `--inflight-wait` 10 s for a pod in flight) is answered after the
+    retry that decided the pod, so the wiretap lists it last. The decision is the
+    retry's (kube-scheduler asks again only once a cycle ended): judged at Node=11 with
+    the cordon, x on b0 is right; at the stale call's Node=10 it would not be."""
+    journal = cordon_mid_burst_journal()
+    binds = {("default", "x"): [(1.15, "b0")]}
+    answered_in_order = [Decision(1.12, {"Node": 11, "Pod": 12}),  # the retry, answered at once
+                         Decision(1.05, {"Node": 10, "Pod": 12})]  # the call given up on, answered last
+    report = replay(Journal(journal), decisions={("default", "x"): answered_in_order}, binds=binds)
+    assert [c.versions for c in report.checked] == [{"Node": 11, "Pod": 12}]
+    assert report.violations == [], [str(v) for v in report.violations]
 
 
 def test_the_wiretap_keeps_small_answers_and_tells_a_pods_story():
@@ -175,6 +198,10 @@ def test_the_wiretap_keeps_small_answers_and_tells_a_pods_story():
             "prioritize at +0.020s (10 ms, 2 nodes) state {'Node': 5, 'Pod': 7} -> [('n2', 7)]",
             "bind at +0.200s (10 ms, 1 nodes) state None n2",
         ]
+        # answered out of arrival order (a call kube-scheduler gave up on): listed as they arrived
+        tap.record("filter", args, 9.0, 1.5, "Node=4,Pod=6", answer=orjson.dumps({"NodeNames": ["n1"]}))
+        assert [d.at for d in tap.decisions()[("default", "a")]] == [9.0, 10.0]
+        assert tap.decision_times()[("default", "a")] == [9.0, 10.0]
         # at 10.1 pod a was answered and not bound yet; b had no feasible node
         assert tap.in_flight(10.1) == [(("default", "a"), 10.0, 10.2, "n2")]
         assert tap.in_flight(10.25) == []
