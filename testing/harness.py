@@ -434,6 +434,34 @@ class E2ECluster:
             kwargs.setdefault("binds", self.tap.bind_calls())
         return truth.replay(self.api, oracles, PREFIX, **kwargs)
 
+    def explain(self, report: truth.Report, limit: int = 5) -> str:
+        """Why the first `limit` violations of `report` were judged so (a failed test's
+        message): each violation, the judge's view at the verdict's state version
+        (`truth.Judged`), the pod's calls through the wiretap (state version, feasible
+        set, scores, bind) and the pods in flight when it was decided. Built only when
+        asked: a passing test pays nothing."""
+        lines = []
+        origin = self.tap.calls[0].at if self.tap is not None and self.tap.calls else 0.0
+        for v in report.violations[:limit]:
+            lines.append(str(v))
+            namespace, _, name = v.pod.partition("/")
+            judged = report.judged.get((namespace, name))
+            if judged is not None:
+                lines.append(f"  judged at state {dict(judged.versions)} (journal positions "
+                             f"{dict(judged.positions)}), decided at {judged.at - origin:+.3f}s")
+                lines += [f"  domains {d}" for d in judged.domains]
+                lines += [f"  node {n}" for n in judged.nodes]
+                lines += [f"  node write {w}" for w in judged.node_writes]
+                lines.append(f"  counted as decided, unbound in the journal at that state: {judged.assumed}")
+            if self.tap is not None:
+                lines += [f"  wiretap {call}" for call in self.tap.story((namespace, name), origin)]
+                if judged is not None:
+                    flying = self.tap.in_flight(judged.at)
+                    lines.append("  in flight at the decision (answered before, bound after): " + ", ".join(
+                        f"{k[1]} -> {node or '?'} (filter {f - origin:+.3f}s, bind {b - origin:+.3f}s)"
+                        for k, f, b, node in flying[:20]))
+        return "\n".join(lines)
+
     def pending_but_feasible(self, keys: Iterable[Key], oracles: dict | None = None) -> dict[Key, str]:
         """Unbound pods among `keys` that some node admits in the final truth."""
         return truth.pending_but_feasible(self.api, keys, oracles, PREFIX)

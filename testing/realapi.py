@@ -15,7 +15,9 @@ what a real cluster needs and the double does not:
 - **Namespaces** are created before the first object in them (there is no namespace
   controller to delete them again, so they are kept between tests).
 - **The journal** is recorded from watches of nodes and pods (`Recorder`): each change
-  with its resourceVersion and the time it was seen, the double's `Change` records.
+  with its resourceVersion and the time it was seen, the double's `Change` records,
+  appended as each watch delivers (so not in resourceVersion order across the two:
+  the truth sorts them, `truth.in_version_order`).
 
 Events: a real server serves one store under two APIs (core/v1 and events.k8s.io/v1),
 so `objects("events")` lists them once, in the core form, and `objects("events.events.k8s.io")`
@@ -156,7 +158,9 @@ class Recorder:
     def cache(self, resource: str) -> dict[Key, dict]:
         return self._watched[resource].cache
 
-    def _record(self, w: _Watched, type_: str, obj: dict) -> None:
+    def _record(self, w: _Watched, type_: str, obj: dict, rv: str = "") -> None:
+        """One change into the cache and the journal; `rv`: its resourceVersion when not
+        the object's own (a deletion a relist found: the list's)."""
         md = obj["metadata"]
         key = (md.get("namespace") or "", md["name"])
         obj = _tagged(w.resource, obj)
@@ -173,7 +177,7 @@ class Recorder:
                 self._deleting.pop(md.get("uid", ""), None)
             else:
                 w.cache[key] = obj
-            self.journal.append(Change(int(md["resourceVersion"]), at, w.resource, type_, obj))
+            self.journal.append(Change(int(rv or md["resourceVersion"]), at, w.resource, type_, obj))
         if (self.kubelet and w.resource == "pods" and type_ != "DELETED" and md.get("deletionTimestamp")
                 and md["uid"] not in self._killing):
             self._killing.add(md["uid"])
@@ -200,9 +204,10 @@ class Recorder:
             old = w.cache.get(key)
             if old is None or old["metadata"]["resourceVersion"] != md["resourceVersion"]:
                 self._record(w, "ADDED" if old is None else "MODIFIED", item)
+        # gone by the list's version (its own is when it was last written): the journal
+        # is read in resourceVersion order (`truth.in_version_order`)
         for key in [k for k in w.cache if k not in seen]:
-            gone = w.cache[key]
-            self._record(w, "DELETED", gone)
+            self._record(w, "DELETED", w.cache[key], listed["metadata"]["resourceVersion"])
         return listed["metadata"]["resourceVersion"]
 
     def _run(self, w: _Watched) -> None:

@@ -34,6 +34,7 @@ Key = tuple[str, str]
 
 
 STATE_VERSION_HEADER = "X-Extender-State-Version"
+KEPT_ANSWER = 32  # hosts: a filter's or prioritize's answer is kept up to this size
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class Call:
     versions: dict[str, int] | None = None  # kind -> resourceVersion behind the verdict (the header)
     node: str = ""  # a bind's node
     error: str = ""  # the answer's Error (filter, bind), or the status line of a non-200
+    # what the answer said, for a failure's story (`story`): a filter's feasible names,
+    # a prioritize's (host, score) pairs; only for answers of at most KEPT_ANSWER hosts
+    # (None above that: a 5,000-node run keeps nothing per call)
+    answer: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -120,36 +125,76 @@ class WireTap:
             nodes = len(args.get("nodenames") or args.get("nodenametometavictims") or [])
             with self._lock:
                 self.last_pod[key] = pod
-        error = f"HTTP {status}" if status != 200 else _answer_error(answer)
+        error, said = ("", None) if status != 200 else _answer_parts(answer)
+        if status != 200:
+            error = f"HTTP {status}"
         with self._lock:
-            self.calls.append(Call(verb, key, at, seconds, nodes, parse_state_version(version), node, error))
+            self.calls.append(Call(verb, key, at, seconds, nodes, parse_state_version(version), node, error, said))
+
+    def _arrived(self, verb: str) -> list[Call]:
+        """The `verb` calls in the order they arrived. `calls` holds them in the order
+        they were answered, which differs when an answer takes long: a filter that
+        kube-scheduler gave up on (its 5 s httpTimeout) while the extender waited for
+        a pod in flight (`--inflight-wait` 10 s in the patient e2e runs) is answered
+        after the retry of the same pod that did decide it."""
+        with self._lock:
+            return sorted((c for c in self.calls if c.verb == verb), key=lambda c: c.at)
 
     def decision_times(self) -> dict[Key, list[float]]:
-        """pod -> the times of its `filter` calls, in order."""
+        """pod -> the times of its `filter` calls, in the order they arrived."""
         out: dict[Key, list[float]] = defaultdict(list)
-        with self._lock:
-            for c in self.calls:
-                if c.verb == "filter":
-                    out[c.pod].append(c.at)
+        for c in self._arrived("filter"):
+            out[c.pod].append(c.at)
         return out
 
     def decisions(self) -> dict[Key, list[Decision]]:
-        """pod -> its `filter` calls (time, state version behind the verdict), in order."""
+        """pod -> its `filter` calls (time, state version behind the verdict), in the
+        order they arrived."""
         out: dict[Key, list[Decision]] = defaultdict(list)
-        with self._lock:
-            for c in self.calls:
-                if c.verb == "filter":
-                    out[c.pod].append(Decision(c.at, c.versions))
+        for c in self._arrived("filter"):
+            out[c.pod].append(Decision(c.at, c.versions))
         return out
 
     def bind_calls(self) -> dict[Key, list[tuple[float, str]]]:
-        """pod -> its `bind` calls (time, node), in order."""
+        """pod -> its `bind` calls (time, node), in the order they arrived."""
         out: dict[Key, list[tuple[float, str]]] = defaultdict(list)
-        with self._lock:
-            for c in self.calls:
-                if c.verb == "bind":
-                    out[c.pod].append((c.at, c.node))
+        for c in self._arrived("bind"):
+            out[c.pod].append((c.at, c.node))
         return out
+
+    def story(self, pod: Key, since: float | None = None) -> list[str]:
+        """`pod`'s calls as lines (a failure's explanation): each verb with when it
+        arrived (seconds after `since`, default the first call), how long the extender
+        took, the state version behind the answer, what it said, its error."""
+        with self._lock:
+            calls = [c for c in self.calls if c.pod == pod]
+            origin = since if since is not None else (self.calls[0].at if self.calls else 0.0)
+        out = []
+        for c in calls:
+            said = c.node if c.verb == "bind" else ("" if c.answer is None else f" -> {list(c.answer)}")
+            out.append(f"{c.verb} at {c.at - origin:+.3f}s ({c.seconds * 1000:.0f} ms, {c.nodes} nodes) "
+                       f"state {c.versions}{' ' + said if c.verb == 'bind' else said}"
+                       f"{' error ' + repr(c.error[:160]) if c.error else ''}")
+        return out
+
+    def in_flight(self, at: float) -> list[tuple[Key, float, float, str]]:
+        """Pods whose last feasible `filter` answer came before `at` and whose `bind`
+        arrived after it (or never): what kube-scheduler had assumed and the extender
+        had to count at `at`, as (pod, filter time, bind time or inf, node)."""
+        answered: dict[Key, float] = {}
+        bound: dict[Key, tuple[float, str]] = {}
+        for c in self._arrived("filter"):
+            if c.at < at and not c.error and c.answer != ():
+                answered[c.pod] = c.at
+        for c in self._arrived("bind"):
+            if not c.error:
+                bound.setdefault(c.pod, (c.at, c.node))
+        out = []
+        for key, when in answered.items():
+            bind_at, node = bound.get(key, (float("inf"), ""))
+            if bind_at > at:
+                out.append((key, when, bind_at, node))
+        return sorted(out, key=lambda item: item[1])
 
     def verbs(self, pod: Key | None = None) -> list[str]:
         with self._lock:
@@ -165,15 +210,28 @@ def _bind_key(body: bytes) -> Key:
     return (args.get("podnamespace") or "", args.get("podname") or "")
 
 
-def _answer_error(answer: bytes) -> str:
-    """The `Error` of a filter or bind answer ("" for none, or another verb's answer)."""
+def _answer_parts(answer: bytes) -> tuple[str, tuple | None]:
+    """(the `Error` of a filter or bind answer, "" for none; what the answer said, kept
+    while small: a filter's feasible names, a prioritize's (host, score) pairs)."""
     try:
         data = orjson.loads(answer)
     except orjson.JSONDecodeError:
-        return ""
+        return "", None
+    if isinstance(data, list):  # HostPriorityList
+        if len(data) > KEPT_ANSWER:
+            return "", None
+        return "", tuple((h.get("Host") or h.get("host"), h.get("Score", h.get("score")))
+                         for h in data if isinstance(h, dict))
     if not isinstance(data, dict):
-        return ""
-    return next((v for k, v in data.items() if k.lower() == "error" and isinstance(v, str)), "")
+        return "", None
+    fields = {k.lower(): v for k, v in data.items()}
+    error = fields.get("error") if isinstance(fields.get("error"), str) else ""
+    names = fields.get("nodenames")
+    if names is None and isinstance(fields.get("nodes"), dict):  # Nodes mode: a NodeList
+        names = [(n.get("metadata") or {}).get("name") for n in fields["nodes"].get("items") or []]
+    if not isinstance(names, list) or len(names) > KEPT_ANSWER:
+        return error, None
+    return error, tuple(names)
 
 
 def _handler(tap: WireTap) -> type[BaseHTTPRequestHandler]:
