@@ -21,8 +21,10 @@ from extender.model.parse import existing_pod_from_dict
 from extender.server.listener import Listener
 from extender.state import ClusterSnapshot, StaticSource, load_objects
 from extender.validation.pod import pod_from_dict
+from perf import handlers
 from perf import options as perf_options
 from perf._noop_app import NoopApp
+from perf.churn import WARMUP
 from perf.engine import default_config, extend_snapshot, new_extender
 from perf.generate import generate_cluster, node_objects, pod_objects, write_cluster
 from perf.http_driver import Connection
@@ -451,3 +453,14 @@ def test_a_shared_option_is_the_same_option_in_every_benchmark(monkeypatch) -> N
                     assert action.type is spec.get("type"), (parser.prog, flag)
     assert seen == {"--nodes", "--pods", "--requests", "--seed", "--out", "--seconds",
                     "--server-arg"}
+
+
+def test_handlers_batch_takes_one_scheduler_perf_workload():
+    pods = handlers.batch(3, distinct=False, workload="sp-node-affinity")
+    assert len(pods) == WARMUP + 3
+    assert {workload_of(p) for p in pods} == {"sp-node-affinity"}
+    assert all(p["spec"]["affinity"]["nodeAffinity"] for p in pods)
+    mixed = handlers.batch(3, distinct=False)
+    assert len({workload_of(p) for p in mixed}) > 1
+    with pytest.raises(SystemExit):  # argparse: not one of the five
+        handlers.main(["--workload", "no-such-workload"])
