@@ -76,3 +76,27 @@ def test_evolve_leaves_the_old_layer_untouched():
     assert {k: set(v) for k, v in old.label_index()["topology.kubernetes.io/zone"].items()} == snapshot[2]
     assert (old.codes("topology.kubernetes.io/zone")[0] == snapshot[3]).all()
     assert "n0" in old.names and "n0" not in new.names and "x" in new.names
+
+
+def test_lookup_table_holds_copies_of_the_names_and_answers_as_the_nodes_do():
+    """The position table's keys are fresh strings side by side, not the Node objects'
+    own (scattered over the heap: a cache miss per name looked up), and it finds
+    exactly what the nodes hold: -1 for a stranger, the same after an evolve."""
+    rng = random.Random(9)
+    nodes = [_node(rng, f"node-{i:04d}") for i in range(300)]
+    layer = NodeIndex(nodes)
+    names = [n.name for n in nodes]
+    asked = [*rng.sample(names, len(names)), "stranger", "node-0007"]
+    want = [names.index(n) if n in names else -1 for n in asked]
+    assert layer.lookup(asked).tolist() == want
+    assert not any(key is node.name for key, node in zip(layer._position, nodes, strict=True))
+    assert layer.positions(names[::-1]).tolist() == list(range(len(names)))[::-1]
+    evolved = layer.evolve({"node-0003": None, "node-new": _node(rng, "node-new")})
+    got = evolved.lookup(["node-new", "node-0003", "node-0299"]).tolist()
+    assert got[1] == -1 and evolved.nodes[got[0]].name == "node-new" and evolved.nodes[got[2]].name == "node-0299"
+
+
+def test_position_table_keeps_a_name_orjson_will_not_write():
+    from extender.state.nodeset import position_table
+
+    assert position_table(["a", "b\ud800", "c"]) == {"a": 0, "b\ud800": 1, "c": 2}
