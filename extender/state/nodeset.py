@@ -191,8 +191,8 @@ def position_table(names: list[str]) -> dict[str, int]:
     pod, so each name's lookup lands on a random entry, and a hit compares the request's
     string with the key: the nodes' own name strings lie scattered over the heap with
     the rest of each Node, one cache miss each. Copies side by side took a 5,000-name
-    lookup from 1.56 to 0.75-1.0 ms in `extender serve` (perf/PERFORMANCE.md,
-    2026-11-28 12:00)."""
+    lookup from 1.56 to 0.75-1.0 ms in `extender serve` on a core of its own
+    (perf/PERFORMANCE.md, 2026-11-28 11:25)."""
     try:
         keys = orjson.loads(orjson.dumps(names))
     except orjson.JSONEncodeError:  # a name orjson will not write (a lone surrogate)
