@@ -23,6 +23,7 @@ the extender's view. See tests/e2e/README.md.
 from __future__ import annotations
 
 import copy
+import http.client
 import json
 import os
 import signal
@@ -40,7 +41,7 @@ import yaml
 from testing import truth
 from testing.apiserver import FakeApiServer, plural_of
 from testing.live import free_port, request
-from testing.wiretap import WireTap
+from testing.wiretap import STATE_VERSION_HEADER, WireTap, parse_state_version
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULER_CONFIG = ROOT / "manifests" / "base" / "kube-scheduler-config.yaml"
@@ -417,6 +418,31 @@ class E2ECluster:
             else:
                 out.pending.append(k)
         return out
+
+    def state_version(self, kind: str, node_name: str) -> int | None:
+        """The resourceVersion of `kind` the extender's verdicts are computed on now
+        (its `X-Extender-State-Version` header; None while that kind relists): a filter
+        asked directly, not through the wiretap (no decision is recorded), for a pod
+        that selects nothing and waits for nothing, over one existing node."""
+        probe = pod("state-version-probe", {"state-version-probe": "true"})
+        body = json.dumps({"Pod": probe, "NodeNames": [node_name]}).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", self.extender_port, timeout=10)
+        try:
+            conn.request("POST", "/scheduler/filter", body=body, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            header = response.getheader(STATE_VERSION_HEADER)
+        finally:
+            conn.close()
+        return (parse_state_version(header) or {}).get(kind)
+
+    def wait_state_version(self, kind: str, version: int, node_name: str, timeout: float = 60.0) -> None:
+        """Return once the extender decides on `kind` at `version` or later (every write
+        up to it seen by its watch); fail with both logs at `timeout`. A test that must
+        know which decisions saw a change asks this instead of sleeping."""
+        if not wait_for(lambda: (self.state_version(kind, node_name) or 0) >= version, timeout, interval=0.02):
+            raise AssertionError(f"the extender did not reach {kind} resourceVersion {version} in {timeout:.0f} s "
+                                 f"(it is at {self.state_version(kind, node_name)})\n{self.logs()}")
 
     def wait_for_verb(self, verb: str, timeout: float = 30.0) -> bool:
         """True once the scheduler has called `verb` through the wiretap."""
