@@ -878,11 +878,12 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 return False
             time.sleep(delay)
             if self._client_gone():
-                with faults.lock:
-                    faults.fired["late_writes" if faults.late_writes else "aborted_writes"] += 1
+                late = faults.late_writes
                 self.close_connection = True
-                if faults.late_writes:
+                if late:
                     self._apply_unanswered(method, line)
+                with faults.lock:  # counted once decided and done: a test waits for the count
+                    faults.fired["late_writes" if late else "aborted_writes"] += 1
                 return False
             return True
 
