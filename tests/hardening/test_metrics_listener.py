@@ -86,20 +86,26 @@ def test_probes_answer_while_verbs_are_busy(worker_class):
             except OSError as exc:
                 errors.append(repr(exc))
 
+    def probe(path: str) -> float:
+        started = time.monotonic()
+        status, body = request(metrics_port, "GET", path)
+        assert status == 200, (path, body)
+        return time.monotonic() - started
+
     workers = [threading.Thread(target=load) for _ in range(6)]
     try:
+        # "answers", not "is fast": BOUND, or ten times the slowest probe before the load
+        # if this machine is that slow now
+        bound = max(BOUND, 10 * max(probe(path) for _ in range(3) for path in ("/healthz", "/readyz", "/metrics")))
         for t in workers:
             t.start()
         slowest = 0.0
         for _ in range(30):
             for path in ("/healthz", "/readyz", "/metrics"):
-                started = time.monotonic()
-                status, body = request(metrics_port, "GET", path)
-                slowest = max(slowest, time.monotonic() - started)
-                assert status == 200, (path, body)
+                slowest = max(slowest, probe(path))
             time.sleep(0.02)
         assert b"extender_http_requests_total" in request(metrics_port, "GET", "/metrics")[1]
-        assert slowest < BOUND
+        assert slowest < bound, (slowest, bound)
         assert request(port, "GET", "/healthz") == (200, b"ok")  # the main port serves them too
     finally:
         stop_load.set()
