@@ -305,7 +305,10 @@ class FakeApiServer:
         self._oldest: dict[str, int] = {p: self._rv for p in RESOURCES}  # compacted below
         self._snapshots: dict[str, _Snapshot] = {}
         self._snap_ids = itertools.count(1)
-        self._closing = False
+        self._stopped = False
+        # close_watches and restore calls so far: a stream or a wait that began before
+        # one ends when it sees the count move (however long its thread took to run)
+        self._closes = 0
         self._epoch = 0  # restores so far
         self.too_large_wait = 3.0  # the watch cache's wait for a resourceVersion it has not reached
         self._freezes: list[tuple[str, str]] = []  # freeze_watches calls (agent, resource), in order
@@ -325,7 +328,7 @@ class FakeApiServer:
 
     def stop(self) -> None:
         with self._cond:
-            self._closing = True
+            self._stopped = True
             self._cond.notify_all()
         self._httpd.shutdown()
         self._httpd.server_close()
@@ -532,21 +535,21 @@ class FakeApiServer:
                 self._log[resource].clear()
                 self._oldest[resource] = self._rv
             self._snapshots.clear()
-            self._closing = True
+            self._closes += 1  # every watch stream ends; a new one starts from here
             self._cond.notify_all()
-        time.sleep(0.05)
-        with self._cond:
-            self._closing = False
         return changed
 
-    def _too_large(self, since: int) -> dict | None:
+    def _too_large(self, since: int, closes: int | None = None) -> dict | None:
         """Wait up to `too_large_wait` for the resourceVersion to reach `since`; the
-        504 Status if it does not."""
+        504 Status if it does not, or at once when the watches are closed (a restore)
+        after the request began (`closes`: the count it began at; default now)."""
         deadline = time.monotonic() + self.too_large_wait
         with self._cond:
+            if closes is None:
+                closes = self._closes
             while self._rv < since:
                 left = deadline - time.monotonic()
-                if left <= 0 or self._closing:
+                if left <= 0 or self._closed_since(closes):
                     body = status(504, "Timeout", f"Timeout: {TOO_LARGE}: {since}, current: {self._rv}")
                     body["details"] = {"causes": [{"reason": "ResourceVersionTooLarge", "message": TOO_LARGE}],
                                        "retryAfterSeconds": 1}
@@ -574,13 +577,17 @@ class FakeApiServer:
             self._cond.notify_all()
 
     def close_watches(self) -> None:
-        """End every open watch stream cleanly (as an API server restart would)."""
+        """End every open watch stream cleanly (as an API server restart would): each
+        ends when its thread next looks, however busy the machine (a stream opened
+        after this call is served normally)."""
         with self._cond:
-            self._closing = True
+            self._closes += 1
             self._cond.notify_all()
-        time.sleep(0.05)
-        with self._cond:
-            self._closing = False
+
+    def _closed_since(self, closes: int) -> bool:
+        """Whether the server stopped or closed its watches since the count was
+        `closes` (call with `_cond` held)."""
+        return self._stopped or self._closes != closes
 
     # ---- internals -------------------------------------------------------------------------
 
@@ -871,11 +878,12 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 return False
             time.sleep(delay)
             if self._client_gone():
-                with faults.lock:
-                    faults.fired["late_writes" if faults.late_writes else "aborted_writes"] += 1
+                late = faults.late_writes
                 self.close_connection = True
-                if faults.late_writes:
+                if late:
                     self._apply_unanswered(method, line)
+                with faults.lock:  # counted once decided and done: a test waits for the count
+                    faults.fired["late_writes" if late else "aborted_writes"] += 1
                 return False
             return True
 
@@ -975,6 +983,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def _watch(self, resource: str, ns: str, query: dict) -> None:
+            closes = api._closes  # a close_watches or restore from now on ends this stream
             res = RESOURCES[resource]
             bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
             timeout = float(query.get("timeoutSeconds") or api.default_watch_timeout)
@@ -994,7 +1003,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 err = status(410, "Expired", f"too old resource version: {since} ({current})")
                 self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
                 return self._chunk(b"")
-            too_large = api._too_large(since) if since else None
+            too_large = api._too_large(since, closes) if since else None
             if too_large is not None:
                 self._chunk(json.dumps({"type": "ERROR", "object": too_large}).encode() + b"\n")
                 return self._chunk(b"")
@@ -1002,7 +1011,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             with api._cond:
                 epoch = len(api._freezes)
             if api.faults.hang_watches and api.faults.hang_agent in agent:
-                return self._silent()
+                return self._silent(closes)
             pending: list[_Event] = []
             if since == 0:
                 since, pending = api._initial_events(resource, ns, selected)
@@ -1036,7 +1045,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     if not self._send_event("BOOKMARK", mark):
                         return
                 with api._cond:
-                    if api._closing:
+                    if api._closed_since(closes):
                         return self._chunk(b"")
                     if any(a in agent and r in ("", resource) for a, r in api._freezes[epoch:]):
                         break
@@ -1054,13 +1063,13 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                         continue
                     pending = _events_after(log, since, ns)
                     since = log[-1].rv
-            self._silent()
+            self._silent(closes)
 
-        def _silent(self) -> None:
+        def _silent(self, closes: int) -> None:
             """Send nothing more and keep the connection open until the server stops or
-            closes its watches."""
+            closes its watches (since the count was `closes`)."""
             with api._cond:
-                while not api._closing:
+                while not api._closed_since(closes):
                     api._cond.wait(timeout=0.5)
             self.close_connection = True
 

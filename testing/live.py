@@ -68,8 +68,8 @@ def start(cluster, *flags: str, tmpdir=None) -> tuple[int, subprocess.Popen]:
     cmd = [sys.executable, "-m", "extender", "serve", "--cluster", str(cluster),
            "--listen", f"127.0.0.1:{port}", *flags]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 120  # generous: a loaded machine starts Python slowly; an exit ends it at once
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             if request(port, "GET", "/readyz")[0] == 200:
                 return port, proc
@@ -77,7 +77,8 @@ def start(cluster, *flags: str, tmpdir=None) -> tuple[int, subprocess.Popen]:
             pass
         time.sleep(0.1)
     proc.kill()
-    raise AssertionError(f"server did not become ready: {proc.stderr.read().decode()[-2000:]}")
+    raise AssertionError(f"server did not become ready (exit code {proc.poll()}): "
+                         f"{proc.stderr.read().decode()[-2000:]}")
 
 
 def stop(proc: subprocess.Popen) -> None:

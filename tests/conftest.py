@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from extender import metrics
 from extender.config import Config
 from extender.engine import Extender
+from extender.request import deadline
 from extender.state import ClusterSnapshot, StaticSource, load_objects
 from extender.state.loader import parse_documents
 
@@ -47,3 +51,32 @@ def example_extender(example_snapshot) -> Extender:
 
 def make_extender(objects: list[dict], config: Config | None = None, **kw) -> Extender:
     return Extender(config or Config(), StaticSource(ClusterSnapshot.from_objects(objects)), **kw)
+
+
+class DeadlineClock:
+    """The request deadline's clock (`extender.request.deadline.time`): the real one,
+    except inside `stopped()`, where it stands still. Work a test expects to finish
+    within a short deadline runs there, so a busy machine cannot run it out of time
+    (a wait for a lane's slot still times out, in real time); work that should run out
+    of time runs outside, where a busy machine only makes it later."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def monotonic(self) -> float:
+        return time.monotonic() if self.at is None else self.at
+
+    @contextmanager
+    def stopped(self) -> Iterator[None]:
+        self.at = self.monotonic()
+        try:
+            yield
+        finally:
+            self.at = None
+
+
+@pytest.fixture
+def deadline_clock(monkeypatch) -> DeadlineClock:
+    clock = DeadlineClock()
+    monkeypatch.setattr(deadline, "time", clock)
+    return clock

@@ -132,15 +132,16 @@ def test_deadline_raises_and_memoises_nothing_wrong():
     assert cache.stats()["memo_misses"] == misses + 1
 
 
-def test_finished_evaluations_stay_memoised_so_a_retry_makes_progress():
+def test_finished_evaluations_stay_memoised_so_a_retry_makes_progress(deadline_clock):
     cache = CelCache()
     cheap = Taint("k", "v", "NoSchedule")
     with request_deadline(0.05):
-        assert cache.evaluate("taint.key == 'k'", cheap).matched
+        with deadline_clock.stopped():  # the cheap one in time, however busy the machine
+            assert cache.evaluate("taint.key == 'k'", cheap).matched
         with pytest.raises(DeadlineExceeded):
             cache.evaluate(SLOW, cheap)
     hits = cache.stats()["memo_hits"]
-    with request_deadline(0.05):
+    with request_deadline(0.05), deadline_clock.stopped():
         assert cache.evaluate("taint.key == 'k'", cheap).matched
     assert cache.stats()["memo_hits"] == hits + 1
 
@@ -185,7 +186,7 @@ def _args(expression: str) -> ExtenderArgs:
     return ExtenderArgs(pod, None, ["n0", "n1", "n2"])
 
 
-def test_service_answers_an_error_when_out_of_time_and_a_verdict_on_retry():
+def test_service_answers_an_error_when_out_of_time_and_a_verdict_on_retry(deadline_clock):
     ext = make_extender(NODES, Config(request_deadline=0.05), cel=CelCache())
     answer = orjson.loads(ext.filter(_args(SLOW)))
     assert "request deadline of 0.05 s exceeded" in answer["Error"]
@@ -193,15 +194,17 @@ def test_service_answers_an_error_when_out_of_time_and_a_verdict_on_retry():
     assert "request deadline" in orjson.loads(ext.filter(_args(SLOW)))["Error"]
     with pytest.raises(ScoringError, match="request deadline"):
         ext.prioritize(_args(SLOW))
-    # a cheap pod on the same engine is answered normally
-    ok = orjson.loads(ext.filter(_args("taint.key.startsWith('k')")))
+    # a cheap pod on the same engine is answered normally (its compile in time, however
+    # busy the machine)
+    with deadline_clock.stopped():
+        ok = orjson.loads(ext.filter(_args("taint.key.startsWith('k')")))
     assert ok["NodeNames"] == ["n0", "n1", "n2"] and not ok.get("Error")
     # with time to spare the slow pod gets its verdict (nothing wrong was remembered)
     roomy = make_extender(NODES, Config(request_deadline=60), cel=ext.cel)
     assert orjson.loads(roomy.filter(_args(SLOW)))["NodeNames"] == ["n0", "n1", "n2"]
 
 
-def test_expensive_evaluations_take_turns_and_cheap_ones_never_wait():
+def test_expensive_evaluations_take_turns_and_cheap_ones_never_wait(deadline_clock):
     """One expensive evaluation at a time (EXPENSIVE_SLOTS): a second one waits for the
     slot within its deadline and gives up with DeadlineExceeded; a cheap program runs
     at once meanwhile."""
@@ -212,15 +215,18 @@ def test_expensive_evaluations_take_turns_and_cheap_ones_never_wait():
     assert compile_program(SLOW).estimated_cost >= EXPENSIVE_COST
     cache = CelCache()
     taint = Taint("k", "v", "NoSchedule")
-    started = threading.Event()
     hold = slow(200)  # ~1 s, estimate 642,811
-    holder = threading.Thread(target=lambda: (started.set(), cache.evaluate(hold, taint)))
+    holder = threading.Thread(target=lambda: cache.evaluate(hold, taint))
     holder.start()
-    started.wait()
-    time.sleep(0.05)  # the holder is inside its evaluation
+    deadline = time.monotonic() + 30
+    while cache._expensive._value:  # until the holder is inside its evaluation (has the slot)
+        assert time.monotonic() < deadline and holder.is_alive(), "the holder never took the slot"
+        time.sleep(0.001)
     with request_deadline(0.05), pytest.raises(DeadlineExceeded):
         cache.evaluate(SLOW, taint)
-    with request_deadline(0.5):  # would time out if it queued behind the holder
+    # its compile in time however busy the machine; a wait for the holder's slot would
+    # still time out (in real time: the holder has ~1 s to go)
+    with request_deadline(0.5), deadline_clock.stopped():
         assert cache.evaluate("taint.key == 'k'", taint).matched
     assert holder.is_alive()
     holder.join()

@@ -9,6 +9,8 @@ import time
 import orjson
 import pytest
 
+from extender import metrics
+from extender.metrics import read
 from extender.state import ClusterSnapshot, FileSource, load_objects
 from extender.state.loader import ClusterFileError, parse_documents
 
@@ -61,7 +63,7 @@ def _write(path, names):
     path.write_text(orjson.dumps({"kind": "List", "items": [{"kind": "Node", "metadata": {"name": n}} for n in names]}).decode())
 
 
-def _wait_for(predicate, timeout=5.0):
+def _wait_for(predicate, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -81,9 +83,12 @@ def test_reload_when_the_file_changes_and_keep_old_state_on_error(tmp_path):
         os.utime(path, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
         assert _wait_for(lambda: source.snapshot().nodes.names == {"a", "b", "c"})
         good = source.snapshot()
+        failed = read(metrics.CLUSTER_STATE_RELOADS_TOTAL, "extender_cluster_state_reloads_total", result="error")
         path.write_text("{broken")
         os.utime(path, ns=(time.time_ns() + 2 * 10**9, time.time_ns() + 2 * 10**9))
-        time.sleep(0.3)
+        # the broken file was read and refused (its reload counted), not a clock
+        assert _wait_for(lambda: read(metrics.CLUSTER_STATE_RELOADS_TOTAL, "extender_cluster_state_reloads_total",
+                                      result="error") > failed, timeout=30)
         assert source.snapshot() is good
         assert source.ready()
     finally:

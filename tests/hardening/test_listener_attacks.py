@@ -113,8 +113,10 @@ def test_a_byte_at_a_time_cannot_hold_a_connection_past_the_request_deadline(pki
             slow.append((pki["client"].wrap_socket(raw, server_hostname="localhost"), time.monotonic()))
         line = b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"{" * 1000
         cut_after: list[float] = []
-        answered = 0
-        for step in range(12):  # 6 s of trickling
+        answered = step = 0
+        give_up = time.monotonic() + 60
+        # 6 s of trickling, longer if the server is slow to cut them (bounded below)
+        while step < 12 or (len(cut_after) < 64 and time.monotonic() < give_up):
             for i, (sock, opened) in enumerate(slow):
                 if sock is None:
                     continue
@@ -129,10 +131,11 @@ def test_a_byte_at_a_time_cannot_hold_a_connection_past_the_request_deadline(pki
             status, took = review(listener.port, pki["client"], timeout=max(5.0, bound))
             assert status == 200 and took < bound
             answered += 1
+            step += 1
             time.sleep(0.5)
         assert len(cut_after) == 64, f"{64 - len(cut_after)} slow clients still connected"
         assert max(cut_after) < 2.0 + max(1.5, bound)
-        assert answered == 12
+        assert answered == step
     finally:
         for sock, _ in slow:
             if sock is not None:
@@ -230,7 +233,7 @@ def test_large_reviews_beyond_the_in_flight_budget_are_shed_with_retry_after(pki
         for sock in socks:
             sock.close()
         listener.stop()
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 30  # the stalled bodies' bytes given back as their sockets close
     while listener.budget.held and time.monotonic() < deadline:
         time.sleep(0.05)
     assert listener.budget.held == 0

@@ -12,6 +12,7 @@ import pytest
 from conftest import EXAMPLES, example_pod
 
 from extender.server.listener import Listener
+from perf.attacks import closed
 from testing.live import NAMES, free_port, request, start, stop
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
@@ -52,7 +53,12 @@ def test_stalled_and_excess_connections_do_not_stop_probes():
             sock = socket.create_connection(("127.0.0.1", listener.port))
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHo")  # never finished
             stalled.append(sock)
-        time.sleep(1.5)  # the stalled ones time out and free their slots
+        # the stalled ones time out (or are closed on accept) and free their slots: the
+        # server's closes, not a clock (when they come is bounded in test_listener_attacks)
+        deadline = time.monotonic() + 30
+        while not all(closed(sock) for sock in stalled):
+            assert time.monotonic() < deadline, "stalled connections still open after 30 s"
+            time.sleep(0.05)
         started = time.monotonic()
         assert request(listener.port, "GET", "/healthz") == (200, b"ok")
         assert time.monotonic() - started < BOUND
@@ -80,20 +86,26 @@ def test_probes_answer_while_verbs_are_busy(worker_class):
             except OSError as exc:
                 errors.append(repr(exc))
 
+    def probe(path: str) -> float:
+        started = time.monotonic()
+        status, body = request(metrics_port, "GET", path)
+        assert status == 200, (path, body)
+        return time.monotonic() - started
+
     workers = [threading.Thread(target=load) for _ in range(6)]
     try:
+        # "answers", not "is fast": BOUND, or ten times the slowest probe before the load
+        # if this machine is that slow now
+        bound = max(BOUND, 10 * max(probe(path) for _ in range(3) for path in ("/healthz", "/readyz", "/metrics")))
         for t in workers:
             t.start()
         slowest = 0.0
         for _ in range(30):
             for path in ("/healthz", "/readyz", "/metrics"):
-                started = time.monotonic()
-                status, body = request(metrics_port, "GET", path)
-                slowest = max(slowest, time.monotonic() - started)
-                assert status == 200, (path, body)
+                slowest = max(slowest, probe(path))
             time.sleep(0.02)
         assert b"extender_http_requests_total" in request(metrics_port, "GET", "/metrics")[1]
-        assert slowest < BOUND
+        assert slowest < bound, (slowest, bound)
         assert request(port, "GET", "/healthz") == (200, b"ok")  # the main port serves them too
     finally:
         stop_load.set()

@@ -108,7 +108,7 @@ def test_stalled_requests_of_every_framing(server):
         for _ in range(3):
             assert_served(server)
         # the server gives up on them after REQUEST_READ_TIMEOUT (100 Continue aside)
-        deadline = time.monotonic() + REQUEST_READ_TIMEOUT + 5
+        deadline = time.monotonic() + REQUEST_READ_TIMEOUT + 30  # generous: a cut that never comes fails
         for sock in stalled:
             sock.settimeout(max(0.1, deadline - time.monotonic()))
             data = b""
@@ -164,7 +164,7 @@ def test_long_and_mixed_pipelines(server):
     with connect(server[0]) as sock:
         sock.sendall(pipeline)
         data = b""
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # generous: the loop ends at the 55th answer
         while data.count(b"HTTP/1.1 200 OK") < 55 and time.monotonic() < deadline:
             chunk = sock.recv(1 << 20)
             if not chunk:

@@ -214,24 +214,30 @@ def test_serving_certificate_rotates_while_requests_flow(pki):
     listener = serve(pki)
     ctx = client_context(pki)
     body = admission(pod())
-    seen: list[int] = []
+    seen: list[list[int]] = [[], [], []]  # each worker's serials, in order
     failures: list[BaseException] = []
     stop = threading.Event()
 
-    def load() -> None:
+    def load(mine: list[int]) -> None:
         while not stop.is_set():
             try:
                 status, _, serial = post(listener.port, ctx, body)
                 assert status == 200
-                seen.append(serial)
+                mine.append(serial)
             except BaseException as exc:  # noqa: BLE001 - every failure is reported below
                 failures.append(exc)
 
-    workers = [threading.Thread(target=load) for _ in range(3)]
+    def until(condition, what: str) -> None:  # a condition, not a clock
+        deadline = time.monotonic() + 60
+        while not condition():
+            assert time.monotonic() < deadline and not failures, f"{what}; failures: {failures[:3]}"
+            time.sleep(0.02)
+
+    workers = [threading.Thread(target=load, args=(mine,)) for mine in seen]
     try:
         for w in workers:
             w.start()
-        time.sleep(0.3)
+        until(lambda: all(seen), "a worker never got an answer before the rotation")
         new_cert, new_key, new_serial = pki["ca"].issue("webhook-2")
         # cert-manager replaces both files; a request may land between the two writes
         tmp = pki["dir"] / "next"
@@ -240,18 +246,19 @@ def test_serving_certificate_rotates_while_requests_flow(pki):
         os.replace(tmp / "tls.key", pki["key"])
         time.sleep(0.1)
         os.replace(tmp / "tls.crt", pki["cert"])
-        deadline = time.monotonic() + 5
-        while new_serial not in seen and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)
+        # every worker has made a connection since the reload (the new serial), and one more
+        rotated = lambda mine: new_serial in mine and len(mine) > mine.index(new_serial) + 1  # noqa: E731
+        until(lambda: all(rotated(mine) for mine in seen), "not every worker got the new certificate")
     finally:
         stop.set()
         for w in workers:
             w.join(timeout=10)
         listener.stop()
     assert failures == []
-    assert pki["serial"] in seen and new_serial in seen
-    assert seen[-1] == new_serial  # once rotated, new connections get the new certificate
+    for mine in seen:
+        assert mine[0] == pki["serial"] and new_serial in mine
+        # once rotated, new connections get the new certificate
+        assert set(mine[mine.index(new_serial):]) == {new_serial}
     assert listener.tls.reloads == 1
 
 
