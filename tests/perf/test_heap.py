@@ -100,3 +100,76 @@ def test_frozen_state_is_freed_by_reference_counting_under_churn(unfreeze):
         tracemalloc.stop()
         gc.enable()
     assert second - first < 200_000, (first, second)
+
+
+# ---- the C heap after large requests ------------------------------------------------------
+
+FRAGMENTED = """
+import sys, threading, psutil
+from extender.state import gcfreeze
+kept = []
+def work():  # 80 MB of malloc'ed blocks (over pymalloc's 512 bytes) in a thread's arena
+    blocks = [bytes(2000) + bytes([i & 255]) for i in range(40_000)]
+    kept.extend(blocks[::64])  # one in 64 stays: freed blocks lie between live ones
+t = threading.Thread(target=work)
+t.start()
+t.join()
+before = psutil.Process().memory_info().rss
+trimmed = gcfreeze.trim_heap()
+print(trimmed, before, psutil.Process().memory_info().rss)
+"""
+
+
+def test_trim_heap_gives_a_fragmented_arena_back():
+    """What a large request leaves: most of its blocks freed, a few kept, all in a
+    worker thread's arena. glibc keeps those pages until `malloc_trim`."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", FRAGMENTED], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    trimmed, before, after = out[0] == "True", int(out[1]), int(out[2])
+    assert trimmed  # glibc: the CI machine's and the image's C library
+    assert before - after > 30 << 20, f"RSS {before >> 20} -> {after >> 20} MiB"
+
+
+def test_the_heap_is_trimmed_once_the_last_pause_ends(monkeypatch):
+    """Large requests in several threads nest their pauses: the heap is trimmed when the
+    last one ends (also when it ends with an error), not inside a pause."""
+    from extender.state import gcfreeze
+
+    trims = []
+    monkeypatch.setattr(gcfreeze, "trim_heap", lambda: trims.append(gcfreeze._pausers))
+    with gcfreeze.collector_paused():
+        with gcfreeze.collector_paused():
+            pass
+        assert trims == []
+    assert trims == [0]
+    with pytest.raises(RuntimeError), gcfreeze.collector_paused():
+        raise RuntimeError("the request failed")
+    assert trims == [0, 0]
+
+
+def test_the_heap_is_trimmed_once_the_listeners_let_go_of_large_bodies(monkeypatch):
+    """A large body released (stalled, refused or answered) trims the heap once no
+    listener holds any request bytes; small requests alone never do."""
+    from extender.server import budget
+    from extender.state import gcfreeze
+
+    trims = []
+    monkeypatch.setattr(gcfreeze, "trim_heap", lambda: trims.append(budget._export()))
+    monkeypatch.setattr(budget, "_untrimmed", [0])
+    verbs, webhook = budget.BodyBudget(64 << 20, name="verbs-test"), budget.BodyBudget(16 << 20, name="hook-test")
+    small = 200 << 10
+    for _ in range(20):  # ordinary traffic: 4 MB in all, but every request small
+        assert verbs.acquire(small, small)
+        verbs.release(small)
+    assert trims == []
+    large = 7 << 20
+    assert verbs.acquire(large, large) and webhook.acquire(small, small)
+    verbs.release(large)
+    assert trims == []  # the webhook still holds a request
+    webhook.release(small)
+    assert trims == [0]
+    assert verbs.acquire(small, small)
+    verbs.release(small)
+    assert trims == [0]  # once per large release, not on every idle moment after it
