@@ -112,7 +112,8 @@ HELP = {
     "/filter would not place where they are by their DoNotSchedule constraints), recomputed "
     "cluster-wide while the state changes, at most every 5 s and a tenth of the time; implies --drift-report (default false)",
     "slim_answers": "true (default): a filter answer lists failing nodes only when no node fits, a "
-    "prioritize answer only the hosts above the lowest score, shifted by it (kube-scheduler "
+    "prioritize answer only the hosts off the most common score (the lowest in --score-mode scaled), "
+    "shifted by it (kube-scheduler "
     "reads neither otherwise; docs/reference/semantics.md, Slim answers); false: every failing "
     "node and every host, for a scheduler with another filtering extender after this one",
 }

@@ -28,6 +28,7 @@ BENCHMARKS = {
     "memory": "RSS per cluster size",
     "pyspy": "py-spy helper: record a process",
     "reload_stall": "cluster-file reloads and the verbs meanwhile",
+    "replay": "the ceiling's front: the extender's answers replayed at ~0 CPU (scheduler_e2e --modes ...,replay)",
     "scheduler_bursts": "bursts through the real kube-scheduler, with and without in-flight accounting",
     "scheduler_e2e": "the five workloads through the real kube-scheduler, extender vs in-tree",
     "soak": "a long soak: memory and latency over time",

@@ -215,7 +215,33 @@ def render_scheduler_e2e(e2e: dict[str, Any] | None) -> list[str]:
             f"| {f'{sent / 1024:.1f} / {answered / 1024:.1f} KB' if wire else '-'} "
             f"| {checks} | {_fmt(w.get('loadavg') or b.get('loadavg'), 1)} |")
     lines.append("")
-    return lines
+    return lines + _render_ceiling(e2e, base)
+
+
+def _render_ceiling(e2e: dict[str, Any], base: dict[str, Any]) -> list[str]:
+    """The `replay` mode's table, when it ran: kube-scheduler in extender mode with the
+    extender's answers replayed at ~0 CPU, the most any extender could reach here."""
+    ceiling = ((e2e.get("modes") or {}).get("replay") or {}).get("workloads") or {}
+    if not ceiling:
+        return []
+    lines = ["**The ceiling** (`--modes ...,replay`, perf/replay.py): kube-scheduler configured as in "
+             "extender mode, binding pods itself, the extender's filter and prioritize answers replayed "
+             "from memory (the real answer for an earlier pod of the workload, refreshed every 50), so "
+             "the extender's work costs ~0 CPU; placements not checked. Per pod (ms).", "",
+             "| workload | in-tree pods/s | ceiling pods/s | **ceiling ratio** | algorithm in-tree / ceiling "
+             "| extender calls | CPU kube-scheduler in-tree / ceiling, replay + extender |",
+             "|---|---|---|---|---|---|---|"]
+    for name, c in ceiling.items():
+        b = base.get(name) or {}
+        cpu_b, cpu_c = b.get("cpu_ms_per_pod") or {}, c.get("cpu_ms_per_pod") or {}
+        front = (cpu_c.get("replay") or 0) + (cpu_c.get("extender") or 0)
+        lines.append(
+            f"| {name} | {_fmt(b.get('pods_per_s'), 0)} | {_fmt(c.get('pods_per_s'), 0)} "
+            f"| **{_fmt((e2e.get('ratio_ceiling') or {}).get(name))}** "
+            f"| {_fmt(b.get('algorithm_ms_per_pod'))} / {_fmt(c.get('algorithm_ms_per_pod'))} "
+            f"| {_fmt(c.get('extender_calls_ms_per_pod'))} "
+            f"| {_fmt(cpu_b.get('kube_scheduler'))} / {_fmt(cpu_c.get('kube_scheduler'))}, {_fmt(front)} |")
+    return [*lines, ""]
 
 
 def render_summary(report: dict[str, Any]) -> str:

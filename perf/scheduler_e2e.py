@@ -23,6 +23,12 @@ kube-scheduler running its in-tree plugins on the same pods, in the same run.
    - **extender**: `extender serve --config manifests/base/extender.yaml` as shipped
      and the shipped configuration (the four plugins off, filter/prioritize/preempt/
      bind verbs).
+   - **replay** (the ceiling; only with `--modes ...,replay`): kube-scheduler configured
+     as in extender mode but binding pods itself, `perf/replay.py` in front of `extender
+     serve` answering filter and prioritize from the kept bytes of an earlier pod's real
+     answer, at ~0 CPU. What kube-scheduler itself costs in extender mode: how fast any
+     extender could go here. Placements are not checked (a replayed answer is an earlier
+     pod's); `ratio_ceiling` is its pods/s over in-tree's.
    Each run schedules a 50-pod warm-up (untimed), then each workload of
    `perf.workloads.SCHEDULER_PERF`: `--pods` pods created pending (as scheduler_perf
    creates them), timed from the first create to the last bind the double reports.
@@ -88,6 +94,10 @@ QUICK = (500, 5_000, 60, None)
 SIZES = (5000, 15_000)  # `make perf-scheduler-e2e`: each with 10 running pods a node
 ROUNDS = 2  # runs of each mode per size, alternated
 MODES = ("in-tree", "extender")
+# The ceiling (not run unless asked): kube-scheduler configured as in extender mode, the
+# extender's answers replayed from memory at ~0 CPU (`perf.replay`), kube-scheduler binding
+# itself. How fast any extender could go through the protocol on this machine.
+CEILING = "replay"
 WARMUP = 50
 Key = tuple[str, str]
 BYTES_LINE = re.compile(r'^extender_http_body_bytes_total\{(?=.*direction="(?P<direction>\w+)")'
@@ -229,20 +239,30 @@ class Mode:
     """One kube-scheduler (and, in extender mode, one `extender serve`) against the double."""
 
     def __init__(self, name: str, binary: str, kubeconfig: Path, workdir: Path) -> None:
-        from testing.harness import start_extender, start_scheduler, wait_for
+        from testing.harness import Process, start_extender, start_scheduler, wait_for
 
         self.name = name
-        self.extender = None
+        self.extender = self.replay = None
         self.extender_metrics = 0
         workdir.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         extender_port = None
-        if name == "extender":
+        if name in ("extender", CEILING):
             self.extender, extender_port, self.extender_metrics = start_extender(
                 kubeconfig, workdir, ("--log-level", "warning"), timeout=600)
         self.extender_sync_s = round(time.monotonic() - t0, 2)
+        edit = None
+        if name == CEILING:
+            replay_port = free_port()
+            self.replay = Process("replay", [sys.executable, "-m", "perf.replay", f"--listen={replay_port}",
+                                             f"--upstream={extender_port}"], workdir / "replay.log")
+            if not wait_for(lambda: _listening(replay_port) or not self.replay.alive(), 30, 0.05) \
+                    or not self.replay.alive():
+                self.stop()
+                raise RuntimeError(f"perf.replay did not start:\n{self.replay.tail()}")
+            extender_port, edit = replay_port, _scheduler_binds
         port = free_port()
-        self.scheduler = start_scheduler(binary, kubeconfig, workdir, extender_port, secure_port=port)
+        self.scheduler = start_scheduler(binary, kubeconfig, workdir, extender_port, edit=edit, secure_port=port)
         self.metrics = SchedulerMetrics(port)
         if not wait_for(lambda: self.metrics.healthy() or not self.scheduler.alive(), 600, 0.2) \
                 or not self.scheduler.alive():
@@ -282,12 +302,30 @@ class Mode:
         out = {"kube_scheduler": tree(self.scheduler.proc.pid), "double": tree(double.proc.pid)}
         if self.extender is not None:
             out["extender"] = tree(self.extender.proc.pid)
+        if self.replay is not None:
+            out["replay"] = tree(self.replay.proc.pid)
         return out
 
     def stop(self) -> None:
-        self.scheduler.stop()
-        if self.extender is not None:
-            self.extender.stop()
+        if getattr(self, "scheduler", None) is not None:
+            self.scheduler.stop()
+        for proc in (self.replay, self.extender):
+            if proc is not None:
+                proc.stop()
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _scheduler_binds(config: dict) -> None:
+    """The ceiling mode's kube-scheduler binds pods itself (as in-tree mode does)."""
+    for extender in config["extenders"]:
+        extender.pop("bindVerb", None)
 
 
 def run_batch(api: RemoteApi, watch: BindWatch, pods: list[dict], timeout: float) -> tuple[float, float]:
@@ -396,14 +434,16 @@ def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: lis
             handler_after, wait_after, wire_after = mode.extender_totals()
             wire = _delta(wire_before, wire_after)
             placements = [(p, watch.bound[k][0]) for p, k in zip(batch, keys, strict=True) if k in watch.bound]
-            problems = check_placements(checker, placements)
-            checker.replay(placements)  # commit them: the next workloads and the checks see them
-            for p, where in placements:
-                c, m = requests_of(p)
-                used[where][0] += c
-                used[where][1] += m
             left = [p for p, k in zip(batch, keys, strict=True) if k not in watch.bound]
-            wrong = wrongly_unschedulable(checker, left, nodes, {k: (v[0], v[1]) for k, v in used.items()})
+            problems, wrong = [], []
+            if name != CEILING:  # replayed answers are an earlier pod's: nothing to check
+                problems = check_placements(checker, placements)
+                checker.replay(placements)  # commit them: the next workloads and the checks see them
+                for p, where in placements:
+                    c, m = requests_of(p)
+                    used[where][0] += c
+                    used[where][1] += m
+                wrong = wrongly_unschedulable(checker, left, nodes, {k: (v[0], v[1]) for k, v in used.items()})
             scheduled = len(placements)
             cycles = int(sched.get("attempt_scheduled_count", 0) + sched.get("attempt_unschedulable_count", 0)
                          + sched.get("attempt_error_count", 0))
@@ -430,6 +470,7 @@ def run_mode(name: str, binary: str, double: Double, api: RemoteApi, chosen: lis
                 # CPU per pod of each process (ms), and the bytes of the verbs' bodies per pod
                 "cpu_ms_per_pod": {k: _ms(v, pods) for k, v in cpu.items()},
                 "wire_bytes_per_pod": {k: round(v / pods) for k, v in sorted(wire.items()) if v} or None,
+                "placements_checked": name != CEILING,
                 "problems": len(problems), "problem_examples": problems[:5],
                 "wrongly_unschedulable": len(wrong), "wrongly_unschedulable_examples": wrong[:5],
                 "loadavg": round(os.getloadavg()[0], 2),
@@ -466,8 +507,8 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
     unknown = sorted(set(workloads or ()) - {w.name for w, _ in SCHEDULER_PERF})
     if unknown:
         raise ValueError(f"unknown workloads {unknown}; known: {[w.name for w, _ in SCHEDULER_PERF]}")
-    if set(modes) - set(MODES):
-        raise ValueError(f"unknown modes {sorted(set(modes) - set(MODES))}; known: {list(MODES)}")
+    if set(modes) - {*MODES, CEILING}:
+        raise ValueError(f"unknown modes {sorted(set(modes) - {*MODES, CEILING})}; known: {[*MODES, CEILING]}")
     binary = binary or scheduler_binary()
     if binary is None:
         raise ValueError(f"{BINARY_ENV} is not set: the benchmark runs the real kube-scheduler "
@@ -503,6 +544,9 @@ def run_workloads(nodes: int, cluster_pods: int, pods: int, workloads: tuple[str
         by_round = {(r["round"], r["mode"]): r["workloads"] for r in out["runs"]}
         out["ratio_per_round"] = [_ratio(by_round[(k, "in-tree")], by_round[(k, "extender")]) for k in range(rounds)]
         log(f"{nodes} nodes, extender / in-tree pods/s: {out['ratio']} (per round {out['ratio_per_round']})")
+    if "in-tree" in out["modes"] and CEILING in out["modes"]:
+        out["ratio_ceiling"] = _ratio(out["modes"]["in-tree"]["workloads"], out["modes"][CEILING]["workloads"])
+        log(f"{nodes} nodes, ceiling ({CEILING}) / in-tree pods/s: {out['ratio_ceiling']}")
     out["elapsed_s"] = round(time.monotonic() - started, 1)
     return out
 
@@ -577,7 +621,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="runs of each mode per size, alternated")
     options.add(parser, pods=FULL[2], helps={"pods": "pods scheduled per workload"})
     parser.add_argument("--workloads", default="", help="comma list (default: all five)")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma list of in-tree, extender")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma list of in-tree, extender, {CEILING} (the ceiling: perf/replay.py)")
     options.add(parser, out=ROOT / "perf" / "out" / "scheduler_e2e.json")
     parser.add_argument("--profile", type=Path, default=None,
                         help="directory: py-spy records every busy thread of the extender's worker (raw stacks)")

@@ -166,7 +166,7 @@ class Extender:
         if outcome.error:
             raise ScoringError(outcome.error)
         if self.config.slim_answers:
-            return slim_priority_json(cands.nodes, scores)
+            return slim_priority_json(cands.nodes, scores, signed=self.config.score_mode == "in-tree")
         return host_priority_json(cands.nodes, scores)
 
     def preempt(self, args: PreemptionArgs) -> bytes:

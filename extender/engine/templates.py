@@ -9,8 +9,9 @@ encoding.
 Slim answers (`--slim-answers`, the default; docs/reference/semantics.md, "Slim
 answers") carry what kube-scheduler reads and nothing else: a filter answer with a
 feasible node has empty failure maps, a prioritize answer lists only the hosts whose
-score is above the lowest, shifted down by it (an absent host scores 0, and adding the
-same number to every host's total never changes which one wins).
+score differs from a base (the most common score in `--score-mode in-tree`, the lowest
+in `scaled`), shifted by it (an absent host scores 0, and adding the same number to
+every host's total never changes which one wins).
 
 A filter answer also tells what the next prioritize call's NodeNames will be
 (`expect_prioritize`): its feasible names, registered with the node layer under the
@@ -210,10 +211,14 @@ _SCORE_SLOT = b"0" * 20  # placeholder digits, overwritten per response
 FEW_SCORES = 16  # distinct scores up to which hosts are joined per score
 
 
-def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
-    """The HostPriorityList of the hosts whose score is above the lowest, with the
-    lowest subtracted (kube-scheduler adds an extender's score to every host's total
-    and nothing for a host it does not list: the same order of totals, fewer bytes).
+def slim_priority_json(nodes: NodeSet, scores: np.ndarray, signed: bool = False) -> bytes:
+    """The HostPriorityList of the hosts whose score differs from a base, with the base
+    subtracted (kube-scheduler adds an extender's score to every host's total and
+    nothing for a host it does not list: the same order of totals, fewer bytes). The
+    base is the lowest score, or with `signed` (`--score-mode in-tree`, where scores are
+    not held to 0..10) the most common one, the lowest of equals: hosts below it get a
+    negative score. Where most hosts score the top (no intolerable PreferNoSchedule
+    taint, say) only the few below it are listed.
 
     Over a candidate set that serves many requests, the listed rows of its padded
     `{"Host":<name>  ,"Score":<digits>},` rows with the digits written in one column
@@ -223,12 +228,22 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
     score's `,"Score":<digits>},` gathered and joined once, in request order."""
     if not len(scores):
         return b"[]"
-    shifted = scores - scores.min()
-    listed = np.flatnonzero(shifted)
-    if not len(listed):
+    above = scores - scores.min()  # >= 0
+    top = int(above.max())
+    if not top:
         return b"[]"
-    top = int(shifted.max())
-    width = len(str(top))
+    counts = np.bincount(above) if top < 1 << 16 else None
+    base = 0
+    if signed:
+        if counts is not None:
+            base = int(np.argmax(counts))
+        else:
+            values, seen = np.unique(above, return_counts=True)
+            base = int(values[np.argmax(seen)])
+    shifted = above - base
+    listed = np.flatnonzero(shifted)
+    low, high = -base, top - base
+    width = max(len(str(low)), len(str(high)))
     if width <= LOOKUP_WIDTH:
         padded = padded_rows(nodes, b'{"Host":', b',"Score":' + b" " * width + b"},")
         if padded is not None:
@@ -236,34 +251,36 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
             out = rows[listed]
             digits = np.ndarray(shape=(len(listed),), dtype=np.dtype((np.void, width)), buffer=out,
                                 offset=end + len(b',"Score":'), strides=(out.itemsize,))  # the digits of each row
-            digits[...] = _digit_cells(width)[shifted[listed]]
+            digits[...] = _score_cells(width)[shifted[listed] + _NEGATIVES[width]]
             return b"".join((b"[", memoryview(out.view(np.uint8))[:-1], b"]"))
-    values = (np.flatnonzero(np.bincount(shifted)) if top < 1 << 16 else np.unique(shifted))[::-1]
-    if len(values) - 1 <= FEW_SCORES:  # values hold 0 (the lowest), never listed
+    values = (np.flatnonzero(counts) if counts is not None else np.unique(above))[::-1] - base
+    if len(values) - 1 <= FEW_SCORES:  # values hold 0 (the base), never listed
         names = nodes.json_names()
         parts = []
-        for value in values[:-1].tolist():
+        for value in values[values != 0].tolist():
             tail = b',"Score":%d}' % value
             parts.append(b'{"Host":' + (tail + b',{"Host":').join(names[shifted == value].tolist()) + tail)
         return b"[" + b",".join(parts) + b"]"
     pieces = np.empty(3 * len(listed), dtype=object)
     pieces[0::3] = b'{"Host":'
     pieces[1::3] = nodes.json_names()[listed]
-    pieces[2::3] = _score_tails(shifted[listed], top)
+    pieces[2::3] = _score_tails(shifted[listed], low, high)
     return b"[" + b"".join(pieces.tolist())[:-1] + b"]"
 
 
 _TAILS = np.empty(0, dtype=object)
+_TAILS_FROM = 0  # the score of _TAILS[0]
 
 
-def _score_tails(values: np.ndarray, top: int) -> np.ndarray:
-    """`,"Score":<digits>},` for each of `values` (non-negative), from a table for small ones."""
-    global _TAILS
-    if top >= 1 << 16:
+def _score_tails(values: np.ndarray, low: int, high: int) -> np.ndarray:
+    """`,"Score":<digits>},` for each of `values` (in low..high), from a table for small ones."""
+    global _TAILS, _TAILS_FROM
+    if high - low >= 1 << 16:
         return object_array([b',"Score":%d},' % v for v in values.tolist()])
-    if top >= len(_TAILS):
-        _TAILS = object_array([b',"Score":%d},' % v for v in range(max(top + 1, 1024))])
-    return _TAILS[values]
+    if low < _TAILS_FROM or high >= _TAILS_FROM + len(_TAILS):
+        start, stop = min(low, -1024), max(high + 1, 1024)
+        _TAILS, _TAILS_FROM = object_array([b',"Score":%d},' % v for v in range(start, stop)]), start
+    return _TAILS[values - _TAILS_FROM]
 
 
 def host_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:
@@ -304,9 +321,18 @@ LOOKUP_WIDTH = 4  # scores below 10**4 are written from a table of their digits
 _DIGIT_ROWS: dict[int, np.ndarray] = {}
 
 
-def _digit_cells(width: int) -> np.ndarray:
-    """`_digit_rows(width)` as fixed-size byte strings (one numpy item per score)."""
-    return _digit_rows(width).reshape(-1).view(np.dtype((np.void, width)))
+_NEGATIVES = {w: 10 ** (w - 1) - 1 for w in range(1, LOOKUP_WIDTH + 1)}  # the negative scores `width` holds
+_SCORE_CELLS: dict[int, np.ndarray] = {}
+
+
+def _score_cells(width: int) -> np.ndarray:
+    """Cell `s + _NEGATIVES[width]`: score s (negative ones too) as `width` characters,
+    right-aligned with spaces, as fixed-size byte strings; built once per width."""
+    cells = _SCORE_CELLS.get(width)
+    if cells is None:
+        text = b"".join(str(s).rjust(width).encode() for s in range(-_NEGATIVES[width], 10 ** width))
+        cells = _SCORE_CELLS[width] = np.frombuffer(text, dtype=np.dtype((np.void, width)))
+    return cells
 
 
 def _digit_rows(width: int) -> np.ndarray:

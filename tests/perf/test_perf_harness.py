@@ -188,8 +188,9 @@ def test_reference_comparison_agrees_and_catches_a_changed_answer(cluster_file) 
     _, changed = compare_reference(answers, ref, names)
     assert changed["mismatches"] == 2
     assert {e["verb"] for e in changed["examples"]} == {"filter", "prioritize"}
-    assert f"{top['Host']}: {top['Score'] + 1} vs {top['Score']}" in next(
-        e["diff"] for e in changed["examples"] if e["verb"] == "prioritize")
+    diff = next(e["diff"] for e in changed["examples"] if e["verb"] == "prioritize")
+    got = re.search(rf"{re.escape(top['Host'])}: (-?\d+) vs (-?\d+)", diff)  # shifted by the lowest
+    assert got is not None and int(got[1]) == int(got[2]) + 1, diff
 
 
 def test_noop_floor_answers_the_verbs() -> None:

@@ -43,3 +43,19 @@ def test_both_modes_schedule_a_workload_and_the_report_renders_it(tmp_path: Path
 def test_an_unknown_workload_is_a_clear_error_before_anything_starts(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown workloads \\['sp-nope'\\]"):
         run_workloads(50, 500, 1, ("sp-nope",), log=lambda _m: None, workdir=tmp_path, binary="unused")
+
+
+def test_the_ceiling_mode_replays_the_extenders_answers_and_kube_scheduler_binds(tmp_path: Path) -> None:
+    binary = require_binary()
+    pods = 10
+    out = run_workloads(30, 120, pods, ("sp-inclusion",), log=lambda _m: None, workdir=tmp_path,
+                        binary=binary, warmup=3, rounds=1, modes=("in-tree", "replay"))
+    ceiling = out["modes"]["replay"]["workloads"]["sp-inclusion"]
+    assert ceiling["scheduled"] == pods and ceiling["placements_checked"] is False
+    assert ceiling["cpu_ms_per_pod"]["replay"] >= 0 and ceiling["extender_calls_ms_per_pod"] is not None
+    # the extender answered the first filter and prioritize of the workload, never a bind
+    wire = ceiling["wire_bytes_per_pod"] or {}
+    assert wire.get("filter request", 0) > 0 and "bind request" not in wire
+    assert out["ratio_ceiling"]["sp-inclusion"] > 0 and "ratio" not in out
+    table = "\n".join(render_scheduler_e2e(out))
+    assert "**The ceiling**" in table and "| sp-inclusion |" in table

@@ -72,7 +72,7 @@ def test_prioritize_returns_host_priority_list(client):
     assert code == 200
     # od-b1 has one PreferNoSchedule taint the pod does not tolerate: TaintToleration 0 vs 100,
     # weight 3, in-tree score mode (default): 3 * 100 / 10 = 30 and 0; slim answers (the
-    # default) leave out the hosts at the lowest score, shifted to 0.
+    # default) leave out the hosts at the most common score, the lowest of equals, shifted to 0.
     assert result == [{"Host": "od-a1", "Score": 30}]
 
 

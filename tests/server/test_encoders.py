@@ -4,6 +4,7 @@ on arbitrary names (escapes included), verdicts and scores."""
 
 from __future__ import annotations
 
+from collections import Counter
 from unittest.mock import patch
 
 import numpy as np
@@ -100,26 +101,39 @@ def test_slim_filter_json_is_the_full_answer_without_failures(names, data, share
             assert list(got) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
 
 
-@settings(max_examples=300, deadline=None)
-@given(names=slim_names_st, data=st.data(), shared=st.booleans(), padded=st.booleans())
-def test_slim_priorities_are_the_full_scores_shifted_by_their_minimum(names, data, shared, padded):
+@settings(max_examples=400, deadline=None)
+@given(names=slim_names_st, data=st.data(), shared=st.booleans(), padded=st.booleans(), signed=st.booleans())
+def test_slim_priorities_are_the_full_scores_shifted_by_one_base(names, data, shared, padded, signed):
     """Every host reads (as kube-scheduler reads it: absent = 0) its full score minus the
-    lowest; only hosts above the lowest are listed, each once: in request order from
-    padded rows or with many distinct scores, else highest score first."""
+    base: the lowest score, or `signed` the most common one (the lowest of equals).
+    Only hosts off the base are listed, each once: in request order from padded rows or
+    with many distinct scores, else highest score first."""
     nodes = shared_set(names) if shared else NodeSet([Node(n) for n in names])
-    top = data.draw(st.sampled_from([0, 1, 10, 100, 10**6]))
+    top = data.draw(st.sampled_from([0, 1, 10, 100, 1500, 10**6]))
     scores = data.draw(st.lists(st.integers(0, top), min_size=len(names), max_size=len(names)))
     low = min(scores, default=0)
-    above = [n for n, s in zip(names, scores, strict=True) if s > low]
-    by_score = sorted(above, key=lambda n: (-scores[names.index(n)], names.index(n)))
+    seen = Counter(scores)
+    base = min((s for s in seen if seen[s] == max(seen.values())), default=0) if signed else low
+    off = [n for n, s in zip(names, scores, strict=True) if s != base]
+    by_score = sorted(off, key=lambda n: (-scores[names.index(n)], names.index(n)))
     with patch.object(templates, "PADDED_MIN", 1 if padded else templates.PADDED_MIN):
         for _ in range(2):
-            got = orjson.loads(slim_priority_json(nodes, np.array(scores, dtype=np.int64)))
-            assert host_scores(names, got) == {n: s - low for n, s in zip(names, scores, strict=True)}
+            got = orjson.loads(slim_priority_json(nodes, np.array(scores, dtype=np.int64), signed=signed))
+            assert host_scores(names, got) == {n: s - base for n, s in zip(names, scores, strict=True)}
             hosts = [e["Host"] for e in got]
-            rows = templates.padded_rows(nodes, b"", b",") is not None and max(scores, default=0) - low < 10**4
-            assert hosts == (above if rows or len({s for s in scores if s > low}) > FEW_SCORES else by_score)
-            assert all(list(e) == ["Host", "Score"] and e["Score"] > 0 for e in got)
+            width = max(len(str(low - base)), len(str(max(scores, default=0) - base)))
+            rows = templates.padded_rows(nodes, b"", b",") is not None and width <= templates.LOOKUP_WIDTH
+            assert hosts == (off if rows or len({s for s in scores if s != base}) > FEW_SCORES else by_score)
+            assert all(list(e) == ["Host", "Score"] and e["Score"] != 0 for e in got)
+            assert signed or all(e["Score"] > 0 for e in got)
+
+
+def test_a_signed_answer_lists_the_hosts_below_the_top_when_most_score_the_top():
+    nodes = shared_set([f"n{i}" for i in range(8)])
+    scores = np.array([30, 30, 30, 30, 30, 12, 30, 0], dtype=np.int64)
+    assert orjson.loads(slim_priority_json(nodes, scores, signed=True)) == [
+        {"Host": "n5", "Score": -18}, {"Host": "n7", "Score": -30}]
+    assert len(orjson.loads(slim_priority_json(nodes, scores))) == 7  # the lowest as base: all others
 
 
 def test_remembered_answers_follow_the_result_not_the_candidate_set():

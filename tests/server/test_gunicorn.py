@@ -47,8 +47,8 @@ def test_filter_and_prioritize_over_gunicorn_and_metrics_across_workers(server):
         assert orjson.loads(data)["NodeNames"] == ["od-a1", "od-b1", "spot-a1", "spot-b1"]
         status, data = request(port, "POST", "/prioritize", body)
         assert status == 200
-        # slim answers: the hosts above the lowest score (od-b1, spot-c1: PreferNoSchedule taints)
-        assert orjson.loads(data) == [{"Host": h, "Score": 30} for h in ("od-a1", "od-a2", "spot-a1", "spot-b1")]
+        # slim answers: the hosts off the most common score, 30 (od-b1, spot-c1: PreferNoSchedule taints)
+        assert orjson.loads(data) == [{"Host": h, "Score": -30} for h in ("od-b1", "spot-c1")]
 
     status, text = request(port, "GET", "/metrics")
     assert status == 200
