@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from testing.apiserver import QuietServer
 from testing.harness import node
+from testing.scores import best_hosts
 
 INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
 KEYS = ("example.com/sla", "example.com/budget", "example.com/tier")
@@ -137,13 +138,14 @@ class Seen:
     given: list[str] = field(default_factory=list)  # NodeNames of the filter call
     passed: list[str] = field(default_factory=list)  # NodeNames of the filter answer
     scores: dict[str, int] = field(default_factory=dict)  # the prioritize answer
+    scored: list[str] | None = None  # NodeNames of the prioritize call (None: not asked)
 
     def best(self) -> set[str]:
-        """The nodes with the highest score (the feasible ones when none was asked)."""
-        if not self.scores:
+        """The nodes with the highest score as kube-scheduler reads the answer (a host the
+        answer does not list scores 0; the feasible ones when none was asked)."""
+        if self.scored is None:
             return set(self.passed)
-        top = max(self.scores.values())
-        return {n for n, s in self.scores.items() if s == top}
+        return set(best_hosts(self.scored, [{"Host": h, "Score": s} for h, s in self.scores.items()]))
 
 
 class Recorder:
@@ -202,9 +204,10 @@ class Recorder:
             seen = self.seen.setdefault(name, Seen())
             if verb == "filter":
                 seen.given, seen.passed = list(args.get("NodeNames") or []), list(out.get("NodeNames") or [])
-                seen.scores = {}
+                seen.scores, seen.scored = {}, None
             else:
                 seen.scores = {h["Host"]: h["Score"] for h in out or []}
+                seen.scored = list(args.get("NodeNames") or [])
 
 
 def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
