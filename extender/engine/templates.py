@@ -268,19 +268,21 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray, signed: bool = False)
     return b"[" + b"".join(pieces.tolist())[:-1] + b"]"
 
 
-_TAILS = np.empty(0, dtype=object)
-_TAILS_FROM = 0  # the score of _TAILS[0]
+_TAILS: tuple[int, np.ndarray] = (0, np.empty(0, dtype=object))  # (the score of row 0, the rows)
 
 
 def _score_tails(values: np.ndarray, low: int, high: int) -> np.ndarray:
-    """`,"Score":<digits>},` for each of `values` (in low..high), from a table for small ones."""
-    global _TAILS, _TAILS_FROM
+    """`,"Score":<digits>},` for each of `values` (in low..high), from a table for small
+    ones (replaced whole, never edited: the verbs' threads read it without a lock)."""
+    global _TAILS
     if high - low >= 1 << 16:
         return object_array([b',"Score":%d},' % v for v in values.tolist()])
-    if low < _TAILS_FROM or high >= _TAILS_FROM + len(_TAILS):
-        start, stop = min(low, -1024), max(high + 1, 1024)
-        _TAILS, _TAILS_FROM = object_array([b',"Score":%d},' % v for v in range(start, stop)]), start
-    return _TAILS[values - _TAILS_FROM]
+    start, rows = _TAILS
+    if low < start or high >= start + len(rows):
+        start, stop = min(low, start, -1024), max(high + 1, start + len(rows), 1024)
+        rows = object_array([b',"Score":%d},' % v for v in range(start, stop)])
+        _TAILS = (start, rows)
+    return rows[values - start]
 
 
 def host_priority_json(nodes: NodeSet, scores: np.ndarray) -> bytes:

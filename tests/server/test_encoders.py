@@ -182,3 +182,12 @@ def test_the_every_node_set_gets_a_larger_template_budget_within_the_cache():
         assert template_budget(15000, full=True) <= budget("candidate-sets") // 8
     finally:
         set_memory_limit(256 << 20)
+
+
+def test_score_tails_cover_negative_and_positive_ranges_as_they_grow():
+    """The tails table is replaced whole when a range falls outside it (threads read it
+    unlocked): every range asked, in any order, gets its own scores' text."""
+    for low, high in [(0, 5), (-3000, 10), (-5, 5000), (0, 2000), (-2, 2)]:
+        values = np.array([low, high, 0, (low + high) // 2], dtype=np.int64)
+        assert templates._score_tails(values, low, high).tolist() == [
+            b',"Score":%d},' % v for v in values.tolist()]
