@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import re
 import socket
 import threading
@@ -110,7 +111,7 @@ def serve_connection(replay: Replay, sock: socket.socket) -> None:
             try:
                 status, data = replay.handle(path, body)
             except Exception as exc:  # the upstream failed: say so, keep the connection
-                status, data = 502, f'{{"Error":"replay: {type(exc).__name__}: {exc}"}}'.encode()
+                status, data = 502, json.dumps({"Error": f"replay: {type(exc).__name__}: {exc}"}).encode()
             sock.sendall(answer(status, data))
 
 
