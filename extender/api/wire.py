@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,39 @@ def known_names_cache() -> ByteLRU:
     if _KNOWN_NAMES is None:
         _KNOWN_NAMES = ByteLRU("node-names", max_entries=64)
     return _KNOWN_NAMES
+
+
+class EncodedNames(Sequence[str]):
+    """A NodeNames list known by its JSON text and its length, decoded only when a name
+    is asked for: what a filter answer registers for the prioritize call that follows
+    (`engine.templates.expect_prioritize`), which normally finds its candidate set by the
+    text and never reads a name. Read-only, as every cached list."""
+
+    __slots__ = ("text", "_count", "_names")
+
+    def __init__(self, text: bytes, count: int) -> None:
+        self.text, self._count, self._names = text, count, None
+
+    def _decoded(self) -> list[str]:
+        if self._names is None:
+            self._names = orjson.loads(self.text)
+        return self._names
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):
+        return self._decoded()[index]
+
+    def __iter__(self):
+        return iter(self._decoded())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, EncodedNames)):
+            return self._decoded() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # a list, as far as equality goes
 
 
 def names_bytes(text: bytes, count: int) -> int:

@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 
 from extender.api.wire import (
+    EncodedNames,
     encode,
     filter_result,
     host_priority_list,
@@ -38,6 +39,7 @@ from extender.framework import Code, FilterOutcome
 from extender.framework.verdicts import Failures, Verdict
 from extender.state.nodeset import (
     NodeSet,
+    Reads,
     new_templates,
     object_array,
     template_budget,
@@ -128,53 +130,61 @@ PADDED_MIN = 256  # and for this many candidates or more (smaller answers are ch
 
 
 def padded_rows(nodes: NodeSet, head: bytes, tail: bytes) -> tuple[np.ndarray, int] | None:
-    """(rows, end): one `head<JSON name><spaces>tail` row per candidate, all as wide as
-    the longest (JSON allows the spaces; a vector of fixed-size byte strings, numpy's
-    void type, which it selects with one copy loop), and the offset in a row where
-    `tail` starts; kept with the candidate set. An answer is then a row selection and a few
-    column writes, numpy copies instead of an object per host. None when the names
-    differ so much in length that the padding would bloat the answer, for a set that
-    serves one request (and for a set's first answer: building the rows costs about
-    what one answer joined from objects does) and for small sets."""
+    """(rows, end): one `head<JSON name><spaces>tail` row per node of the candidates'
+    universe (the node layer), in position order, all as wide as the longest (JSON
+    allows the spaces; a vector of fixed-size byte strings, numpy's void type, which it
+    selects with one copy loop), and the offset in a row where `tail` starts. Built once
+    per node layer and kept while names and places stand, so a candidate list never
+    seen before (kube-scheduler sends a new order for every pod) is answered by a row
+    selection through its positions (`rows[nodes.uidx[...]]`) and a few column writes,
+    numpy copies instead of an object per host. None for a set that serves a single
+    request (no templates), for small sets, and when the names differ so much in length
+    that the padding would bloat the answer or a name holds a space (the spaces must be
+    padding alone: `feasible_names_text`)."""
     if nodes.templates is None or len(nodes) < PADDED_MIN:
         return None
-    key = ("padded rows", head, tail)
-    with _LOCK:
-        hit = nodes.templates.get(key)
-        if hit is None and nodes.templates.get(("padded seen", key)) is None:
-            nodes.templates.put(("padded seen", key), b"", template_size(b""))  # built from the set's second answer on:
-            return None  # a list kube-scheduler sends once (a spreading pod's) costs no build
-    if hit is None:
-        names = nodes.json_names().tolist()
-        widest = max(map(len, names))
-        if widest * len(names) > (1 + PADDING_WASTE) * sum(map(len, names)):
-            hit = (None,)
-        else:
-            text = b"".join(head + name.ljust(widest) + tail for name in names)
-            rows = np.frombuffer(text, dtype=np.dtype((np.void, len(text) // len(names))))  # read-only
-            hit = (rows, len(head) + widest)
-        with _LOCK:
-            nodes.templates.put(key, hit, template_size(hit))
+    hit = nodes.universe.memo(("padded rows", head, tail),
+                              lambda: _padded(nodes.universe_json_names(), head, tail), Reads.TAINTS)
     return None if hit[0] is None else hit
+
+
+def _padded(json_names: np.ndarray, head: bytes, tail: bytes) -> tuple:
+    names = json_names.tolist()
+    if not names:
+        return (None,)
+    widest = max(map(len, names))
+    if widest * len(names) > (1 + PADDING_WASTE) * sum(map(len, names)) or b" " in b"".join(names):
+        return (None,)
+    text = b"".join(head + name.ljust(widest) + tail for name in names)
+    rows = np.frombuffer(text, dtype=np.dtype((np.void, len(text) // len(names))))  # read-only
+    return rows, len(head) + widest
 
 
 def slim_filter_json(verdict: Verdict) -> bytes:
     """The feasible candidates' names and empty failure maps: the feasible rows of the
-    candidate set's padded names (`"name"  ,`), or a join of its pre-encoded names."""
+    node layer's padded names (`"name"  ,`), or a join of the set's pre-encoded names."""
     feasible = verdict.feasible()
     padded = padded_rows(verdict.nodes, b"", b",")
     if padded is not None:  # one copy of the rows, one into the answer (without the last comma)
-        return b"".join((_SLIM_HEAD, memoryview(padded[0][feasible].view(np.uint8))[:-1], _SLIM_TAIL))
+        rows = padded[0][verdict.nodes.uidx[feasible]]
+        return b"".join((_SLIM_HEAD, memoryview(rows.view(np.uint8))[:-1], _SLIM_TAIL))
     return _SLIM_HEAD + b",".join(verdict.nodes.json_names()[feasible].tolist()) + _SLIM_TAIL
 
 
-def feasible_names_text(answer: bytes) -> bytes | None:
+def feasible_names_text(answer: bytes, padded: bool = False) -> bytes | None:
     """The feasible names of a slim filter answer as a compact JSON array (`["a","b"]`,
-    what Go's encoder writes for them), or None when the answer is not one without
-    padding (a failure map, spaces between rows)."""
-    if not (answer.startswith(_SLIM_HEAD) and answer.endswith(_SLIM_TAIL)) or b" " in answer:
+    what Go's encoder writes for them), or None when the answer is not a slim one (a
+    failure map) or has spaces. `padded`: the answer's names hold no space, so every
+    space in it is padding between rows, which is dropped."""
+    if not (answer.startswith(_SLIM_HEAD) and answer.endswith(_SLIM_TAIL)):
         return None  # (neither the head nor the tail holds a space)
-    return b"".join((b"[", memoryview(answer)[len(_SLIM_HEAD):len(answer) - len(_SLIM_TAIL)], b"]"))
+    body = memoryview(answer)[len(_SLIM_HEAD):len(answer) - len(_SLIM_TAIL)]
+    if padded:
+        chars = np.frombuffer(body, dtype=np.uint8)
+        body = memoryview(chars[chars != ord(" ")])
+    elif b" " in answer:
+        return None
+    return b"".join((b"[", body, b"]"))
 
 
 def expect_prioritize(snapshot: ClusterSnapshot, cands: Candidates, feasible: np.ndarray,
@@ -189,16 +199,17 @@ def expect_prioritize(snapshot: ClusterSnapshot, cands: Candidates, feasible: np
     as any other. `answer`: the filter's, whose names are reused when it lists them
     without padding."""
     nodes = cands.nodes
-    if nodes.templates is None or cands.served != 1 or int(np.count_nonzero(feasible)) < 2:
+    count = int(np.count_nonzero(feasible))
+    if nodes.templates is None or cands.served != 1 or count < 2:
         return
-    text = feasible_names_text(answer) or b"[" + b",".join(nodes.json_names()[feasible].tolist()) + b"]"
-    names = nodes.names_where(feasible)
+    text = (feasible_names_text(answer, padded=padded_rows(nodes, b"", b",") is not None)
+            or b"[" + b",".join(nodes.json_names()[feasible].tolist()) + b"]")
     cache = known_names_cache()
-    if cache.get(text) is None:
-        cache.put(text, names, names_bytes(text, len(names)))
+    if cache.get(text) is None:  # decoded only if the call finds no registered set
+        cache.put(text, EncodedNames(text, count), names_bytes(text, count))
 
     def build() -> Candidates:
-        subset = NodeSet(None, nodes.universe, names, nodes.uidx[feasible])
+        subset = NodeSet(None, nodes.universe, None, nodes.uidx[feasible])  # names read when asked
         subset.templates = new_templates(template_budget(len(subset)))
         return Candidates(subset)
 
@@ -248,7 +259,7 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray, signed: bool = False)
         padded = padded_rows(nodes, b'{"Host":', b',"Score":' + b" " * width + b"},")
         if padded is not None:
             rows, end = padded
-            out = rows[listed]
+            out = rows[nodes.uidx[listed]]
             digits = np.ndarray(shape=(len(listed),), dtype=np.dtype((np.void, width)), buffer=out,
                                 offset=end + len(b',"Score":'), strides=(out.itemsize,))  # the digits of each row
             digits[...] = _score_cells(width)[shifted[listed] + _NEGATIVES[width]]

@@ -17,7 +17,7 @@ plugin can honestly measure).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,10 +91,11 @@ class FilterOutcome:
 
 @dataclass(slots=True)
 class ScoreOutcome:
-    """Normalized scores per plugin aligned with the scored nodes' names; None = skipped.
-    The batch path gives int64 vectors, the reference path lists."""
+    """Normalized scores per plugin aligned with the scored nodes (the candidates, in
+    request order); None = skipped. The batch path gives int64 vectors, the reference
+    path lists."""
 
-    nodes: list[str] = field(default_factory=list)
+    nodes: Sized = field(default_factory=list)  # the scored candidates (a NodeSet): their number
     scores: dict[str, Sequence[int] | None] = field(default_factory=dict)
     error: str = ""
 
@@ -223,7 +224,7 @@ class Framework:
 
     def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> ScoreOutcome:
         started = time.perf_counter()
-        out = ScoreOutcome(nodes=nodes.order)
+        out = ScoreOutcome(nodes=nodes)  # names are not read: a new list's are never built
         active = []
         for plugin in self.plugins:
             if not hasattr(plugin, "score"):

@@ -516,15 +516,20 @@ class NodeSet:
 
     def json_names(self) -> np.ndarray:
         """The candidates' names as JSON strings (bytes), an object array in request
-        order: gathered from the universe's, which are encoded once per node layer and
-        kept while names and places stand (`Reads.TAINTS`), so a new candidate list (the
-        feasible nodes of a pod that spreads) costs a gather, not an encoding per name."""
+        order: gathered from the universe's (`universe_json_names`), so a new candidate
+        list (the feasible nodes of a pod that spreads) costs a gather, not an encoding
+        per name."""
         if self._json_names is None:
-            universe = self.universe
-            encoded = universe.memo(("json names",), lambda: object_array(
-                [orjson.dumps(n.name) for n in universe.nodes]), Reads.TAINTS)
-            self._json_names = encoded[self.uidx]
+            self._json_names = self.universe_json_names()[self.uidx]
         return self._json_names
+
+    def universe_json_names(self) -> np.ndarray:
+        """Every node of the universe's name as a JSON string (bytes), in position order:
+        encoded once per node layer and kept while names and places stand
+        (`Reads.TAINTS`)."""
+        universe = self.universe
+        return universe.memo(("json names",), lambda: object_array(
+            [orjson.dumps(n.name) for n in universe.nodes]), Reads.TAINTS)
 
     def names_where(self, mask: np.ndarray) -> list[str]:
         """The candidates' names where `mask` is set, in request order."""
