@@ -347,7 +347,10 @@ class NodeIndex:
         a name (kube-scheduler's lists come in a new order for every pod)."""
         if self._position is None:
             self._position = position_table([n.name for n in self.nodes])
-        return np.fromiter(map(self._position.get, names, itertools.repeat(-1)), dtype=np.intp, count=len(names))
+        try:  # every name known (the rule): item lookups cost two thirds of get's with a default
+            return np.fromiter(map(self._position.__getitem__, names), dtype=np.intp, count=len(names))
+        except KeyError:
+            return np.fromiter(map(self._position.get, names, itertools.repeat(-1)), dtype=np.intp, count=len(names))
 
     def mask_of(self, names: Iterable[str]) -> np.ndarray:
         """Boolean mask over this index of `names` (all in it)."""
