@@ -1,10 +1,12 @@
 """Answers written from per-candidate-set templates instead of dicts per node.
 
-kube-scheduler sends the same NodeNames list pod after pod, so the candidate set is
-shared between requests (`NodeSet.templates is not None`); its names are JSON-encoded
-once and the per-request work is a few C-level joins (filter) or vectorised digit
-writes (prioritize). Property tests compare both with `wire`'s plain dict + orjson
-encoding.
+The node layer keeps its names JSON-encoded, and padded to one width as rows of
+`"name"   ,` and `{"Host":"name"   ,"Score":    },` (`padded_rows`), while names and
+places stand. kube-scheduler sends each pod's filter a list in a new order, so a
+candidate set (`NodeSet.templates is not None`: one resolved from NodeNames, which
+later requests with the same text share) is answered by selecting rows through its
+positions and writing the score digits in one column: numpy copies, no object per
+host. Property tests compare every form with `wire`'s plain dict + orjson encoding.
 
 Slim answers (`--slim-answers`, the default; docs/reference/semantics.md, "Slim
 answers") carry what kube-scheduler reads and nothing else: a filter answer with a
