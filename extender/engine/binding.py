@@ -25,8 +25,11 @@ server binds in milliseconds; the threads answering `bind` are not held by a slo
   deleted settles it too. Only a binding that cannot be settled for `SETTLE_FOR`
   seconds is given up (logged as an error).
 
-API access is the live source's (`--kubeconfig` or `--in-cluster`); in file mode the
-verb answers an Error (there is no API to bind through).
+API access is the live source's (`--kubeconfig` or `--in-cluster`): the binding is posted
+on kept-alive connections of its own (`extender.engine.bindpost`), the settling GET
+through the generic client; in file mode the verb answers an Error (there is no API to
+bind through). A pod or namespace name the API server would refuse is an Error without a
+call: it never becomes part of a path.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 import copy
 import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -65,6 +69,11 @@ ANSWER_WITHIN = 1.0
 CALL_SECONDS = 60.0
 SETTLE_FOR = 300.0  # seconds an unsettled binding is retried before it is given up
 RETRY = (0.2, 5.0)  # back-off between settling attempts: first, longest
+# DNS-1123 names, as the API server validates a pod's name (subdomain) and a namespace
+# (label): anything else never reaches a path (`..`, `/`, `?`, spaces, upper case)
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+LABEL = re.compile(_LABEL)
 
 
 class BindError(RuntimeError):
@@ -111,6 +120,16 @@ def decode_binding_args(data: Any) -> BindingArgs:
     return BindingArgs(values["PodName"], values["PodNamespace"] or "default", values["PodUID"], values["Node"])
 
 
+def name_problem(namespace: str, name: str) -> str:
+    """Why the API server would refuse these names ("" when it would not): a pod's name
+    is a DNS-1123 subdomain (253 characters at most), a namespace a label (63)."""
+    if len(namespace) > 63 or not LABEL.fullmatch(namespace):
+        return f"invalid namespace {namespace!r}: not a DNS-1123 label"
+    if len(name) > 253 or not SUBDOMAIN.fullmatch(name):
+        return f"invalid pod name {name!r}: not a DNS-1123 subdomain"
+    return ""
+
+
 def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
     """The `v1.Binding` kube-scheduler's DefaultBinder posts (UID set: a recreated pod
     of the same name is never bound by mistake)."""
@@ -143,6 +162,9 @@ class ApiBinder:
         from kubernetes.client.exceptions import ApiException
 
         where = f"binding pod {namespace}/{name} to node {node}"
+        problem = name_problem(namespace, name)
+        if problem:  # never part of a path
+            raise BindError(f"{where}: {problem}")
         try:
             # _preload_content=False: the client's model rejects the API's answer (a Status)
             response = self.api.create_namespaced_pod_binding(
@@ -208,9 +230,19 @@ def _transport_error(where: str, exc: BaseException, timeout: float) -> RuntimeE
 
 
 def binder_for(source: ClusterSource) -> PostBinding | None:
-    """The API binder for a live source; None in file mode (no API access)."""
+    """The API binder for a live source (`bindpost.LeanBinder`; the generic client's
+    `ApiBinder` where its configuration asks for what the lean one does not do); None in
+    file mode (no API access)."""
     api_client = source.api_client
-    return ApiBinder(api_client) if api_client is not None else None
+    if api_client is None:
+        return None
+    from extender.engine.bindpost import LeanBinder, Unsupported
+
+    try:
+        return LeanBinder(api_client)
+    except (Unsupported, OSError, ValueError, AttributeError) as exc:  # ssl.SSLError is an OSError
+        log.warning("posting bindings through the generic kubernetes client", extra={"why": str(exc)})
+        return ApiBinder(api_client)
 
 
 def _failed(inflight: InFlight, ns: str, name: str, message: str) -> dict[str, str]:
