@@ -35,6 +35,7 @@ BENCHMARKS = {
     "soak": "a long soak: memory and latency over time",
     "staleness": "how fast a frozen watch is noticed",
     "tiebreak": "slim answers and score ties with the real kube-scheduler",
+    "watchcost": "the Pod watch's CPU per pod scheduled and per event, by pod shape",
 }
 
 
