@@ -94,8 +94,8 @@ class Poster:
         headers = {"Host": url.netloc.rpartition("@")[2], "Accept": "application/json",
                    "Content-Type": "application/json", **(default_headers or {})}
         for key, value in headers.items():
-            if any(c in f"{key}{value}" for c in "\r\n"):
-                raise Unsupported(f"header {key!r} has a line break")
+            if not _header_safe(f"{key}{value}"):
+                raise Unsupported(f"header {key!r} has a line break or a character outside latin-1")
         self.headers = "".join(f"{key}: {value}\r\n" for key, value in headers.items())
         self.credentials()  # fails now, not on the first binding, if they are not headers
         self._idle: list[_Connection] = []
@@ -109,8 +109,8 @@ class Poster:
                 raise Unsupported(f"a credential sent in the {setting.get('in')} (not a header)")
             value = setting.get("value")
             if value:
-                if any(c in f"{setting['key']}{value}" for c in "\r\n"):
-                    raise Unsupported("a credential header has a line break")
+                if not _header_safe(f"{setting['key']}{value}"):
+                    raise Unsupported("a credential header has a line break or a character outside latin-1")
                 lines += f"{setting['key']}: {value}\r\n"
         return lines
 
@@ -312,6 +312,15 @@ class _Reader:
 
     def extra(self) -> bool:
         return self.pos < len(self.buf)
+
+
+def _header_safe(text: str) -> bool:
+    """Sendable as a header line, as http.client sends one (latin-1, no line break)."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return "\r" not in text and "\n" not in text
 
 
 def _left(deadline: float) -> float:

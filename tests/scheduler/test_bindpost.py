@@ -364,9 +364,14 @@ def test_a_proxy_for_the_api_server_falls_back_to_the_generic_client(caplog):
     assert isinstance(binder_for(Source(config)), LeanBinder)
 
 
-def test_a_credential_that_is_not_a_header_falls_back(caplog):
+@pytest.mark.parametrize("setting, why", [
+    ({"in": "cookie", "key": "session", "value": "x"}, "not a header"),
+    ({"in": "header", "key": "authorization", "value": "Bearer a\r\nX-Injected: 1"}, "line break"),
+    ({"in": "header", "key": "authorization", "value": "Bearer \u20ac"}, "outside latin-1"),
+])
+def test_a_credential_that_is_not_a_plain_header_falls_back(caplog, setting, why):
     config = configuration("http://127.0.0.1:6443")
-    config.auth_settings = lambda: {"Cookie": {"in": "cookie", "key": "session", "value": "x"}}
+    config.auth_settings = lambda: {"Credential": setting}
     from kubernetes import client
 
     from extender.state import ClusterSource
@@ -380,4 +385,4 @@ def test_a_credential_that_is_not_a_header_falls_back(caplog):
 
     with caplog.at_level("WARNING", logger="extender.bind"):
         assert type(binder_for(Source())) is ApiBinder
-    assert "not a header" in caplog.records[0].why
+    assert why in caplog.records[0].why
