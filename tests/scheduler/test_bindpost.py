@@ -277,6 +277,34 @@ def test_connection_refused_was_not_applied():
     binder.close()
 
 
+def test_a_connection_not_made_in_time_was_not_applied():
+    """A listener whose accept queue is full drops new connections' SYNs: the connect
+    times out, nothing was sent."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fill = []
+    for _ in range(3):  # more than the queue holds (Linux: backlog + 1)
+        sock = socket.socket()
+        sock.setblocking(False)
+        try:
+            sock.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fill.append(sock)
+    binder = lean(configuration(f"http://127.0.0.1:{port}"))
+    try:
+        with pytest.raises(BindError, match="cannot connect .*timed out") as late:
+            binder("default", "w1", "", "a1", 0.3)
+        assert late.value.reached is False
+    finally:
+        binder.close()
+        for sock in fill:
+            sock.close()
+        listener.close()
+
+
 def test_a_server_that_never_answers_leaves_the_outcome_unknown():
     server = Scripted(lambda head: (b"", "hang"))
     binder = lean(configuration(server.url))
