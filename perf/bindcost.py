@@ -53,8 +53,7 @@ def _serve(conn, pods: list[str], tls_dir: str) -> None:
 def _binders(url: str, ca: str):
     from kubernetes import client
 
-    from extender.engine.binding import ApiBinder
-    from extender.engine.bindpost import LeanBinder
+    from extender.engine.binding import ApiBinder, LeanBinder
     from extender.state.live import keepalive_socket_options
 
     config = client.Configuration()

@@ -46,8 +46,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from extender import metrics
 from extender.api.wire import WireError, go_fields
+from extender.engine import bindpost
 from extender.engine.inflight import InFlight
 from extender.state import ClusterSource
 
@@ -183,7 +186,6 @@ class ApiBinder:
     def lookup(self, namespace: str, name: str, uid: str, timeout: float = DEFAULT_BIND_SECONDS) -> str | None:
         """Where the API has the pod: its node ("" unbound), or None when it is gone or
         is another pod of that name (another UID). BindUnknown when it cannot tell."""
-        import orjson
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -229,18 +231,63 @@ def _transport_error(where: str, exc: BaseException, timeout: float) -> RuntimeE
     return BindUnknown(f"{where}: {exc}")
 
 
+class LeanBinder:
+    """The bind verb's binder (`PostBinding`) posting through a `bindpost.Poster` (kept-alive
+    connections of its own, the request pre-formatted); the rare read that settles an
+    unknown outcome (`lookup`) stays on the generic client."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.poster = bindpost.Poster(api_client.configuration, dict(getattr(api_client, "default_headers", {}) or {}))
+        self.generic = ApiBinder(api_client)
+        self._told = False
+
+    def close(self) -> None:
+        """Close the kept connections (tests; the server keeps them for its life)."""
+        self.poster.close()
+        self.generic.close()
+
+    def lookup(self, namespace: str, name: str, uid: str, timeout: float = DEFAULT_BIND_SECONDS) -> str | None:
+        return self.generic.lookup(namespace, name, uid, timeout)
+
+    def __call__(self, namespace: str, name: str, uid: str, node: str,
+                 timeout: float = DEFAULT_BIND_SECONDS) -> None:
+        where = f"binding pod {namespace}/{name} to node {node}"
+        problem = name_problem(namespace, name)
+        if problem:
+            raise BindError(f"{where}: {problem}")
+        try:
+            answer = self.poster.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                                      orjson.dumps(binding_body(namespace, name, uid, node)), timeout)
+        except bindpost.Unsupported as exc:  # the credentials changed kind since the start
+            if not self._told:
+                self._told = True
+                log.warning("posting this binding through the generic kubernetes client", extra={"why": str(exc)})
+            return self.generic(namespace, name, uid, node, timeout)
+        except bindpost.NotConnected as exc:
+            raise BindError(f"{where}: {exc}", reached=False) from None
+        except TimeoutError:
+            raise BindUnknown(f"{where}: no answer from the API server within {timeout:.2f} s") from None
+        except OSError as exc:  # Lost, and whatever else the socket said after sending
+            raise BindUnknown(f"{where}: {bindpost.why(exc)}") from None
+        status = answer.status
+        if status in (200, 201):
+            return
+        text = f"{where}: {status} {answer.reason}: {answer.body[:300]!r}"
+        if status == 409 or status >= 500:  # already assigned, or the server failed
+            raise BindUnknown(text)
+        raise BindError(text)
+
+
 def binder_for(source: ClusterSource) -> PostBinding | None:
-    """The API binder for a live source (`bindpost.LeanBinder`; the generic client's
-    `ApiBinder` where its configuration asks for what the lean one does not do); None in
-    file mode (no API access)."""
+    """The API binder for a live source (`LeanBinder`; the generic client's `ApiBinder`
+    where its configuration asks for what the lean one does not do); None in file mode
+    (no API access)."""
     api_client = source.api_client
     if api_client is None:
         return None
-    from extender.engine.bindpost import LeanBinder, Unsupported
-
     try:
         return LeanBinder(api_client)
-    except (Unsupported, OSError, ValueError, AttributeError) as exc:  # ssl.SSLError is an OSError
+    except (bindpost.Unsupported, OSError, ValueError, AttributeError) as exc:  # ssl.SSLError is an OSError
         log.warning("posting bindings through the generic kubernetes client", extra={"why": str(exc)})
         return ApiBinder(api_client)
 

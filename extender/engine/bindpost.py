@@ -18,12 +18,13 @@ credentials, read from `auth_settings()` on every call: that runs the configurat
 `refresh_api_key_hook`, which rotates in-cluster ServiceAccount tokens and refreshes
 exec/OIDC credentials. A configuration it cannot follow exactly (a proxy for the host, a
 credential that is not a header, an `assert_hostname` naming another host) is the generic
-client's (`binder_for` says why, once).
+client's (`binding.binder_for` logs why).
 
-Outcomes are those of the generic binder (`extender.engine.binding`): 200/201 bound; 409
-or 5xx unknown (settled by a GET); any other status refused; a connection never made
-(refused, not made in time, the TLS handshake failed) not applied; one lost or timed out
-after the request went out unknown. A kept connection the server closed while idle is
+The binder over it (`extender.engine.binding.LeanBinder`) classifies outcomes as the
+generic client's binder does: 200/201 bound; 409 or 5xx unknown (settled by a GET); any
+other status refused; a connection never made (`NotConnected`: refused, not made in
+time, the TLS handshake failed) not applied; one lost or timed out after the request
+went out (`Lost`, TimeoutError) unknown. A kept connection the server closed while idle is
 found before it is used (readable at once: its end of stream is waiting), so an idle
 timeout on the server's side never turns a healthy binding into an unknown one.
 """
@@ -37,17 +38,6 @@ import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
-
-import orjson
-
-from extender.engine.binding import (
-    DEFAULT_BIND_SECONDS,
-    ApiBinder,
-    BindError,
-    BindUnknown,
-    log,
-    name_problem,
-)
 
 IDLE_KEPT = 256  # idle connections kept at most (one per binding in flight: `BINDING_THREADS`)
 READ_SIZE = 65536
@@ -130,7 +120,7 @@ class Poster:
         except Unsupported:
             raise
         except Exception as exc:  # noqa: BLE001 - the refresh hook failed: nothing was sent
-            raise NotConnected(f"reading the credentials: {_why(exc)}") from None
+            raise NotConnected(f"reading the credentials: {why(exc)}") from None
         request = (f"POST {self.prefix}{path} HTTP/1.1\r\n{self.headers}{credentials}"
                    f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
         connection = self._take() or self._connect(deadline)
@@ -168,7 +158,7 @@ class Poster:
         try:
             sock = socket.create_connection(self.address, timeout=max(deadline - time.monotonic(), 0.001))
         except OSError as exc:
-            raise NotConnected(f"cannot connect to {self.address[0]}:{self.address[1]}: {_why(exc)}") from None
+            raise NotConnected(f"cannot connect to {self.address[0]}:{self.address[1]}: {why(exc)}") from None
         try:
             for option in self.socket_options:
                 sock.setsockopt(*option)
@@ -177,7 +167,7 @@ class Poster:
                 sock = self.context.wrap_socket(sock, server_hostname=self.server_hostname)
         except OSError as exc:
             sock.close()
-            raise NotConnected(f"TLS with {self.address[0]}:{self.address[1]} failed: {_why(exc)}") from None
+            raise NotConnected(f"TLS with {self.address[0]}:{self.address[1]} failed: {why(exc)}") from None
         return _Connection(sock)
 
 
@@ -211,7 +201,7 @@ class _Connection:
         try:
             self.sock.sendall(data)
         except OSError as exc:
-            raise Lost(f"sending the request: {_why(exc)}") from None
+            raise Lost(f"sending the request: {why(exc)}") from None
 
     def answer(self, deadline: float) -> tuple[Answer, bool]:
         """The response, and whether the connection can carry another request."""
@@ -265,7 +255,7 @@ class _Reader:
         except TimeoutError:
             raise  # the binder's "no answer in time"
         except OSError as exc:
-            raise Lost(f"reading the answer: {_why(exc)}") from None
+            raise Lost(f"reading the answer: {why(exc)}") from None
         if not data:
             if at_end_ok:
                 return False
@@ -330,7 +320,8 @@ def _left(deadline: float) -> float:
     return left
 
 
-def _why(exc: BaseException) -> str:
+def why(exc: BaseException) -> str:
+    """An exception's text, or its type's name when it has none (a bare timeout)."""
     return str(exc) or type(exc).__name__
 
 
@@ -369,58 +360,3 @@ def _tls_context(configuration: Any) -> ssl.SSLContext:
     if configuration.cert_file:
         context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
     return context
-
-
-def binding_bytes(namespace: str, name: str, uid: str, node: str) -> bytes:
-    """The `v1.Binding` (`binding.binding_body`) as JSON."""
-    meta: dict[str, str] = {"name": name, "namespace": namespace}
-    if uid:
-        meta["uid"] = uid
-    return orjson.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": meta,
-                         "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
-
-
-class LeanBinder:
-    """The bind verb's binder (`binding.PostBinding`) posting through a `Poster`; the
-    rare read that settles an unknown outcome (`lookup`) stays on the generic client."""
-
-    def __init__(self, api_client: Any) -> None:
-        self.poster = Poster(api_client.configuration, dict(getattr(api_client, "default_headers", {}) or {}))
-        self.generic = ApiBinder(api_client)
-        self._told = False
-
-    def close(self) -> None:
-        """Close the kept connections (tests; the server keeps them for its life)."""
-        self.poster.close()
-        self.generic.close()
-
-    def lookup(self, namespace: str, name: str, uid: str, timeout: float = DEFAULT_BIND_SECONDS) -> str | None:
-        return self.generic.lookup(namespace, name, uid, timeout)
-
-    def __call__(self, namespace: str, name: str, uid: str, node: str,
-                 timeout: float = DEFAULT_BIND_SECONDS) -> None:
-        where = f"binding pod {namespace}/{name} to node {node}"
-        problem = name_problem(namespace, name)
-        if problem:
-            raise BindError(f"{where}: {problem}")
-        try:
-            answer = self.poster.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
-                                      binding_bytes(namespace, name, uid, node), timeout)
-        except Unsupported as exc:  # the credentials changed kind since the start
-            if not self._told:
-                self._told = True
-                log.warning("posting this binding through the generic kubernetes client", extra={"why": str(exc)})
-            return self.generic(namespace, name, uid, node, timeout)
-        except NotConnected as exc:
-            raise BindError(f"{where}: {exc}", reached=False) from None
-        except TimeoutError:
-            raise BindUnknown(f"{where}: no answer from the API server within {timeout:.2f} s") from None
-        except OSError as exc:  # Lost, and whatever else the socket said after sending
-            raise BindUnknown(f"{where}: {_why(exc)}") from None
-        status = answer.status
-        if status in (200, 201):
-            return
-        text = f"{where}: {status} {answer.reason}: {answer.body[:300]!r}"
-        if status == 409 or status >= 500:  # already assigned, or the server failed
-            raise BindUnknown(text)
-        raise BindError(text)

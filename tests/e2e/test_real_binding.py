@@ -5,8 +5,7 @@ used on the next call."""
 
 from __future__ import annotations
 
-from extender.engine.binding import BindError, BindUnknown, binder_for
-from extender.engine.bindpost import LeanBinder
+from extender.engine.binding import BindError, BindUnknown, LeanBinder, binder_for
 from testing.apiserver import ApiError
 from testing.harness import pod
 from testing.realapi import FORCE

@@ -15,8 +15,14 @@ from collections.abc import Callable
 
 import pytest
 
-from extender.engine.binding import ApiBinder, BindError, BindUnknown, binder_for, name_problem
-from extender.engine.bindpost import LeanBinder
+from extender.engine.binding import (
+    ApiBinder,
+    BindError,
+    BindUnknown,
+    LeanBinder,
+    binder_for,
+    name_problem,
+)
 from testing.apiserver import FakeApiServer
 from testing.harness import pod
 from testing.live import free_port

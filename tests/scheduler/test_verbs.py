@@ -358,8 +358,7 @@ def test_a_binding_slower_than_the_deadline_is_answered_in_time_and_lands(tmp_pa
     """The API answers the binding after 5 s, past the request's deadline: kube-scheduler
     gets its answer in time (success: the outcome is unknown, which is not a failure),
     the pod stays assumed, and the binding lands, as kube-scheduler's own binder would."""
-    from extender.engine.binding import ApiBinder
-    from extender.engine.bindpost import LeanBinder
+    from extender.engine.binding import ApiBinder, LeanBinder
     from extender.state.live import LiveSource
     from testing.apiserver import FakeApiServer
 
@@ -387,8 +386,7 @@ def test_a_binding_the_api_timed_out_and_dropped_is_posted_again(tmp_path, binde
     """The API answers the first binding 504 at its own request timeout and drops it:
     the outcome is unknown, a GET finds the pod unbound, the binding is posted again
     and lands, and the pod counted on its node throughout."""
-    from extender.engine.binding import ApiBinder
-    from extender.engine.bindpost import LeanBinder
+    from extender.engine.binding import ApiBinder, LeanBinder
     from extender.state.live import LiveSource
     from testing.apiserver import FakeApiServer
 
