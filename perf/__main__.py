@@ -18,6 +18,7 @@ from perf import options
 # NAME -> what it measures (its module's main(argv) takes the rest of the command line)
 BENCHMARKS = {
     "attacks": "the hardening attacks: RSS, probes and verbs under each (issues 28, 35)",
+    "bindcost": "CPU per binding: the generic kubernetes client against the lean poster",
     "cel_bench": "CEL at the cost limit, and against cel-go itself (--celgo)",
     "churn": "filter+prioritize latency under churn through extender serve (the bar)",
     "drift": "the drift report's memory and CPU at scale",
@@ -34,6 +35,7 @@ BENCHMARKS = {
     "soak": "a long soak: memory and latency over time",
     "staleness": "how fast a frozen watch is noticed",
     "tiebreak": "slim answers and score ties with the real kube-scheduler",
+    "watchcost": "the Pod watch's CPU per pod scheduled and per event, by pod shape",
 }
 
 

@@ -844,6 +844,7 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             try:
                 code = api.faults.take_failure(line)
                 if code is not None:
+                    self._raw_body()  # read: the kept-alive connection stays in step
                     raise ApiError(code, "InternalError", f"injected failure {code}")
                 url = urlsplit(self.path)
                 if method == "POST" and url.path in REVIEW_PATHS:

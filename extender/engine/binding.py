@@ -25,8 +25,11 @@ server binds in milliseconds; the threads answering `bind` are not held by a slo
   deleted settles it too. Only a binding that cannot be settled for `SETTLE_FOR`
   seconds is given up (logged as an error).
 
-API access is the live source's (`--kubeconfig` or `--in-cluster`); in file mode the
-verb answers an Error (there is no API to bind through).
+API access is the live source's (`--kubeconfig` or `--in-cluster`): the binding is posted
+on kept-alive connections of its own (`extender.engine.bindpost`), the settling GET
+through the generic client; in file mode the verb answers an Error (there is no API to
+bind through). A pod or namespace name the API server would refuse is an Error without a
+call: it never becomes part of a path.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 import copy
 import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -42,8 +46,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from extender import metrics
 from extender.api.wire import WireError, go_fields
+from extender.engine import bindpost
 from extender.engine.inflight import InFlight
 from extender.state import ClusterSource
 
@@ -65,6 +72,11 @@ ANSWER_WITHIN = 1.0
 CALL_SECONDS = 60.0
 SETTLE_FOR = 300.0  # seconds an unsettled binding is retried before it is given up
 RETRY = (0.2, 5.0)  # back-off between settling attempts: first, longest
+# DNS-1123 names, as the API server validates a pod's name (subdomain) and a namespace
+# (label): anything else never reaches a path (`..`, `/`, `?`, spaces, upper case)
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+LABEL = re.compile(_LABEL)
 
 
 class BindError(RuntimeError):
@@ -111,6 +123,16 @@ def decode_binding_args(data: Any) -> BindingArgs:
     return BindingArgs(values["PodName"], values["PodNamespace"] or "default", values["PodUID"], values["Node"])
 
 
+def name_problem(namespace: str, name: str) -> str:
+    """Why the API server would refuse these names ("" when it would not): a pod's name
+    is a DNS-1123 subdomain (253 characters at most), a namespace a label (63)."""
+    if len(namespace) > 63 or not LABEL.fullmatch(namespace):
+        return f"invalid namespace {namespace!r}: not a DNS-1123 label"
+    if len(name) > 253 or not SUBDOMAIN.fullmatch(name):
+        return f"invalid pod name {name!r}: not a DNS-1123 subdomain"
+    return ""
+
+
 def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
     """The `v1.Binding` kube-scheduler's DefaultBinder posts (UID set: a recreated pod
     of the same name is never bound by mistake)."""
@@ -143,6 +165,9 @@ class ApiBinder:
         from kubernetes.client.exceptions import ApiException
 
         where = f"binding pod {namespace}/{name} to node {node}"
+        problem = name_problem(namespace, name)
+        if problem:  # never part of a path
+            raise BindError(f"{where}: {problem}")
         try:
             # _preload_content=False: the client's model rejects the API's answer (a Status)
             response = self.api.create_namespaced_pod_binding(
@@ -161,7 +186,6 @@ class ApiBinder:
     def lookup(self, namespace: str, name: str, uid: str, timeout: float = DEFAULT_BIND_SECONDS) -> str | None:
         """Where the API has the pod: its node ("" unbound), or None when it is gone or
         is another pod of that name (another UID). BindUnknown when it cannot tell."""
-        import orjson
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -207,10 +231,65 @@ def _transport_error(where: str, exc: BaseException, timeout: float) -> RuntimeE
     return BindUnknown(f"{where}: {exc}")
 
 
+class LeanBinder:
+    """The bind verb's binder (`PostBinding`) posting through a `bindpost.Poster` (kept-alive
+    connections of its own, the request pre-formatted); the rare read that settles an
+    unknown outcome (`lookup`) stays on the generic client."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.poster = bindpost.Poster(api_client.configuration, dict(getattr(api_client, "default_headers", {}) or {}))
+        self.generic = ApiBinder(api_client)
+        self._told = False
+
+    def close(self) -> None:
+        """Close the kept connections (tests; the server keeps them for its life)."""
+        self.poster.close()
+        self.generic.close()
+
+    def lookup(self, namespace: str, name: str, uid: str, timeout: float = DEFAULT_BIND_SECONDS) -> str | None:
+        return self.generic.lookup(namespace, name, uid, timeout)
+
+    def __call__(self, namespace: str, name: str, uid: str, node: str,
+                 timeout: float = DEFAULT_BIND_SECONDS) -> None:
+        where = f"binding pod {namespace}/{name} to node {node}"
+        problem = name_problem(namespace, name)
+        if problem:
+            raise BindError(f"{where}: {problem}")
+        try:
+            answer = self.poster.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                                      orjson.dumps(binding_body(namespace, name, uid, node)), timeout)
+        except bindpost.Unsupported as exc:  # the credentials changed kind since the start
+            if not self._told:
+                self._told = True
+                log.warning("posting this binding through the generic kubernetes client", extra={"why": str(exc)})
+            return self.generic(namespace, name, uid, node, timeout)
+        except bindpost.NotConnected as exc:
+            raise BindError(f"{where}: {exc}", reached=False) from None
+        except TimeoutError:
+            raise BindUnknown(f"{where}: no answer from the API server within {timeout:.2f} s") from None
+        except OSError as exc:  # Lost, and whatever else the socket said after sending
+            raise BindUnknown(f"{where}: {bindpost.why(exc)}") from None
+        status = answer.status
+        if status in (200, 201):
+            return
+        text = f"{where}: {status} {answer.reason}: {answer.body[:300]!r}"
+        if status == 409 or status >= 500:  # already assigned, or the server failed
+            raise BindUnknown(text)
+        raise BindError(text)
+
+
 def binder_for(source: ClusterSource) -> PostBinding | None:
-    """The API binder for a live source; None in file mode (no API access)."""
+    """The API binder for a live source (`LeanBinder`; the generic client's `ApiBinder`
+    where its configuration asks for what the lean one does not do); None in file mode
+    (no API access)."""
     api_client = source.api_client
-    return ApiBinder(api_client) if api_client is not None else None
+    if api_client is None:
+        return None
+    try:
+        return LeanBinder(api_client)
+    except (bindpost.Unsupported, OSError, ValueError, AttributeError) as exc:  # ssl.SSLError is an OSError
+        log.warning("posting bindings through the generic kubernetes client", extra={"why": str(exc)})
+        return ApiBinder(api_client)
 
 
 def _failed(inflight: InFlight, ns: str, name: str, message: str) -> dict[str, str]:

@@ -353,11 +353,12 @@ def test_bind_past_its_deadline_answers_error_without_calling_the_api():
     assert engine.inflight.counts() == {"pending": 0, "assumed": 0}
 
 
-def test_a_binding_slower_than_the_deadline_is_answered_in_time_and_lands(tmp_path):
+@pytest.mark.parametrize("binder_kind", ["generic", "lean"])
+def test_a_binding_slower_than_the_deadline_is_answered_in_time_and_lands(tmp_path, binder_kind):
     """The API answers the binding after 5 s, past the request's deadline: kube-scheduler
     gets its answer in time (success: the outcome is unknown, which is not a failure),
     the pod stays assumed, and the binding lands, as kube-scheduler's own binder would."""
-    from extender.engine.binding import ApiBinder
+    from extender.engine.binding import ApiBinder, LeanBinder
     from extender.state.live import LiveSource
     from testing.apiserver import FakeApiServer
 
@@ -365,7 +366,7 @@ def test_a_binding_slower_than_the_deadline_is_answered_in_time_and_lands(tmp_pa
         api.create("pods", pod("w1"))
         source = LiveSource.connect(str(api.write_kubeconfig(tmp_path / "kubeconfig")), False)
         engine = Extender(Config(request_deadline=0.5), StoreSource(NODES + [pod("w1")]),
-                          binder=ApiBinder(source.api_client))
+                          binder={"generic": ApiBinder, "lean": LeanBinder}[binder_kind](source.api_client))
         api.faults.delay_seconds, api.faults.delay_match = 5.0, "/binding"
         assert orjson.loads(engine.bind(BindingArgs("w1", "default", "", "a1"))) == {"Error": ""}
         assert not api.get("pods", "w1", "default")["spec"].get("nodeName")  # answered before the API did
@@ -380,11 +381,12 @@ def test_a_binding_slower_than_the_deadline_is_answered_in_time_and_lands(tmp_pa
         engine.binder.close()
 
 
-def test_a_binding_the_api_timed_out_and_dropped_is_posted_again(tmp_path):
+@pytest.mark.parametrize("binder_kind", ["generic", "lean"])
+def test_a_binding_the_api_timed_out_and_dropped_is_posted_again(tmp_path, binder_kind):
     """The API answers the first binding 504 at its own request timeout and drops it:
     the outcome is unknown, a GET finds the pod unbound, the binding is posted again
     and lands, and the pod counted on its node throughout."""
-    from extender.engine.binding import ApiBinder
+    from extender.engine.binding import ApiBinder, LeanBinder
     from extender.state.live import LiveSource
     from testing.apiserver import FakeApiServer
 
@@ -392,7 +394,7 @@ def test_a_binding_the_api_timed_out_and_dropped_is_posted_again(tmp_path):
         api.create("pods", pod("w1"))
         source = LiveSource.connect(str(api.write_kubeconfig(tmp_path / "kubeconfig")), False)
         engine = Extender(Config(request_deadline=3.0), StoreSource(NODES + [pod("w1")]),
-                          binder=ApiBinder(source.api_client))
+                          binder={"generic": ApiBinder, "lean": LeanBinder}[binder_kind](source.api_client))
         slow = [1.0]  # the first binding write only
         api.faults.delay_for = lambda line: slow.pop() if slow and line.endswith("/binding") else 0.0
         api.faults.request_timeout = 0.5
