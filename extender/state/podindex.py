@@ -103,6 +103,61 @@ class ChunkedMap:
             yield from chunk
 
 
+LARGE_IDS = 256  # a label value's id set past this size becomes a ChunkedIds
+
+
+class ChunkedIds:
+    """The ids of a label value held by many pods, split into `CHUNKS` sets by id, so
+    that a copy costs O(CHUNKS) and an update of the copy copies one chunk: the watch
+    publishes a new bucket after every chunk of events, and a bind in a namespace where
+    10,000 pods carry `app=web` must not copy 10,000 ids. Read as an iterable of ids
+    (`set.update`, `set.intersection_update`, `set(...)`)."""
+
+    __slots__ = ("chunks", "size", "_fresh")
+
+    def __init__(self, chunks: list[set[int]], size: int, fresh: set[int]) -> None:
+        self.chunks, self.size, self._fresh = chunks, size, fresh
+
+    @classmethod
+    def of(cls, ids: set[int]) -> ChunkedIds:
+        chunks: list[set[int]] = [set() for _ in range(CHUNKS)]
+        for pid in ids:
+            chunks[pid % CHUNKS].add(pid)
+        return cls(chunks, len(ids), set(range(CHUNKS)))
+
+    def copy(self) -> ChunkedIds:
+        return ChunkedIds(list(self.chunks), self.size, set())
+
+    def _own(self, pid: int) -> set[int]:
+        i = pid % CHUNKS
+        chunk = self.chunks[i]
+        if i not in self._fresh:
+            chunk = self.chunks[i] = set(chunk)
+            self._fresh.add(i)
+        return chunk
+
+    def add(self, pid: int) -> None:
+        chunk = self._own(pid)
+        if pid not in chunk:
+            self.size += 1
+            chunk.add(pid)
+
+    def discard(self, pid: int) -> None:
+        if pid in self.chunks[pid % CHUNKS]:
+            self.size -= 1
+            self._own(pid).discard(pid)
+
+    def __contains__(self, pid: object) -> bool:
+        return isinstance(pid, int) and pid in self.chunks[pid % CHUNKS]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[int]:
+        for chunk in self.chunks:
+            yield from chunk
+
+
 # Node names as small integers, so a namespace's pod -> node column is a numpy array
 # (copied in microseconds) and per-node counts are one bincount. Append-only: codes stay
 # valid across every layer version.
@@ -201,7 +256,9 @@ class NamespacePods:
             self._fresh.add(key)
         return inner
 
-    def _ids(self, key: str, value: str) -> set[int]:
+    def _ids(self, key: str, value: str) -> set[int] | ChunkedIds:
+        """The ids of pods labelled `key=value`, this copy's own (copied on first touch:
+        a small set whole, a large one chunk by chunk)."""
         inner = self._values(key)
         ids = inner.get(value)
         if ids is None:
@@ -209,7 +266,9 @@ class NamespacePods:
             inner.set(value, ids)
             self._fresh.add((key, value))
         elif (key, value) not in self._fresh:
-            ids = set(ids)
+            ids = ids.copy()
+            if isinstance(ids, set) and len(ids) > LARGE_IDS:
+                ids = ChunkedIds.of(ids)
             inner.set(value, ids)
             self._fresh.add((key, value))
         return ids
@@ -285,12 +344,12 @@ class NamespacePods:
             hit: set[int] = set()
             if by_value is not None:
                 for value in req.values:
-                    hit |= by_value.get(value, set())
+                    hit.update(by_value.get(value, ()))
             return hit, req.op == "In"
         present: set[int] = set()
         if by_value is not None:
             for ids in by_value.values():
-                present |= ids
+                present.update(ids)
         return present, req.op == "Exists"
 
     def matching_ids(self, selector: Any) -> set[int]:
