@@ -111,6 +111,10 @@ HELP = {
     "drift_topology_spread": "true: add hard topology spread drift to the report (running pods "
     "/filter would not place where they are by their DoNotSchedule constraints), recomputed "
     "cluster-wide while the state changes, at most every 5 s and a tenth of the time; implies --drift-report (default false)",
+    "whatif_endpoint": "true: serve POST /whatif on --metrics-listen (the engine on the live state plus "
+    "a list of taint, label, cordon, node and volume changes, before they are made, for `kubectl extender "
+    "what-if`), admitted like /drift to users who may list pods and nodes cluster-wide; implies "
+    "--drift-report (default false)",
     "slim_answers": "true (default): a filter answer lists failing nodes only when no node fits, a "
     "prioritize answer only the hosts off the most common score (the lowest in --score-mode scaled), "
     "shifted by it (kube-scheduler "
@@ -126,7 +130,7 @@ SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", 
               "bind_watch_timeout", "max_unready",
               "request_deadline", "slow_cel_expressions", "inflight_wait",
               "explain_endpoint", "explain_rate", "explain_burst", "record_events", "drift_report",
-              "drift_endpoint", "drift_events", "drift_topology_spread", "slim_answers")
+              "drift_endpoint", "drift_events", "drift_topology_spread", "whatif_endpoint", "slim_answers")
 # flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
 BARE = {"in_cluster": "true", "kubeconfig": "default"}
 

@@ -279,10 +279,11 @@ def changed_node(node: Node, change: Change) -> Node | None:
     return dataclasses.replace(node, taints=kept) if len(kept) != len(node.taints) else node
 
 
-def hypothesize(snapshot: ClusterSnapshot, plan: Plan, max_nodes: int = MAX_NODES_TOUCHED) -> Hypothesis:
+def hypothesize(snapshot: ClusterSnapshot, plan: Plan, max_nodes: int | None = None) -> Hypothesis:
     """The snapshot with the plan's changes applied, as a layer over it (see the module
     docstring). WhatIfError for an unknown node or volume (400) and past `max_nodes`
-    touched nodes (413)."""
+    touched nodes (413; default `MAX_NODES_TOUCHED`)."""
+    max_nodes = MAX_NODES_TOUCHED if max_nodes is None else max_nodes
     current: dict[str, Node | None] = {}
     selected: list[int] = []
     writer = VolumeLayerWriter(snapshot.volume_layer)
