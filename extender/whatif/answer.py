@@ -237,9 +237,9 @@ def _pending_change(engine: Extender, pod: Any, base: ClusterSnapshot, after: Cl
                     examples: int) -> dict[str, Any] | None:
     snap_b, snap_a = snapshot_without(base, pod), snapshot_without(after, pod)
     before, now = _feasible(engine, pod, snap_b), _feasible(engine, pod, snap_a)
-    if before == now:
-        return None
     now_set, before_set = set(now), set(before)
+    if before_set == now_set:  # (a removed node's place is taken by another: the order may differ)
+        return None
     lost = [n for n in before if n not in now_set]
     gone = [n for n in lost if n not in snap_a.nodes.by_name]
     kept = [n for n in lost if n in snap_a.nodes.by_name]

@@ -255,6 +255,7 @@ def check(objects: list[dict], changes: list[dict]) -> dict:
     assert answer["pending"]["evaluated"] == len(fits_before)
     for key, nodes in fits_before.items():
         if key in listed:
+            assert set(nodes) != set(fits_after[key])
             assert listed[key]["feasible"] == {"before": len(nodes), "after": len(fits_after[key])}
             assert listed[key]["lost"] == len(set(nodes) - set(fits_after[key]))
             assert sum(r["nodes"] for r in listed[key]["reasons"]) == listed[key]["lost"]
