@@ -11,7 +11,7 @@ from pathlib import Path
 
 # the what-if's change flags are the kubectl plugin's (standard library only: cheap to import)
 from kubectl_extender.whatif import USAGE as WHATIF_USAGE
-from kubectl_extender.whatif import FlagError, split_changes
+from kubectl_extender.whatif import FlagError, add_change_flags, split_changes
 
 from extender import __version__, metrics
 from extender.config import (
@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     wif.add_argument("-f", "--filename", action="append", help="pods or workloads to place after the change "
                      "(YAML or JSON, repeatable)")
     wif.add_argument("--output", "-o", choices=("json", "table"), default="json")
+    add_change_flags(wif)
     val = sub.add_parser("validate", help="check the annotation channel of manifests offline, as the "
                          "admission webhook does (exit 1 on errors)")
     val.add_argument("--config", help="YAML config file (env EXTENDER_CONFIG)")

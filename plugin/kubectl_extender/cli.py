@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from kubectl_extender.whatif import USAGE, FlagError, render_whatif, split_changes
+from kubectl_extender.whatif import USAGE, FlagError, add_change_flags, render_whatif, split_changes
 
 DEFAULT_SERVICE = "scheduling-extender/extended-scheduler-metrics:metrics"
 SERVICE_ENV = "KUBECTL_EXTENDER_SERVICE"
@@ -411,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     wif.add_argument("-f", "--filename", action="append",
                      help="pods or workloads (YAML or JSON) to place after the change (repeatable)")
     wif.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_change_flags(wif)
     for cmd in (why, exp):
         cmd.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
         cmd.add_argument("--all-nodes", action="store_true", help="every node, not the summary's examples")

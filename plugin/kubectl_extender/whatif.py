@@ -30,6 +30,18 @@ class FlagError(ValueError):
     pass
 
 
+def add_change_flags(parser: Any) -> None:
+    """The change flags in an argparse parser's help (`split_changes` takes them out of
+    the command line before the parser sees it: `-l` inside them is not the parser's)."""
+    group = parser.add_argument_group("changes (repeatable, applied in order)")
+    for flag, metavar in (("--taint", ("NODE|-l SELECTOR", "KEY=VALUE:EFFECT[-]")),
+                          ("--label", ("NODE|-l SELECTOR", "KEY=VALUE|KEY-")),
+                          ("--cordon", "NODE|-l SELECTOR"), ("--uncordon", "NODE|-l SELECTOR"),
+                          ("--remove-node", "NODE|-l SELECTOR"), ("--annotate-volume", ("PV", "KEY=VALUE|KEY-"))):
+        group.add_argument(flag, metavar=metavar, nargs=len(metavar) if isinstance(metavar, tuple) else None,
+                           action="append", help="see below")
+
+
 def split_changes(args: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """(the what-if changes the change flags make, the other arguments)."""
     changes: list[dict[str, Any]] = []
