@@ -14,7 +14,9 @@ The request (`POST /whatif`'s body, `extender whatif --request`):
 Taints and labels are written as `kubectl taint` and `kubectl label` write them. A taint
 with a key and effect the node already has gets the new value (`kubectl taint
 --overwrite`); `KEY-` removes every taint with that key, `KEY:EFFECT-` the one with that
-effect; a label is set or, with `KEY-`, removed. A change selects its nodes by name or by
+effect; a label is set or, with `KEY-`, removed. A cordon sets `spec.unschedulable` and
+the `node.kubernetes.io/unschedulable:NoSchedule` taint the node lifecycle controller adds
+right after it (an uncordon removes both). A change selects its nodes by name or by
 a label selector (`kubectl -l`'s syntax), read from the state *before* any change, and
 applies to them in order after the changes before it.
 
@@ -44,6 +46,7 @@ MAX_CHANGES = 100  # changes per request
 MAX_NODES_TOUCHED = 20000  # distinct nodes the changes touch (their new copies are the cost)
 MAX_PODS = 10  # pods and workload templates asked "where could it go"
 NODE_OPS = ("taint", "label", "cordon", "remove")
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 
 
 class WhatIfError(ValueError):
@@ -254,7 +257,12 @@ def changed_node(node: Node, change: Change) -> Node | None:
     if op == "remove":
         return None
     if op == "cordon" or op == "uncordon":
-        return dataclasses.replace(node, unschedulable=op == "cordon")
+        # what the node lifecycle controller does next (TaintNodesByCondition): the
+        # unschedulable taint comes and goes with spec.unschedulable
+        taints = tuple(t for t in node.taints if t != UNSCHEDULABLE_TAINT)
+        if op == "cordon":
+            taints += (UNSCHEDULABLE_TAINT,)
+        return dataclasses.replace(node, unschedulable=op == "cordon", taints=taints)
     if op == "label" or op == "unlabel":
         labels = dict(node.labels)
         if op == "label":

@@ -46,6 +46,7 @@ from extender.state import ClusterSnapshot, StaticSource
 from extender.whatif import is_pending, offline
 
 ZONE = "topology.kubernetes.io/zone"
+UNSCHEDULABLE = taint("node.kubernetes.io/unschedulable")
 CONFIG = Config(drift_report=True, drift_topology_spread=True, inflight_wait=0)
 TAINTS = [[], [taint(SLA, "900")], [taint(SLA, "700")], [taint(SLA, "500"), taint("soft", "x", "PreferNoSchedule")],
           [taint("evict", "now", "NoExecute")], [taint(SLA, "850", "NoExecute")]]
@@ -79,6 +80,7 @@ def random_node(rng: random.Random, name: str) -> dict:
     obj = node(name, copy.deepcopy(rng.choice(TAINTS)), **labels)
     if rng.random() < 0.1:
         obj["spec"]["unschedulable"] = True
+        obj["spec"]["taints"].append(dict(UNSCHEDULABLE))
     return obj
 
 
@@ -176,8 +178,10 @@ def apply(objects: list[dict], changes: list[dict]) -> list[dict]:
             spec, labels = obj["spec"], obj["metadata"]["labels"]
             if "remove" in change:
                 removed.add(name)
-            elif "cordon" in change:
+            elif "cordon" in change:  # and the node lifecycle controller's taint
                 spec["unschedulable"] = change["cordon"]
+                taints = [t for t in spec.get("taints") or [] if t != UNSCHEDULABLE]
+                spec["taints"] = [*taints, UNSCHEDULABLE] if change["cordon"] else taints
             elif "label" in change:
                 key, eq, value = change["label"].partition("=")
                 if eq:

@@ -22,6 +22,7 @@ from tests.e2e import test_explain as explain
 from tests.e2e import test_node_changes as node_changes
 from tests.e2e import test_preemption as preemption
 from tests.e2e import test_stories as stories
+from tests.e2e import test_whatif as whatif
 
 pytestmark = pytest.mark.long
 
@@ -97,3 +98,9 @@ def test_live_explain_and_kubectl_extender_through_the_service_proxy(start_real_
 
 def test_live_explain_counts_spread_failures(start_real_cluster):
     explain.test_spread_failures_are_counted_as_the_scheduler_counts_them(start_real_cluster)
+
+
+def test_what_if_says_what_drift_and_filter_say_on_the_real_control_plane(start_real_cluster):
+    """The what-if's four stories (SLA, kernel, zone cordon, volume annotation) with
+    kube-apiserver's own TokenReview, SubjectAccessReview and RBAC."""
+    whatif.test_what_if_says_what_drift_and_filter_say_once_the_change_is_made(start_real_cluster)
