@@ -159,3 +159,38 @@ def test_render_says_when_nothing_changes():
                           "spread": {"enabled": False}, "pods": []})
     assert "No running pod would start or stop violating a requirement (2 evaluated)." in text
     assert "without --drift-topology-spread" in text
+
+
+def test_past_the_time_budget_pending_pods_are_counted_not_evaluated():
+    """`Budget` on a clock that moves a second per reading: the first pending pod is
+    evaluated, the other is counted in `incomplete` (the answer says so, never hangs)."""
+    from extender import metrics
+    from extender.config import Config
+    from extender.state import load_objects
+    from extender.whatif import Budget, answer
+
+    metrics.install()
+    objects = load_objects(CLUSTER)
+    ticks = iter(range(10**6))
+    budget = Budget(1.5, clock=lambda: float(next(ticks)))
+    engine, tracker = _engine(Config(), objects)
+    result = answer(engine, tracker, {"changes": [{"nodes": ["spot-a1"], "cordon": True}]}, objects, budget)
+    assert (result["pending"]["evaluated"], result["pending"]["incomplete"]) == (1, 1)
+    assert "1 pending pods not evaluated (time budget)" in render_whatif(result)
+
+
+def _engine(config, objects):
+    import dataclasses
+
+    from extender.drift import attach_tracker
+    from extender.engine import Extender
+    from extender.state import StaticSource
+    from extender.state.store import Store
+
+    config = dataclasses.replace(config, drift_report=True, drift_topology_spread=True)
+    store = Store()
+    tracker = attach_tracker(store, config)
+    store.load(objects)
+    engine = Extender(config, StaticSource(store.snapshot()))
+    tracker.bind(engine.framework.plugins, spread=True)
+    return engine, tracker
