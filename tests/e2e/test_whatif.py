@@ -16,7 +16,7 @@ import time
 import orjson
 
 from testing.harness import E2ECluster, pod
-from tests.e2e.test_drift import (
+from tests.e2e.test_drift import (  # noqa: F401 - PODS is also the real variant's
     KERNEL,
     NODES,
     PODS,
