@@ -9,7 +9,7 @@ taken off their nodes (pending). The state is loaded as `extender whatif` loads 
 (a store with the drift tracker, the spread report on), then one request of
 `--changes` changes, each on one node (a spot node's SLA lowered to 500, another's
 kernel relabelled 5.4.0, another cordoned, in turn), is answered by
-`extender.whatif.answer` three times: wall-clock and process CPU seconds each, then once
+`extender.whatif.answer` `--runs` times (default 3): wall-clock and process CPU seconds each, then once
 under tracemalloc for the peak of what the what-if allocates beyond the loaded state.
 
 The machine is shared: the 1-minute load is recorded before and after. The result goes
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = options.parser("what_if", __doc__, nodes=15_000, pods=150_000)
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--pending", type=int, default=1500)
+    parser.add_argument("--runs", type=int, default=3, help="timed answers (default 3)")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     loaded = time.perf_counter() - started
     body = request(objects, args.changes)
     runs = []
-    for _ in range(3):
+    for _ in range(args.runs):
         wall, cpu = time.perf_counter(), time.process_time()
         result = answer(engine, tracker, body, objects)
         runs.append({"seconds": round(time.perf_counter() - wall, 3), "cpu_seconds": round(time.process_time() - cpu, 3)})

@@ -114,21 +114,24 @@ def running_pods(tracker: Any, hyp: Hypothesis, base: ClusterSnapshot) -> dict[s
 
 
 def spread_changes(tracker: Any, engine: Extender, base: ClusterSnapshot, after: ClusterSnapshot,
-                   removed: set[str]) -> tuple[dict[Key, dict[str, Any]], list[dict[str, Any]]]:
+                   touched: Iterable[str], removed: set[str]) -> tuple[dict[Key, dict[str, Any]], list[dict[str, Any]]]:
     """Hard spread violations that change (by the drift report's spread check), and
-    the skew of each workload whose counts change."""
+    the skew of each workload whose counts change. A pod's verdict reads its node and
+    its constraints' domain counts: only the pods of a workload whose counts change, or
+    that run on a touched node, are checked again."""
     plugin = next(p for p in engine.framework.plugins if p.name == SPREAD)
     spread = SpreadDrift(plugin)
     pods = [(k, r) for k, r in tracker.running_pods() if spread.wanted(r)]
-    before = spread.run(base, pods)
-    after_found = SpreadDrift(plugin).run(after, [(k, r) for k, r in pods if r.node not in removed])
+    workloads, affected = skews(spread, base, after, pods, set(touched))
+    before = spread.run(base, affected)
+    after_found = SpreadDrift(plugin).run(after, [(k, r) for k, r in affected if r.node not in removed])
     changed: dict[Key, dict[str, Any]] = {}
     for key in before.keys() | after_found.keys():
         node, b = before.get(key, ("", ()))
         node_a, a = after_found.get(key, ("", ()))
-        if (key in before or key in after_found) and b != a and (node or node_a) not in removed:
+        if b != a and (node or node_a) not in removed:
             changed[key] = {"node": node or node_a, "before": list(b), "after": list(a)}
-    return changed, skews(spread, base, after, pods)
+    return changed, workloads
 
 
 def _skew(counts: filtering.Counts) -> list[dict[str, int]]:
@@ -139,36 +142,49 @@ def _skew(counts: filtering.Counts) -> list[dict[str, int]]:
     return out
 
 
-def skews(spread: SpreadDrift, base: ClusterSnapshot, after: ClusterSnapshot,
-          pods: list[tuple[Key, Running]]) -> list[dict[str, Any]]:
+def skews(spread: SpreadDrift, base: ClusterSnapshot, after: ClusterSnapshot, pods: list[tuple[Key, Running]],
+          touched: set[str]) -> tuple[list[dict[str, Any]], list[tuple[Key, Running]]]:
     """Per workload (namespace, constraint shape) whose per-domain counts change: each
-    hard constraint's skew before and after."""
+    hard constraint's skew before and after; and the pods whose verdict may change
+    (those of such workloads, and those on touched nodes)."""
     groups: dict[tuple, list] = {}
+    converted: dict[tuple, tuple] = {}  # (namespace, shape, labels) -> constraints
     for key, running in pods:
         slim = base.pod_layer.get(*key)
         if slim is None:
             continue
-        pod = dataclasses.replace(running.shape.pod, namespace=key[0], name=key[1], labels=slim.labels,
-                                  node_name=running.node)
-        try:
-            constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, spread.plugin.args, base, spread.gates)
-        except ConstraintError:
-            continue
+        memo = (key[0], running.shape, tuple(sorted(slim.labels.items())))
+        constraints = converted.get(memo)
+        if constraints is None:
+            pod = dataclasses.replace(running.shape.pod, namespace=key[0], name=key[1], labels=slim.labels,
+                                      node_name=running.node)
+            try:
+                constraints = tuple(constraints_for(pod, DO_NOT_SCHEDULE, spread.plugin.args, base, spread.gates)[0])
+            except ConstraintError:
+                constraints = ()
+            converted[memo] = constraints
         if constraints:
-            groups.setdefault((key[0], running.shape, tuple(constraints)), [pod, 0])[1] += 1
+            group = groups.get((key[0], running.shape, constraints))
+            if group is None:
+                pod = dataclasses.replace(running.shape.pod, namespace=key[0], name=key[1], labels=slim.labels,
+                                          node_name=running.node)
+                group = groups[(key[0], running.shape, constraints)] = [pod, []]
+            group[1].append((key, running))
     index_b, index_a = spread_index(base), spread_index(after)
-    out = []
-    for (namespace, _, constraints), (pod, count) in sorted(groups.items(), key=lambda g: (g[0][0], g[1][0].name)):
+    out, affected = [], []
+    for (namespace, _, constraints), (pod, members) in sorted(groups.items(), key=lambda g: (g[0][0], g[1][0].name)):
         inclusion = Inclusion(pod, TolerationMatcher(pod.tolerations, spread.gates, spread.cel), spread.gates)
         cb = filtering.indexed_counts(index_b, pod, list(constraints), EligibleMasks(inclusion, index_b.nodes))
         ca = filtering.indexed_counts(index_a, pod, list(constraints), EligibleMasks(inclusion, index_a.nodes))
         if cb.per_domain == ca.per_domain:
+            affected += [(k, r) for k, r in members if r.node in touched]
             continue
+        affected += members
         sb, sa = _skew(cb), _skew(ca)
-        out.append({"namespace": namespace, "example": pod.name, "pods": count, "constraints": [
+        out.append({"namespace": namespace, "example": pod.name, "pods": len(members), "constraints": [
             {"topologyKey": c.topology_key, "maxSkew": c.max_skew, "selector": str(c.selector),
              "before": b, "after": a} for c, b, a in zip(constraints, sb, sa, strict=True)]})
-    return out
+    return out, affected
 
 
 def _pod_entry(key: Key, change: dict[str, Any]) -> dict[str, Any]:
@@ -201,13 +217,27 @@ def pending_key(raw: dict[str, Any]) -> bytes:
                          meta.get("ownerReferences"), raw.get("spec")], option=orjson.OPT_SORT_KEYS)
 
 
-def _feasible(engine: Extender, pod: Any, snapshot: ClusterSnapshot) -> list[str]:
-    cands = resolve(snapshot, [n.name for n in snapshot.nodes.nodes])
+def _feasible(engine: Extender, pod: Any, snapshot: ClusterSnapshot, names: list[str] | None = None) -> list[str]:
+    cands = resolve(snapshot, [n.name for n in snapshot.nodes.nodes] if names is None else names)
     outcome = engine.run_filter(engine.new_state(snapshot), pod, cands)
     return [] if outcome.error else list(outcome.feasible_names)
 
 
-def pending_pods(engine: Extender, pending: list[dict[str, Any]], base: ClusterSnapshot, after: ClusterSnapshot,
+def node_local(engine: Extender, pod: Any, snapshot: ClusterSnapshot, volumes_changed: bool) -> bool:
+    """Whether the filter's verdict on a node, for this pod, reads that node alone (and
+    the volumes, when none changed): no hard topology spread, whose counts read every
+    node's labels and pods. Then only the touched nodes' verdicts can change."""
+    if volumes_changed and pod.volume_claims:
+        return False
+    plugin = next(p for p in engine.framework.plugins if p.name == SPREAD)
+    try:
+        constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, plugin.args, snapshot, plugin.handle.gates)
+    except ConstraintError:
+        return False
+    return not constraints
+
+
+def pending_pods(engine: Extender, pending: list[dict[str, Any]], base: ClusterSnapshot, hyp: Hypothesis,
                  budget: Budget, examples: int) -> dict[str, Any]:
     """Pending pods whose feasible nodes change, with the reasons for the nodes lost."""
     answers: dict[bytes, dict[str, Any] | None] = {}
@@ -224,7 +254,7 @@ def pending_pods(engine: Extender, pending: list[dict[str, Any]], base: ClusterS
             except ModelError:
                 answers[group] = None
                 continue
-            answers[group] = _pending_change(engine, pod, base, after, examples)
+            answers[group] = _pending_change(engine, pod, base, hyp, examples)
         evaluated += 1
         found = answers[group]
         if found is not None:
@@ -233,10 +263,17 @@ def pending_pods(engine: Extender, pending: list[dict[str, Any]], base: ClusterS
             "incomplete": omitted}
 
 
-def _pending_change(engine: Extender, pod: Any, base: ClusterSnapshot, after: ClusterSnapshot,
+def _pending_change(engine: Extender, pod: Any, base: ClusterSnapshot, hyp: Hypothesis,
                     examples: int) -> dict[str, Any] | None:
-    snap_b, snap_a = snapshot_without(base, pod), snapshot_without(after, pod)
-    before, now = _feasible(engine, pod, snap_b), _feasible(engine, pod, snap_a)
+    """The filter over every node before and after (after: over the touched nodes only
+    when the verdicts are `node_local`)."""
+    snap_b, snap_a = snapshot_without(base, pod), snapshot_without(hyp.snapshot, pod)
+    before = _feasible(engine, pod, snap_b)
+    if node_local(engine, pod, snap_b, bool(hyp.volumes)):
+        touched = [n for n in hyp.nodes if n in snap_a.nodes.by_name]
+        now = [n for n in before if n not in hyp.nodes] + (_feasible(engine, pod, snap_a, touched) if touched else [])
+    else:
+        now = _feasible(engine, pod, snap_a)
     now_set, before_set = set(now), set(before)
     if before_set == now_set:  # (a removed node's place is taken by another: the order may differ)
         return None
@@ -264,7 +301,7 @@ def what_if(engine: Extender, tracker: Any, base: ClusterSnapshot, plan: Plan, h
         changes = running["changed"]
         spread: dict[str, Any] = {"enabled": bool(tracker.shapes.spread)}
         if tracker.shapes.spread:
-            spread_changed, workloads = spread_changes(tracker, engine, base, hyp.snapshot, removed)
+            spread_changed, workloads = spread_changes(tracker, engine, base, hyp.snapshot, hyp.nodes, removed)
             for key, change in spread_changed.items():
                 mine = changes.setdefault(key, {"node": change["node"], "before": [], "after": []})
                 if "spread" in mine:
@@ -275,7 +312,7 @@ def what_if(engine: Extender, tracker: Any, base: ClusterSnapshot, plan: Plan, h
             spread["workloads"] = workloads
         pods = [_pod_entry(key, changes[key]) for key in sorted(changes)]
         pods.sort(key=lambda p: (ORDER.get(p["severity"], len(ORDER)), p["namespace"], p["name"]))
-        pending_answer = pending_pods(engine, pending, base, hyp.snapshot, budget, examples)
+        pending_answer = pending_pods(engine, pending, base, hyp, budget, examples)
         asked = [{"pod": f"{(p.get('metadata') or {}).get('namespace') or 'default'}/"
                          f"{(p.get('metadata') or {}).get('name') or ''}",
                   "before": where_to(engine, p, base, examples), "after": where_to(engine, p, hyp.snapshot, examples)}
