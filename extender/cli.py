@@ -1,4 +1,4 @@
-"""`extender serve | explain | validate | version` — thin argparse front-end over config and the engine."""
+"""`extender serve | explain | whatif | validate | version` — thin argparse front-end over config and the engine."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ import os
 import sys
 import warnings
 from pathlib import Path
+
+# the what-if's change flags are the kubectl plugin's (standard library only: cheap to import)
+from kubectl_extender.whatif import USAGE as WHATIF_USAGE
+from kubectl_extender.whatif import FlagError, add_change_flags, split_changes
 
 from extender import __version__, metrics
 from extender.config import (
@@ -111,6 +115,10 @@ HELP = {
     "drift_topology_spread": "true: add hard topology spread drift to the report (running pods "
     "/filter would not place where they are by their DoNotSchedule constraints), recomputed "
     "cluster-wide while the state changes, at most every 5 s and a tenth of the time; implies --drift-report (default false)",
+    "whatif_endpoint": "true: serve POST /whatif on --metrics-listen (the engine on the live state plus "
+    "a list of taint, label, cordon, node and volume changes, before they are made, for `kubectl extender "
+    "what-if`), admitted like /drift to users who may list pods and nodes cluster-wide; implies "
+    "--drift-report (default false)",
     "slim_answers": "true (default): a filter answer lists failing nodes only when no node fits, a "
     "prioritize answer only the hosts off the most common score (the lowest in --score-mode scaled), "
     "shifted by it (kube-scheduler "
@@ -126,7 +134,7 @@ SERVE_ONLY = ("listen", "metrics_listen", "workers", "threads", "worker_class", 
               "bind_watch_timeout", "max_unready",
               "request_deadline", "slow_cel_expressions", "inflight_wait",
               "explain_endpoint", "explain_rate", "explain_burst", "record_events", "drift_report",
-              "drift_endpoint", "drift_events", "drift_topology_spread", "slim_answers")
+              "drift_endpoint", "drift_events", "drift_topology_spread", "whatif_endpoint", "slim_answers")
 # flags that also work bare: `--in-cluster`, `--kubeconfig` (the client's default lookup)
 BARE = {"in_cluster": "true", "kubeconfig": "default"}
 
@@ -156,6 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--pod", action="append", required=True, help="pod YAML/JSON file (repeatable)")
     exp.add_argument("--candidates", help="comma-separated node names (default: every node)")
     exp.add_argument("--output", choices=("json", "table"), default="json")
+    wif = sub.add_parser("whatif", help="what a taint, label, cordon, node removal or volume annotation would "
+                         "do, offline on a cluster file, before it is made",
+                         epilog=WHATIF_USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_settings(wif, serve=False)
+    wif.add_argument("--request", help="the what-if request, JSON or YAML ({changes: [...], pods: [...]}; "
+                     "docs/operate/what-if.md); or give the changes as flags")
+    wif.add_argument("-f", "--filename", action="append", help="pods or workloads to place after the change "
+                     "(YAML or JSON, repeatable)")
+    wif.add_argument("--output", "-o", choices=("json", "table"), default="json")
+    add_change_flags(wif)
     val = sub.add_parser("validate", help="check the annotation channel of manifests offline, as the "
                          "admission webhook does (exit 1 on errors)")
     val.add_argument("--config", help="YAML config file (env EXTENDER_CONFIG)")
@@ -211,6 +229,50 @@ def cmd_explain(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_whatif(ns: argparse.Namespace) -> int:
+    import orjson
+
+    from extender.whatif import WhatIfError, offline
+
+    config = build_config(_settings(ns), config_file=ns.config)
+    metrics.install()
+    setup_logging("warning" if config.log_level == "info" else config.log_level)
+    body: dict = {}
+    if ns.request:
+        try:
+            documents = parse_documents(Path(ns.request).read_bytes(), ns.request)
+        except OSError as exc:
+            raise ConfigError(f"--request: cannot read {ns.request!r}: {exc.strerror}") from None
+        if len(documents) != 1:
+            raise ConfigError(f"--request: expected one request object, found {len(documents)}")
+        body = documents[0]
+    if ns.changes:
+        body = {**body, "changes": [*(body.get("changes") or []), *ns.changes]}
+    if ns.filename:
+        body = {**body, "pods": [*(body.get("pods") or []), *_load_objects(ns.filename)]}
+    try:
+        answer = offline(config, load_objects(config.cluster_file), body)
+    except WhatIfError as exc:
+        raise ConfigError(str(exc)) from None
+    if ns.output == "table":
+        from kubectl_extender.whatif import render_whatif
+
+        sys.stdout.write(render_whatif(answer))
+    else:
+        sys.stdout.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return 0
+
+
+def _load_objects(paths: list[str]) -> list[dict]:
+    out: list[dict] = []
+    for path in paths:
+        try:
+            out += parse_documents(Path(path).read_bytes(), path)
+        except OSError as exc:
+            raise ConfigError(f"-f: cannot read {path!r}: {exc.strerror}") from None
+    return out
+
+
 def cmd_validate(ns: argparse.Namespace) -> int:
     from extender.validation.manifests import render_json, render_text, validate_paths
     from extender.validation.rules import admission, configure_slow_expressions
@@ -260,12 +322,22 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    changes: list[dict] = []
+    if argv[:1] == ["whatif"]:
+        try:
+            changes, rest = split_changes(argv[1:])
+        except FlagError as exc:
+            print(f"extender: error: {exc}", file=sys.stderr)
+            return 2
+        argv = ["whatif", *rest]
     ns = parser.parse_args(argv)
+    ns.changes = changes
     if ns.command == "version":
         print(__version__)
         return 0
     try:
-        commands = {"serve": cmd_serve, "explain": cmd_explain, "validate": cmd_validate}
+        commands = {"serve": cmd_serve, "explain": cmd_explain, "validate": cmd_validate, "whatif": cmd_whatif}
         return commands[ns.command](ns)
     except ConfigError as exc:
         print(f"extender: error: {exc}", file=sys.stderr)

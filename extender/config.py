@@ -92,6 +92,9 @@ class Config:
     drift_endpoint: bool = False
     drift_events: bool = False
     drift_topology_spread: bool = False
+    # POST /whatif on the side listener (extender.whatif, docs/operate/what-if.md): the
+    # engine on a hypothetical state; reads the drift report's running pods
+    whatif_endpoint: bool = False
     # filter: failure maps only when no node fits; prioritize: only hosts above the
     # minimum score, shifted by it (docs/reference/semantics.md, "Slim answers")
     slim_answers: bool = True
@@ -104,7 +107,8 @@ class Config:
     @property
     def drift(self) -> bool:
         """The drift report runs: asked for, or something that reads it is on."""
-        return self.drift_report or self.drift_endpoint or self.drift_events or self.drift_topology_spread
+        return (self.drift_report or self.drift_endpoint or self.drift_events or self.drift_topology_spread
+                or self.whatif_endpoint)
 
     @property
     def live(self) -> bool:
@@ -285,6 +289,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "drift_endpoint": ("driftEndpoint", _bool),
     "drift_events": ("driftEvents", _bool),
     "drift_topology_spread": ("driftTopologySpread", _bool),
+    "whatif_endpoint": ("whatifEndpoint", _bool),
     "slim_answers": ("slimAnswers", _bool),
 }
 

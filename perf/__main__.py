@@ -22,6 +22,7 @@ BENCHMARKS = {
     "cel_bench": "CEL at the cost limit, and against cel-go itself (--celgo)",
     "churn": "filter+prioritize latency under churn through extender serve (the bar)",
     "drift": "the drift report's memory and CPU at scale",
+    "what_if": "a what-if of 100 node changes at scale: its seconds, CPU and memory",
     "handlers": "the verb handlers alone, in one process (A/B runs, callgrind)",
     "hostile": "hostile-input latency",
     "inflight_mix": "in-flight waits under a mixed workload",

@@ -363,6 +363,21 @@ class DriftTracker:
             items = [(k, d) for k, d in self.drifted.items() if namespace is None or k[0] == namespace]
         return sorted(items, key=lambda item: item[0])
 
+    def running_on(self, nodes: Iterable[str], volumes: Iterable[str] = ()) -> list[tuple[Key, Running]]:
+        """The tracked pods on `nodes` and those whose claims are bound to `volumes`
+        (what a change of those objects can affect), sorted by namespace and name."""
+        with self._lock:
+            keys = {key for name in nodes for key in self._by_node.get(name, ())}
+            for volume in volumes:
+                for claim in self._claims_of_volume.get(volume, ()):
+                    keys.update(self._by_claim.get(claim, ()))
+            return sorted((key, self._pods[key]) for key in keys if key in self._pods)
+
+    def running_pods(self) -> list[tuple[Key, Running]]:
+        """Every tracked pod (a copy)."""
+        with self._lock:
+            return list(self._pods.items())
+
     def counts(self) -> dict[Labels, int]:
         with self._lock:
             return {labels: n for labels, n in self.totals.items() if n}

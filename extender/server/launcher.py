@@ -24,6 +24,7 @@ from extender.server.explain_routes import ExplainRoutes
 from extender.server.listener import Listener
 from extender.server.opening import open_source, start_in_worker
 from extender.server.webhook import start_webhook
+from extender.server.whatif_routes import SideRoutes, WhatIfRoutes
 from extender.state.gcfreeze import return_large_blocks
 from extender.state.source import ClusterSource
 
@@ -94,11 +95,13 @@ class ExtenderServer(BaseApplication):
 
 
 def explain_dispatch(engine):
-    """`/explain` and `/drift` on the side listener (`extender.server.explain_routes`);
-    each answers 404 saying how to turn it on while its flag is off."""
+    """`/explain` and `/drift` (`extender.server.explain_routes`) and `/whatif`
+    (`extender.server.whatif_routes`) on the side listener; each answers 404 saying how
+    to turn it on while its flag is off."""
     c = engine.config
-    return ExplainRoutes(engine, c.explain_endpoint, c.explain_rate, c.explain_burst,
-                         drift=engine.drift, drift_enabled=c.drift_endpoint)
+    return SideRoutes(ExplainRoutes(engine, c.explain_endpoint, c.explain_rate, c.explain_burst,
+                                    drift=engine.drift, drift_enabled=c.drift_endpoint),
+                      WhatIfRoutes(engine, c.whatif_endpoint, engine.drift, c.explain_rate, c.explain_burst))
 
 
 def check_metrics_listen(address: str) -> None:

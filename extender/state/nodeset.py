@@ -229,10 +229,12 @@ class NodeIndex:
         self._codes: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._code_of: dict[str, dict[str, int]] = {}
 
-    def evolve(self, changes: Mapping[str, Node | None]) -> NodeIndex:
+    def evolve(self, changes: Mapping[str, Node | None], carry: bool = True) -> NodeIndex:
         """A new layer = this one with `changes` applied (name -> new Node, or None for a
         deletion), in O(changed nodes + their taint groups and label index entries) plus
-        C-level copies of the name tables; this layer is not modified.
+        C-level copies of the name tables; this layer is not modified. `carry=False`: a
+        private layer (a what-if) that shares none of this layer's candidate sets, whose
+        encoder templates the verbs keep.
 
         Positions stay put (an added node is appended; a deleted node's slot is taken by
         the last node), so the per-key label codes are patched, not rebuilt. A value
@@ -283,7 +285,7 @@ class NodeIndex:
             with self._lock:
                 if all(o.taints == n.taints for o, n in pairs):  # e.g. a relabel
                     new._taint_memo = self._taint_memo.copy()
-                for key, cands, size in self._candidates.entries():  # kube-scheduler's lists, still valid
+                for key, cands, size in self._candidates.entries() if carry else ():  # still valid
                     if getattr(cands, "nodes", None) is not None and cands.nodes.universe is self:
                         new._candidates.put(key, dataclasses.replace(cands, nodes=cands.nodes.rebased(new)), size)
         if new._taint_memo is None:

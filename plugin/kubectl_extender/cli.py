@@ -3,11 +3,15 @@
     kubectl extender why POD [-n NAMESPACE] [-o table|json|yaml] [--all-nodes]
     kubectl extender explain -f pod.yaml [-n NAMESPACE] [-o table|json|yaml] [--all-nodes]
     kubectl extender drift [-n NAMESPACE | -A] [-o table|json] [--severity S,...]
+    kubectl extender what-if --taint NODE|-l SELECTOR KEY=VALUE:EFFECT[-] [--label ...]
+                             [--cordon ...] [-f pods.yaml] [-o table|json]
 
 `why` explains a pod of the cluster (`GET /explain/NAMESPACE/POD`), `explain` a pod
 from a file, e.g. one not created yet (`POST /explain`), both against the extender's
 live state; `drift` lists the running pods whose node no longer satisfies them
-(`GET /drift`, docs/operate/drift.md). The extender is reached like `kubectl get --raw`
+(`GET /drift`, docs/operate/drift.md); `what-if` asks what a taint, label, cordon, node
+removal or volume annotation would do before it is made (`POST /whatif`,
+docs/operate/what-if.md). The extender is reached like `kubectl get --raw`
 reaches a Service: through the API server's service proxy, by way of `kubectl proxy` with
 the user's kubeconfig (every kind of credential kubectl knows; RBAC: `get` on
 `services/proxy` of the extender's Service; manifests/components/explain has a
@@ -43,6 +47,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
+
+from kubectl_extender.whatif import USAGE, FlagError, add_change_flags, render_whatif, split_changes
 
 DEFAULT_SERVICE = "scheduling-extender/extended-scheduler-metrics:metrics"
 SERVICE_ENV = "KUBECTL_EXTENDER_SERVICE"
@@ -275,8 +281,10 @@ def ask(transport: Any, method: str, path: str, body: bytes | None = None) -> di
         if response.status == 401:
             message += (" (the extender checks a bearer token: give --token when the kubeconfig "
                         "authenticates with a client certificate)")
-        if response.status in (502, 503) and not any(w in message for w in ("explain", "drift", "cluster state")):
-            flag = "--drift-endpoint" if path.startswith("/drift") else "--explain-endpoint"
+        if response.status in (502, 503) and not any(w in message for w in ("explain", "drift", "cluster state",
+                                                                             "what-if")):
+            flag = "--drift-endpoint" if path.startswith("/drift") else "--whatif-endpoint" \
+                if path.startswith("/whatif") else "--explain-endpoint"
             message += (f" (is the extender running with {flag}=true, and does its "
                         "NetworkPolicy admit the API server? see manifests/components/explain)")
         raise PluginError(f"{transport.describe()}: {message}")
@@ -302,6 +310,16 @@ def query(ns: argparse.Namespace) -> str:
 def read_pods(kubectl: Kubectl, path: str, namespace: str) -> list[dict[str, Any]]:
     """The Pods of a YAML or JSON file (`-` for stdin), as JSON: kubectl reads the file
     (`kubectl patch --local` with an empty patch prints each object unchanged)."""
+    pods = [o for o in read_objects(kubectl, path, namespace) if o.get("kind", "Pod") == "Pod"]
+    if not pods:
+        raise PluginError(f"{path}: no Pod objects found")
+    return pods
+
+
+def read_objects(kubectl: Kubectl | None, path: str, namespace: str) -> list[dict[str, Any]]:
+    """Every object of a YAML or JSON file (`-` for stdin), its namespace defaulted."""
+    if kubectl is None:
+        raise PluginError("kubectl is needed to read -f files")
     if path != "-" and not Path(path).is_file():
         raise PluginError(f"cannot read {path}: no such file")
     data = sys.stdin.buffer.read() if path == "-" else None
@@ -310,14 +328,11 @@ def read_pods(kubectl: Kubectl, path: str, namespace: str) -> list[dict[str, Any
     while text[at:].strip():
         obj, at = decoder.raw_decode(text, len(text) - len(text[at:].lstrip()))
         objects += obj.get("items", []) if obj.get("kind", "").endswith("List") else [obj]
-    pods = [o for o in objects if o.get("kind", "Pod") == "Pod"]
-    if not pods:
-        raise PluginError(f"{path}: no Pod objects found")
-    for pod in pods:
-        meta = pod.setdefault("metadata", {})
+    for obj in objects:
+        meta = obj.setdefault("metadata", {})
         if not meta.get("namespace"):
             meta["namespace"] = namespace
-    return pods
+    return objects
 
 
 def drift_query(ns: argparse.Namespace, namespace: str) -> str:
@@ -391,11 +406,17 @@ def build_parser() -> argparse.ArgumentParser:
     drift.add_argument("--severity", help="required, evicting, preferred (comma-separated; default all)")
     drift.add_argument("--limit", type=int, help="at most this many pods (default 1000)")
     drift.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    wif = sub.add_parser("what-if", help="what a taint, label, cordon or node removal would do, before it is "
+                         "made (POST /whatif)", epilog=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    wif.add_argument("-f", "--filename", action="append",
+                     help="pods or workloads (YAML or JSON) to place after the change (repeatable)")
+    wif.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_change_flags(wif)
     for cmd in (why, exp):
         cmd.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
         cmd.add_argument("--all-nodes", action="store_true", help="every node, not the summary's examples")
         cmd.add_argument("--examples", type=int, help="example nodes per reason group (default 3, at most 50)")
-    for cmd in (why, exp, drift):
+    for cmd in (why, exp, drift, wif):
         cmd.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's, else default)")
         cmd.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
         cmd.add_argument("--context", help="kubeconfig context")
@@ -417,7 +438,7 @@ def run(ns: argparse.Namespace) -> int:
     try:
         kubectl: Kubectl | None = Kubectl(ns.kubeconfig, ns.context)
     except PluginError:
-        if not (ns.url and ns.command == "why"):
+        if not (ns.url and (ns.command == "why" or (ns.command == "what-if" and not ns.filename))):
             raise
         kubectl = None  # --url asks without kubectl; only the pod check needs it
     namespace, proxy, forward = ns.namespace, None, None
@@ -440,6 +461,13 @@ def run(ns: argparse.Namespace) -> int:
             transport = DirectTransport(forward.url, ns.request_timeout, token)
         else:
             transport = ProxyTransport(proxy.url, ns.service, ns.request_timeout, token)
+        if ns.command == "what-if":
+            pods = [p for path in ns.filename or () for p in read_objects(kubectl, path, namespace)]
+            body = {"changes": ns.changes, **({"pods": pods} if pods else {})}
+            answer = ask(transport, "POST", "/whatif", json.dumps(body).encode())
+            sys.stdout.write(json.dumps(answer, indent=2, ensure_ascii=False) + "\n" if ns.output == "json"
+                             else render_whatif(answer))
+            return 0
         if ns.command == "drift":
             report = ask(transport, "GET", drift_query(ns, namespace))
             if ns.output == "json":
@@ -467,7 +495,21 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    changes: list[dict[str, Any]] = []
+    if argv[:1] == ["what-if"]:
+        try:
+            changes, rest = split_changes(argv[1:])
+        except FlagError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        argv = ["what-if", *rest]
+        if not changes and not {"-h", "--help"} & set(rest):
+            print("error: what-if: give at least one change (--taint, --label, --cordon, --uncordon, "
+                  "--remove-node, --annotate-volume)", file=sys.stderr)
+            return 1
     ns = build_parser().parse_args(argv)
+    ns.changes = changes
     try:
         return run(ns)
     except PluginError as exc:

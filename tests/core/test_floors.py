@@ -23,6 +23,7 @@ FLOORS = [
     {"explain"},
     {"events"},
     {"drift"},
+    {"whatif"},
     {"server"},
     {"cli"},
     {"__main__"},

@@ -22,6 +22,7 @@ from tests.e2e import test_explain as explain
 from tests.e2e import test_node_changes as node_changes
 from tests.e2e import test_preemption as preemption
 from tests.e2e import test_stories as stories
+from tests.e2e import test_whatif as whatif
 
 pytestmark = pytest.mark.long
 
@@ -97,3 +98,15 @@ def test_live_explain_and_kubectl_extender_through_the_service_proxy(start_real_
 
 def test_live_explain_counts_spread_failures(start_real_cluster):
     explain.test_spread_failures_are_counted_as_the_scheduler_counts_them(start_real_cluster)
+
+
+def test_what_if_says_what_drift_and_filter_say_on_the_real_control_plane(start_real_cluster, pair):
+    """The what-if's four stories (SLA, kernel, zone cordon, volume annotation) with
+    kube-apiserver's own TokenReview, SubjectAccessReview and RBAC. The cluster's pods
+    have `Gt` in spec: on v1.30.3 the refusal is what there is to see."""
+    if not pair.spec_gt_lt:
+        with pytest.raises(ApiError) as refused:
+            start_real_cluster([]).create(whatif.PODS["gt"])
+        assert 'operator: Unsupported value: "Gt"' in str(refused.value)
+        return
+    whatif.test_what_if_says_what_drift_and_filter_say_once_the_change_is_made(start_real_cluster)
