@@ -22,6 +22,7 @@ bind costs no recount.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -154,8 +155,7 @@ class ChunkedIds:
         return self.size
 
     def __iter__(self) -> Iterator[int]:
-        for chunk in self.chunks:
-            yield from chunk
+        return itertools.chain.from_iterable(self.chunks)
 
 
 # Node names as small integers, so a namespace's pod -> node column is a numpy array
