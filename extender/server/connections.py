@@ -139,6 +139,11 @@ class Connections:
         """Answer what has arrived on `conn`; True if it no longer reads for now."""
         raise NotImplementedError
 
+    def _withdraw(self, conn: Conn) -> bool:
+        """Take `conn`'s request out of the queue it waits in (its client left): True if
+        it was still waiting, False if a thread has it (or it never waits)."""
+        return False
+
     def _want(self, conn: Conn, events: int) -> None:
         if events == conn.events:
             return
@@ -367,6 +372,9 @@ class Connections:
         if not chunk:
             if conn.answering is not None:
                 conn.answering.gone = True
+                if self._withdraw(conn):  # never started: nothing to answer
+                    self._close(conn)
+                    return
             self._want(conn, 0)
             return
         self._want(conn, 0)

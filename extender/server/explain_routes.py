@@ -33,7 +33,6 @@ from __future__ import annotations
 import io
 import logging
 import math
-import re
 import sys
 import threading
 from collections.abc import Callable
@@ -49,6 +48,7 @@ from extender.api import expansion
 from extender.drift.report import QueryError, build, parse_query
 from extender.engine import Extender
 from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
+from extender.matching.labels import is_dns1123_label, is_dns1123_subdomain
 from extender.model.parse import ModelError
 from extender.ratelimit import TokenBucket
 from extender.request.deadline import DeadlineExceeded, request_deadline
@@ -71,9 +71,6 @@ log = logging.getLogger("extender.explain")
 
 MAX_ANSWER_BYTES = 32 << 20  # ~500 bytes per node in the full view: 60k+ nodes
 API_TIMEOUT = (3.0, 5.0)  # (connect, read) seconds for reading the pod
-# RFC 1123 subdomain (pod names) and label (namespaces), as the API server validates them
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 DISABLED = ("the explain endpoint is off: start the extender with --explain-endpoint=true "
             "(env EXTENDER_EXPLAIN_ENDPOINT, config explainEndpoint: true)")
 DRIFT_DISABLED = ("the drift endpoint is off: start the extender with --drift-endpoint=true "
@@ -375,9 +372,10 @@ class ExplainRoutes:
 def _pod_access(namespace: str, name: str) -> Access:
     """GET /explain/NAMESPACE/POD tells about that pod: its reader's right (asked once
     the names are checked: no review for a malformed request)."""
-    if not _NAMESPACE.fullmatch(namespace):
+    # RFC 1123 label (namespaces) and subdomain (pod names), as the API server validates them
+    if not is_dns1123_label(namespace):
         raise Refused(400, f"invalid namespace {namespace[:100]!r}")
-    if not _NAME.fullmatch(name):
+    if is_dns1123_subdomain(name):
         raise Refused(400, f"invalid pod name {name[:300]!r}")
     return Access("get", "pods", namespace, name)
 
