@@ -45,12 +45,12 @@ from flask import Response
 from werkzeug.datastructures import MultiDict
 
 from extender.api import expansion
-from extender.drift.report import QueryError, build, parse_query
+from extender.drift.report import QueryError, Reports, parse_query
 from extender.engine import Extender
 from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
 from extender.matching.labels import is_dns1123_label, is_dns1123_subdomain
 from extender.model.parse import ModelError
-from extender.ratelimit import TokenBucket
+from extender.ratelimit import Buckets
 from extender.request.deadline import DeadlineExceeded, request_deadline
 from extender.server.auth import (
     FLASK_KEY,
@@ -58,10 +58,10 @@ from extender.server.auth import (
     Access,
     AuthError,
     Guard,
+    User,
     authenticated,
     authorized,
     guard_for,
-    protected,
 )
 from extender.server.http1 import JSON, Refused, Reply, Request
 from extender.state import ClusterSnapshot, ClusterSource, FileSource
@@ -267,7 +267,9 @@ class ExplainRoutes:
         self.enabled = enabled
         self.drift = drift
         self.drift_enabled = drift_enabled
-        self.bucket = TokenBucket(rate, burst)
+        self.rate, self.burst = rate, burst
+        self.bucket = Buckets(rate, burst)  # per user, /explain and /drift together
+        self.reports = Reports()
         self.deadline = engine.config.request_deadline if deadline is None else deadline
         self.reader = reader if reader is not None else pod_reader_for(engine.source)
         self.guard = guard if guard is not None else guard_for(engine.source)
@@ -288,7 +290,8 @@ class ExplainRoutes:
         path, _, query = request.target.partition("?")
         if not self.owns(path):
             return None
-        status, headers, body = call_wsgi(self.app, wsgi_environ(request, path, query))
+        with request_deadline(self.deadline):  # reviews and CEL work alike, from its arrival
+            status, headers, body = call_wsgi(self.app, wsgi_environ(request, path, query))
         extra = {k: v for k, v in headers if k not in ("Content-Type", "Content-Length")}
         kind = next((v for k, v in headers if k.lower() == "content-type"), JSON)
         return int(status.split()[0]), kind, body, extra
@@ -306,13 +309,15 @@ class ExplainRoutes:
         elif not self.enabled:
             raise Refused(404, DISABLED)
 
-    def drift_report(self) -> Response:
+    def drift_report(self, user: User) -> Response:
         """The drift report as of the tracker's last settle, with the state it read;
-        503 while the state has not synced or is stale (the report would be partial)."""
+        503 while the state has not synced or is stale (the report would be partial).
+        Under `user`'s rate limit, as /explain; built once per settle and query."""
         try:
             query = parse_query(flask.request.args)
         except QueryError as exc:
             raise Refused(400, str(exc)) from None
+        self._take(user, "drift reports")
         source = self.engine.source
         info = state_info(source)
         why = refusal(source, info)
@@ -321,7 +326,7 @@ class ExplainRoutes:
         if self.drift is None:
             raise Refused(503, "the drift report is not running: it needs a cluster state "
                           "(--kubeconfig, --in-cluster or --cluster)")
-        answer = build(self.drift, **query)
+        answer = self.reports.get(self.drift, **query)
         answer["state"] = with_snapshot(info, source.snapshot())
         return Response(orjson.dumps(answer), mimetype=JSON)
 
@@ -330,12 +335,16 @@ class ExplainRoutes:
             raise Refused(404, "this cluster state has no pod objects to read: POST the pod to /explain")
         return self.reader(namespace, name)
 
-    def answer(self, pod: Callable[[], dict[str, Any]]) -> Response:
-        options = _options(flask.request.args)
-        wait = self.bucket.try_take()
+    def _take(self, user: User, what: str) -> None:
+        """Refused (429) past `user`'s rate (`--explain-rate`, `--explain-burst`)."""
+        wait = self.bucket.try_take(user.name)
         if wait:
-            raise Refused(429, f"too many explanations: at most {self.bucket.rate:g} per second "
-                          f"(burst {self.bucket.burst}); retry in {wait:.1f}s", _retry_after(wait))
+            raise Refused(429, f"too many {what}: at most {self.rate:g} per second per user "
+                          f"(burst {self.burst}); retry in {wait:.1f}s", _retry_after(wait))
+
+    def answer(self, user: User, pod: Callable[[], dict[str, Any]]) -> Response:
+        options = _options(flask.request.args)
+        self._take(user, "explanations")
         if not self._busy.acquire(blocking=False):
             raise Refused(429, "another explanation is being computed; retry", _retry_after(1))
         try:
@@ -402,7 +411,7 @@ def _add_routes(app: flask.Flask, routes: ExplainRoutes) -> None:
         namespace = flask.request.args.getlist("namespace")
         # the pods it lists: those of one namespace, or of all ("" is every namespace)
         authorized(user, Access("list", "pods", namespace[-1] if namespace else ""))
-        return routes.drift_report()
+        return routes.drift_report(user)
 
     @app.post("/explain")
     def explain_posted() -> Response:
@@ -411,12 +420,14 @@ def _add_routes(app: flask.Flask, routes: ExplainRoutes) -> None:
         meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
         namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
         authorized(user, Access("list", "pods", namespace or "default"))  # the pods it is counted with
-        return routes.answer(lambda: pod)
+        return routes.answer(user, lambda: pod)
 
     @app.get("/explain/<namespace>/<name>")
-    @protected(_pod_access)
     def explain_named(namespace: str, name: str) -> Response:
-        return routes.answer(lambda: routes.read(namespace, name))
+        access = _pod_access(namespace, name)  # names checked before any review
+        user = authenticated()
+        authorized(user, access)
+        return routes.answer(user, lambda: routes.read(namespace, name))
 
 
 def _add_error_handlers(app: flask.Flask) -> None:

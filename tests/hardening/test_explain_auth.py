@@ -17,9 +17,8 @@ from conftest import EXAMPLES, example_pod
 
 from extender.config import Config
 from extender.engine import Extender
-from extender.ratelimit import TokenBucket
 from extender.server.app import health_routes
-from extender.server.auth import Access, AuthError, Delegated, LoopbackOnly, User
+from extender.server.auth import Access, AuthError, Delegated, LoopbackOnly, ReviewBudgets, User
 from extender.server.explain_routes import ExplainRoutes
 from extender.server.listener import Listener, Request
 from extender.state import load_objects
@@ -155,7 +154,8 @@ def test_unknown_tokens_cannot_flood_the_api_server():
         return {"authenticated": False, "error": "invalid bearer token"}
 
     guard = Delegated(None, reviewer)
-    guard.bucket = TokenBucket(1.0, 3, clock=lambda: 0.0)  # 3 reviews, then none (time stands still)
+    # 3 reviews per caller, then none (time stands still)
+    guard.budgets = ReviewBudgets(1.0, 3, 1.0, 100, clock=lambda: 0.0)
     statuses = []
     for i in range(6):
         with pytest.raises(AuthError) as refused:
