@@ -23,7 +23,11 @@ the verb's status and JSON. Where it runs:
 from __future__ import annotations
 
 import logging
+import math
 import os
+import threading
+import time
+from collections.abc import Callable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -40,7 +44,7 @@ from extender.drift import drift_for
 from extender.engine.binding import BIND_CONNECTIONS
 from extender.engine.extender import STATE_VERSION_HEADER, Extender
 from extender.events import recorder_for
-from extender.request import lane
+from extender.request import deadline, lane
 from extender.server import multiproc
 from extender.server.budget import VERBS
 from extender.server.http1 import JSON, Refused, Reply, Request
@@ -90,6 +94,30 @@ def metrics_body(engine: Extender) -> bytes:
     return _metrics_payload()
 
 
+class Coalesced:
+    """A payload made at most once for any number of requests waiting for it: a request
+    is answered with the latest payload whose making started after it arrived
+    (`deadline.arrival`), so it is never older than the request, and requests queued
+    while one is made share the next. Scrapes flooding `/metrics` then cost one
+    exposition per thread turn, not one each."""
+
+    def __init__(self, make: Callable[[], bytes]) -> None:
+        self.make = make
+        self._lock = threading.Lock()
+        self._latest: tuple[float, bytes] = (-math.inf, b"")
+
+    def __call__(self) -> bytes:
+        asked = deadline.arrival()
+        asked = time.monotonic() if asked is None else asked
+        with self._lock:
+            started, payload = self._latest
+            if started < asked:
+                started = time.monotonic()
+                payload = self.make()
+                self._latest = (started, payload)
+            return payload
+
+
 def health_routes(engine: Extender) -> dict[str, Route]:
     """`/healthz`, `/readyz`, `/metrics`: the verbs' port and `--metrics-listen` serve
     the same answers."""
@@ -103,8 +131,10 @@ def health_routes(engine: Extender) -> dict[str, Route]:
         ok, why = engine.source.readiness()
         return (200 if ok else 503), TEXT, why.encode()
 
+    exposition = Coalesced(lambda: metrics_body(engine))
+
     def metrics_view() -> tuple[int, str, bytes]:
-        return 200, CONTENT_TYPE_LATEST, metrics_body(engine)
+        return 200, CONTENT_TYPE_LATEST, exposition()
 
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view}
 

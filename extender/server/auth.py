@@ -21,10 +21,12 @@ by a hash of the token, at most `CACHE_ENTRIES`. A request without a token is re
 budget for everybody let a flood of unknown tokens refuse an honest user's `/explain`
 (7 of 9 tries). Now each caller has its own, `REVIEWS_PER_SECOND` (burst
 `REVIEW_BURST`): a token never seen is reviewed on its client address's budget (an
-IPv6 address's /64), and on a budget all unknown tokens share (`UNKNOWN_PER_SECOND`:
-what the API server is asked at most for them); a token once accepted, when its cached
-user expires, on its user's budget, as is every SubjectAccessReview. So unknown tokens
-from any number of addresses cannot take a known user's reviews.
+IPv6 address's /64), a token once accepted (when its cached user expires) on its
+user's budget, as is every SubjectAccessReview. So unknown tokens cannot take a known
+user's reviews, nor those of a new user at another address; the API server is asked
+at most `REVIEWS_PER_SECOND` reviews a second per address for unknown tokens. (No
+budget shared by every address: it would let a flood from a few addresses refuse
+every new token again.)
 
 **No review for nobody.** Before every review the request's client must still be there
 and its deadline (`--request-deadline`, from its arrival) not passed (503 otherwise);
@@ -51,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.caching import ByteLRU
-from extender.ratelimit import Buckets, TokenBucket
+from extender.ratelimit import Buckets
 from extender.request import deadline
 from extender.state import ClusterSource
 
@@ -61,7 +63,6 @@ TOKEN_HEADERS = ("Authorization", "X-Extender-Authorization")
 CACHE_SECONDS = 10.0
 CACHE_ENTRIES = 4096
 REVIEWS_PER_SECOND, REVIEW_BURST = 10.0, 20  # per caller: client address, or user
-UNKNOWN_PER_SECOND, UNKNOWN_BURST = 50.0, 100  # tokens never seen, every address together
 CALLERS = 4096  # budgets kept (least recently used dropped: a new budget is full)
 API_TIMEOUT = (3.0, 5.0)  # (connect, read) seconds of one review
 FLASK_KEY = "extender.auth"  # where a Flask app of the side listener keeps its guard
@@ -137,24 +138,20 @@ def caller_address(client: str) -> str:
 
 
 class ReviewBudgets:
-    """The review budgets by caller (an address's or a user's: `take`) and the one all
-    unknown tokens share (see the module docstring)."""
+    """The review budgets by caller: ("address", a) for tokens never seen, ("user",
+    name) for the others and for access reviews (see the module docstring)."""
 
     def __init__(self, rate: float = REVIEWS_PER_SECOND, burst: int = REVIEW_BURST,
-                 unknown_rate: float = UNKNOWN_PER_SECOND, unknown_burst: int = UNKNOWN_BURST,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.callers = Buckets(rate, burst, CALLERS, clock)
-        self.unknown = TokenBucket(unknown_rate, unknown_burst, clock=clock)
 
     def take(self, caller: tuple[str, str]) -> float:
-        """A review for `caller` (("address", a) or ("user", name)): 0.0 if its budget
-        has one, else the seconds until it will."""
+        """A review for `caller`: 0.0 if its budget has one, else the seconds until it will."""
         return self.callers.try_take(caller)
 
     def take_unknown(self, client: str) -> float:
-        """A review of a token never seen, from `client`: its address's budget, then the
-        shared one."""
-        return self.take(("address", caller_address(client))) or self.unknown.try_take()
+        """A review of a token never seen, from `client`."""
+        return self.take(("address", caller_address(client)))
 
 
 class Delegated:
