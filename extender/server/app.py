@@ -66,6 +66,7 @@ MAX_CONNECTIONS = 10_000  # per worker; beyond, the oldest idle connection makes
 
 
 METRICS_READS = 3  # tries at the workers' files before /metrics answers an error
+METRICS_INTERVAL = 0.2  # seconds between two expositions at least (`Coalesced`)
 
 
 def _metrics_payload() -> bytes:
@@ -95,14 +96,18 @@ def metrics_body(engine: Extender) -> bytes:
 
 
 class Coalesced:
-    """A payload made at most once for any number of requests waiting for it: a request
-    is answered with the latest payload whose making started after it arrived
-    (`deadline.arrival`), so it is never older than the request, and requests queued
-    while one is made share the next. Scrapes flooding `/metrics` then cost one
-    exposition per thread turn, not one each."""
+    """A payload made at most once for any number of requests waiting for it, and at
+    most every `interval` seconds: a request is answered with the latest payload whose
+    making started after it arrived (`deadline.arrival`), so it is never older than the
+    request; one that arrives sooner than `interval` after the last making started
+    waits for the next, and every request waiting meanwhile shares it. Scrapes flooding
+    `/metrics` then cost one exposition every `interval`, not one each: the thread that
+    makes them holds the GIL a bounded share of the time, and the event loop (the
+    probes) keeps the rest."""
 
-    def __init__(self, make: Callable[[], bytes]) -> None:
+    def __init__(self, make: Callable[[], bytes], interval: float = 0.0) -> None:
         self.make = make
+        self.interval = interval
         self._lock = threading.Lock()
         self._latest: tuple[float, bytes] = (-math.inf, b"")
 
@@ -112,6 +117,9 @@ class Coalesced:
         with self._lock:
             started, payload = self._latest
             if started < asked:
+                wait = started + self.interval - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
                 started = time.monotonic()
                 payload = self.make()
                 self._latest = (started, payload)
@@ -131,7 +139,7 @@ def health_routes(engine: Extender) -> dict[str, Route]:
         ok, why = engine.source.readiness()
         return (200 if ok else 503), TEXT, why.encode()
 
-    exposition = Coalesced(lambda: metrics_body(engine))
+    exposition = Coalesced(lambda: metrics_body(engine), METRICS_INTERVAL)
 
     def metrics_view() -> tuple[int, str, bytes]:
         return 200, CONTENT_TYPE_LATEST, exposition()

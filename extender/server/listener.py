@@ -38,7 +38,7 @@ import socket
 import ssl
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Hashable
 from concurrent import futures
 from functools import partial
@@ -82,6 +82,8 @@ Dispatch = Callable[[Request], Reply | None]
 LOOP = lane.LOOP  # `place`: answered on the event loop
 BURST = 16  # requests of one connection answered in a row before the others' turn
 SWEEP_INTERVAL = 0.1  # seconds between deadline checks
+FAIR_BATCH = 64  # events in one turn beyond which each client address gets at most ...
+CLIENT_EVENTS = 8  # ... this many of them (`_fair`)
 QUICK_ROUTES = frozenset({"/healthz", "/readyz", "/livez"})  # GET routes answered on the loop
 
 
@@ -205,6 +207,8 @@ class Listener(Connections):
         self.done: deque[tuple[Conn, Reply | None, Request]] = deque()  # answers from pool threads
         self.thread: threading.Thread | None = None
         self.pools: dict[Hashable, futures.ThreadPoolExecutor | FairLane] = {}
+        self.busy_logged, self.busy_shed = -1.0, 0  # when the last shed was logged, how many since
+        self.loop_thread = 0  # the event loop's thread (`serve`)
 
     def start(self) -> Listener:
         self._open()
@@ -259,10 +263,12 @@ class Listener(Connections):
         """Run the loop in this thread until `stop`, or until `tick` (called at every
         sweep) returns False."""
         self._open()
+        self.loop_thread = threading.get_ident()
         swept = time.monotonic()
         while not self.stopping:
             try:
-                for key, mask in self.selector.select(0 if self.ready else SWEEP_INTERVAL):
+                events = self.selector.select(0 if self.ready else SWEEP_INTERVAL)
+                for key, mask in (self._fair(events) if len(events) > FAIR_BATCH else events):
                     key.data(mask)
                 self._serve_ready()
                 now = time.monotonic()
@@ -273,6 +279,22 @@ class Listener(Connections):
                         return
             except Exception:  # the loop must never die: log, and go on
                 log.exception("listener loop error", extra={"listener": self.name})
+
+    def _fair(self, events: list) -> list:
+        """The events of this turn, at most `CLIENT_EVENTS` of each client address (the
+        others stay ready: the selector reports them again next turn). A client with a
+        thousand busy connections then takes a few events a turn, and a probe's one
+        connection waits for a turn of a few dozen events, not of every connection."""
+        taken, count = [], Counter()
+        for key, mask in events:
+            data = key.data
+            conn = data.args[0] if isinstance(data, partial) and data.args and isinstance(data.args[0], Conn) else None
+            if conn is not None:
+                count[conn.client] += 1
+                if count[conn.client] > CLIENT_EVENTS:
+                    continue
+            taken.append((key, mask))
+        return taken
 
     def _serve_ready(self) -> None:
         """Go on with the connections whose buffered requests waited their turn (`BURST`)."""
@@ -418,11 +440,24 @@ class Listener(Connections):
             self._hand_back(conn, None, request)
 
     def _busy(self, conn: Conn, request: Request, where: Hashable) -> None:
+        """503 with Retry-After: `request` found no room in lane `where` (or lost its
+        place). Written at once on the loop's own thread, else handed back to it."""
         shed(self.name)
-        log.warning("request shed: too many requests waiting", extra={
-            "listener": self.name, "client": conn.client, "lane": str(where)})
-        self._hand_back(conn, (503, JSON, error_body(BUSY), {
-            "Retry-After": str(RETRY_AFTER_SECONDS), "Connection": "close"}), request)
+        now = time.monotonic()
+        self.busy_shed += 1
+        if now - self.busy_logged >= 1.0:  # a flood is logged once a second, not per request
+            log.warning("requests shed: too many requests waiting", extra={
+                "listener": self.name, "client": conn.client, "lane": str(where), "shed": self.busy_shed})
+            self.busy_logged, self.busy_shed = now, 0
+        # the request was read whole: its connection may be kept (a client asking again on
+        # it costs no accept and no close, and an idle connection is the first evicted)
+        reply = 503, JSON, error_body(BUSY), {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        if threading.get_ident() != self.loop_thread:
+            self._hand_back(conn, reply, request)
+            return
+        conn.answering = None
+        if self._send(conn, encode(request, reply)) and conn.inbuf:
+            self.ready.append(conn)
 
     def _hand_back(self, conn: Conn, reply: Reply | None, request: Request) -> None:
         """Give the loop `reply` to write on `conn` (None: close it unanswered)."""

@@ -45,6 +45,7 @@ class FairLane:
         self.queues: dict[str, deque] = {}  # client -> its waiting items, oldest first
         self.turns: deque[str] = deque()  # clients with waiting items, next first
         self.waiting = 0
+        self.running = 0  # items a thread is on
         self.stopped = False
         self.cond = threading.Condition()
         self.threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
@@ -105,6 +106,7 @@ class FairLane:
             mine = self.queues[client]
             item = mine.popleft()
             self.waiting -= 1
+            self.running += 1
             if mine:
                 self.turns.append(client)
             else:
@@ -117,6 +119,14 @@ class FairLane:
                 self.run(item)
             except Exception:  # a thread must never die: log, and go on
                 log.exception("lane error", extra={"lane": self.name})
+            finally:
+                with self.cond:
+                    self.running -= 1
+
+    def idle(self) -> bool:
+        """Nothing waiting, nothing running."""
+        with self.cond:
+            return not self.waiting and not self.running
 
     def shutdown(self) -> list[Any]:
         """Stop the threads (after the item each is running); the items still waiting."""
