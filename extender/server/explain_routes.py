@@ -17,9 +17,11 @@ Authenticated (issue #35, `extender.server.auth`): a bearer token, checked with 
 TokenReview, of a user a SubjectAccessReview allows `get` on the pod (GET) or `list` on
 pods in the posted pod's namespace (POST); without an API server (file mode) loopback
 clients only. Never on the verbs' path: the side listener's own threads serve it. Bounded: one
-explanation at a time per process, a token bucket (`--explain-rate`, `--explain-burst`;
-429 with Retry-After), the verbs' `--request-deadline` on CEL work (503, retry: finished
-evaluations stay memoised), CEL's cost limits as for the verbs, the listener's 1 MiB
+explanation at a time per process, a token bucket per user shared with /drift
+(`--explain-rate`, `--explain-burst`; 429 with Retry-After), the verbs'
+`--request-deadline` from the request's arrival on the reviews, the pod's read and CEL
+work (503, retry: finished evaluations stay memoised; no API call once the client has
+gone), CEL's cost limits as for the verbs, the listener's 1 MiB
 body limit, and a cap on the answer's size. Read-only: the scheduler_* metrics do not
 count it, nothing is assumed or answered. Like the verbs, it answers an error (503)
 while the state has not synced or is stale, never an explanation of a partial state.
@@ -51,6 +53,7 @@ from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
 from extender.matching.labels import is_dns1123_label, is_dns1123_subdomain
 from extender.model.parse import ModelError
 from extender.ratelimit import Buckets
+from extender.request import deadline
 from extender.request.deadline import DeadlineExceeded, request_deadline
 from extender.server.auth import (
     FLASK_KEY,
@@ -160,9 +163,15 @@ def api_pod_reader(api_client: Any) -> PodReader:
     core = client.CoreV1Api(api_client)
 
     def read(namespace: str, name: str) -> dict[str, Any]:
+        if deadline.client_gone():  # nobody to answer: no API call
+            raise Refused(503, "the client has gone", _retry_after(1))
+        left = deadline.remaining()
+        if left is not None and left <= 0:
+            raise Refused(503, "the request deadline passed before the pod could be read: retry", _retry_after(1))
+        timeout = API_TIMEOUT if left is None else (min(API_TIMEOUT[0], left), min(API_TIMEOUT[1], left))
         try:
             response = core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                _request_timeout=API_TIMEOUT)
+                                                _request_timeout=timeout)
             try:
                 return orjson.loads(response.data)
             finally:
