@@ -223,7 +223,7 @@ def side_listener(reviews: Reviews):
     example cluster (file data, a static state), `reviews` answering for the API server."""
     from extender.config import Config
     from extender.engine import Extender
-    from extender.server.app import health_routes
+    from extender.server.app import METRICS_INTERVAL, health_routes
     from extender.server.auth import Delegated
     from extender.server.explain_routes import ExplainRoutes
     from extender.server.listener import Listener
@@ -235,7 +235,7 @@ def side_listener(reviews: Reviews):
         load_objects(root / "cluster.yaml"))))
     (pod,) = parse_documents((root / "pods" / "sla-gt.yaml").read_bytes())
     routes = ExplainRoutes(engine, True, guard=Delegated(None, reviews), reader=lambda namespace, name: pod)
-    return Listener("127.0.0.1:0", health_routes(engine), dispatch=routes).start()
+    return Listener("127.0.0.1:0", health_routes(engine, METRICS_INTERVAL), dispatch=routes).start()
 
 
 def attack_request(attack: str, token: str) -> Callable[[], bytes]:

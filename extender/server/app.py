@@ -66,7 +66,7 @@ MAX_CONNECTIONS = 10_000  # per worker; beyond, the oldest idle connection makes
 
 
 METRICS_READS = 3  # tries at the workers' files before /metrics answers an error
-METRICS_INTERVAL = 0.2  # seconds between two expositions at least (`Coalesced`)
+METRICS_INTERVAL = 0.2  # seconds between two expositions at least on --metrics-listen (`Coalesced`)
 
 
 def _metrics_payload() -> bytes:
@@ -126,9 +126,11 @@ class Coalesced:
             return payload
 
 
-def health_routes(engine: Extender) -> dict[str, Route]:
+def health_routes(engine: Extender, metrics_interval: float = 0.0) -> dict[str, Route]:
     """`/healthz`, `/readyz`, `/metrics`: the verbs' port and `--metrics-listen` serve
-    the same answers."""
+    the same answers. `metrics_interval`: seconds between two expositions at least
+    (`Coalesced`; `METRICS_INTERVAL` on `--metrics-listen`, whose `/metrics` has a thread
+    of its own to wait on; none on the verbs' port, whose pool threads answer verbs)."""
 
     def healthz() -> tuple[int, str, bytes]:
         # a live state unready for --max-unready: restart (the source's `liveness`)
@@ -139,7 +141,7 @@ def health_routes(engine: Extender) -> dict[str, Route]:
         ok, why = engine.source.readiness()
         return (200 if ok else 503), TEXT, why.encode()
 
-    exposition = Coalesced(lambda: metrics_body(engine), METRICS_INTERVAL)
+    exposition = Coalesced(lambda: metrics_body(engine), metrics_interval)
 
     def metrics_view() -> tuple[int, str, bytes]:
         return 200, CONTENT_TYPE_LATEST, exposition()
