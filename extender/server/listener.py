@@ -87,6 +87,19 @@ CLIENT_EVENTS = 8  # ... this many of them (`_fair`)
 QUICK_ROUTES = frozenset({"/healthz", "/readyz", "/livez"})  # GET routes answered on the loop
 
 
+def _left(sock: socket.socket) -> bool:
+    """Whether the client of a plain connection has closed or reset it (a peek, from any
+    thread: nothing is read; the loop may not have seen it yet)."""
+    if isinstance(sock, ssl.SSLSocket):
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
 class Routes:
     """Fixed routes: `get` (GET and HEAD, no argument) and `post` (the body) by path, and
     one `dispatch` offered every request the tables do not answer. `place`: the `quick`
@@ -472,9 +485,11 @@ class Listener(Connections):
     def _start_waiting(self, item: tuple[Conn, Request, Hashable]) -> None:
         """On a thread of a bounded lane: a request that waited its turn, answered unless
         its client has gone (closed unanswered) or it waited past the listener's
-        `timeout` (503: its client has given up, or is about to)."""
+        `timeout` (503: its client has given up, or is about to). Its socket is peeked
+        at too: a client that left while the loop was busy is not waited for."""
         conn, request, where = item
-        if request.gone:
+        if request.gone or _left(conn.sock):
+            request.gone = True
             self._hand_back(conn, None, request)
         elif time.monotonic() - request.arrived > self.timeout:
             self._busy(conn, request, where)
