@@ -186,9 +186,9 @@ class Listener(Connections):
     own) or `serve` (this thread), `stop`. `pools`: lane -> threads; a request placed in
     a lane without a pool is answered on the loop. `queues`: lane -> (waiting requests,
     of one client address) for the lanes whose queue is bounded and fair
-    (`extender.server.queues.FairLane`): past a bound, 503 with `Retry-After` and the
-    connection closed; a waiting request whose client leaves, or that waited past
-    `timeout`, is never started. Built from route tables (no `app`), it is the side
+    (`extender.server.queues.FairLane`): past a bound, 503 with `Retry-After` at once
+    (the request was read whole: the connection may be kept); a waiting request whose
+    client leaves, or that waited past `timeout`, is never started. Built from route tables (no `app`), it is the side
     listener: `/metrics` (`get` routes) on lane `SIDE_READS`, the rest on `SIDE_WORK`
     (`threads`), both bounded (`SIDE_QUEUES`). `budget`: this listener's in-flight
     bytes (default: a small one of its own, `SIDE_LIMIT`). `client_check`: called with
