@@ -4,7 +4,7 @@ request at a time, again once answered (a new connection 0.1 s after the server 
 one); meanwhile a kubelet probe (`GET /healthz`, a new connection each time) and a
 Prometheus scrape (`GET /metrics` from an address of its own).
 
-    python -m perf.side_flood [--seconds 10] [--out perf/results/side-flood.json]
+    python -m perf side_flood [--seconds 10] [--out perf/results/side-flood.json]
 
 Attacks: `metrics` (`GET /metrics`), `unknown-tokens` (`/explain` with random bearer
 tokens, the API server's TokenReview hung), `slow-access` (`/explain` of random pods as
@@ -14,7 +14,6 @@ a user the API server knows, each SubjectAccessReview 0.2-1 s). `Flood`, `probe`
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import random
@@ -27,6 +26,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+
+from perf import options
 
 SOURCES = tuple(f"127.0.0.{i}" for i in range(2, 10))  # the attackers' addresses
 SCRAPER = "127.0.0.10"  # Prometheus's
@@ -295,9 +296,8 @@ def measure(attack: str | None, seconds: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--out", default="perf/results/side-flood.json")
+    parser = options.parser("side_flood", __doc__, whole_doc=True, seconds=10.0,
+                            out=Path(__file__).resolve().parent / "results" / "side-flood.json")
     args = parser.parse_args(argv)
     results = [measure(attack, args.seconds) for attack in (None, *ATTACKS)]
     for row in results:
