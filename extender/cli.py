@@ -98,9 +98,10 @@ HELP = {
     "explain_endpoint": "true: serve GET /explain/NAMESPACE/POD and POST /explain on --metrics-listen "
     "(live explanations for `kubectl extender why`) to users the API server vouches for, about pods "
     "they may read (TokenReview, SubjectAccessReview; file mode: loopback clients only) (default false)",
-    "explain_rate": "explanations per second each process computes at most (token bucket; "
-    "more get 429 with Retry-After) (default 1)",
-    "explain_burst": "explanations allowed at once before --explain-rate applies (default 5)",
+    "explain_rate": "explanations and drift reports per second each process answers one user at most "
+    "(token bucket per user; more get 429 with Retry-After) (default 1)",
+    "explain_burst": "explanations and drift reports a user may ask at once before --explain-rate "
+    "applies (default 5)",
     "record_events": "true: record a Warning Event on a pod the filter leaves with no feasible node, "
     "with the extender's reasons; deduplicated and rate-limited like client-go's (live mode; "
     "default false)",

@@ -82,7 +82,7 @@ class Config:
     # /explain on the side listener, to users the API server vouches for about pods they may
     # read (extender.server.auth; docs/operate/security.md)
     explain_endpoint: bool = False
-    explain_rate: float = 1.0  # explanations per second per process (token bucket)
+    explain_rate: float = 1.0  # explanations and /drift reports per second per process and user (token bucket)
     explain_burst: int = 5
     record_events: bool = False  # an Event on a pod the filter leaves without a node
     # the drift report (extender.drift, docs/operate/drift.md): running pods whose node no

@@ -35,6 +35,7 @@ BENCHMARKS = {
     "scheduler_e2e": "the five workloads through the real kube-scheduler, extender vs in-tree",
     "soak": "a long soak: memory and latency over time",
     "staleness": "how fast a frozen watch is noticed",
+    "side_flood": "floods of the side listener: probes, scrapes and reviews under each (issue 48)",
     "tiebreak": "slim answers and score ties with the real kube-scheduler",
     "watchcost": "the Pod watch's CPU per pod scheduled and per event, by pod shape",
 }

@@ -52,6 +52,7 @@ from extender import metrics
 from extender.api.wire import WireError, go_fields
 from extender.engine import bindpost
 from extender.engine.inflight import InFlight
+from extender.matching.labels import is_dns1123_label, is_dns1123_subdomain
 from extender.state import ClusterSource
 
 log = logging.getLogger("extender.bind")
@@ -120,7 +121,16 @@ def decode_binding_args(data: Any) -> BindingArgs:
         values[name] = value
     if not values["PodName"] or not values["Node"]:
         raise WireError("ExtenderBindingArgs.PodName and .Node are required")
-    return BindingArgs(values["PodName"], values["PodNamespace"] or "default", values["PodUID"], values["Node"])
+    namespace = values["PodNamespace"] or "default"
+    # the names become the API path (/api/v1/namespaces/NS/pods/NAME/binding): checked
+    # as the API server checks them, so `..` or a `/` never reaches another path
+    if is_dns1123_subdomain(values["PodName"]):
+        raise WireError(f"ExtenderBindingArgs.PodName {values['PodName'][:300]!r} is not a valid pod name "
+                        "(a lowercase RFC 1123 subdomain)")
+    if not is_dns1123_label(namespace):
+        raise WireError(f"ExtenderBindingArgs.PodNamespace {namespace[:100]!r} is not a valid namespace "
+                        "(a lowercase RFC 1123 label)")
+    return BindingArgs(values["PodName"], namespace, values["PodUID"], values["Node"])
 
 
 def name_problem(namespace: str, name: str) -> str:

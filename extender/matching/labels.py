@@ -52,6 +52,8 @@ _DNS1123_SUBDOMAIN_ERR_MSG = (
 _LABEL_KEY_RE = re.compile(_LABEL_KEY_FMT)
 _LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
 _DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL_FMT)
+DNS1123_LABEL_MAX_LENGTH = 63
 
 
 def _max_len_error(length: int) -> str:
@@ -87,6 +89,12 @@ def _dns1123_subdomain(value: str) -> tuple[str, ...]:
 def is_dns1123_subdomain(value: str) -> list[str]:
     """``IsDNS1123Subdomain``: lowercase RFC 1123 subdomain, at most 253 bytes."""
     return list(_dns1123_subdomain(value))
+
+
+def is_dns1123_label(value: str) -> bool:
+    """``IsDNS1123Label`` passes: a lowercase RFC 1123 label of at most 63 characters
+    (a namespace's name, as the API server validates it)."""
+    return len(value) <= DNS1123_LABEL_MAX_LENGTH and _DNS1123_LABEL_RE.fullmatch(value) is not None
 
 
 @memoized()

@@ -96,6 +96,11 @@ def request_deadline(seconds: float | None) -> Iterator[None]:
         _LIMIT.reset(limit_token)
 
 
+def arrival() -> float | None:
+    """The monotonic time the current request arrived (`arrived`), or None outside one."""
+    return _ARRIVED.get()
+
+
 def current() -> float | None:
     """The monotonic time the current request must finish by, or None."""
     return _DEADLINE.get()

@@ -23,7 +23,11 @@ the verb's status and JSON. Where it runs:
 from __future__ import annotations
 
 import logging
+import math
 import os
+import threading
+import time
+from collections.abc import Callable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -40,7 +44,7 @@ from extender.drift import drift_for
 from extender.engine.binding import BIND_CONNECTIONS
 from extender.engine.extender import STATE_VERSION_HEADER, Extender
 from extender.events import recorder_for
-from extender.request import lane
+from extender.request import deadline, lane
 from extender.server import multiproc
 from extender.server.budget import VERBS
 from extender.server.http1 import JSON, Refused, Reply, Request
@@ -62,6 +66,7 @@ MAX_CONNECTIONS = 10_000  # per worker; beyond, the oldest idle connection makes
 
 
 METRICS_READS = 3  # tries at the workers' files before /metrics answers an error
+METRICS_INTERVAL = 0.2  # seconds between two expositions at least on --metrics-listen (`Coalesced`)
 
 
 def _metrics_payload() -> bytes:
@@ -90,9 +95,42 @@ def metrics_body(engine: Extender) -> bytes:
     return _metrics_payload()
 
 
-def health_routes(engine: Extender) -> dict[str, Route]:
+class Coalesced:
+    """A payload made at most once for any number of requests waiting for it, and at
+    most every `interval` seconds: a request is answered with the latest payload whose
+    making started after it arrived (`deadline.arrival`), so it is never older than the
+    request; one that arrives sooner than `interval` after the last making started
+    waits for the next, and every request waiting meanwhile shares it. Scrapes flooding
+    `/metrics` then cost one exposition every `interval`, not one each: the thread that
+    makes them holds the GIL a bounded share of the time, and the event loop (the
+    probes) keeps the rest."""
+
+    def __init__(self, make: Callable[[], bytes], interval: float = 0.0) -> None:
+        self.make = make
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._latest: tuple[float, bytes] = (-math.inf, b"")
+
+    def __call__(self) -> bytes:
+        asked = deadline.arrival()
+        asked = time.monotonic() if asked is None else asked
+        with self._lock:
+            started, payload = self._latest
+            if started < asked:
+                wait = started + self.interval - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                started = time.monotonic()
+                payload = self.make()
+                self._latest = (started, payload)
+            return payload
+
+
+def health_routes(engine: Extender, metrics_interval: float = 0.0) -> dict[str, Route]:
     """`/healthz`, `/readyz`, `/metrics`: the verbs' port and `--metrics-listen` serve
-    the same answers."""
+    the same answers. `metrics_interval`: seconds between two expositions at least
+    (`Coalesced`; `METRICS_INTERVAL` on `--metrics-listen`, whose `/metrics` has a thread
+    of its own to wait on; none on the verbs' port, whose pool threads answer verbs)."""
 
     def healthz() -> tuple[int, str, bytes]:
         # a live state unready for --max-unready: restart (the source's `liveness`)
@@ -103,8 +141,10 @@ def health_routes(engine: Extender) -> dict[str, Route]:
         ok, why = engine.source.readiness()
         return (200 if ok else 503), TEXT, why.encode()
 
+    exposition = Coalesced(lambda: metrics_body(engine), metrics_interval)
+
     def metrics_view() -> tuple[int, str, bytes]:
-        return 200, CONTENT_TYPE_LATEST, metrics_body(engine)
+        return 200, CONTENT_TYPE_LATEST, exposition()
 
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_view}
 

@@ -14,9 +14,23 @@ own secure port does it (issue #35).
 Both reviews go to the API server with the extender's service account, through the
 `system:auth-delegator` ClusterRole the manifests bind. Answers are cached for
 `CACHE_SECONDS` (as kube-apiserver's webhook authenticator and authorizer cache theirs),
-by a hash of the token, at most `CACHE_ENTRIES`; at most `REVIEWS_PER_SECOND` reviews a
-second reach the API server (past it: 429), so unknown tokens cannot flood it. A request
-without a token is refused (401) before anything is asked.
+by a hash of the token, at most `CACHE_ENTRIES`. A request without a token is refused
+(401) before anything is asked.
+
+**Review budgets per caller** (`ReviewBudgets`; past one: 429 with Retry-After). One
+budget for everybody let a flood of unknown tokens refuse an honest user's `/explain`
+(7 of 9 tries). Now each caller has its own, `REVIEWS_PER_SECOND` (burst
+`REVIEW_BURST`): a token never seen is reviewed on its client address's budget (an
+IPv6 address's /64), a token once accepted (when its cached user expires) on its
+user's budget, as is every SubjectAccessReview. So unknown tokens cannot take a known
+user's reviews, nor those of a new user at another address; the API server is asked
+at most `REVIEWS_PER_SECOND` reviews a second per address for unknown tokens. (No
+budget shared by every address: it would let a flood from a few addresses refuse
+every new token again.)
+
+**No review for nobody.** Before every review the request's client must still be there
+and its deadline (`--request-deadline`, from its arrival) not passed (503 otherwise);
+the review gets at most what is left of it as its timeout.
 
 Without an API server (file mode: demos and tests) there is nobody to ask: the
 protected routes answer loopback clients only (`LoopbackOnly`).
@@ -32,13 +46,15 @@ import functools
 import hashlib
 import ipaddress
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from extender.caching import ByteLRU
-from extender.ratelimit import TokenBucket
+from extender.ratelimit import Buckets
+from extender.request import deadline
 from extender.state import ClusterSource
 
 log = logging.getLogger("extender.auth")
@@ -46,7 +62,8 @@ log = logging.getLogger("extender.auth")
 TOKEN_HEADERS = ("Authorization", "X-Extender-Authorization")
 CACHE_SECONDS = 10.0
 CACHE_ENTRIES = 4096
-REVIEWS_PER_SECOND, REVIEW_BURST = 10.0, 20
+REVIEWS_PER_SECOND, REVIEW_BURST = 10.0, 20  # per caller: client address, or user
+CALLERS = 4096  # budgets kept (least recently used dropped: a new budget is full)
 API_TIMEOUT = (3.0, 5.0)  # (connect, read) seconds of one review
 FLASK_KEY = "extender.auth"  # where a Flask app of the side listener keeps its guard
 
@@ -107,6 +124,36 @@ def _unauthenticated(message: str) -> AuthError:
     return AuthError(401, message, {"WWW-Authenticate": 'Bearer realm="scheduling-extender"'})
 
 
+def caller_address(client: str) -> str:
+    """The budget key of a client address: IPv4 as it is, IPv6 by its /64 (one host
+    holds a whole /64)."""
+    try:
+        address = ipaddress.ip_address(client)
+    except ValueError:
+        return client
+    mapped = getattr(address, "ipv4_mapped", None)
+    if address.version == 6 and mapped is None:
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(mapped or address)
+
+
+class ReviewBudgets:
+    """The review budgets by caller: ("address", a) for tokens never seen, ("user",
+    name) for the others and for access reviews (see the module docstring)."""
+
+    def __init__(self, rate: float = REVIEWS_PER_SECOND, burst: int = REVIEW_BURST,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.callers = Buckets(rate, burst, CALLERS, clock)
+
+    def take(self, caller: tuple[str, str]) -> float:
+        """A review for `caller`: 0.0 if its budget has one, else the seconds until it will."""
+        return self.callers.try_take(caller)
+
+    def take_unknown(self, client: str) -> float:
+        """A review of a token never seen, from `client`."""
+        return self.take(("address", caller_address(client)))
+
+
 class Delegated:
     """TokenReview + SubjectAccessReview against the API server of `api_client` (see the
     module docstring). `reviewer`: (kind, body) -> the review's answer, for tests."""
@@ -114,10 +161,13 @@ class Delegated:
     def __init__(self, api_client: Any, reviewer: Callable[[str, dict], dict] | None = None) -> None:
         self.api_client = api_client
         self.review = reviewer or self._post_review
-        self.bucket = TokenBucket(REVIEWS_PER_SECOND, REVIEW_BURST)
+        self.budgets = ReviewBudgets()
         # token -> user, (user, access) -> allowed: each kept CACHE_SECONDS from its review
         self._users = ByteLRU.counted("auth-users", CACHE_ENTRIES)
         self._decisions = ByteLRU.counted("auth-decisions", CACHE_ENTRIES)
+        # token -> the name of the user it was once accepted as (never expires: whose
+        # budget its next review is charged to)
+        self._known = ByteLRU.counted("auth-known", CACHE_ENTRIES)
 
     def check(self, header: Callable[[str], str], client: str, access: Access) -> User:
         """The request's user, allowed `access`; AuthError otherwise."""
@@ -125,7 +175,7 @@ class Delegated:
         self.authorize(user, access)
         return user
 
-    def authenticate(self, header: Callable[[str], str], client: str) -> User:  # noqa: ARG002
+    def authenticate(self, header: Callable[[str], str], client: str) -> User:
         token = bearer_token(header)
         if not token:
             raise _unauthenticated("a bearer token is required (Authorization, or X-Extender-Authorization "
@@ -133,8 +183,15 @@ class Delegated:
         key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         cached = self._cached(self._users, key)
         if cached is None:
+            known = self._known.get(key)
+            wait = self.budgets.take(("user", known)) if known is not None else self.budgets.take_unknown(client)
+            if wait:
+                raise AuthError(429, "too many reviews for this caller: retry",
+                                {"Retry-After": str(max(1, math.ceil(wait)))})
             cached = self._token_review(token)
             self._store(self._users, key, cached)
+            if isinstance(cached, User):
+                self._known.put(key, cached.name)
         if isinstance(cached, str):
             raise _unauthenticated(f"the token was not accepted: {cached}")
         return cached
@@ -143,6 +200,10 @@ class Delegated:
         key = (user, access)
         allowed = self._cached(self._decisions, key)
         if allowed is None:
+            wait = self.budgets.take(("user", user.name))
+            if wait:
+                raise AuthError(429, f'too many reviews for user "{user.name}": retry',
+                                {"Retry-After": str(max(1, math.ceil(wait)))})
             allowed = self._access_review(user, access)
             self._store(self._decisions, key, allowed)
         if allowed is not True:
@@ -161,9 +222,13 @@ class Delegated:
         cache.put(key, (time.monotonic() + CACHE_SECONDS, value))
 
     def _ask(self, kind: str, spec: dict) -> dict:
-        wait = self.bucket.try_take()
-        if wait:
-            raise AuthError(429, "too many unknown credentials: retry", {"Retry-After": str(max(1, round(wait)))})
+        """The review's status, asked only for a client still there within its deadline."""
+        if deadline.client_gone():
+            raise AuthError(503, "the client has gone", {"Retry-After": "1"})
+        left = deadline.remaining()
+        if left is not None and left <= 0:
+            raise AuthError(503, "the request deadline passed before the API server could be asked: retry",
+                            {"Retry-After": "1"})
         try:
             return self.review(kind, spec)
         except AuthError:
@@ -202,7 +267,9 @@ class Delegated:
                                                   header_params={"Content-Type": "application/json",
                                                                  "Accept": "application/json"},
                                                   auth_settings=["BearerToken"])
-        response = self.api_client.call_api(*request, _request_timeout=API_TIMEOUT)
+        left = deadline.remaining()  # the request's deadline bounds the review's
+        timeout = API_TIMEOUT if left is None else (min(API_TIMEOUT[0], left), min(API_TIMEOUT[1], left))
+        response = self.api_client.call_api(*request, _request_timeout=timeout)
         import orjson
 
         data = orjson.loads(response.read())

@@ -48,6 +48,7 @@ READ_CHUNK = 256 << 10
 LINGER = 1.0  # seconds an error answer waits for the client to stop sending before the close
 MIN_SEND_RATE = 1 << 20  # bytes a second, on average, of a request still arriving after the grace
 SEND_RATE_GRACE = 1.0
+ACCEPT_BURST = 256  # connections accepted in a row (a probe waits behind those the kernel queued first)
 # connection states
 HANDSHAKE, READING, ANSWERING, WRITING, IDLE, CLOSING = range(6)
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
@@ -121,6 +122,7 @@ class Connections:
             sock.setblocking(False)
         self.conns: dict[int, Conn] = {}  # by id
         self.per_client: Counter[str] = Counter()
+        self.by_client: dict[str, dict[int, Conn]] = {}  # each client's connections, oldest first
         self.ready: deque[Conn] = deque()  # connections with buffered requests to answer
         self.accepting = False
         self.draining = False  # no more accepts (a worker shutting down)
@@ -138,6 +140,11 @@ class Connections:
     def _serve_buffered(self, conn: Conn) -> bool:
         """Answer what has arrived on `conn`; True if it no longer reads for now."""
         raise NotImplementedError
+
+    def _withdraw(self, conn: Conn) -> bool:
+        """Take `conn`'s request out of the queue it waits in (its client left): True if
+        it was still waiting, False if a thread has it (or it never waits)."""
+        return False
 
     def _want(self, conn: Conn, events: int) -> None:
         if events == conn.events:
@@ -183,7 +190,7 @@ class Connections:
             self.accepting = False
 
     def _accept(self, listening, _mask: int) -> None:
-        for _ in range(64):  # then the others' turn
+        for _ in range(ACCEPT_BURST):  # then the others' turn
             try:
                 sock, address = listening.accept()
             except (BlockingIOError, InterruptedError):
@@ -197,7 +204,7 @@ class Connections:
                 sock.close()  # every connection of the client is being answered
                 continue
             self._admit(sock, client)
-            if len(self.conns) >= self.max_connections and not self._evictable():
+            if len(self.conns) >= self.max_connections and all(c.state == ANSWERING for c in self.conns.values()):
                 self._pause_accepting()
                 return
 
@@ -215,21 +222,35 @@ class Connections:
     def _evictable(self, client: str | None = None) -> list[Conn]:
         return [c for c in self.conns.values() if c.state != ANSWERING and (client is None or c.client == client)]
 
+    def _oldest_of(self, client: str | None) -> Conn | None:
+        """`client`'s connection to close first: its oldest idle or closing one, else its
+        oldest not being answered (None: all are). Its connections are kept oldest
+        first, so a flood of new connections costs a few steps each, not a scan."""
+        fallback = None
+        for conn in (self.by_client.get(client) or {}).values():
+            if conn.state in (IDLE, CLOSING):
+                return conn
+            if fallback is None and conn.state != ANSWERING:
+                fallback = conn
+        return fallback
+
     def _make_room(self, client: str | None) -> bool:
         """Make room for one more connection (from `client`): close the oldest one not
         being answered, idle first; False if there is none to close."""
         if client is not None and self.per_client[client] >= self.max_per_client:
-            candidates = self._evictable(client)
+            victim = self._oldest_of(client)
         elif len(self.conns) >= self.max_connections or client is None:
             candidates = [c for c in self._evictable() if c.state == IDLE]
-            if not candidates:
+            if candidates:
+                victim = min(candidates, key=lambda c: c.since)
+            else:
                 heaviest = max(self.per_client, key=self.per_client.__getitem__, default=None)
-                candidates = self._evictable(heaviest)
+                victim = self._oldest_of(heaviest)
         else:
             return True
-        if not candidates:
+        if victim is None:
             return False
-        self._close(min(candidates, key=lambda c: (c.state != IDLE, c.since)))
+        self._close(victim)
         return True
 
     def _admit(self, sock: socket.socket, client: str) -> None:
@@ -252,6 +273,7 @@ class Connections:
         conn = Conn(sock, client, state, deadline_at)
         self.conns[id(conn)] = conn
         self.per_client[client] += 1
+        self.by_client.setdefault(client, {})[id(conn)] = conn
         self._want(conn, READ)
 
     # --- one connection -----------------------------------------------------------------------
@@ -367,6 +389,9 @@ class Connections:
         if not chunk:
             if conn.answering is not None:
                 conn.answering.gone = True
+                if self._withdraw(conn):  # never started: nothing to answer
+                    self._close(conn)
+                    return
             self._want(conn, 0)
             return
         self._want(conn, 0)
@@ -453,8 +478,12 @@ class Connections:
         if self.conns.pop(id(conn), None) is None:
             return
         self.per_client[conn.client] -= 1
+        mine = self.by_client.get(conn.client)
+        if mine is not None:
+            mine.pop(id(conn), None)
         if not self.per_client[conn.client]:
             del self.per_client[conn.client]
+            self.by_client.pop(conn.client, None)
         if conn.events and self.selector is not None:
             try:
                 self.selector.unregister(conn.sock)

@@ -17,9 +17,11 @@ Authenticated (issue #35, `extender.server.auth`): a bearer token, checked with 
 TokenReview, of a user a SubjectAccessReview allows `get` on the pod (GET) or `list` on
 pods in the posted pod's namespace (POST); without an API server (file mode) loopback
 clients only. Never on the verbs' path: the side listener's own threads serve it. Bounded: one
-explanation at a time per process, a token bucket (`--explain-rate`, `--explain-burst`;
-429 with Retry-After), the verbs' `--request-deadline` on CEL work (503, retry: finished
-evaluations stay memoised), CEL's cost limits as for the verbs, the listener's 1 MiB
+explanation at a time per process, a token bucket per user shared with /drift
+(`--explain-rate`, `--explain-burst`; 429 with Retry-After), the verbs'
+`--request-deadline` from the request's arrival on the reviews, the pod's read and CEL
+work (503, retry: finished evaluations stay memoised; no API call once the client has
+gone), CEL's cost limits as for the verbs, the listener's 1 MiB
 body limit, and a cap on the answer's size. Read-only: the scheduler_* metrics do not
 count it, nothing is assumed or answered. Like the verbs, it answers an error (503)
 while the state has not synced or is stale, never an explanation of a partial state.
@@ -33,7 +35,6 @@ from __future__ import annotations
 import io
 import logging
 import math
-import re
 import sys
 import threading
 from collections.abc import Callable
@@ -46,11 +47,13 @@ from flask import Response
 from werkzeug.datastructures import MultiDict
 
 from extender.api import expansion
-from extender.drift.report import QueryError, build, parse_query
+from extender.drift.report import QueryError, Reports, parse_query
 from extender.engine import Extender
 from extender.explain import EXAMPLES, MAX_EXAMPLES, explain_pod
+from extender.matching.labels import is_dns1123_label, is_dns1123_subdomain
 from extender.model.parse import ModelError
-from extender.ratelimit import TokenBucket
+from extender.ratelimit import Buckets
+from extender.request import deadline
 from extender.request.deadline import DeadlineExceeded, request_deadline
 from extender.server.auth import (
     FLASK_KEY,
@@ -58,10 +61,10 @@ from extender.server.auth import (
     Access,
     AuthError,
     Guard,
+    User,
     authenticated,
     authorized,
     guard_for,
-    protected,
 )
 from extender.server.http1 import JSON, Refused, Reply, Request
 from extender.state import ClusterSnapshot, ClusterSource, FileSource
@@ -71,9 +74,6 @@ log = logging.getLogger("extender.explain")
 
 MAX_ANSWER_BYTES = 32 << 20  # ~500 bytes per node in the full view: 60k+ nodes
 API_TIMEOUT = (3.0, 5.0)  # (connect, read) seconds for reading the pod
-# RFC 1123 subdomain (pod names) and label (namespaces), as the API server validates them
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 DISABLED = ("the explain endpoint is off: start the extender with --explain-endpoint=true "
             "(env EXTENDER_EXPLAIN_ENDPOINT, config explainEndpoint: true)")
 DRIFT_DISABLED = ("the drift endpoint is off: start the extender with --drift-endpoint=true "
@@ -163,9 +163,15 @@ def api_pod_reader(api_client: Any) -> PodReader:
     core = client.CoreV1Api(api_client)
 
     def read(namespace: str, name: str) -> dict[str, Any]:
+        if deadline.client_gone():  # nobody to answer: no API call
+            raise Refused(503, "the client has gone", _retry_after(1))
+        left = deadline.remaining()
+        if left is not None and left <= 0:
+            raise Refused(503, "the request deadline passed before the pod could be read: retry", _retry_after(1))
+        timeout = API_TIMEOUT if left is None else (min(API_TIMEOUT[0], left), min(API_TIMEOUT[1], left))
         try:
             response = core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                _request_timeout=API_TIMEOUT)
+                                                _request_timeout=timeout)
             try:
                 return orjson.loads(response.data)
             finally:
@@ -270,7 +276,9 @@ class ExplainRoutes:
         self.enabled = enabled
         self.drift = drift
         self.drift_enabled = drift_enabled
-        self.bucket = TokenBucket(rate, burst)
+        self.rate, self.burst = rate, burst
+        self.bucket = Buckets(rate, burst)  # per user, /explain and /drift together
+        self.reports = Reports()
         self.deadline = engine.config.request_deadline if deadline is None else deadline
         self.reader = reader if reader is not None else pod_reader_for(engine.source)
         self.guard = guard if guard is not None else guard_for(engine.source)
@@ -291,7 +299,8 @@ class ExplainRoutes:
         path, _, query = request.target.partition("?")
         if not self.owns(path):
             return None
-        status, headers, body = call_wsgi(self.app, wsgi_environ(request, path, query))
+        with request_deadline(self.deadline):  # reviews and CEL work alike, from its arrival
+            status, headers, body = call_wsgi(self.app, wsgi_environ(request, path, query))
         extra = {k: v for k, v in headers if k not in ("Content-Type", "Content-Length")}
         kind = next((v for k, v in headers if k.lower() == "content-type"), JSON)
         return int(status.split()[0]), kind, body, extra
@@ -309,13 +318,15 @@ class ExplainRoutes:
         elif not self.enabled:
             raise Refused(404, DISABLED)
 
-    def drift_report(self) -> Response:
+    def drift_report(self, user: User) -> Response:
         """The drift report as of the tracker's last settle, with the state it read;
-        503 while the state has not synced or is stale (the report would be partial)."""
+        503 while the state has not synced or is stale (the report would be partial).
+        Under `user`'s rate limit, as /explain; built once per settle and query."""
         try:
             query = parse_query(flask.request.args)
         except QueryError as exc:
             raise Refused(400, str(exc)) from None
+        self._take(user, "drift reports")
         source = self.engine.source
         info = state_info(source)
         why = refusal(source, info)
@@ -324,7 +335,7 @@ class ExplainRoutes:
         if self.drift is None:
             raise Refused(503, "the drift report is not running: it needs a cluster state "
                           "(--kubeconfig, --in-cluster or --cluster)")
-        answer = build(self.drift, **query)
+        answer = self.reports.get(self.drift, **query)
         answer["state"] = with_snapshot(info, source.snapshot())
         return Response(orjson.dumps(answer), mimetype=JSON)
 
@@ -333,12 +344,16 @@ class ExplainRoutes:
             raise Refused(404, "this cluster state has no pod objects to read: POST the pod to /explain")
         return self.reader(namespace, name)
 
-    def answer(self, pod: Callable[[], dict[str, Any]]) -> Response:
-        options = _options(flask.request.args)
-        wait = self.bucket.try_take()
+    def _take(self, user: User, what: str) -> None:
+        """Refused (429) past `user`'s rate (`--explain-rate`, `--explain-burst`)."""
+        wait = self.bucket.try_take(user.name)
         if wait:
-            raise Refused(429, f"too many explanations: at most {self.bucket.rate:g} per second "
-                          f"(burst {self.bucket.burst}); retry in {wait:.1f}s", _retry_after(wait))
+            raise Refused(429, f"too many {what}: at most {self.rate:g} per second per user "
+                          f"(burst {self.burst}); retry in {wait:.1f}s", _retry_after(wait))
+
+    def answer(self, user: User, pod: Callable[[], dict[str, Any]]) -> Response:
+        options = _options(flask.request.args)
+        self._take(user, "explanations")
         if not self._busy.acquire(blocking=False):
             raise Refused(429, "another explanation is being computed; retry", _retry_after(1))
         try:
@@ -375,9 +390,10 @@ class ExplainRoutes:
 def _pod_access(namespace: str, name: str) -> Access:
     """GET /explain/NAMESPACE/POD tells about that pod: its reader's right (asked once
     the names are checked: no review for a malformed request)."""
-    if not _NAMESPACE.fullmatch(namespace):
+    # RFC 1123 label (namespaces) and subdomain (pod names), as the API server validates them
+    if not is_dns1123_label(namespace):
         raise Refused(400, f"invalid namespace {namespace[:100]!r}")
-    if not _NAME.fullmatch(name):
+    if is_dns1123_subdomain(name):
         raise Refused(400, f"invalid pod name {name[:300]!r}")
     return Access("get", "pods", namespace, name)
 
@@ -404,7 +420,7 @@ def _add_routes(app: flask.Flask, routes: ExplainRoutes) -> None:
         namespace = flask.request.args.getlist("namespace")
         # the pods it lists: those of one namespace, or of all ("" is every namespace)
         authorized(user, Access("list", "pods", namespace[-1] if namespace else ""))
-        return routes.drift_report()
+        return routes.drift_report(user)
 
     @app.post("/explain")
     def explain_posted() -> Response:
@@ -413,12 +429,14 @@ def _add_routes(app: flask.Flask, routes: ExplainRoutes) -> None:
         meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
         namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
         authorized(user, Access("list", "pods", namespace or "default"))  # the pods it is counted with
-        return routes.answer(lambda: pod)
+        return routes.answer(user, lambda: pod)
 
     @app.get("/explain/<namespace>/<name>")
-    @protected(_pod_access)
     def explain_named(namespace: str, name: str) -> Response:
-        return routes.answer(lambda: routes.read(namespace, name))
+        access = _pod_access(namespace, name)  # names checked before any review
+        user = authenticated()
+        authorized(user, access)
+        return routes.answer(user, lambda: routes.read(namespace, name))
 
 
 def _add_error_handlers(app: flask.Flask) -> None:

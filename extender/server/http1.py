@@ -6,7 +6,10 @@ Strict, because a request another parser could read differently is a request smu
 past it (issue #35): a bare CR or LF anywhere in a head, a chunk line or trailers, a
 repeated `Content-Length`, `Transfer-Encoding` or `Host`, both framings at once, a
 transfer coding other than chunked (or chunked on HTTP/1.0), a malformed chunk size or
-extension are all refused (400) and the connection closed. Bounded: a request line
+extension, a header name that is not a token, a control character other than HTAB in
+a header value, whitespace other than SP and HTAB around one (`Transfer-Encoding:` VT `chunked`
+is not chunked: it is refused, as Go's net/http refuses it) are all refused (400) and the
+connection closed. Bounded: a request line
 over `MAX_LINE` (414), a head over `MAX_HEAD_BYTES` (431), a body over the listener's
 `max_body_bytes` (413, before it is read).
 
@@ -40,6 +43,12 @@ _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d{1,19})")
 _CHUNK_LINE = re.compile(rb"([0-9a-fA-F]{1,16})(?:[ \t]*;[ \t]*" + _TOKEN
                          + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN + rb"|" + _QUOTED + rb"))?)*[ \t]*")
 _SINGLE = (b"content-length", b"transfer-encoding", b"host")  # headers that may not repeat
+# RFC 9110 field-name (a token) and field-value as Go's net/http reads them
+# (`httpguts.ValidHeaderFieldName`, `ValidHeaderFieldValue`): no control character but
+# HTAB in a value (NUL, VT, FF, DEL refused), optional whitespace SP and HTAB only
+_FIELD_NAME = re.compile(_TOKEN)
+_FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
+_OWS = b" \t"
 
 
 class Refused(Exception):
@@ -104,7 +113,8 @@ def _request_line(line: bytes, head: bytes) -> list[bytes]:
     if bare_line_ends(head):
         raise Refused(400, "a bare CR or LF in the request head")
     parts = line.split(b" ")
-    if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0") or not parts[0] or not parts[1]:
+    if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0") or not _FIELD_NAME.fullmatch(parts[0]) \
+            or not parts[1]:
         raise Refused(400, "malformed request line")
     return parts
 
@@ -115,9 +125,11 @@ def _header_fields(lines: list[bytes]) -> dict[bytes, bytes]:
     headers: dict[bytes, bytes] = {}
     for line in lines:
         name, colon, value = line.partition(b":")
-        if not colon or not name or name != name.strip():
+        if not colon or not _FIELD_NAME.fullmatch(name):
             raise Refused(400, "malformed header line")
-        name, value = name.lower(), value.strip()
+        if not _FIELD_VALUE.fullmatch(value):
+            raise Refused(400, "a control character in a header value")
+        name, value = name.lower(), value.strip(_OWS)
         if name in headers and name in _SINGLE:
             raise Refused(400, f"repeated {name.decode('latin-1')} header")
         headers[name] = value

@@ -19,7 +19,7 @@ from prometheus_client import multiprocess
 
 from extender.config import Config, ConfigError
 from extender.logs import gunicorn_logconfig, setup_logging
-from extender.server.app import MAX_CONNECTIONS, create_app, health_routes
+from extender.server.app import MAX_CONNECTIONS, METRICS_INTERVAL, create_app, health_routes
 from extender.server.explain_routes import ExplainRoutes
 from extender.server.listener import Listener
 from extender.server.opening import open_source, start_in_worker
@@ -91,7 +91,8 @@ class ExtenderServer(BaseApplication):
         (SO_REUSEPORT), never queued behind verb work (see extender.server.listener)."""
         if not self.config.metrics_listen:
             return
-        Listener(self.config.metrics_listen, health_routes(engine), dispatch=explain_dispatch(engine)).start()
+        Listener(self.config.metrics_listen, health_routes(engine, METRICS_INTERVAL),
+                 dispatch=explain_dispatch(engine)).start()
 
 
 def explain_dispatch(engine):

@@ -38,7 +38,7 @@ import socket
 import ssl
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Hashable
 from concurrent import futures
 from functools import partial
@@ -65,6 +65,7 @@ from extender.server.http1 import (
     error_body,
     head_end,
 )
+from extender.server.queues import FairLane
 
 log = logging.getLogger("extender.http")
 
@@ -81,27 +82,57 @@ Dispatch = Callable[[Request], Reply | None]
 LOOP = lane.LOOP  # `place`: answered on the event loop
 BURST = 16  # requests of one connection answered in a row before the others' turn
 SWEEP_INTERVAL = 0.1  # seconds between deadline checks
+FAIR_BATCH = 64  # events in one turn beyond which each client address gets at most ...
+CLIENT_EVENTS = 8  # ... this many of them (`_fair`)
 QUICK_ROUTES = frozenset({"/healthz", "/readyz", "/livez"})  # GET routes answered on the loop
+
+
+def _left(sock: socket.socket) -> bool:
+    """Whether the client of a plain connection has closed or reset it (a peek, from any
+    thread: nothing is read; the loop may not have seen it yet)."""
+    if isinstance(sock, ssl.SSLSocket):
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
 
 
 class Routes:
     """Fixed routes: `get` (GET and HEAD, no argument) and `post` (the body) by path, and
     one `dispatch` offered every request the tables do not answer. `place`: the `quick`
-    GET routes on the loop, everything else on a thread of lane `pool`. Only `post`
+    GET routes on the loop, the other `get` routes on a thread of lane `get_pool`
+    (default `pool`), everything else on a thread of lane `pool`; a path nobody owns
+    (when `dispatch` says which it owns) is answered 404 on the loop. Only `post`
     routes and what `dispatch.takes_body` names take a body: any other request that
     declares one is refused before its body is read (`refuse_body`)."""
 
     def __init__(self, get: dict[str, Route] | None = None, post: dict[str, PostRoute] | None = None,
                  dispatch: Dispatch | None = None, quick: frozenset[str] = QUICK_ROUTES,
-                 pool: Hashable = lane.EXPENSIVE) -> None:
+                 pool: Hashable = lane.EXPENSIVE, get_pool: Hashable | None = None) -> None:
         self.get = dict(get or {})
         self.post = dict(post or {})
         self.dispatch = dispatch
         self.quick = quick
         self.pool = pool
+        self.get_pool = pool if get_pool is None else get_pool
 
     def place(self, request: Request) -> Hashable:
-        return LOOP if request.path in self.quick and request.method in ("GET", "HEAD") else self.pool
+        path, get = request.path, request.method in ("GET", "HEAD")
+        if path in self.get and get:
+            return LOOP if path in self.quick else self.get_pool
+        if path in self.quick and get:
+            return LOOP
+        if path not in self.post and not self._dispatched(path):
+            return LOOP  # 404 or 405: nothing to compute
+        return self.pool
+
+    def _dispatched(self, path: str) -> bool:
+        """Whether `dispatch` may answer `path` (True when it does not say which it owns)."""
+        owns = getattr(self.dispatch, "owns", None)
+        return self.dispatch is not None and (owns is None or owns(path))
 
     def takes_body(self, request: Request) -> bool:
         if request.method == "POST" and request.path in self.post:
@@ -140,12 +171,26 @@ class Routes:
         return 404, JSON, error_body("not found"), {}
 
 
+# The side listener's lanes (a `Listener` built from route tables): `/metrics` on a
+# thread of its own, `/explain` and `/drift` (reviews with the API server) on two others;
+# each lane's queue bounded (waiting requests, and of one client address: `FairLane`)
+SIDE_READS, SIDE_WORK = "reads", "work"
+SIDE_QUEUES = {SIDE_READS: (32, 4), SIDE_WORK: (32, 4)}
+BUSY = "too many requests waiting for this listener's threads; retry"
+
+
 class Listener(Connections):
     """`app` (a `Routes`, or any callable Request -> Reply with `place`, `takes_body` and
     `refuse_body` methods) served on `address` (HOST:PORT, bound on construction, so
     errors surface there) or on the listening `sockets` given; `start` (a thread of its
     own) or `serve` (this thread), `stop`. `pools`: lane -> threads; a request placed in
-    a lane without a pool is answered on the loop. `budget`: this listener's in-flight
+    a lane without a pool is answered on the loop. `queues`: lane -> (waiting requests,
+    of one client address) for the lanes whose queue is bounded and fair
+    (`extender.server.queues.FairLane`): past a bound, 503 with `Retry-After` at once
+    (the request was read whole: the connection may be kept); a waiting request whose
+    client leaves, or that waited past `timeout`, is never started. Built from route tables (no `app`), it is the side
+    listener: `/metrics` (`get` routes) on lane `SIDE_READS`, the rest on `SIDE_WORK`
+    (`threads`), both bounded (`SIDE_QUEUES`). `budget`: this listener's in-flight
     bytes (default: a small one of its own, `SIDE_LIMIT`). `client_check`: called with
     a TLS connection once its handshake is done, returns why its client may not be
     served ("": it may; `extender.server.tls.ClientPolicy`)."""
@@ -158,17 +203,25 @@ class Listener(Connections):
                  max_per_client: int = 128, threads: int = 2, ssl_context: SSLContexts = None,
                  name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES,
                  budget: BodyBudget | None = None, min_send_rate: float = MIN_SEND_RATE,
-                 client_check: Callable[[ssl.SSLSocket], str] | None = None) -> None:
-        self.app = app if app is not None else Routes(routes, post_routes, dispatch, quick)
+                 client_check: Callable[[ssl.SSLSocket], str] | None = None,
+                 queues: dict[Hashable, tuple[int, int]] | None = None) -> None:
+        side = app is None
+        self.app = app if app is not None else Routes(routes, post_routes, dispatch, quick, pool=SIDE_WORK,
+                                                      get_pool=SIDE_READS)
         super().__init__(address, sockets, budget=budget if budget is not None else BodyBudget(SIDE_LIMIT, name=name),
                          max_body_bytes=max_body_bytes, timeout=timeout, idle_timeout=idle_timeout,
                          max_connections=max_connections, max_per_client=max_per_client,
                          ssl_context=ssl_context, name=name, min_send_rate=min_send_rate,
                          client_check=client_check)
-        self.pool_sizes = dict(pools) if pools is not None else {lane.EXPENSIVE: threads}
-        self.done: deque[tuple[Conn, Reply, Request]] = deque()  # answers from pool threads
+        if pools is None:
+            pools = {SIDE_READS: 1, SIDE_WORK: threads} if side else {lane.EXPENSIVE: threads}
+        self.pool_sizes = dict(pools)
+        self.queue_bounds = dict(queues) if queues is not None else dict(SIDE_QUEUES) if side else {}
+        self.done: deque[tuple[Conn, Reply | None, Request]] = deque()  # answers from pool threads
         self.thread: threading.Thread | None = None
-        self.pools: dict[Hashable, futures.ThreadPoolExecutor] = {}
+        self.pools: dict[Hashable, futures.ThreadPoolExecutor | FairLane] = {}
+        self.busy_logged, self.busy_shed = -1.0, 0  # when the last shed was logged, how many since
+        self.loop_thread = 0  # the event loop's thread (`serve`)
 
     def start(self) -> Listener:
         self._open()
@@ -185,8 +238,13 @@ class Listener(Connections):
         self.wake_w.setblocking(False)
         self.selector.register(self.wake_r, READ, self._drain_done)
         self._resume_accepting()
-        self.pools = {where: futures.ThreadPoolExecutor(size, thread_name_prefix=f"{self.name}-{where}")
-                      for where, size in self.pool_sizes.items()}
+        self.pools = {where: self._pool(where, size) for where, size in self.pool_sizes.items()}
+
+    def _pool(self, where: Hashable, size: int) -> futures.ThreadPoolExecutor | FairLane:
+        if where in self.queue_bounds:
+            limit, per_client = self.queue_bounds[where]
+            return FairLane(f"{self.name}-{where}", size, limit, per_client, self._start_waiting)
+        return futures.ThreadPoolExecutor(size, thread_name_prefix=f"{self.name}-{where}")
 
     def stop(self) -> None:
         self.stopping = True
@@ -194,7 +252,10 @@ class Listener(Connections):
             self._wake()
             self.thread.join(timeout=5)
         for pool in self.pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
+            if isinstance(pool, FairLane):
+                pool.shutdown()
+            else:
+                pool.shutdown(wait=False, cancel_futures=True)
         self.close()
 
     def close(self) -> None:
@@ -215,10 +276,12 @@ class Listener(Connections):
         """Run the loop in this thread until `stop`, or until `tick` (called at every
         sweep) returns False."""
         self._open()
+        self.loop_thread = threading.get_ident()
         swept = time.monotonic()
         while not self.stopping:
             try:
-                for key, mask in self.selector.select(0 if self.ready else SWEEP_INTERVAL):
+                events = self.selector.select(0 if self.ready else SWEEP_INTERVAL)
+                for key, mask in (self._fair(events) if len(events) > FAIR_BATCH else events):
                     key.data(mask)
                 self._serve_ready()
                 now = time.monotonic()
@@ -229,6 +292,22 @@ class Listener(Connections):
                         return
             except Exception:  # the loop must never die: log, and go on
                 log.exception("listener loop error", extra={"listener": self.name})
+
+    def _fair(self, events: list) -> list:
+        """The events of this turn, at most `CLIENT_EVENTS` of each client address (the
+        others stay ready: the selector reports them again next turn). A client with a
+        thousand busy connections then takes a few events a turn, and a probe's one
+        connection waits for a turn of a few dozen events, not of every connection."""
+        taken, count = [], Counter()
+        for key, mask in events:
+            data = key.data
+            conn = data.args[0] if isinstance(data, partial) and data.args and isinstance(data.args[0], Conn) else None
+            if conn is not None:
+                count[conn.client] += 1
+                if count[conn.client] > CLIENT_EVENTS:
+                    continue
+            taken.append((key, mask))
+        return taken
 
     def _serve_ready(self) -> None:
         """Go on with the connections whose buffered requests waited their turn (`BURST`)."""
@@ -352,28 +431,83 @@ class Listener(Connections):
         conn.state = ANSWERING
         conn.answering = request
         self._want(conn, READ)
+        self._submit(conn, request, where)
+
+    def _submit(self, conn: Conn, request: Request, where: Hashable) -> None:
+        """Queue `request` for lane `where` (any thread). A bounded lane that has no
+        room answers it 503 (so does one whose place it takes: `FairLane.offer`)."""
+        pool = self.pools.get(where)
+        if pool is None:  # no such lane here: a bug in `place`, answered as one
+            self._hand_back(conn, (500, JSON, error_body("internal error"), {}), request)
+            return
         try:
-            self.pools[where].submit(self._answer, conn, request, where)
-        except KeyError:  # no such lane here: a bug in `place`, answered as one
-            self._send(conn, encode(request, (500, JSON, error_body("internal error"), {})))
+            if isinstance(pool, FairLane):
+                taken, evicted = pool.offer(conn.client, (conn, request, where))
+                if evicted is not None:
+                    self._busy(*evicted)
+                if not taken:
+                    self._busy(conn, request, where)
+            else:
+                pool.submit(self._answer, conn, request, where)
         except RuntimeError:  # shutting down
-            self._close(conn)
+            self._hand_back(conn, None, request)
+
+    def _busy(self, conn: Conn, request: Request, where: Hashable) -> None:
+        """503 with Retry-After: `request` found no room in lane `where` (or lost its
+        place). Written at once on the loop's own thread, else handed back to it."""
+        shed(self.name)
+        now = time.monotonic()
+        self.busy_shed += 1
+        if now - self.busy_logged >= 1.0:  # a flood is logged once a second, not per request
+            log.warning("requests shed: too many requests waiting", extra={
+                "listener": self.name, "client": conn.client, "lane": str(where), "shed": self.busy_shed})
+            self.busy_logged, self.busy_shed = now, 0
+        # the request was read whole: its connection may be kept (a client asking again on
+        # it costs no accept and no close, and an idle connection is the first evicted)
+        reply = 503, JSON, error_body(BUSY), {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        if threading.get_ident() != self.loop_thread:
+            self._hand_back(conn, reply, request)
+            return
+        conn.answering = None
+        if self._send(conn, encode(request, reply)) and conn.inbuf:
+            self.ready.append(conn)
+
+    def _hand_back(self, conn: Conn, reply: Reply | None, request: Request) -> None:
+        """Give the loop `reply` to write on `conn` (None: close it unanswered)."""
+        self.done.append((conn, reply, request))
+        self._wake()
+
+    def _withdraw(self, conn: Conn) -> bool:
+        request = conn.answering
+        return any(pool.remove(conn.client, (conn, request, where)) for where, pool in self.pools.items()
+                   if isinstance(pool, FairLane))
+
+    def _start_waiting(self, item: tuple[Conn, Request, Hashable]) -> None:
+        """On a thread of a bounded lane: a request that waited its turn, answered unless
+        its client has gone (closed unanswered) or it waited past the listener's
+        `timeout` (503: its client has given up, or is about to). Its socket is peeked
+        at too: a client that left while the loop was busy is not waited for."""
+        conn, request, where = item
+        if request.gone or _left(conn.sock):
+            request.gone = True
+            self._hand_back(conn, None, request)
+        elif time.monotonic() - request.arrived > self.timeout:
+            self._busy(conn, request, where)
+        else:
+            self._answer(conn, request, where)
 
     def _answer(self, conn: Conn, request: Request, where: Hashable) -> None:
         """On a pool thread: the app's reply, handed back to the loop; a request that
-        needs a costlier lane moves on, unanswered. One whose client has gone still
-        starts (a half-closed client may be reading: what is cheap is answered), and its
-        costly work stops at the first deadline check (`deadline.ClientGone`)."""
+        needs a costlier lane moves on, unanswered. On an unbounded lane one whose
+        client has gone still starts (a half-closed client may be reading: what is cheap
+        is answered), and its costly work stops at the first deadline check
+        (`deadline.ClientGone`)."""
         try:
             reply = self._call(request, where)
         except lane.Elsewhere as moved:
-            try:
-                self.pools[moved.lane].submit(self._answer, conn, request, moved.lane)
-                return
-            except (KeyError, RuntimeError):  # no such lane here, or shutting down
-                reply = 500, JSON, error_body("internal error"), {}
-        self.done.append((conn, reply, request))
-        self._wake()
+            self._submit(conn, request, moved.lane)
+            return
+        self._hand_back(conn, reply, request)
 
     def _drain_done(self, _mask: int) -> None:
         try:
@@ -386,6 +520,9 @@ class Listener(Connections):
             if id(conn) not in self.conns:
                 continue  # closed meanwhile (the listener is stopping)
             conn.answering = None
+            if reply is None:  # its client has gone: nobody to answer
+                self._close(conn)
+                continue
             if request.gone:  # answered if the client still reads (a half-close), then closed
                 conn.close_after = True
             if self._send(conn, encode(request, reply)) and conn.inbuf:

@@ -195,8 +195,12 @@ def is_ca_certificate(der: bytes) -> bool:
         return True
 
 
-def _common_names(cert: dict) -> list[str]:
-    return [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+def common_name(cert: dict) -> str:
+    """The subject's common name as kube-apiserver's x509 authenticator reads it: Go's
+    `pkix.Name.CommonName`, the last CN attribute of the subject ("" without one). A
+    certificate with several CNs is the user its last CN names, never the others."""
+    names = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+    return names[-1] if names else ""
 
 
 def _alternative_names(cert: dict, kind: str) -> list[str]:
@@ -204,11 +208,17 @@ def _alternative_names(cert: dict, kind: str) -> list[str]:
 
 
 def subject_names(cert: dict) -> list[str]:
-    """A verified certificate's subject common names and DNS and URI alternative names
-    (`ssl.SSLSocket.getpeercert()`), as `--client-cert-allowed-names` matches them."""
-    names = _common_names(cert)
+    """A verified certificate's subject common name (the last) and DNS and URI
+    alternative names (`ssl.SSLSocket.getpeercert()`), as `--client-cert-allowed-names`
+    matches them."""
+    names = [common_name(cert)] if common_name(cert) else []
     names += [value for kind, value in cert.get("subjectAltName", ()) if kind in ("DNS", "URI")]
     return names
+
+
+def _name_key(name) -> tuple:
+    """A distinguished name (`getpeercert()`'s tuple of RDNs) comparable to another."""
+    return tuple(tuple(rdn) for rdn in name)
 
 
 class ClientPolicy:
@@ -217,15 +227,21 @@ class ClientPolicy:
 
     * A CA certificate (basicConstraints CA:TRUE) is never a client certificate: the
       client CA itself, or any intermediate, presented with its key, is refused.
+    * The certificate must be issued by a certificate of `--client-ca-file` itself: a
+      leaf of an intermediate CA under it (which the handshake verifies, with the
+      intermediate sent by the client) is refused. To admit an intermediate's leaves,
+      put the intermediate in the file.
     * With `allowed_names` (`--client-cert-allowed-names`), the certificate's subject
-      common name, or one of its DNS or URI subject alternative names, must equal one
-      of them: exactly, except that DNS names compare without regard to case.
+      common name (the last CN, as kube-apiserver reads it), or one of its DNS or URI
+      subject alternative names, must equal one of them: exactly, except that DNS names
+      compare without regard to case.
 
     Without a client CA no certificate is asked for, and every client is served."""
 
     def __init__(self, allowed_names: tuple[str, ...] = ()) -> None:
         self.allowed = frozenset(allowed_names)
         self.allowed_lower = frozenset(n.lower() for n in allowed_names)
+        self._issuers: tuple[ssl.SSLContext | None, frozenset] = (None, frozenset())  # (context, CA subjects)
 
     def __call__(self, sock: ssl.SSLSocket) -> str:
         der = sock.getpeercert(binary_form=True)
@@ -233,18 +249,29 @@ class ClientPolicy:
             return ""
         if is_ca_certificate(der):
             return "a CA certificate (basicConstraints CA:TRUE) is not a client certificate"
-        if not self.allowed:
-            return ""
         cert = sock.getpeercert() or {}
-        if self.allows(cert):
+        issuers = self.issuers(sock.context)
+        if issuers and _name_key(cert.get("issuer", ())) not in issuers:
+            return "not issued by a certificate of --client-ca-file (an intermediate CA's leaf)"
+        if not self.allowed or self.allows(cert):
             return ""
         return (f"subject {', '.join(subject_names(cert)) or '(none)'} is not one of "
                 "--client-cert-allowed-names")
 
+    def issuers(self, context: ssl.SSLContext) -> frozenset:
+        """The subjects of the client CA certificates `context` trusts (read once per
+        context: a rotated CA file makes a new one)."""
+        held = self._issuers
+        if held[0] is not context:
+            held = (context, frozenset(_name_key(ca.get("subject", ())) for ca in context.get_ca_certs()))
+            self._issuers = held
+        return held[1]
+
     def allows(self, cert: dict) -> bool:
         """Whether a verified certificate (`getpeercert()`) has an allowed name: its
-        common name or a URI alternative name exactly, a DNS one without regard to case."""
-        exact = _common_names(cert) + _alternative_names(cert, "URI")
+        common name (the last CN) or a URI alternative name exactly, a DNS one without
+        regard to case."""
+        exact = [common_name(cert)] + _alternative_names(cert, "URI")
         dns = [value.lower() for value in _alternative_names(cert, "DNS")]
         return bool(self.allowed.intersection(exact) or self.allowed_lower.intersection(dns))
 

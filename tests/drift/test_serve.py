@@ -30,6 +30,10 @@ def wait_for(port: int, names: set[str]) -> dict:
     deadline = time.monotonic() + DEADLINE
     while True:
         code, body = request(port, "GET", "/drift?namespace=default")
+        if code == 429:  # /drift is rate-limited per user (--explain-rate): wait, as a client does
+            assert time.monotonic() < deadline, body
+            time.sleep(1.0)
+            continue
         assert code == 200, body
         report = orjson.loads(body)
         if {p["name"] for p in report["pods"]} == names:

@@ -17,9 +17,8 @@ from conftest import EXAMPLES, example_pod
 
 from extender.config import Config
 from extender.engine import Extender
-from extender.ratelimit import TokenBucket
 from extender.server.app import health_routes
-from extender.server.auth import Access, AuthError, Delegated, LoopbackOnly, User
+from extender.server.auth import Access, AuthError, Delegated, LoopbackOnly, ReviewBudgets, User
 from extender.server.explain_routes import ExplainRoutes
 from extender.server.listener import Listener, Request
 from extender.state import load_objects
@@ -155,7 +154,8 @@ def test_unknown_tokens_cannot_flood_the_api_server():
         return {"authenticated": False, "error": "invalid bearer token"}
 
     guard = Delegated(None, reviewer)
-    guard.bucket = TokenBucket(1.0, 3, clock=lambda: 0.0)  # 3 reviews, then none (time stands still)
+    # 3 reviews per caller, then none (time stands still)
+    guard.budgets = ReviewBudgets(1.0, 3, clock=lambda: 0.0)
     statuses = []
     for i in range(6):
         with pytest.raises(AuthError) as refused:
@@ -187,3 +187,78 @@ def test_without_an_api_server_only_loopback_clients_are_answered(example_snapsh
         status, _, body, _ = routes(request)
         assert status == expected, (client, body)
     assert LoopbackOnly().authenticate(lambda name: "", "127.0.0.1") == User("system:loopback")
+
+
+def _header(token: str):
+    return lambda name: f"Bearer {token}" if name == "Authorization" else ""
+
+
+def test_review_budgets_are_per_caller():
+    """Issue #48: one budget for everybody let unknown tokens make an honest user's
+    /explain 429. Now a flood of unknown tokens spends its own address's budget only: a
+    new token from another address, and a known user's token from the flooding address
+    itself (its cached user expired), are still reviewed; so is the user's access."""
+    from extender.server import auth
+
+    now = [0.0]
+    asked = []
+
+    def reviewer(kind, spec):
+        asked.append((kind, spec.get("token", spec.get("user"))))
+        if kind == "tokenreviews":
+            if spec["token"].startswith("good"):
+                return {"authenticated": True, "user": {"username": spec["token"]}}
+            return {"authenticated": False, "error": "invalid bearer token"}
+        return {"allowed": True}
+
+    guard = Delegated(None, reviewer)
+    guard.budgets = ReviewBudgets(1.0, 3, clock=lambda: now[0])  # 3 a caller, time stands still
+    access = Access("get", "pods", "default", "p")
+    assert guard.check(_header("good-known"), "10.0.0.66", access).name == "good-known"
+    statuses = []
+    for i in range(8):
+        with pytest.raises(AuthError) as refused:
+            guard.check(_header(f"forged-{i}"), "10.0.0.66", access)
+        statuses.append(refused.value.status)
+    assert statuses == [401, 401, 429, 429, 429, 429, 429, 429]  # the address's 3: one went to good-known
+    assert guard.check(_header("good-new"), "10.0.0.7", access).name == "good-new"  # another address
+    now[0] += auth.CACHE_SECONDS + 1  # the cached user and decision expire; buckets refill 11 s worth (full)
+    guard.budgets = ReviewBudgets(1.0, 3, clock=lambda: now[0])
+    for i in range(3):
+        with pytest.raises(AuthError):
+            guard.check(_header(f"forged-again-{i}"), "10.0.0.66", access)
+    with pytest.raises(AuthError) as refused:  # the address's budget is spent ...
+        guard.check(_header("forged-more"), "10.0.0.66", access)
+    assert refused.value.status == 429
+    assert guard.check(_header("good-known"), "10.0.0.66", access).name == "good-known"  # ... not the user's
+    assert ("tokenreviews", "forged-more") not in asked
+
+
+def test_no_review_for_a_client_that_has_gone_or_past_its_deadline():
+    """Before every review: its client still there, its deadline not passed (503, and
+    nothing is asked)."""
+    import time
+
+    from extender.request import deadline
+
+    asked = []
+
+    def reviewer(kind, spec):
+        asked.append(kind)
+        return {"authenticated": True, "user": {"username": "dev"}} if kind == "tokenreviews" else {"allowed": True}
+
+    class Gone:
+        gone = True
+
+    access = Access("get", "pods", "default", "p")
+    with deadline.arrived(time.monotonic(), Gone()), pytest.raises(AuthError) as refused:
+        Delegated(None, reviewer).check(_header("t"), "10.0.0.1", access)
+    assert refused.value.status == 503 and "gone" in str(refused.value)
+    with deadline.arrived(time.monotonic() - 10.0), deadline.request_deadline(4.0), \
+            pytest.raises(AuthError) as refused:
+        Delegated(None, reviewer).check(_header("t"), "10.0.0.1", access)
+    assert refused.value.status == 503 and "deadline" in str(refused.value)
+    assert asked == []
+    with deadline.arrived(time.monotonic()), deadline.request_deadline(4.0):
+        assert Delegated(None, reviewer).check(_header("t"), "10.0.0.1", access).name == "dev"
+    assert asked == ["tokenreviews", "subjectaccessreviews"]

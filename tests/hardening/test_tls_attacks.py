@@ -150,16 +150,17 @@ def plain():
 
 
 def exchange(port: int, data: bytes) -> bytes:
+    """The answer to `data` (which says `Connection: close`, or is refused). The client
+    does not half-close: a queued request whose client has sent its FIN is not started."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
         received = b""
         while chunk := sock.recv(65536):
             received += chunk
     return received
 
 
-CHUNKED = b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+CHUNKED = b"POST /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
 @pytest.mark.parametrize("line", [
@@ -185,3 +186,80 @@ def test_chunk_extensions_are_accepted_and_ignored(plain, line):
 def test_a_bare_cr_or_lf_in_a_head_or_trailer_is_a_400(plain, request_bytes):
     answer = exchange(plain, request_bytes)
     assert answer.startswith(b"HTTP/1.1 400 "), answer[:100]
+
+
+def _signed(issuer_name, issuer_key, subject: x509.Name, ca: bool = False):
+    """A client certificate (or an intermediate CA's, `ca`) of `subject`, signed by
+    `issuer_key`: (certificate, its key)."""
+    import datetime
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer_name)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1)))
+    if ca:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+    else:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256()), key
+
+
+def _pem(cert, key) -> tuple[bytes, bytes]:
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+def test_the_common_name_is_the_last_one_as_kube_apiserver_reads_it(pki):
+    """Go's `pkix.Name.CommonName` (what kube-apiserver's x509 authenticator makes the
+    user) is the subject's last CN: a certificate whose first CN is allowed but whose
+    last is not names someone else, and is refused; the reverse is served."""
+    from cryptography.x509.oid import NameOID
+
+    listener = serve(pki, allowed=("kube-apiserver",))
+    ca = pki["ca"]
+    try:
+        for first, last, expected in (("kube-apiserver", "intruder", 403), ("intruder", "kube-apiserver", 200)):
+            subject = x509.Name([x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.COMMON_NAME, first)]),
+                                 x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.COMMON_NAME, last)])])
+            cert, key = _signed(ca.cert.subject, ca.key, subject)
+            got, message = status(listener.port, client_context(pki, *_pem(cert, key), f"cn-{last}"))
+            assert got == expected, (first, last, message)
+            if expected == 403:
+                assert "subject intruder is not one of --client-cert-allowed-names" in message
+    finally:
+        listener.stop()
+
+
+def test_a_leaf_of_an_intermediate_ca_is_refused_unless_its_issuer_is_in_the_ca_file(pki):
+    """The handshake verifies a chain through an intermediate the client sends; the
+    docs promise a certificate signed by the client CA, so its leaves are refused (403)
+    until the intermediate itself is in --client-ca-file."""
+    from cryptography.x509.oid import NameOID
+
+    ca = pki["ca"]
+    intermediate, intermediate_key = _signed(
+        ca.cert.subject, ca.key, x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "intermediate CA")]), ca=True)
+    leaf, leaf_key = _signed(intermediate.subject, intermediate_key,
+                             x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+    leaf_pem, key_pem = _pem(leaf, leaf_key)
+    chain = leaf_pem + intermediate.public_bytes(serialization.Encoding.PEM)
+    listener = serve(pki)
+    try:
+        got, message = status(listener.port, client_context(pki, chain, key_pem, "chained"))
+        assert (got, message) == (403, "client certificate not allowed: not issued by a certificate of "
+                                       "--client-ca-file (an intermediate CA's leaf)")
+    finally:
+        listener.stop()
+    with open(pki["ca_file"], "ab") as f:  # the intermediate pinned too
+        f.write(intermediate.public_bytes(serialization.Encoding.PEM))
+    listener = serve(pki)
+    try:
+        assert status(listener.port, client_context(pki, chain, key_pem, "chained2")) == (200, "")
+    finally:
+        listener.stop()
