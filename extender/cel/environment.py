@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import threading
+from pathlib import Path
 
 import celpy
 import lark
-from celpy.celparser import CELParseError, CELParser
+import lark.exceptions
+from celpy.celparser import CELParser
 
 from extender.cel import optsyntax
 from extender.cel.limits import MAX_EXPRESSION_BYTES, MAX_NESTING_DEPTH
@@ -39,18 +40,60 @@ ENVIRONMENT = celpy.Environment()
 RECURSION_LIMIT = 20 * MAX_NESTING_DEPTH + 2000
 sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
 
-# CELParser keeps the text being parsed on its instance, so each thread parses with one of
-# its own (the lark LALR parser they share keeps no state between calls): no lock, so an
-# admission review compiling a 10 KiB expression never holds up a verb's compile
-# (issue #35). A CELParser, unlike an Environment, leaves the recursion limit alone.
-_PARSERS = threading.local()
+#: cel-python's grammar, edited where it differs from cel-go's ANTLR grammar (``CEL.g4``):
+#: list, map and message literals take one trailing comma (``[1, 2,]``, also ``[,]``
+#: and ``{,}``), call arguments do not; a float literal needs a digit after its point
+#: (``5.`` is a syntax error, ``.5`` is not).  Each edit must apply: a changed
+#: cel-python grammar fails loudly at import, not silently at parse.
+_GRAMMAR_EDITS = (
+    ('list_lit       : "[" [exprlist] "]"',
+     'list_lit       : "[" [listelems] "]" | "[" "," "]"\n'
+     'listelems      : expr ("," expr)* [","] -> exprlist'),
+    ('map_lit        : "{" [mapinits] "}"', 'map_lit        : "{" [mapinits] "}" | "{" "," "}"'),
+    ('mapinits       : expr ":" expr ("," expr ":" expr)*',
+     'mapinits       : expr ":" expr ("," expr ":" expr)* [","]'),
+    ('fieldinits     : IDENT ":" expr ("," IDENT ":" expr)*',
+     'fieldinits     : IDENT ":" expr ("," IDENT ":" expr)* [","]'),
+    ('FLOAT_LIT      : /-?/ DIGIT+ "." DIGIT* EXPONENT? | /-?/ DIGIT* "." DIGIT+ EXPONENT? '
+     '| /-?/ DIGIT+ EXPONENT',
+     'FLOAT_LIT      : /-?/ DIGIT* "." DIGIT+ EXPONENT? | /-?/ DIGIT+ EXPONENT'),
+)
 
 
-def _parser() -> CELParser:
-    parser = getattr(_PARSERS, "parser", None)
-    if parser is None:
-        parser = _PARSERS.parser = CELParser(tree_class=ENVIRONMENT.runner_class.tree_node_class)
-    return parser
+def _grammar() -> str:
+    text = (Path(celpy.__file__).parent / "cel.lark").read_text()
+    for old, new in _GRAMMAR_EDITS:
+        if text.count(old) != 1:
+            raise RuntimeError(f"cel-python's grammar changed: cannot edit {old!r}")
+        text = text.replace(old, new)
+    return text
+
+
+#: One LALR parser for all threads: lark's LALR parser keeps no state between calls, so
+#: an admission review compiling a 10 KiB expression never holds up a verb's compile.
+_LARK = lark.Lark(
+    _grammar(), parser="lalr", start="expr", g_regex_flags=re.M,
+    lexer_callbacks={"IDENT": CELParser.ambiguous_literals}, propagate_positions=True,
+    maybe_placeholders=False, priority="invert",
+    tree_class=ENVIRONMENT.runner_class.tree_node_class,
+)
+
+
+class _SyntaxError(Exception):
+    def __init__(self, message: str, line: int | None = None,
+                 column: int | None = None) -> None:
+        super().__init__(message)
+        self.line, self.column = line, column
+
+
+def _parse_text(text: str) -> lark.Tree:
+    try:
+        return _LARK.parse(text)
+    except (lark.exceptions.UnexpectedToken, lark.exceptions.UnexpectedCharacters) as ex:
+        raise _SyntaxError(ex.get_context(text), ex.line, ex.column) from None
+    except lark.exceptions.LarkError as ex:
+        raise _SyntaxError(str(ex.args[0] if ex.args else ex).splitlines()[0]) from None
+
 
 #: Namespaces whose functions are called as ``ns.fn(...)`` in Kubernetes CEL.
 NAMESPACES = frozenset({"sets", "strings", "lists", "ip", "format", "optional", "math",
@@ -100,8 +143,8 @@ def parse(text: str) -> lark.Tree:
         spans = [m.span() for m in _STRING_LITERALS.finditer(text)]
         text = optsyntax.rewrite(text, spans)
     try:
-        raw = _parser().parse(text)
-    except CELParseError as exc:
+        raw = _parse_text(text)
+    except _SyntaxError as exc:
         raise CompileError(_syntax_message(exc)) from None
     return normalise(raw)
 
@@ -115,7 +158,7 @@ _STRING_LITERALS = re.compile(
 )
 
 
-def _syntax_message(exc: CELParseError) -> str:
+def _syntax_message(exc: _SyntaxError) -> str:
     line, column = getattr(exc, "line", None), getattr(exc, "column", None)
     first = str(exc.args[0]) if exc.args else str(exc)
     first = first.splitlines()[0] if first else "syntax error"
