@@ -27,17 +27,18 @@ import lark
 import lark.exceptions
 from celpy.celparser import CELParser
 
-from extender.cel import optsyntax
+from extender.cel import depth, optsyntax
 from extender.cel.limits import MAX_EXPRESSION_BYTES, MAX_NESTING_DEPTH
 
 logging.getLogger("celpy").setLevel(logging.WARNING)
 
 _saved_limit = sys.getrecursionlimit()
 ENVIRONMENT = celpy.Environment()
-#: Python frames needed to build, check and evaluate a tree MAX_NESTING_DEPTH deep
-#: (~12 per level in the evaluator).  Python 3.11 keeps Python-to-Python calls off the C
+#: Python frames needed to build, check and evaluate the deepest tree cel-go's limits
+#: let through (~12 per level in the evaluator; a path can hold MAX_NESTING_DEPTH
+#: operators *and* MAX_NESTING_DEPTH nested lists, calls or parentheses).  Python 3.11 keeps Python-to-Python calls off the C
 #: stack, so a high limit is safe; it is only ever raised, never lowered.
-RECURSION_LIMIT = 20 * MAX_NESTING_DEPTH + 2000
+RECURSION_LIMIT = 40 * MAX_NESTING_DEPTH + 2000
 sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
 
 #: cel-python's grammar, edited where it differs from cel-go's ANTLR grammar (``CEL.g4``):
@@ -113,6 +114,7 @@ class CompileError(Exception):
     """A compile-time (admission-style) error; ``str()`` is the user-facing message."""
 
 
+NESTED_MESSAGE = f"expression is nested too deeply (more than {MAX_NESTING_DEPTH} levels)"
 TOO_LONG_MESSAGE = f"expression exceeds the maximum length of {MAX_EXPRESSION_BYTES} bytes"
 
 
@@ -146,6 +148,10 @@ def parse(text: str) -> lark.Tree:
         raw = _parse_text(text)
     except _SyntaxError as exc:
         raise CompileError(_syntax_message(exc)) from None
+    try:
+        depth.check(raw)
+    except depth.TooDeep:
+        raise CompileError(NESTED_MESSAGE) from None
     return normalise(raw)
 
 
@@ -198,16 +204,6 @@ def _namespace_call(node: lark.Tree) -> lark.Tree | None:
     token = lark.Token("IDENT", f"{ns}.{name_tok}", line=name_tok.line, column=name_tok.column)
     call = lark.Tree("ident_arg", [token, *node.children[2:]], meta=node.meta)
     return lark.Tree("primary", [call], meta=node.meta)
-
-
-#: Grammar nodes that are part of their parent's construct (an operator token, an
-#: argument list, a call or literal shell): no nesting level of their own.
-_NO_LEVEL = frozenset({
-    "exprlist", "mapinits", "fieldinits", "literal", "ident", "dot_ident", "unary_not", "unary_neg", "addition_add",
-    "addition_sub", "multiplication_mul", "multiplication_div", "multiplication_mod",
-    "relation_lt", "relation_le", "relation_gt", "relation_ge", "relation_eq",
-    "relation_ne", "relation_in", "primary",
-})
 
 
 def _unwrap(node: object) -> object:
@@ -292,19 +288,17 @@ def normalise(root: lark.Tree) -> lark.Tree:
     balanced ``&&``/``||`` chains), rewrite namespaced calls; iteratively (no recursion).
 
     Builds new Tree objects; the result is shared read-only by all threads afterwards.
-    Also enforces ``MAX_NESTING_DEPTH`` (cel-go's parser recursion limit): every
-    operator, call, literal container and parenthesis is one level.
+    (``MAX_NESTING_DEPTH`` is enforced before, on the raw tree: ``extender.cel.depth``.)
     """
     holder: list = [None]
-    stack: list[tuple[object, int, list, int]] = [(root, 1, holder, 0)]
+    stack: list[tuple[object, list, int]] = [(root, holder, 0)]
     while stack:
-        node, depth, slots, index = stack.pop()
+        node, slots, index = stack.pop()
         node = _unwrap(node)
         while isinstance(node, lark.Tree) and node.data in ("unary", "conditionalor",
                                                              "conditionaland", "primary"):
             if node.data == "primary" and node.children[0].data == "paren_expr":
                 node = _unwrap(node.children[0].children[0])
-                depth += 1  # a parenthesis is a nesting level in cel-go's parser
             elif node.data == "unary" and len(node.children) == 2:
                 rewritten = _unary_run(node)
                 if rewritten is node or (isinstance(rewritten, lark.Tree)
@@ -320,15 +314,10 @@ def normalise(root: lark.Tree) -> lark.Tree:
         if not isinstance(node, lark.Tree):
             slots[index] = node
             continue
-        if depth > MAX_NESTING_DEPTH:
-            raise CompileError(
-                f"expression is nested too deeply (more than {MAX_NESTING_DEPTH} levels)"
-            )
         if node.data == "member_dot_arg":
             node = _namespace_call(node) or node
         children: list = [None] * len(node.children)
         slots[index] = lark.Tree(node.data, children, meta=node.meta)
-        below = depth + (node.data not in _NO_LEVEL)
         for i, child in enumerate(node.children):
-            stack.append((child, below, children, i))
+            stack.append((child, children, i))
     return holder[0]
