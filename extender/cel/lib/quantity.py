@@ -217,35 +217,42 @@ def approximate_float(a: Amount) -> float:
     return base if exp10 == 0 else base * go_pow10(exp10)
 
 
-def _add(a: Amount, b: Amount) -> Amount:
-    """``Quantity.Add``: in int64 (``int64Amount.Add``) when both are int64 amounts and
-    nothing overflows, else in inf.Dec (the scale of the result is the larger one)."""
-    if not a[0] and not b[0]:
-        _, x, xs = a
-        _, y, ys = b
-        if y == 0:
-            return a
-        if x == 0:
-            return b
-        if xs == ys:
-            total, scale = x + y, xs
-        elif xs > ys:
-            x *= 10 ** (xs - ys)
-            total, scale = (x + y if _fits(x) else None), ys
-        else:
-            y *= 10 ** (ys - xs)
-            total, scale = (x + y if _fits(y) else None), xs
-        if total is not None and _fits(total):
-            return Amount(False, total, scale)
-    exp10 = min(a[2], b[2])
-    return Amount(True, a[1] * 10 ** (a[2] - exp10) + b[1] * 10 ** (b[2] - exp10), exp10)
-
-
-def _negated(b: Amount) -> Amount:
-    """``int64Amount.Sub`` adds ``-value`` in int64: ``-(-2**63)`` wraps to itself."""
-    if not b[0] and b[1] == INT64_MIN:
+def _int64_add(a: Amount, b: Amount) -> Amount | None:
+    """``int64Amount.Add``: None when either is an inf.Dec or the sum overflows."""
+    if a[0] or b[0]:
+        return None
+    _, x, xs = a
+    _, y, ys = b
+    if y == 0:
+        return a
+    if x == 0:
         return b
-    return Amount(b[0], -b[1], b[2])
+    if xs > ys:
+        x, xs = x * 10 ** (xs - ys), ys
+    elif ys > xs:
+        y = y * 10 ** (ys - xs)
+    if not (_fits(x) and _fits(y) and _fits(x + y)):
+        return None
+    return Amount(False, x + y, xs)
+
+
+def _dec_add(a: Amount, b: Amount, sign: int = 1) -> Amount:
+    """inf.Dec ``Add``/``Sub``: exact, at the larger scale of the two."""
+    exp10 = min(a[2], b[2])
+    return Amount(True, a[1] * 10 ** (a[2] - exp10) + sign * b[1] * 10 ** (b[2] - exp10),
+                  exp10)
+
+
+def _add(a: Amount, b: Amount) -> Amount:
+    """``Quantity.Add``: in int64 when both are int64 amounts and nothing overflows."""
+    return _int64_add(a, b) or _dec_add(a, b)
+
+
+def _sub(a: Amount, b: Amount) -> Amount:
+    """``Quantity.Sub``: ``int64Amount.Sub`` adds ``-value`` in int64, where
+    ``-(-2**63)`` wraps to itself; when that fails, inf.Dec subtracts the real value."""
+    negated = b if not b[0] and b[1] == INT64_MIN else Amount(b[0], -b[1], b[2])
+    return _int64_add(a, negated) or _dec_add(a, b, -1)
 
 
 class Quantity:
@@ -343,7 +350,7 @@ def add(q: Any, other: Any) -> Any:
 
 @cel_function("sub")
 def sub(q: Any, other: Any) -> Any:
-    return Quantity(_add(_qa(q), _negated(_operand(other))), by_reference=True)
+    return Quantity(_sub(_qa(q), _operand(other)), by_reference=True)
 
 
 def quantity_compare(a: Any, b: Any) -> int:
