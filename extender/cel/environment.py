@@ -20,37 +20,81 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import threading
+from pathlib import Path
 
 import celpy
 import lark
-from celpy.celparser import CELParseError, CELParser
+import lark.exceptions
+from celpy.celparser import CELParser
 
-from extender.cel import optsyntax
+from extender.cel import depth, optsyntax
 from extender.cel.limits import MAX_EXPRESSION_BYTES, MAX_NESTING_DEPTH
 
 logging.getLogger("celpy").setLevel(logging.WARNING)
 
 _saved_limit = sys.getrecursionlimit()
 ENVIRONMENT = celpy.Environment()
-#: Python frames needed to build, check and evaluate a tree MAX_NESTING_DEPTH deep
-#: (~12 per level in the evaluator).  Python 3.11 keeps Python-to-Python calls off the C
+#: Python frames needed to build, check and evaluate the deepest tree cel-go's limits
+#: let through (~12 per level in the evaluator; a path can hold MAX_NESTING_DEPTH
+#: operators *and* MAX_NESTING_DEPTH nested lists, calls or parentheses).  Python 3.11 keeps Python-to-Python calls off the C
 #: stack, so a high limit is safe; it is only ever raised, never lowered.
-RECURSION_LIMIT = 20 * MAX_NESTING_DEPTH + 2000
+RECURSION_LIMIT = 40 * MAX_NESTING_DEPTH + 2000
 sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
 
-# CELParser keeps the text being parsed on its instance, so each thread parses with one of
-# its own (the lark LALR parser they share keeps no state between calls): no lock, so an
-# admission review compiling a 10 KiB expression never holds up a verb's compile
-# (issue #35). A CELParser, unlike an Environment, leaves the recursion limit alone.
-_PARSERS = threading.local()
+#: cel-python's grammar, edited where it differs from cel-go's ANTLR grammar (``CEL.g4``):
+#: list, map and message literals take one trailing comma (``[1, 2,]``, also ``[,]``
+#: and ``{,}``), call arguments do not; a float literal needs a digit after its point
+#: (``5.`` is a syntax error, ``.5`` is not).  Each edit must apply: a changed
+#: cel-python grammar fails loudly at import, not silently at parse.
+_GRAMMAR_EDITS = (
+    ('list_lit       : "[" [exprlist] "]"',
+     'list_lit       : "[" [listelems] "]" | "[" "," "]"\n'
+     'listelems      : expr ("," expr)* [","] -> exprlist'),
+    ('map_lit        : "{" [mapinits] "}"', 'map_lit        : "{" [mapinits] "}" | "{" "," "}"'),
+    ('mapinits       : expr ":" expr ("," expr ":" expr)*',
+     'mapinits       : expr ":" expr ("," expr ":" expr)* [","]'),
+    ('fieldinits     : IDENT ":" expr ("," IDENT ":" expr)*',
+     'fieldinits     : IDENT ":" expr ("," IDENT ":" expr)* [","]'),
+    ('FLOAT_LIT      : /-?/ DIGIT+ "." DIGIT* EXPONENT? | /-?/ DIGIT* "." DIGIT+ EXPONENT? '
+     '| /-?/ DIGIT+ EXPONENT',
+     'FLOAT_LIT      : /-?/ DIGIT* "." DIGIT+ EXPONENT? | /-?/ DIGIT+ EXPONENT'),
+)
 
 
-def _parser() -> CELParser:
-    parser = getattr(_PARSERS, "parser", None)
-    if parser is None:
-        parser = _PARSERS.parser = CELParser(tree_class=ENVIRONMENT.runner_class.tree_node_class)
-    return parser
+def _grammar() -> str:
+    text = (Path(celpy.__file__).parent / "cel.lark").read_text()
+    for old, new in _GRAMMAR_EDITS:
+        if text.count(old) != 1:
+            raise RuntimeError(f"cel-python's grammar changed: cannot edit {old!r}")
+        text = text.replace(old, new)
+    return text
+
+
+#: One LALR parser for all threads: lark's LALR parser keeps no state between calls, so
+#: an admission review compiling a 10 KiB expression never holds up a verb's compile.
+_LARK = lark.Lark(
+    _grammar(), parser="lalr", start="expr", g_regex_flags=re.M,
+    lexer_callbacks={"IDENT": CELParser.ambiguous_literals}, propagate_positions=True,
+    maybe_placeholders=False, priority="invert",
+    tree_class=ENVIRONMENT.runner_class.tree_node_class,
+)
+
+
+class _SyntaxError(Exception):
+    def __init__(self, message: str, line: int | None = None,
+                 column: int | None = None) -> None:
+        super().__init__(message)
+        self.line, self.column = line, column
+
+
+def _parse_text(text: str) -> lark.Tree:
+    try:
+        return _LARK.parse(text)
+    except (lark.exceptions.UnexpectedToken, lark.exceptions.UnexpectedCharacters) as ex:
+        raise _SyntaxError(ex.get_context(text), ex.line, ex.column) from None
+    except lark.exceptions.LarkError as ex:
+        raise _SyntaxError(str(ex.args[0] if ex.args else ex).splitlines()[0]) from None
+
 
 #: Namespaces whose functions are called as ``ns.fn(...)`` in Kubernetes CEL.
 NAMESPACES = frozenset({"sets", "strings", "lists", "ip", "format", "optional", "math",
@@ -70,6 +114,7 @@ class CompileError(Exception):
     """A compile-time (admission-style) error; ``str()`` is the user-facing message."""
 
 
+NESTED_MESSAGE = f"expression is nested too deeply (more than {MAX_NESTING_DEPTH} levels)"
 TOO_LONG_MESSAGE = f"expression exceeds the maximum length of {MAX_EXPRESSION_BYTES} bytes"
 
 
@@ -100,9 +145,13 @@ def parse(text: str) -> lark.Tree:
         spans = [m.span() for m in _STRING_LITERALS.finditer(text)]
         text = optsyntax.rewrite(text, spans)
     try:
-        raw = _parser().parse(text)
-    except CELParseError as exc:
+        raw = _parse_text(text)
+    except _SyntaxError as exc:
         raise CompileError(_syntax_message(exc)) from None
+    try:
+        depth.check(raw)
+    except depth.TooDeep:
+        raise CompileError(NESTED_MESSAGE) from None
     return normalise(raw)
 
 
@@ -115,7 +164,7 @@ _STRING_LITERALS = re.compile(
 )
 
 
-def _syntax_message(exc: CELParseError) -> str:
+def _syntax_message(exc: _SyntaxError) -> str:
     line, column = getattr(exc, "line", None), getattr(exc, "column", None)
     first = str(exc.args[0]) if exc.args else str(exc)
     first = first.splitlines()[0] if first else "syntax error"
@@ -155,16 +204,6 @@ def _namespace_call(node: lark.Tree) -> lark.Tree | None:
     token = lark.Token("IDENT", f"{ns}.{name_tok}", line=name_tok.line, column=name_tok.column)
     call = lark.Tree("ident_arg", [token, *node.children[2:]], meta=node.meta)
     return lark.Tree("primary", [call], meta=node.meta)
-
-
-#: Grammar nodes that are part of their parent's construct (an operator token, an
-#: argument list, a call or literal shell): no nesting level of their own.
-_NO_LEVEL = frozenset({
-    "exprlist", "mapinits", "fieldinits", "literal", "ident", "dot_ident", "unary_not", "unary_neg", "addition_add",
-    "addition_sub", "multiplication_mul", "multiplication_div", "multiplication_mod",
-    "relation_lt", "relation_le", "relation_gt", "relation_ge", "relation_eq",
-    "relation_ne", "relation_in", "primary",
-})
 
 
 def _unwrap(node: object) -> object:
@@ -249,19 +288,17 @@ def normalise(root: lark.Tree) -> lark.Tree:
     balanced ``&&``/``||`` chains), rewrite namespaced calls; iteratively (no recursion).
 
     Builds new Tree objects; the result is shared read-only by all threads afterwards.
-    Also enforces ``MAX_NESTING_DEPTH`` (cel-go's parser recursion limit): every
-    operator, call, literal container and parenthesis is one level.
+    (``MAX_NESTING_DEPTH`` is enforced before, on the raw tree: ``extender.cel.depth``.)
     """
     holder: list = [None]
-    stack: list[tuple[object, int, list, int]] = [(root, 1, holder, 0)]
+    stack: list[tuple[object, list, int]] = [(root, holder, 0)]
     while stack:
-        node, depth, slots, index = stack.pop()
+        node, slots, index = stack.pop()
         node = _unwrap(node)
         while isinstance(node, lark.Tree) and node.data in ("unary", "conditionalor",
                                                              "conditionaland", "primary"):
             if node.data == "primary" and node.children[0].data == "paren_expr":
                 node = _unwrap(node.children[0].children[0])
-                depth += 1  # a parenthesis is a nesting level in cel-go's parser
             elif node.data == "unary" and len(node.children) == 2:
                 rewritten = _unary_run(node)
                 if rewritten is node or (isinstance(rewritten, lark.Tree)
@@ -277,15 +314,10 @@ def normalise(root: lark.Tree) -> lark.Tree:
         if not isinstance(node, lark.Tree):
             slots[index] = node
             continue
-        if depth > MAX_NESTING_DEPTH:
-            raise CompileError(
-                f"expression is nested too deeply (more than {MAX_NESTING_DEPTH} levels)"
-            )
         if node.data == "member_dot_arg":
             node = _namespace_call(node) or node
         children: list = [None] * len(node.children)
         slots[index] = lark.Tree(node.data, children, meta=node.meta)
-        below = depth + (node.data not in _NO_LEVEL)
         for i, child in enumerate(node.children):
-            stack.append((child, below, children, i))
+            stack.append((child, children, i))
     return holder[0]

@@ -34,6 +34,7 @@ from extender.cel.values import (
     EvalError,
     build_map,
     kind,
+    qualifier_type,
 )
 
 #: cel-go ``IsTypeConversionFunction``: folded when the argument is a constant
@@ -248,7 +249,7 @@ class Planner:
         attr = self._attr_of(operand)
         if isinstance(index, Const):
             if not _valid_qualifier(index.value):
-                raise CompileError(f"invalid qualifier type: {kind(index.value)}")
+                raise CompileError(f"invalid qualifier type: {qualifier_type(index.value)}")
             return attr.add(Qual(const=index.value, optional=optional))
         return attr.add(Qual(attr=self._attr_of(index), optional=optional))
 

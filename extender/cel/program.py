@@ -66,6 +66,9 @@ def build(expression: str) -> Built:
         raise CompileError(truncate(str(exc))) from None
     except RecursionError:
         raise CompileError("expression is nested too deeply") from None
+    except Exception as exc:  # noqa: BLE001 - a defect here must not reach a client
+        # as a 500 or a traceback: the expression is refused with what went wrong
+        raise CompileError(truncate(f"internal error: {type(exc).__name__}: {exc}")) from None
     return Built(expression, result_type, estimated, runner)
 
 

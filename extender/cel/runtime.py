@@ -43,7 +43,15 @@ from extender.cel.plan import (
     Qual,
     SetIn,
 )
-from extender.cel.values import MISSING, CelError, kind, map_delete, map_find, map_put
+from extender.cel.values import (
+    MISSING,
+    CelError,
+    kind,
+    map_delete,
+    map_find,
+    map_put,
+    qualifier_type,
+)
 
 Fn = Callable[[Budget], Any]
 TAINT_FIELDS = ("key", "value", "effect")
@@ -250,7 +258,7 @@ def _qualifier(q: Qual) -> Callable[[Budget, Any, bool], Any]:
         if kind(key) not in ("string", "int", "uint", "bool", "double"):
             if not if_present:
                 b.charge(1)
-            raise CelError(f"invalid qualifier type: {kind(key)}")
+            raise CelError(f"invalid qualifier type: {qualifier_type(key)}")
         return _apply(b, obj, key, if_present, test_only)
 
     return computed

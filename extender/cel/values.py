@@ -193,7 +193,7 @@ def map_find(m: dict, key: Any) -> Any:
 
 def _find_kind(m: dict, k: str, value: int) -> Any:
     for stored, v in m.items():
-        if kind(stored) == k and stored == value:
+        if kind(stored) == k and int(stored) == value:
             return v
     return MISSING
 
@@ -202,14 +202,90 @@ def map_get(m: dict, key: Any) -> Any:
     return map_find(m, key)
 
 
+class KeyList(list):
+    """A list used as a map key.  cel-go keys its Go map by the ``ref.Val``, and a list
+    value is a pointer there: hashed and compared by identity, so ``{[1]: 1, [1]: 2}``
+    has two entries and ``[1] in {[1]: 1}`` is false.  Everywhere else (CEL equality,
+    iteration, size) it is the list it copies."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+
+class KeyMap(dict):
+    """A map used as a map key: by identity, as ``KeyList``."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+
+def _kinded(base: type, name: str) -> type:
+    """A subclass of int/Uint/float for a key that Python would conflate with an equal
+    key of another kind (``1``, ``1u``, ``1.0``, ``true``): its hash and equality include
+    the CEL kind, so the dict keeps both, as cel-go's map does."""
+
+    def __eq__(self, other: object) -> bool:
+        return kind(other) == name and base.__eq__(self, other) is True
+
+    def __ne__(self, other: object) -> bool:
+        return not __eq__(self, other)
+
+    def __hash__(self) -> int:
+        return hash((name, base(self)))
+
+    return type(f"Kinded{name.capitalize()}", (base,),
+                {"__slots__": (), "__eq__": __eq__, "__ne__": __ne__, "__hash__": __hash__})
+
+
+_KINDED = {"int": _kinded(int, "int"), "uint": _kinded(Uint, "uint"),
+           "double": _kinded(float, "double")}
+_KINDS.update({KeyList: "list", KeyMap: "map", **{t: k for k, t in _KINDED.items()}})
+
+
+def qualifier_type(v: Any) -> str:
+    """How cel-go names a value that cannot index a map (its Go type for aggregates)."""
+    k = kind(v)
+    return {"list": "*types.baseList", "map": "*types.baseMap"}.get(k, k)
+
+
 def map_put(m: dict, key: Any, value: Any) -> None:
     """Insert or replace (cel-go builds a Go map: a repeated key keeps the last value).
-    Python conflates ``True``, ``1``, ``1u`` and ``1.0`` as keys where CEL does not."""
-    if kind(key) != "string":
+    Lists and maps as keys are kept by identity (``KeyList``); keys of different kinds
+    that Python conflates (``True``, ``1``, ``1u``, ``1.0``) are kept apart (``_kinded``:
+    a bool cannot be subclassed, so the other key is the one re-made)."""
+    k = kind(key)
+    if k == "string":
+        m[key] = value
+        return
+    if k in ("list", "map"):
+        if type(key) not in (KeyList, KeyMap):
+            key = KeyList(key) if k == "list" else KeyMap(key)
+        m[key] = value
+        return
+    if k in _KINDED and type(key) is not _KINDED[k]:
         for stored in m:
-            if stored == key and kind(stored) != kind(key):
-                raise CelError("a map with keys of different kinds that compare equal "
-                               f"({kind(stored)} and {kind(key)}) is not supported")
+            if stored == key and kind(stored) != k:
+                key = _KINDED[k](key)
+                break
+    elif k == "bool":
+        clash = [s for s in m if type(s) in (int, Uint, float) and s == key]
+        if clash:
+            items = [(_KINDED[kind(s)](s) if any(s is c for c in clash) else s, v)
+                     for s, v in m.items()]
+            m.clear()
+            m.update(items)
     m[key] = value
 
 

@@ -57,12 +57,13 @@ def test_the_depth_series_compiles_in_bounded_time_or_fails_clearly(shape):
         assert time.thread_time() - started < HANG, (shape, depth)
     assert outcomes[100] == "true"
     too_long = f"expression exceeds the maximum length of {MAX_EXPRESSION_BYTES} bytes"
-    assert outcomes[250] == NESTED and outcomes[1000] in (NESTED, too_long)
-    assert outcomes[245] in ("true", NESTED) and outcomes[200] in ("true", NESTED)
+    assert outcomes[1000] in (NESTED, too_long)
+    for depth in (200, 245, 250):  # cel-go's limits count some shapes' levels twice
+        assert outcomes[depth] in ("true", NESTED)
 
 
 def test_the_deepest_list_allowed_compiles_and_evaluates():
-    depth = MAX_NESTING_DEPTH - 2  # the comparison takes one level, the root another
+    depth = MAX_NESTING_DEPTH - 1  # the root expression is one ``expr`` level (as cel-go)
     assert compile_outcome(SHAPES["list"](depth)) == "true"
     assert compile_outcome(SHAPES["list"](depth + 1)) == NESTED
 

@@ -137,16 +137,24 @@ def test_every_stdlib_overload_is_declared_and_runs(signature):
     call = _call(signature)
     if signature == "bool(string) -> bool":
         call = "bool('true')"
+    if signature == "duration(int) -> duration":
+        # declared, but cel-go's duration type converts no int: a literal is refused by
+        # the duration literal validator, any other int is a conversion error
+        assert compile_error(f"type({call}) != null_type").startswith(
+            "invalid duration argument")
+        assert ev("type(duration(taint.value.size())) != null_type") == (
+            "runtime", "duration: type conversion error from 'int' to "
+                       "'google.protobuf.Duration'")
+        return
     kind, message = ev(f"type({call}) != null_type")
     assert (kind, message) == ("true", ""), (call, message)
 
 
 @pytest.mark.parametrize("expression", [
     "int(duration('1.5s')) == 1500000000", "int(duration('-1ms')) == -1000000",
-    "duration(1500000000) == duration('1.5s')", "duration(-3600000000000) == duration('-1h')",
-    "string(duration(90000000000)) == '90s'",
+    "int(duration('90s')) == 90000000000",
 ])
-def test_duration_int_conversions_are_nanoseconds(expression):
+def test_int_of_a_duration_is_nanoseconds(expression):
     assert ev(expression) == ("true", "")
 
 
@@ -270,8 +278,8 @@ def test_go_rejects_the_any_byte_escape():
     ("'%f'.format([1234.5])", "1,234.500000"),
     ("'%.2f'.format([-1234567.891])", "-1,234,567.89"),
     ("'%f'.format(['-Infinity'])", "-∞"),
-    ("'%e'.format([1050.0])", "1.050000\u202f×\u202f10⁰³"),
-    ("'%.2e'.format([0.00012])", "1.200000\u202f×\u202f10⁻⁰⁴"),
+    ("'%e'.format([1050.0])", "1.050000×10⁰³"),
+    ("'%.2e'.format([0.00012])", "1.200000×10⁻⁰⁴"),
     ("'%x %X %o %b %b'.format([255, 255, 8, 5, true])".replace(", true", ""), "ff FF 10 101 "),
     ("'%x'.format(['hi'])", "6869"),
     ("'%x'.format([-255])", "-ff"),

@@ -10,10 +10,11 @@ implementation (``ext/formatting.go``, before strings v4) with the locale ``en_U
   strings/bytes as hex of their bytes (Go ``fmt``, no locale);
 * ``%f`` (``%.Nf``, default 6) and ``%e`` doubles, or the strings ``"NaN"``,
   ``"Infinity"``, ``"-Infinity"``, through golang.org/x/text's printer for en_US: ``%f``
-  groups thousands (``1,234.500000``), ``%e`` writes ``1.234500 × 10⁰³`` (narrow
-  no-break spaces around ``×``, a superscript exponent of at least two digits) and
-  ignores a precision (cel-go puts it in the *width*: ``%%%de``); NaN is ``NaN``, the
-  infinities ``∞`` and ``-∞``;
+  groups thousands (``1,234.500000``), ``%e`` writes ``1.234500×10⁰³`` (a superscript
+  exponent of at least two digits) with 6 fraction digits whatever the precision:
+  cel-go puts the precision in the *width* (``%%%de``, default 6), so a shorter text
+  is padded on the left with spaces (``'%e'`` of +Inf is ``'     ∞'``); NaN is ``NaN``,
+  the infinities ``∞`` and ``-∞``; negative zero formats as zero (``0.000000``);
 * ``%%`` is ``%``; errors carry cel-go's texts (``error during formatting: ...``).
 
 A constant format string applied to a list literal is checked at compile time, like
@@ -33,7 +34,6 @@ from extender.cel.values import EvalError, cel_function, kind
 
 DEFAULT_PRECISION = 6
 _SUPER = "⁰¹²³⁴⁵⁶⁷⁸⁹"
-_NNBSP = "\u202f"
 
 #: static kinds each clause accepts (the compile-time check; dyn always passes)
 CLAUSE_KINDS: dict[str, tuple[str, ...]] = {
@@ -225,6 +225,8 @@ def _fixed(v: Any, precision: int | None, verb: str) -> str:
     special = _special(f)
     if special is not None:
         return special
+    if f == 0:
+        f = 0.0  # x/text signs only a value below zero: -0.0 is "0.000000"
     text = f"{f:.{DEFAULT_PRECISION if precision is None else precision}f}"
     sign = "-" if text.startswith("-") else ""
     whole, _, fraction = text.lstrip("-").partition(".")
@@ -233,16 +235,18 @@ def _fixed(v: Any, precision: int | None, verb: str) -> str:
 
 
 def _scientific(v: Any, precision: int | None, verb: str) -> str:
-    """x/text en_US ``%e`` (always 6 fraction digits: cel-go passes the precision as
-    the width)."""
+    """x/text en_US ``%{width}e``: always 6 fraction digits, and cel-go passes the
+    precision (default 6) as the *width*, so the text (a special value too) is padded
+    with spaces on the left to that many characters."""
     f = _float_arg(v, "e")
-    special = _special(f)
-    if special is not None:
-        return special
-    mantissa, _, exponent = f"{f:.{DEFAULT_PRECISION}e}".partition("e")
-    exp = int(exponent)
-    digits = "".join(_SUPER[int(c)] for c in f"{abs(exp):02d}")
-    return f"{mantissa}{_NNBSP}×{_NNBSP}10{'⁻' if exp < 0 else ''}{digits}"
+    width = DEFAULT_PRECISION if precision is None else precision
+    text = _special(f)
+    if text is None:
+        mantissa, _, exponent = f"{f if f != 0 else 0.0:.{DEFAULT_PRECISION}e}".partition("e")
+        exp = int(exponent)
+        digits = "".join(_SUPER[int(c)] for c in f"{abs(exp):02d}")
+        text = f"{mantissa}×10{'⁻' if exp < 0 else ''}{digits}"
+    return text.rjust(width)
 
 
 def _binary(v: Any, precision: int | None, verb: str) -> str:

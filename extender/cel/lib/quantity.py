@@ -2,13 +2,15 @@
 
 ``parse_quantity`` follows ``resource.ParseQuantity``: the same scanner (so ``'.'`` and
 ``'+'`` parse as zero, ``'1.G'`` is accepted, ``'200K'`` is a suffix error), suffix table,
-round-up to nano precision for finer values, and the BinarySI cap at 2^63-1.  Values are
-Python ``Decimal``s, compared exactly (``quantity('200M') == quantity('0.2G')``).
+round-up to nano precision for finer values, and the BinarySI cap at 2^63-1.  A quantity
+keeps Go's representation (``Amount``: an int64 mantissa and scale on the fast path, an
+inf.Dec otherwise) because ``isInteger``, ``asInteger`` and ``asApproximateFloat`` depend
+on it; values compare exactly as ``Decimal``s (``quantity('200M') == quantity('0.2G')``).
 """
 
 from __future__ import annotations
 
-import decimal
+import math
 import re
 from decimal import Decimal
 from typing import Any
@@ -18,20 +20,17 @@ from extender.cel.values import INT64_MAX, INT64_MIN, EvalError, cel_function, k
 SPLIT_RE = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 ERR_FORMAT = f"quantities must match the regular expression '{SPLIT_RE}'"
 ERR_SUFFIX = "unable to parse quantity's suffix"
+ERR_NUMERIC = "unable to parse numeric part of quantity"
 
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
             "E": 18}
 _SUFFIX_CHARS = "eEinumkKMGTP"
 _DIGITS = "0123456789"
-_NANO = Decimal("1e-9")
-_MAX = Decimal(INT64_MAX)
 _MAX_EXP = 10_000  # exponents beyond this are refused (Python would need huge integers)
 #: The common form, plain digits and a whole-number suffix (``'512Mi'``, ``'2G'``,
 #: ``'100'``): its value is an integer product, without the scanner or decimal contexts.
-_WHOLE = re.compile(r"([0-9]{1,18})(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|)")
-_WHOLE_FACTOR = {**{s: 2**e for s, e in _BINARY.items()},
-                 **{s: 10**e for s, e in _DECIMAL.items() if e >= 0}}
+_WHOLE = re.compile(r"([0-9]{1,18})(k|M|G|T|P|E|)")
 
 
 class QuantityError(ValueError):
@@ -92,44 +91,168 @@ def _interpret(suffix: str) -> tuple[int, int, str]:
     raise QuantityError(ERR_SUFFIX)
 
 
-def _ctx(*values: Decimal) -> decimal.Context:
-    digits = max((len(v.as_tuple().digits) + abs(v.as_tuple().exponent)) for v in values)
-    return decimal.Context(prec=max(40, digits + 20), Emax=10**9, Emin=-(10**9),
-                           rounding=decimal.ROUND_UP)
+#: ``maxInt64Factors``: decimal digits an int64Amount mantissa is allowed by ParseQuantity.
+_MAX_INT64_FACTORS = 18
+_NANO_SCALE = 9
+
+
+class Amount(tuple):
+    """A ``resource.Quantity``'s stored amount: ``(is_dec, unscaled, exp10)``, the value
+    being ``unscaled * 10**exp10``.  ``is_dec`` False is Go's ``int64Amount{value,
+    scale}`` (``exp10 = scale``), True an ``inf.Dec`` (``exp10 = -Dec.Scale()``).  The
+    representation, not only the value, decides ``isInteger``/``asInteger`` (an inf.Dec
+    or a negative scale never converts) and ``asApproximateFloat`` (``unscaled *
+    math.Pow10(exp10)`` in float64)."""
+
+    __slots__ = ()
+
+    def __new__(cls, is_dec: bool, unscaled: int, exp10: int) -> Amount:
+        return tuple.__new__(cls, (is_dec, unscaled, exp10))
+
+    @property
+    def value(self) -> Decimal:
+        return Decimal(f"{self[1]}E{self[2]}")
+
+
+def _fits(v: int) -> bool:
+    return INT64_MIN <= v <= INT64_MAX
+
+
+def _dec_from(value: str) -> tuple[int, int]:
+    """inf.Dec ``SetString`` of the scanner's value text: (unscaled, scale)."""
+    m = re.fullmatch(r"([+-]?)([0-9]*)(?:\.([0-9]*))?", value)
+    if m is None or not (m[2] or m[3]):
+        raise QuantityError(ERR_NUMERIC)
+    frac = m[3] or ""
+    return int(m[1] + (m[2] + frac or "0")), len(frac)
+
+
+def parse_amount(s: str) -> Amount:
+    """``resource.ParseQuantity``, keeping its representation (int64Amount or inf.Dec)."""
+    if s == "":
+        raise QuantityError(ERR_FORMAT)
+    if s == "0":
+        return Amount(False, 0, 0)
+    whole = _WHOLE.fullmatch(s)
+    if whole is not None:  # plain digits, decimal suffix: always the int64 fast path
+        return Amount(False, int(whole[1]), _DECIMAL[whole[2]])
+    return _parse_general(s)
+
+
+def _parse_general(s: str) -> Amount:
+    """Any quantity, through the scanner: fractions, exponents, signs, sub-unit and
+    binary suffixes (and the reference the whole-number fast path is tested against)."""
+    if s == "0":
+        return Amount(False, 0, 0)
+    positive, value, num, denom, suffix = _scan(s)
+    base, exponent, fmt = _interpret(suffix)
+    if abs(exponent) > _MAX_EXP:
+        raise QuantityError(f"quantity exponent {exponent} is outside the supported range")
+    precision, scale, mantissa = -1, 0, 1
+    if fmt != "BinarySI":
+        scale = exponent
+        precision = _MAX_INT64_FACTORS - len(num) - len(denom)
+    elif exponent >= 0 and not denom:
+        mantissa = 1 << exponent
+        precision = 15 - len(num) - (exponent * 3) // 10 - 1
+    if precision >= 0:
+        scale -= len(denom)
+        if scale >= -_NANO_SCALE:
+            result = int(num + denom) * mantissa
+            if _fits(result):
+                return Amount(False, result if positive else -result, scale)
+    unscaled, dec_scale = _dec_from(value)
+    if base == 10:
+        dec_scale -= exponent
+    else:
+        unscaled <<= exponent
+    negative, unscaled = unscaled < 0, abs(unscaled)
+    if unscaled != 0:  # round up to nano precision: the scale becomes 9
+        if dec_scale <= _NANO_SCALE:
+            unscaled *= 10 ** (_NANO_SCALE - dec_scale)
+        else:
+            q, r = divmod(unscaled, 10 ** (dec_scale - _NANO_SCALE))
+            unscaled = q + (r != 0)
+        dec_scale = _NANO_SCALE
+    if fmt == "BinarySI" and unscaled > INT64_MAX * 10**dec_scale:  # the cap
+        unscaled, dec_scale = INT64_MAX, 0
+    return Amount(True, -unscaled if negative else unscaled, -dec_scale)
 
 
 def parse_quantity(s: str) -> Decimal:
     """``resource.ParseQuantity`` -> exact value; raises QuantityError (K8s messages)."""
-    if s == "":
-        raise QuantityError(ERR_FORMAT)
-    whole = _WHOLE.fullmatch(s)
-    if whole is not None:
-        digits, suffix = whole.groups()
-        value = int(digits) * _WHOLE_FACTOR[suffix]
-        return Decimal(INT64_MAX if value > INT64_MAX and suffix in _BINARY else value)
-    return _parse_general(s)
+    return parse_amount(s).value
 
 
-def _parse_general(s: str) -> Decimal:
-    """Any quantity, through the scanner: fractions, exponents, signs, sub-unit
-    suffixes (and the reference the whole-number fast path is tested against)."""
-    if s == "0":
-        return Decimal(0)
-    positive, _value, num, denom, suffix = _scan(s)
-    base, exponent, fmt = _interpret(suffix)
-    if abs(exponent) > _MAX_EXP:
-        raise QuantityError(f"quantity exponent {exponent} is outside the supported range")
-    digits = (num + denom).lstrip("0") or "0"
-    amount = Decimal(f"{digits}e-{len(denom)}") if digits != "0" else Decimal(0)
-    if base == 10:
-        amount = amount.scaleb(exponent, _ctx(amount))
-    else:
-        amount = _ctx(amount).multiply(amount, Decimal(2**exponent))
-    if amount != 0 and amount.as_tuple().exponent < -9:
-        amount = amount.quantize(_NANO, context=_ctx(amount))
-    if fmt == "BinarySI" and amount > _MAX:
-        amount = _MAX
-    return amount if positive else -amount
+def _as_int64(a: Amount) -> int | None:
+    """``Quantity.AsInt64``: never for an inf.Dec or a negative scale."""
+    is_dec, unscaled, exp10 = a
+    if is_dec or exp10 < 0:
+        return None
+    v = unscaled * 10**exp10 if exp10 < 20 or unscaled == 0 else INT64_MAX + 1
+    return v if _fits(v) else None
+
+
+_POW10 = [float(f"1e{i}") for i in range(32)]
+_POW10_POS32 = [float(f"1e{32 * i}") for i in range(10)]
+_POW10_NEG32 = [float(f"1e-{32 * i}") for i in range(11)]
+
+
+def go_pow10(n: int) -> float:
+    """Go ``math.Pow10``: the product (or quotient) of two table entries, as Go's."""
+    if 0 <= n <= 308:
+        return _POW10_POS32[n // 32] * _POW10[n % 32]
+    if -323 <= n <= 0:
+        return _POW10_NEG32[-n // 32] / _POW10[-n % 32]
+    return math.inf if n > 0 else 0.0
+
+
+def approximate_float(a: Amount) -> float:
+    """``Quantity.AsApproximateFloat64``: ``float64(unscaled) * math.Pow10(exp10)``."""
+    _is_dec, unscaled, exp10 = a
+    try:
+        base = float(unscaled)
+    except OverflowError:  # big.Float.Float64 saturates
+        base = math.inf if unscaled > 0 else -math.inf
+    return base if exp10 == 0 else base * go_pow10(exp10)
+
+
+def _int64_add(a: Amount, b: Amount) -> Amount | None:
+    """``int64Amount.Add``: None when either is an inf.Dec or the sum overflows."""
+    if a[0] or b[0]:
+        return None
+    _, x, xs = a
+    _, y, ys = b
+    if y == 0:
+        return a
+    if x == 0:
+        return b
+    if xs > ys:
+        x, xs = x * 10 ** (xs - ys), ys
+    elif ys > xs:
+        y = y * 10 ** (ys - xs)
+    if not (_fits(x) and _fits(y) and _fits(x + y)):
+        return None
+    return Amount(False, x + y, xs)
+
+
+def _dec_add(a: Amount, b: Amount, sign: int = 1) -> Amount:
+    """inf.Dec ``Add``/``Sub``: exact, at the larger scale of the two."""
+    exp10 = min(a[2], b[2])
+    return Amount(True, a[1] * 10 ** (a[2] - exp10) + sign * b[1] * 10 ** (b[2] - exp10),
+                  exp10)
+
+
+def _add(a: Amount, b: Amount) -> Amount:
+    """``Quantity.Add``: in int64 when both are int64 amounts and nothing overflows."""
+    return _int64_add(a, b) or _dec_add(a, b)
+
+
+def _sub(a: Amount, b: Amount) -> Amount:
+    """``Quantity.Sub``: ``int64Amount.Sub`` adds ``-value`` in int64, where
+    ``-(-2**63)`` wraps to itself; when that fails, inf.Dec subtracts the real value."""
+    negated = b if not b[0] and b[1] == INT64_MIN else Amount(b[0], -b[1], b[2])
+    return _int64_add(a, negated) or _dec_add(a, b, -1)
 
 
 class Quantity:
@@ -143,10 +266,10 @@ class Quantity:
 
     cel_type = "Quantity"
     strict_equality = True
-    __slots__ = ("value", "by_reference")
+    __slots__ = ("amount", "value", "by_reference")
 
-    def __init__(self, value: Decimal, by_reference: bool = False) -> None:
-        self.value, self.by_reference = value, by_reference
+    def __init__(self, amount: Amount, by_reference: bool = False) -> None:
+        self.amount, self.value, self.by_reference = amount, amount.value, by_reference
 
     def cel_equals(self, other: Any) -> bool:
         if not isinstance(other, Quantity) or other.by_reference:
@@ -163,11 +286,17 @@ def _q(v: Any) -> Decimal:
     return v.value
 
 
+def _qa(v: Any) -> Amount:
+    if not isinstance(v, Quantity):
+        raise TypeError(kind(v))
+    return v.amount
+
+
 @cel_function("quantity")
 def quantity(s: Any) -> Any:
     want(s, "string")
     try:
-        return Quantity(parse_quantity(str(s)))
+        return Quantity(parse_amount(str(s)))
     except QuantityError as exc:
         raise EvalError(str(exc)) from None
 
@@ -176,27 +305,20 @@ def quantity(s: Any) -> Any:
 def is_quantity(s: Any) -> Any:
     want(s, "string")
     try:
-        parse_quantity(str(s))
+        parse_amount(str(s))
     except QuantityError:
         return False
     return True
 
 
-def _as_int64(d: Decimal) -> int | None:
-    if d != d.to_integral_value() or d.adjusted() > 19:
-        return None
-    i = int(d)
-    return i if INT64_MIN <= i <= INT64_MAX else None
-
-
 @cel_function("isInteger")
 def is_integer(q: Any) -> Any:
-    return bool(_as_int64(_q(q)) is not None)
+    return bool(_as_int64(_qa(q)) is not None)
 
 
 @cel_function("asInteger")
 def as_integer(q: Any) -> Any:
-    i = _as_int64(_q(q))
+    i = _as_int64(_qa(q))
     if i is None:
         raise EvalError("cannot convert value to integer")
     return int(i)
@@ -204,7 +326,7 @@ def as_integer(q: Any) -> Any:
 
 @cel_function("asApproximateFloat")
 def as_approximate_float(q: Any) -> Any:
-    return float(float(_q(q)))
+    return float(approximate_float(_qa(q)))
 
 
 @cel_function("sign")
@@ -213,26 +335,22 @@ def sign(q: Any) -> Any:
     return int((d > 0) - (d < 0))
 
 
-def _operand(v: Any) -> Decimal:
+def _operand(v: Any) -> Amount:
+    """The right operand of add/sub: a quantity, or an int as ``resource.NewQuantity``
+    makes it (an int64Amount of scale 0)."""
     if kind(v) == "int":
-        return Decimal(int(v))
-    return _q(v)
+        return Amount(False, int(v), 0)
+    return _qa(v)
 
 
 @cel_function("add")
 def add(q: Any, other: Any) -> Any:
-    a, b = _q(q), _operand(other)
-    return Quantity(_ctx(a, b).add(a, b), by_reference=True)
+    return Quantity(_add(_qa(q), _operand(other)), by_reference=True)
 
 
 @cel_function("sub")
 def sub(q: Any, other: Any) -> Any:
-    a, b = _q(q), _operand(other)
-    if b == INT64_MIN and a == a.to_integral_value() and 0 <= a <= INT64_MAX:
-        # resource.Quantity subtracts in int64 by adding the negated amount, and
-        # -(-2^63) wraps to -2^63 in Go: 0 <= q < 2^63 gives q + (-2^63), no overflow seen
-        return Quantity(a + b, by_reference=True)
-    return Quantity(_ctx(a, b).subtract(a, b), by_reference=True)
+    return Quantity(_sub(_qa(q), _operand(other)), by_reference=True)
 
 
 def quantity_compare(a: Any, b: Any) -> int:

@@ -423,8 +423,8 @@ def to_duration(v: Any) -> Any:
         return v
     if k == "string":
         return timevals.parse_duration(str(v))
-    if k == "int":  # cel-go: nanoseconds
-        return timevals.Duration(int(v))
+    if k == "int":  # declared, but cel-go's duration type has no conversion from int
+        raise EvalError("type conversion error from 'int' to 'google.protobuf.Duration'")
     raise TypeError(k)
 
 
