@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PERFSTAMP := $(VENV)/.installed-perf
 RELEASESTAMP := $(VENV)/.installed-release
 
-.PHONY: run test test-long e2e lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image image-archive image-push tools release
+.PHONY: run test test-long test-under-load e2e lint perf perf-quick perf-scheduler perf-scheduler-e2e fuzz soak clean image image-archive image-push tools release
 
 # Every pip call made here (build isolation included: setuptools, wheel) installs the
 # versions constraints.txt pins, for `make run` as for `make test`.
@@ -79,6 +79,18 @@ test: $(STAMP) tools
 # (docs/design/layout.md#running-the-tests). CI (.ci/run) runs it after `make test`.
 test-long: $(STAMP) tools
 	$(WITH_SCHEDULER) $(WITH_CEL_ORACLE) $(BIN)/python -m pytest -m long $(XDIST) $(PYTEST_ARGS)
+
+# `make test` with every core kept busy by another process: LOAD_PROCESSES (default: one
+# per core) `python -c 'while 1: pass'` spinners, started first and killed when the run
+# ends, however it ends. No verdict may rest on the machine's speed (docs/design/layout.md,
+# "Running the tests"); this is the check. LOAD_TARGET=test-long runs that one instead.
+LOAD_PROCESSES ?= $(shell nproc)
+LOAD_TARGET ?= test
+test-under-load: $(STAMP) tools
+	@pids=""; for i in $$(seq $(LOAD_PROCESSES)); do python3 -c 'while 1: pass' & pids="$$pids $$!"; done; \
+	trap 'kill $$pids 2>/dev/null' EXIT INT TERM; \
+	echo "test-under-load: $(LOAD_PROCESSES) spinning processes ($$pids) while make $(LOAD_TARGET) runs"; \
+	$(MAKE) $(LOAD_TARGET)
 
 # The end-to-end suite alone: the real kube-scheduler and `extender serve`, against the API
 # double and against real control planes (kube-apiserver + etcd, v1.30 and v1.36).

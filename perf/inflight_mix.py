@@ -54,7 +54,7 @@ def run_once(binary: str, apps: int, replicas: int, bare: int, prebind: tuple[fl
             cluster.tap.prebind = prebind
             started = time.monotonic()
             cluster.create(*pods)
-            outcome = cluster.wait_settled(pods, timeout=3600, quiet=2.0)
+            outcome = cluster.wait_settled(pods, timeout=3600)
             elapsed = time.monotonic() - started - 2.0
             waited = cluster.extender_metric("extender_inflight_wait_seconds_sum")
             report = cluster.replay()

@@ -54,7 +54,7 @@ def run_mode(binary: str, inflight_wait: float, bursts: int, replicas: int, zone
                 pods = [pod(f"burst{b}-{i}", labels, cpu="10m", spread=constraints) for i in range(replicas)]
                 started = time.monotonic()
                 cluster.create(*pods)
-                outcome = cluster.wait_settled(pods, timeout=3600, quiet=2.0)
+                outcome = cluster.wait_settled(pods, timeout=3600)
                 rates.append(replicas / (time.monotonic() - started - 2.0))
                 unschedulable += len(outcome.unschedulable)
                 wrongly += len(cluster.pending_but_feasible(outcome.unschedulable))

@@ -26,7 +26,9 @@ import copy
 import http.client
 import json
 import os
+import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -288,6 +290,7 @@ class E2ECluster:
         self.extender: Process | None = None
         self.scheduler: Process | None = None
         self.extender_port = self.metrics_port = 0
+        self.scheduler_port = 0  # its secure port: /metrics (the queues `wait_settled` reads)
 
     # -- lifecycle
 
@@ -312,9 +315,11 @@ class E2ECluster:
             kubeconfig, self.workdir, self.extender_flags)
 
     def start_scheduler(self, kubeconfig: Path) -> None:
+        self.scheduler_port = free_port()
         self.scheduler = start_scheduler(self.binary, kubeconfig, self.workdir,
                                          None if self.in_tree else self.tap.port,
-                                         edit=self.scheduler_config_edit, verbosity=self.verbosity)
+                                         edit=self.scheduler_config_edit, verbosity=self.verbosity,
+                                         secure_port=self.scheduler_port)
         # watching pods (after listing every informer's kind) = its caches are syncing
         if not wait_for(lambda: self._scheduler_watching() or not self.scheduler.alive(), timeout=60) \
                 or not self.scheduler.alive():
@@ -381,32 +386,71 @@ class E2ECluster:
         return bool(wait_for(lambda: sum(1 for s in self.pod_state(keys).values() if s[0]) >= count,
                              timeout, interval=0.01))
 
-    def wait_settled(self, pods: Iterable[dict | Key], timeout: float = 60.0, quiet: float = 0.5) -> Outcome:
-        """Wait until every pod is bound or reported Unschedulable (PodScheduled=False)
-        without a nominated node (a preemptor waits for its victims to go), and nothing
-        was bound or nominated for `quiet` seconds (unschedulable pods are retried by the
-        scheduler; a later change resets the clock). Raises with both logs when a pod is
-        still open at `timeout`, or a process died."""
+    def scheduler_metrics(self) -> str:
+        """kube-scheduler's /metrics text, from its secure port (self-signed; `RealCluster`
+        authenticates the scrape)."""
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        conn = http.client.HTTPSConnection("127.0.0.1", self.scheduler_port, timeout=10, context=ctx)
+        try:
+            conn.request("GET", "/metrics", headers=self.scrape_headers())
+            response = conn.getresponse()
+            text = response.read().decode()
+        finally:
+            conn.close()
+        if response.status != 200:
+            raise AssertionError(f"kube-scheduler's /metrics answered {response.status}: {text[:300]}")
+        return text
+
+    def scrape_headers(self) -> dict[str, str]:
+        return {}
+
+    def scheduler_queues(self) -> dict[str, float]:
+        """kube-scheduler's own account of what it still has to do: `scheduler_pending_pods`
+        per queue (active, backoff, unschedulable, gated) and `attempts`, the sum of
+        `scheduler_schedule_attempts_total` (an attempt counts when it ends)."""
+        out = {"active": 0.0, "backoff": 0.0, "unschedulable": 0.0, "gated": 0.0, "attempts": 0.0}
+        for line in self.scheduler_metrics().splitlines():
+            if line.startswith("scheduler_pending_pods{"):
+                queue = re.search(r'queue="([^"]*)"', line)
+                if queue:
+                    out[queue.group(1)] = out.get(queue.group(1), 0.0) + float(line.rsplit(" ", 1)[1])
+            elif line.startswith("scheduler_schedule_attempts_total{"):
+                out["attempts"] += float(line.rsplit(" ", 1)[1])
+        return out
+
+    def wait_settled(self, pods: Iterable[dict | Key], timeout: float = 60.0) -> Outcome:
+        """Wait until kube-scheduler says it is done, by its own metrics: every pod bound
+        or reported Unschedulable (PodScheduled=False) without a nominated node (a
+        preemptor waits for its victims to go), nothing in its active or backoff queue
+        (a pod that failed is retried from there: a verdict not yet final), no call to the
+        extender open (a pod popped for a cycle is in no queue), and the same outcome,
+        the same queues and the same count of ended attempts on two looks in a row (an
+        attempt that ended between them shows). Pods parked in the unschedulable queue
+        stay there until a cluster event moves them, which would be seen. Raises with
+        both logs when it is not so at `timeout` (a hang guard), or a process died."""
         keys = [p if isinstance(p, tuple) else key_of(p) for p in pods]
         started = time.monotonic()
         deadline = started + timeout
-        last_seen, last_change = None, time.monotonic()
+        last = None
         while True:
             states = self.pod_state(keys)
-            seen = (sum(1 for s in states.values() if s[0]), sum(1 for s in states.values() if s[3]))
-            if seen != last_seen:
-                last_seen, last_change = seen, time.monotonic()
             open_ = [k for k, (where, reason, _, nominated) in states.items()
                      if not where and (reason != "Unschedulable" or nominated)]
-            now = time.monotonic()
-            if not open_ and now - last_change >= quiet:
+            queues = self.scheduler_queues()
+            calls = self.tap.open_calls if self.tap is not None else 0
+            look = (tuple(sorted((k, s[0], s[1], s[3]) for k, s in states.items())), tuple(sorted(queues.items())))
+            done = not open_ and queues["active"] == 0 and queues["backoff"] == 0 and calls == 0
+            if done and look == last:
                 break
+            last = look if done else None
             for proc in (self.scheduler, self.extender):
                 if proc is not None and not proc.alive():
                     raise AssertionError(f"{proc.name} exited with {proc.proc.returncode}\n{self.logs()}")
-            if now >= deadline:
-                raise AssertionError(f"{len(open_)} of {len(keys)} pods neither bound nor unschedulable after "
-                                     f"{timeout:.0f} s, e.g. {open_[:3]}\n{self.logs()}")
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"not settled after {timeout:.0f} s: {len(open_)} of {len(keys)} pods neither "
+                                     f"bound nor unschedulable (e.g. {open_[:3]}), kube-scheduler's queues {queues}, "
+                                     f"{calls} extender calls open\n{self.logs()}")
             time.sleep(0.05)
         out = Outcome(seconds=time.monotonic() - started)
         for k in keys:
@@ -458,14 +502,20 @@ class E2ECluster:
         if self.tap is not None:
             kwargs.setdefault("decisions", self.tap.decisions())
             kwargs.setdefault("binds", self.tap.bind_calls())
+            kwargs.setdefault("refusals", self.tap.refusals())
         return truth.replay(self.api, oracles, PREFIX, **kwargs)
 
     def explain(self, report: truth.Report, limit: int = 5) -> str:
         """Why the first `limit` violations of `report` were judged so (a failed test's
         message): each violation, the judge's view at the verdict's state version
         (`truth.Judged`), the pod's calls through the wiretap (state version, feasible
-        set, scores, bind) and the pods in flight when it was decided. Built only when
-        asked: a passing test pays nothing."""
+        set, scores, bind) and the pods in flight when it was decided; the evidence of
+        every violation is written to a directory the message names first (`dump`).
+        Built only when asked: a passing test pays nothing."""
+        head = [f"evidence: {self.dump(report)}"] if report.violations else []
+        return "\n".join([*head, self._explained(report, limit)])
+
+    def _explained(self, report: truth.Report, limit: int) -> str:
         lines = []
         origin = self.tap.calls[0].at if self.tap is not None and self.tap.calls else 0.0
         for v in report.violations[:limit]:
@@ -487,6 +537,48 @@ class E2ECluster:
                         f"{k[1]} -> {node or '?'} (filter {f - origin:+.3f}s, bind {b - origin:+.3f}s)"
                         for k, f, b, node in flying[:20]))
         return "\n".join(lines)
+
+    def dump(self, report: truth.Report, where: Path | None = None) -> Path:
+        """Write what a failure's cause can be read from into a directory (default
+        `build/e2e-evidence/<run>`, outside pytest's temporary directories, which are
+        pruned) and return it: `violations.txt` (`explain` of every violation: the judge's
+        domain counts and nodes at the verdict's state version), `calls.jsonl` (every
+        wiretap call for a violating pod: verb, arrival, round trip, the
+        `X-Extender-State-Version` behind it, error, feasible names or scores, bind
+        node), `all-calls.jsonl` (every call of the run, the same fields),
+        `journal.jsonl` (every node and pod write, in resourceVersion order: what the
+        watches delivered around each decision), and both processes' logs."""
+        where = where or ROOT / "build" / "e2e-evidence" / f"{self.workdir.name}-{os.getpid()}-{time.time_ns()}"
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "violations.txt").write_text(
+            "\n".join(str(v) for v in report.violations) + "\n\n" + self._explained(report, len(report.violations)))
+        bad = {tuple(v.pod.partition("/")[::2]) for v in report.violations}
+        calls = list(self.tap.calls) if self.tap is not None else []
+        origin = calls[0].at if calls else 0.0
+
+        def row(call: Any) -> str:
+            return json.dumps({"verb": call.verb, "pod": "/".join(call.pod), "at": round(call.at - origin, 4),
+                               "seconds": round(call.seconds, 4), "versions": call.versions, "nodes": call.nodes,
+                               "node": call.node, "error": call.error,
+                               "answer": list(call.answer) if call.answer is not None else None}, default=str)
+
+        (where / "calls.jsonl").write_text("".join(row(c) + "\n" for c in calls if c.pod in bad))
+        (where / "all-calls.jsonl").write_text("".join(row(c) + "\n" for c in calls))
+        journal = truth.in_version_order(list(self.api.journal or ()))
+        with (where / "journal.jsonl").open("w") as out:
+            for c in journal:
+                if c.resource not in ("nodes", "pods"):
+                    continue
+                md, spec = c.obj.get("metadata") or {}, c.obj.get("spec") or {}
+                out.write(json.dumps({"rv": c.rv, "epoch": getattr(c, "epoch", 0), "at": round(c.at - origin, 4),
+                                      "type": c.type, "resource": c.resource,
+                                      "name": f"{md.get('namespace', '')}/{md.get('name')}".lstrip("/"),
+                                      "nodeName": spec.get("nodeName"), "taints": spec.get("taints"),
+                                      "unschedulable": spec.get("unschedulable"), "labels": md.get("labels")}) + "\n")
+        for proc in (self.scheduler, self.extender):
+            if proc is not None:
+                (where / proc.log.name).write_text(proc.tail(10**9))
+        return where
 
     def pending_but_feasible(self, keys: Iterable[Key], oracles: dict | None = None) -> dict[Key, str]:
         """Unbound pods among `keys` that some node admits in the final truth."""

@@ -221,6 +221,11 @@ class RealCluster(E2ECluster):
                 or not self.scheduler.alive():
             raise RuntimeError(f"kube-scheduler did not {what}:\n{self.scheduler.tail()}")
 
+    def scrape_headers(self) -> dict[str, str]:
+        """kube-scheduler authenticates and authorizes scrapes through the API server:
+        the admin's token (system:masters) may read /metrics."""
+        return {"Authorization": f"Bearer {self.plane.admin_token}"}
+
     def leads(self) -> bool:
         return self.scheduler is not None and ACQUIRED in self.scheduler.tail(10**7).lower()
 

@@ -45,6 +45,10 @@ restore (`FakeApiServer.restore`) starts a new journal epoch whose resourceVersi
 repeat older ones; a version is read in the newest epoch that had reached it by the
 decision's time.
 
+**A "no node fits" is a verdict too.** `replay(refusals=)` judges each filter answer
+that admitted no node (`WireTap.refusals`) at its state version: a node asked about that
+the rules admit there is a `NoNodeFits` violation.
+
 `pending_but_feasible(api)` checks the other direction on the final objects: a pod the
 scheduler left unbound that some node admits under every rule above.
 """
@@ -574,7 +578,8 @@ def in_version_order(journal: Iterable) -> list:
 def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = "scheduling-extender.io",
            decisions: Mapping[Key, list] | None = None, race_window: float = 0.5,
            only: Callable[[Key], bool] | None = None,
-           binds: Mapping[Key, list[tuple[float, str]]] | None = None) -> Report:
+           binds: Mapping[Key, list[tuple[float, str]]] | None = None,
+           refusals: Mapping[Key, list] | None = None) -> Report:
     """Check every bind recorded in `api.journal` (see the module docstring) against
     the cluster when the scheduler placed the pod: `decisions` (pod -> its `filter`
     calls, from `testing.wiretap`: times, or `Decision`s with the state version behind
@@ -583,7 +588,12 @@ def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = 
     pod -> (time, node) of its bind calls, picks the bind that wrote it); without them
     a placement is dated at its bind. A placement whose decision carries a state
     version is judged at that version. `only` limits the checked binds to some pods
-    (every pod still counts for the others)."""
+    (every pod still counts for the others). `refusals` (pod -> (decision, the node
+    names asked about or None), `WireTap.refusals`): filter answers that said no node
+    fits; each is judged at its state version too, and one that some asked node admits
+    there (under the extender's rules; a node not asked about is taken as asked when
+    the names are unknown, if it fits the pod's requests then) is a violation of rule
+    `NoNodeFits`: a wrong "no node fits" is as wrong as a wrong placement."""
     if api.journal is None:
         raise ValueError("the API-server double was started without journal=True")
     changes = in_version_order(api.journal)
@@ -601,12 +611,21 @@ def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = 
                 timeline.append((placement.at, seq, change, placement))
                 continue
         timeline.append((change.at, seq, change, None))
+    for key, answers in (refusals or {}).items():
+        for decision, asked in answers:
+            if decision.versions is not None and {"Node", "Pod"} <= decision.versions.keys():
+                timeline.append((decision.at, -1, (key, asked), _Placement(decision.at, decision.versions)))
     timeline.sort(key=lambda entry: (entry[0], entry[1]))
     view = ClusterView(prefix, oracles or {})
     at_version = _VersionView(changes, prefix, oracles or {})
     report = Report()
     last_node_change = float("-inf")
     for at, seq, change, placement in timeline:
+        if seq == -1:  # a "no node fits" answer
+            key, asked = change
+            if only is None or only(key):
+                _judge_refusal(report, view, at_version, key, asked, at, placement.versions)
+            continue
         if change.resource == "nodes":
             if change.type == "DELETED":
                 view.drop_node(change.obj["metadata"]["name"], change.at)
@@ -645,6 +664,27 @@ def replay(api: Any, oracles: Mapping[str, Oracle] | None = None, prefix: str = 
             continue  # a status write of the unbound copy, dated after its placement
         view.put_pod(change.obj, key)
     return report
+
+
+def _judge_refusal(report: Report, view: ClusterView, at_version: _VersionView, key: Key,
+                   asked: tuple | None, at: float, versions: Mapping[str, int]) -> None:
+    """A "no node fits" answer for `key` at `versions`: a violation when a node admits it."""
+    obj = view.pods.get(key)
+    if obj is None or obj["spec"].get("nodeName"):
+        return  # gone, or bound meanwhile (an answer kube-scheduler no longer waited for)
+    at_version.at(versions, at)
+    names = asked if asked is not None else sorted(at_version.view.nodes)
+    for name in names:
+        if name not in at_version.view.nodes or (asked is None and (name not in view.nodes
+                                                                   or view.fit_problem(obj, name))):
+            continue
+        if not at_version.violations(obj, name):
+            report.violations.append(Violation(
+                f"{key[0]}/{key[1]}", name, "NoNodeFits",
+                f"answered that no node fits at {dict(versions)}, but {name} admits it there"))
+            if key not in report.judged:
+                report.judged[key] = at_version.judged(obj, name, at, versions)
+            return
 
 
 def final_view(api: Any, oracles: Mapping[str, Oracle] | None = None,

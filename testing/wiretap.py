@@ -51,6 +51,7 @@ class Call:
     # a prioritize's (host, score) pairs; only for answers of at most KEPT_ANSWER hosts
     # (None above that: a 5,000-node run keeps nothing per call)
     answer: tuple | None = None
+    asked: tuple | None = None  # a filter's NodeNames, while at most KEPT_ANSWER
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class WireTap:
         self.hold_bind: Callable[[Key], float] | None = None
         self.last_pod: dict[Key, dict] = {}
         self._lock = threading.Lock()
+        self.open_calls = 0  # calls received and not yet answered (a scheduling cycle in progress)
         self._httpd = QuietServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="wiretap",
@@ -114,7 +116,7 @@ class WireTap:
         if not isinstance(args, dict):
             return
         args = {k.lower(): v for k, v in args.items()}
-        node = ""
+        node, asked = "", None
         if verb == "bind":
             key = (args.get("podnamespace") or "", args.get("podname") or "")
             nodes, node = 1, args.get("node") or ""
@@ -122,14 +124,17 @@ class WireTap:
             pod = args.get("pod") or {}
             md = pod.get("metadata") or {}
             key = (md.get("namespace") or "default", md.get("name") or "")
-            nodes = len(args.get("nodenames") or args.get("nodenametometavictims") or [])
+            names = args.get("nodenames") or args.get("nodenametometavictims") or []
+            nodes = len(names)
+            asked = tuple(names) if isinstance(names, list) and nodes <= KEPT_ANSWER else None
             with self._lock:
                 self.last_pod[key] = pod
         error, said = ("", None) if status != 200 else _answer_parts(answer)
         if status != 200:
             error = f"HTTP {status}"
         with self._lock:
-            self.calls.append(Call(verb, key, at, seconds, nodes, parse_state_version(version), node, error, said))
+            self.calls.append(Call(verb, key, at, seconds, nodes, parse_state_version(version), node, error, said,
+                                   asked))
 
     def _arrived(self, verb: str) -> list[Call]:
         """The `verb` calls in the order they arrived. `calls` holds them in the order
@@ -153,6 +158,16 @@ class WireTap:
         out: dict[Key, list[Decision]] = defaultdict(list)
         for c in self._arrived("filter"):
             out[c.pod].append(Decision(c.at, c.versions))
+        return out
+
+    def refusals(self) -> dict[Key, list[tuple[Decision, tuple | None]]]:
+        """pod -> its `filter` calls answered "no node fits" (no feasible name, no
+        Error): each a (decision, the NodeNames it was asked about, None when more than
+        KEPT_ANSWER) for the truth to judge (`truth.replay(refusals=)`)."""
+        out: dict[Key, list[tuple[Decision, tuple | None]]] = defaultdict(list)
+        for c in self._arrived("filter"):
+            if c.answer == () and not c.error:
+                out[c.pod].append((Decision(c.at, c.versions), c.asked))
         return out
 
     def bind_calls(self) -> dict[Key, list[tuple[float, str]]]:
@@ -243,6 +258,15 @@ def _handler(tap: WireTap) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:
+            with tap._lock:
+                tap.open_calls += 1
+            try:
+                self._relay()
+            finally:
+                with tap._lock:
+                    tap.open_calls -= 1
+
+        def _relay(self) -> None:
             at = time.monotonic()
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if self.path.rstrip("/").endswith("/bind"):

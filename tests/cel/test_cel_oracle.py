@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import secrets
 import subprocess
 from dataclasses import dataclass, field
@@ -43,6 +44,10 @@ TAINTS = [
     {"key": "zone-a1-rack-7", "value": "1Gi", "effect": "PreferNoSchedule"},
 ]
 MAP_ORDERS = 48
+#: the oracle's address space (RLIMIT_AS): cel-go folds constants at compile time, and a
+#: generated expression can make it allocate without bound; past this it dies, and the
+#: test says so instead of the machine swapping (the Go runtime reserves between 512 MiB and 1 GiB of it at start)
+ORACLE_MEMORY = 3 << 30
 
 
 def oracle_binary() -> str:
@@ -55,12 +60,20 @@ def oracle_binary() -> str:
 
 
 def run_oracle(binary: str, expressions: list[str], taints: list[dict], tmp_path,
-               flag: str | None = None) -> list[dict]:
+               flag: str | None = None, memory: int = ORACLE_MEMORY) -> list[dict]:
     taints_file = tmp_path / "taints.json"
     taints_file.write_text(json.dumps(taints))
     args = [binary, flag] if flag else [binary, str(taints_file)]
     stdin = "".join(json.dumps(e) + "\n" for e in expressions)
-    done = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=3600)
+
+    def limit() -> None:  # in the child, before exec
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    done = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=3600, preexec_fn=limit)
+    if done.returncode != 0 and ("out of memory" in done.stderr or "reserve" in done.stderr):
+        pytest.fail(f"the cel-go oracle ran out of its memory limit: {memory >> 20} MiB of address space "
+                    f"(RLIMIT_AS, ORACLE_MEMORY in {__name__}) on one of {len(expressions)} expressions; "
+                    f"its error:\n{done.stderr[:500]}", pytrace=False)
     assert done.returncode == 0, done.stderr[-2000:]
     out = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(out) == len(expressions), done.stderr[-2000:]
@@ -247,6 +260,12 @@ def test_specialised_loops_charge_what_the_generic_fold_charges():
         finally:
             folds.SPECIALISE = True
         assert special.results == generic.results, expression
+
+
+def test_an_oracle_out_of_memory_fails_naming_its_limit(tmp_path):
+    """Under a limit too small for it the oracle dies; the test says which limit."""
+    with pytest.raises(pytest.fail.Exception, match=r"memory limit: 64 MiB of address space \(RLIMIT_AS"):
+        run_oracle(oracle_binary(), ["1 == 1"], TAINTS, tmp_path, memory=64 << 20)
 
 
 def test_a_missing_oracle_fails_clearly(monkeypatch):

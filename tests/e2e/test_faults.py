@@ -410,3 +410,28 @@ FULL_SIZE = [pytest.param(s, i, id=f"{s}-{i}", marks=pytest.mark.xdist_group(f"e
 @pytest.mark.parametrize("scenario, run_index", FULL_SIZE)
 def test_fault_ends_like_the_in_tree_plugins_at_full_size(start_cluster, scenario, run_index):
     check_scenario(start_cluster, scenario, "long", seed=100 + run_index)
+
+
+def test_a_frozen_watch_with_a_spread_that_cannot_be_met_ends_as_the_control_does(start_cluster, monkeypatch):
+    """The frozen scenario with one node tainted instead of one per zone: 2, 3 and 3
+    eligible nodes per zone, so zone and hostname spread (maxSkew 1 each) cannot both
+    hold for every web pod, and kube-scheduler's own plugins (the control) leave pods
+    Unschedulable ("4 node(s) had untolerated taint(s), 8 node(s) didn't match pod
+    topology spread constraints"). The extender, its watches frozen meanwhile, may
+    refuse them too, but never wrongly: the truth judges each "no node fits" answer at
+    its state version (`NoNodeFits`), as it judges each placement."""
+    monkeypatch.setitem(globals(), "MAINTAINED", ("n-a1",))  # what `frozen` taints
+    control = Run(start_cluster(nodes(), in_tree=True), workload(*SIZES["short"], in_tree=True, seed=1))
+    frozen(control)
+    control.cluster.create(*control.pods)
+    assert control.cluster.wait_settled(control.pods, timeout=240).unschedulable, \
+        "the control bound every pod: the spread could be met, the scenario proves nothing"
+    control.cluster.stop()
+    ours = Run(start_cluster(nodes()), workload(*SIZES["short"], in_tree=False, seed=1))
+    frozen(ours)
+    ours.cluster.create(*ours.pods)
+    outcome = ours.cluster.wait_settled(ours.pods, timeout=240)
+    report = ours.cluster.replay()
+    assert report.violations == [], ours.cluster.explain(report)
+    assert outcome.unschedulable and ours.cluster.tap.refusals(), "no pod was refused: nothing was judged"
+    assert metric(ours.cluster, "extender_watch_errors_total", 'reason="silent"') >= 1, "the watches never froze"

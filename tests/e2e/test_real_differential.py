@@ -60,7 +60,7 @@ def create_all(cluster, pods: list[dict]) -> tuple[list[dict], dict[str, str]]:
 
 
 def outcome_of(cluster, recorder: Recorder, pods: list[dict], feasible, timeout: float):
-    outcome = cluster.wait_settled(pods, timeout=timeout, quiet=2.0)
+    outcome = cluster.wait_settled(pods, timeout=timeout)
     assert not outcome.pending, outcome.pending[:5]
     out = {}
     for pod in pods:

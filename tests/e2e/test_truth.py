@@ -175,6 +175,24 @@ def test_a_placement_is_judged_at_the_filter_call_that_arrived_last_before_its_b
     assert report.violations == [], [str(v) for v in report.violations]
 
 
+def test_a_wrong_no_node_fits_is_a_violation_judged_at_its_state():
+    """A filter answered "no node fits" (no feasible name, no Error) is judged like a
+    placement, at its state version: for x at Node=11 (b1 cordoned), b0 admits it
+    (zone b 1, a 2: within maxSkew), so the refusal is a `NoNodeFits` violation; asked
+    only about b1 (cordoned) it is right. A frozen or lagging watch must cost time,
+    never a wrong "no node fits"."""
+    journal = cordon_mid_burst_journal()[:-1]  # x never bound
+    x = ("default", "x")
+    wrong = replay(Journal(journal), refusals={x: [(Decision(1.1, {"Node": 11, "Pod": 12}), ("a0", "b0", "b1"))]})
+    (violation,) = wrong.violations
+    assert (violation.rule, violation.node) == ("NoNodeFits", "b0"), str(violation)
+    assert wrong.judged[x].versions == {"Node": 11, "Pod": 12}
+    right = replay(Journal(journal), refusals={x: [(Decision(1.1, {"Node": 11, "Pod": 12}), ("b1",))]})
+    assert right.violations == [], [str(v) for v in right.violations]
+    unknown = replay(Journal(journal), refusals={x: [(Decision(1.1, {"Node": 11, "Pod": 12}), None)]})
+    assert [v.rule for v in unknown.violations] == ["NoNodeFits"]  # names unknown: every node of the state
+
+
 def test_the_wiretap_keeps_small_answers_and_tells_a_pods_story():
     """A failure's explanation reads the wiretap: each call's feasible names or scores
     (kept while small), and the pods answered before a moment and bound after it."""
@@ -192,6 +210,7 @@ def test_the_wiretap_keeps_small_answers_and_tells_a_pods_story():
         tap.record("filter", orjson.dumps({"Pod": pod("c")}), 10.3, 0.01, answer=big)
         first, scores, nothing, bound, unkept = tap.calls
         assert (first.answer, scores.answer, nothing.answer, unkept.answer) == (("n2",), (("n2", 7),), (), None)
+        assert tap.refusals() == {("default", "b"): [(Decision(10.05, {"Node": 5, "Pod": 8}), ("n1",))]}
         assert first.versions == {"Node": 5, "Pod": 7} and bound.node == "n2"
         assert tap.story(("default", "a"), since=10.0) == [
             "filter at +0.000s (10 ms, 2 nodes) state {'Node': 5, 'Pod': 7} -> ['n2']",

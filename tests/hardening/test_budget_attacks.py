@@ -151,17 +151,14 @@ def test_health_routes_take_no_body(target):
 def test_a_stalled_body_ends_before_the_deadline_at_the_minimum_send_rate():
     """A body that stops arriving is closed once it falls below the minimum send rate,
     not only at the request deadline: 1 MiB then nothing, at 1 MiB/s after a 1 s grace,
-    ends at ~2 s of a 60 s deadline (that far off so that a busy machine, which can
-    stretch the ~2 s, cannot make it look like the deadline)."""
+    ends at ~2 s. The deadline is an hour off, so a close that came at all (the socket's
+    timeout is a hang guard) came from the send rate, whatever this machine's speed."""
     listener = Listener("127.0.0.1:0", post_routes={"/x": lambda body: (200, "text/plain", b"ok")},
-                        max_body_bytes=4 << 20, timeout=60.0, budget=None).start()
+                        max_body_bytes=4 << 20, timeout=3600.0, budget=None).start()
     try:
-        with socket.create_connection(("127.0.0.1", listener.port), timeout=120) as sock:
-            started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=300) as sock:
             sock.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (3 << 20) + b"{" * (1 << 20))
             assert sock.recv(4096) == b""  # closed, unanswered
-            took = time.monotonic() - started
-        assert took < 60.0 / 2, took  # well before the deadline (it is ~2 s)
         assert listener.budget.held == 0
     finally:
         listener.stop()

@@ -16,7 +16,6 @@ from perf.attacks import closed
 from testing.live import NAMES, free_port, request, start, stop
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
-BOUND = 2.0  # generous: "answers", not "is fast" (latency numbers live in perf/)
 
 
 def test_routes_404_and_head():
@@ -59,9 +58,7 @@ def test_stalled_and_excess_connections_do_not_stop_probes():
         while not all(closed(sock) for sock in stalled):
             assert time.monotonic() < deadline, "stalled connections still open after 30 s"
             time.sleep(0.05)
-        started = time.monotonic()
-        assert request(listener.port, "GET", "/healthz") == (200, b"ok")
-        assert time.monotonic() - started < BOUND
+        assert request(listener.port, "GET", "/healthz") == (200, b"ok")  # "answers", not "is fast"
     finally:
         for sock in stalled:
             sock.close()
@@ -76,6 +73,8 @@ def test_probes_answer_while_verbs_are_busy(worker_class):
                        "--metrics-listen", f"127.0.0.1:{metrics_port}", "--log-level", "warning")
     stop_load = threading.Event()
     errors: list[str] = []
+    filtered = [0]  # filters answered so far (six writers: += on a list item is not atomic)
+    lock = threading.Lock()
 
     def load() -> None:
         while not stop_load.is_set():
@@ -83,29 +82,31 @@ def test_probes_answer_while_verbs_are_busy(worker_class):
                 status, _ = request(port, "POST", "/filter", BODY)
                 if status != 200:
                     errors.append(str(status))
+                with lock:
+                    filtered[0] += 1
             except OSError as exc:
                 errors.append(repr(exc))
 
-    def probe(path: str) -> float:
-        started = time.monotonic()
-        status, body = request(metrics_port, "GET", path)
+    def probe(path: str) -> None:
+        status, body = request(metrics_port, "GET", path)  # its timeout is a hang guard, not a verdict
         assert status == 200, (path, body)
-        return time.monotonic() - started
 
     workers = [threading.Thread(target=load) for _ in range(6)]
     try:
-        # "answers", not "is fast": BOUND, or ten times the slowest probe before the load
-        # if this machine is that slow now
-        bound = max(BOUND, 10 * max(probe(path) for _ in range(3) for path in ("/healthz", "/readyz", "/metrics")))
+        # "answers", not "is fast": every probe answered while the verbs were busy (filters
+        # answered before the first probe and after the last), whatever this machine's speed
         for t in workers:
             t.start()
-        slowest = 0.0
+        while filtered[0] < 6 and not errors:
+            time.sleep(0.01)
+        before = filtered[0]
         for _ in range(30):
             for path in ("/healthz", "/readyz", "/metrics"):
-                slowest = max(slowest, probe(path))
+                probe(path)
             time.sleep(0.02)
+        during = filtered[0] - before
+        assert during > 0, "the verbs were idle while the probes ran: the test proved nothing"
         assert b"extender_http_requests_total" in request(metrics_port, "GET", "/metrics")[1]
-        assert slowest < bound, (slowest, bound)
         assert request(port, "GET", "/healthz") == (200, b"ok")  # the main port serves them too
     finally:
         stop_load.set()

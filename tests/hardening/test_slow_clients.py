@@ -1,9 +1,9 @@
 """Slow and hostile clients, for each worker class: slowloris heads, stalled bodies of
 every framing, long pipelines and 1,000 idle keep-alive connections. Throughout, health
-(on both listeners) and a normal `/filter` must answer, correctly, within a generous
-bound: "answers", not "is fast" (latency numbers belong in perf/). The bound scales with
-the same calls measured on the idle server first (issue 36: a busy machine is slow, not
-stalled)."""
+(on both listeners) and a normal `/filter` must answer, correctly: "answers", not "is
+fast" (latency numbers belong in perf/). No verdict rests on the clock: where an attack
+could hold the server until the attackers' own deadline, the answer must come while the
+attackers are still connected, i.e. before the server cut them."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 from conftest import EXAMPLES, example_pod
 
 from extender.server.app import REQUEST_READ_TIMEOUT
+from perf.attacks import closed
 from testing.live import NAMES, free_port, request, start, stop
 
 # one pytest-xdist worker runs the module: the module's servers made once, not once per worker
@@ -24,8 +25,6 @@ pytestmark = pytest.mark.xdist_group("hardening/test_slow_clients")
 
 BODY = orjson.dumps({"Pod": example_pod("sla-gt"), "Nodes": None, "NodeNames": NAMES})
 FEASIBLE = ["od-a1", "od-b1", "spot-a1", "spot-b1"]
-BOUND = 2.0  # seconds; far above the milliseconds these take, far below a 5 s stall
-LIMITS: dict[int, float] = {}  # verbs port -> BOUND, or ten times the idle server's slowest call
 
 
 def post(body: bytes = BODY, extra: bytes = b"") -> bytes:
@@ -41,31 +40,21 @@ def server(request):
     metrics = free_port()
     port, proc = start(EXAMPLES / "cluster.yaml", "--worker-class", request.param,
                        "--metrics-listen", f"127.0.0.1:{metrics}", "--log-level", "error")
-    LIMITS[port] = max(BOUND, 10 * max(served_in((port, metrics)) for _ in range(3)))
+    assert_served((port, metrics))
     yield port, metrics
     stop(proc)
 
 
-def served_in(ports: tuple[int, int], bound: float = float("inf")) -> float:
-    """Health on both listeners and a correct /filter, each within `bound`; the slowest."""
+def assert_served(ports: tuple[int, int]) -> None:
+    """Health on both listeners and a correct /filter (the request's timeout is only a
+    hang guard: a slow machine is slow, not wrong)."""
     port, metrics = ports
-    slowest = 0.0
     for target, method, path, body in ((port, "POST", "/filter", BODY), (port, "GET", "/healthz", None),
                                        (metrics, "GET", "/healthz", None), (metrics, "GET", "/readyz", None)):
-        started = time.monotonic()
         status, data = request(target, method, path, body)
-        took = time.monotonic() - started
         assert status == 200, (path, status, data[:200])
-        assert took < bound, f"{path} on {target} took {took:.2f} s"
         if path == "/filter":
             assert orjson.loads(data)["NodeNames"] == FEASIBLE
-        slowest = max(slowest, took)
-    return slowest
-
-
-def assert_served(ports: tuple[int, int]) -> None:
-    """Health on both listeners and a correct /filter, each within the module's bound."""
-    served_in(ports, LIMITS[ports[0]])
 
 
 def read_one(sock: socket.socket) -> bytes:
@@ -105,7 +94,11 @@ def test_stalled_requests_of_every_framing(server):
                 sock.sendall(data)
                 stalled.append(sock)
         time.sleep(0.3)
-        for _ in range(3):
+        assert_served(server)
+        # answered while they still hold: a thread they held would have waited for their cut
+        holding = [sock for i, sock in enumerate(stalled) if i % len(beginnings) != 2]  # > 1 MiB: may be cut at once
+        assert not any(closed(sock) for sock in holding), "answered only after the stalled requests were cut"
+        for _ in range(2):
             assert_served(server)
         # the server gives up on them after REQUEST_READ_TIMEOUT (100 Continue aside)
         deadline = time.monotonic() + REQUEST_READ_TIMEOUT + 30  # generous: a cut that never comes fails

@@ -1,6 +1,8 @@
 """`extender.api.expansion`: the bound of what a body becomes once parsed holds for every
 shape of JSON, the adversarial ones included (issue #35: empty lists grow ~18x, one-member
-objects ~34x), measured as the resident memory parsing adds in a fresh process; ordinary
+objects ~34x), measured as the resident memory parsing adds in a fresh process (beyond
+what parsing nothing adds in the same process, measured by the test: page and allocator
+noise, not a guessed margin); ordinary
 bodies are charged no more than ~2x their size; decoders charge the current request
 before they parse."""
 
@@ -54,6 +56,13 @@ def body_of(name: str) -> bytes:
     return nodes_mode_body(4 << 20) if SHAPES[name] is None else SHAPES[name]
 
 
+@pytest.fixture(scope="module")
+def noise() -> int:
+    """What parsing an empty list adds to a fresh process's peak resident memory (the
+    most of three: pages the allocator touches whatever it parses)."""
+    return max(resident_growth(b"[]") for _ in range(3))
+
+
 def resident_growth(body: bytes) -> int:
     """What parsing `body` adds to a fresh process's peak resident memory."""
     out = subprocess.run([sys.executable, "-c", MEASURE], input=body, capture_output=True, check=True)
@@ -61,9 +70,9 @@ def resident_growth(body: bytes) -> int:
 
 
 @pytest.mark.parametrize("name", list(SHAPES))
-def test_the_bound_holds_for_every_shape(name):
+def test_the_bound_holds_for_every_shape(name, noise):
     body = body_of(name)
-    assert resident_growth(body) <= expansion.parsed_bytes_bound(body), name
+    assert resident_growth(body) <= expansion.parsed_bytes_bound(body) + noise, (name, noise)
 
 
 def test_ordinary_bodies_are_charged_about_their_size():

@@ -97,8 +97,9 @@ def test_no_verdict_before_every_kind_has_listed_once(api, tmp_path, caplog):
 def test_a_frozen_stream_on_a_quiet_cluster_is_found_and_resumed(api, tmp_path):
     """The stream stays open and says nothing (no bookmarks either, as a real server
     for a minute); a node is tainted in the API. The watchdog's probe sees the event
-    the stream has not delivered and resumes it: the taint is seen within
-    --max-staleness, and readiness never fails (nothing was stale)."""
+    the stream has not delivered and resumes it: the taint is seen, and readiness never
+    fails while it waits (had the probe not confirmed the kind within --max-staleness,
+    the state would have gone stale: that, not a stopwatch, is the verdict)."""
     source = start_live(api, tmp_path, max_staleness=6.0, watch_seconds=(600, 600))
     try:
         assert source.wait_synced(20)
@@ -108,10 +109,10 @@ def test_a_frozen_stream_on_a_quiet_cluster_is_found_and_resumed(api, tmp_path):
         tainted = api.get("nodes", "b1")
         tainted["spec"] = {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}
         api.update("nodes", tainted)
-        started = time.monotonic()
+        deadline = time.monotonic() + 120  # a hang guard: the verdict is readiness, each round
         while not source.snapshot().nodes.by_name["b1"].taints:
             assert source.ready(), source.readiness()
-            assert time.monotonic() - started < 6.0, "the taint was not seen within --max-staleness"
+            assert time.monotonic() < deadline, "the taint was never seen"
             time.sleep(0.02)
         assert metrics.WATCH_ERRORS_TOTAL.labels("Node", "silent")._value.get() == restarts + 1
     finally:
