@@ -148,20 +148,20 @@ def test_admission_holds_no_lock_a_verbs_compile_needs():
     """A verb's compile (another thread) finishes while an admission compile is in the
     middle of parsing; before issue #35 both parsed under one lock."""
     inside, verb_done = threading.Event(), threading.Event()
-    parse = environment.CELParser.parse
+    parse = environment._parse_text
     admission_thread: list[int] = []
 
-    def parse_and_wait(self, text):
+    def parse_and_wait(text):
         if threading.get_ident() in admission_thread:
             inside.set()
             verb_done.wait(20)  # the verb's compile must not need us to finish first
-        return parse(self, text)
+        return parse(text)
 
     def admission() -> None:
         admission_thread.append(threading.get_ident())
         compile_program(f"taint.key == 'admission-{RUN}'")
 
-    environment.CELParser.parse = parse_and_wait
+    environment._parse_text = parse_and_wait
     try:
         thread = threading.Thread(target=admission)
         thread.start()
@@ -171,7 +171,7 @@ def test_admission_holds_no_lock_a_verbs_compile_needs():
         verb_done.set()
         thread.join()
     finally:
-        environment.CELParser.parse = parse
+        environment._parse_text = parse
     assert finished_while_admission_parsed
 
 
