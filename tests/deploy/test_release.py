@@ -92,7 +92,11 @@ def test_the_chart_carries_the_version_and_the_image(release):
         chart = yaml.safe_load(archive.extractfile("scheduling-extender/Chart.yaml"))
         values = yaml.safe_load(archive.extractfile("scheduling-extender/values.yaml"))
     assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
-    assert values["image"] == {"repository": "ghcr.io/example/scheduling-extender", "tag": VERSION}
+    assert values["image"]["repository"] == "ghcr.io/example/scheduling-extender"
+    assert values["kubeScheduler"]["image"]["repository"] == "registry.k8s.io/kube-scheduler"
+    out = subprocess.run([tool("helm"), "template", "x", str(release / f"scheduling-extender-{VERSION}.tgz"),
+                          "--kube-version", "v1.35.0"], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert f"image: \"ghcr.io/example/scheduling-extender:{VERSION}\"" in out
 
 
 def pins() -> dict[str, str]:
