@@ -25,10 +25,11 @@ Its bytes, and what they become once parsed, count in the webhook's own in-fligh
 budget (`WEBHOOK_LIMIT`, `extender.server.budget`): never the verbs'.
 
 Work bounded per review (issue #35): a review has `ADMISSION_DEADLINE` seconds from its
-arrival (below the webhook's `timeoutSeconds`, 5 in the manifests), stops at the next
-check once its client has closed the connection (`extender.request.deadline`), compiles at
-most `REVIEW_COMPILE_BYTES` of new CEL (`extender.validation.rules`) and holds no lock
-the verbs wait for (each thread parses CEL with its own parser). Reviews run on two pool
+arrival (the manifests' `timeoutSeconds` is 2: the API server gives up first and applies
+its `failurePolicy`), stops at the next check once its client has closed the connection
+(`extender.request.deadline`), compiles at most `REVIEW_COMPILE_BYTES` of new CEL
+(`extender.validation.rules`) and holds no lock the verbs wait for (each thread parses CEL
+with its own parser). Reviews run on two pool
 threads; one that needs more than a little compiling moves to a lane of its own
 (`extender.request.lane`, one thread), so an ordinary review never queues behind compiles.
 A review past its deadline is answered 503: the API server then applies the webhook's

@@ -438,12 +438,12 @@ def run(ns: argparse.Namespace) -> int:
     try:
         kubectl: Kubectl | None = Kubectl(ns.kubeconfig, ns.context)
     except PluginError:
-        if not (ns.url and (ns.command == "why" or (ns.command == "what-if" and not ns.filename))):
+        if not (ns.url and (ns.command in ("why", "drift") or (ns.command == "what-if" and not ns.filename))):
             raise
-        kubectl = None  # --url asks without kubectl; only the pod check needs it
+        kubectl = None  # --url asks without kubectl; only the pod check and -f need it
     namespace, proxy, forward = ns.namespace, None, None
     try:
-        if kubectl is not None and (not ns.url or ns.command == "why"):
+        if kubectl is not None:  # the context's namespace is the default, --url or not
             try:
                 namespace = namespace or kubectl.namespace()
                 if ns.command == "why" or not (ns.url or ns.port_forward):

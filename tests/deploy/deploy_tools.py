@@ -66,7 +66,7 @@ def run(args: list[str], timeout: float = 120) -> str:
     return proc.stdout
 
 
-def validate(obj: dict, where: str) -> None:
+def validate(obj: dict, where: str, version: str = K8S_VERSION) -> None:
     """Strict OpenAPI validation; custom resources get a structural check instead
     (their CRD schemas are not available offline)."""
     if obj.get("apiVersion") in CUSTOM_RESOURCES:
@@ -74,7 +74,7 @@ def validate(obj: dict, where: str) -> None:
         assert isinstance(obj.get("spec"), dict), f"{where}: a custom resource needs a spec"
         return
     try:
-        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        kubernetes_validate.validate(obj, version, strict=True)
     except kubernetes_validate.ValidationError as exc:
         path = "/".join(str(p) for p in getattr(exc, "path", []))
         pytest.fail(f"{where}: {obj.get('kind')}/{obj.get('metadata', {}).get('name')} "

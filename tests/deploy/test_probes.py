@@ -42,8 +42,11 @@ REPLACE_DEFAULT = MANIFESTS / "overlays" / "replace-default"
 CHART = ROOT / "charts" / "scheduling-extender"
 # The chart's values that change the pod (the others are checked against the overlays
 # in test_chart.py): the webhook adds a listener, a port, a Secret and a NetworkPolicy rule.
-CHART_VALUES = [(), ("webhook.enabled=true",), ("prometheusOperator.enabled=true",), ("replicas=1",),
-                ("webhook.enabled=true", "webhook.certManager=false", "webhook.caBundle=Q0EK")]
+CHART_VALUES = [(), ("webhook.enabled=true", "webhook.apiServerCIDRs={10.0.0.0/28}"),
+                ("prometheusOperator.serviceMonitor.enabled=true",), ("replicas=1",),
+                ("webhook.enabled=true", "webhook.apiServerCIDRs={10.0.0.0/28}", "webhook.certManager=false",
+                 "webhook.caBundle=Q0EK"),
+                ("explain.enabled=true", "drift.enabled=true")]
 NODE_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
 
 
@@ -121,7 +124,7 @@ def source(label: str) -> Source:
         return Source(label, docs(run([kubectl(), "kustomize", str(MANIFESTS / "overlays" / name)])))
     values = [] if name == "defaults" else name.split(",")
     args = [tool("helm"), "template", "scheduling-extender", str(CHART), "--namespace", "scheduling-extender",
-            "--kube-version", "v1.35.0"]
+            "--kube-version", "v1.35.0", "--skip-tests"]  # the `helm test` pod is no scheduler pod
     for value in values:
         args += ["--set", value]
     return Source(label, docs(run(args)))

@@ -92,7 +92,11 @@ def test_the_chart_carries_the_version_and_the_image(release):
         chart = yaml.safe_load(archive.extractfile("scheduling-extender/Chart.yaml"))
         values = yaml.safe_load(archive.extractfile("scheduling-extender/values.yaml"))
     assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
-    assert values["image"] == {"repository": "ghcr.io/example/scheduling-extender", "tag": VERSION}
+    assert values["image"]["repository"] == "ghcr.io/example/scheduling-extender"
+    assert values["kubeScheduler"]["image"]["repository"] == "registry.k8s.io/kube-scheduler"
+    out = subprocess.run([tool("helm"), "template", "x", str(release / f"scheduling-extender-{VERSION}.tgz"),
+                          "--kube-version", "v1.35.0"], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert f"image: \"ghcr.io/example/scheduling-extender:{VERSION}\"" in out
 
 
 def pins() -> dict[str, str]:
@@ -132,6 +136,7 @@ def test_the_plugin_stands_alone_for_krew(release, tmp_path):
     manifest = yaml.safe_load((release / f"kubectl-extender-{VERSION}.krew.yaml").read_text())
     assert (manifest["apiVersion"], manifest["kind"]) == ("krew.googlecontainertools.github.com/v1alpha2", "Plugin")
     assert manifest["metadata"]["name"] == "extender" and manifest["spec"]["version"] == f"v{VERSION}"
+    assert "python3, version 3.11 or newer" in manifest["spec"]["caveats"]
     (platform,) = manifest["spec"]["platforms"]
     archive = release / f"kubectl-extender-{VERSION}.tar.gz"
     assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
@@ -166,3 +171,23 @@ def test_the_plugin_has_the_servers_version():
     from kubectl_extender import __version__
 
     assert plugin == VERSION == __version__
+
+
+def test_the_images_debian_packages_join_the_sbom(release, tmp_path):
+    """With the image (RELEASE_IMAGE=1), .ci/release lists its Debian packages with
+    dpkg-query and .ci/sbom-add-debian adds them to the SBOM: here on this release's SBOM
+    with a listing in dpkg-query's format."""
+    sbom = tmp_path / "sbom.json"
+    sbom.write_text((release / f"scheduling-extender-{VERSION}.sbom.cdx.json").read_text())
+    python = {c["name"] for c in json.loads(sbom.read_text())["components"]}
+    listing = tmp_path / "dpkg"
+    listing.write_text("libc6\t2.36-9+deb12u9\tamd64\npython3.11\t3.11.2-6+deb12u5\tamd64\n")
+    for _ in range(2):  # idempotent
+        subprocess.run([sys.executable, str(ROOT / ".ci" / "sbom-add-debian"), str(sbom), str(listing)], check=True)
+    components = json.loads(sbom.read_text())["components"]
+    debian = [c for c in components if c.get("purl", "").startswith("pkg:deb/")]
+    assert [(c["name"], c["version"]) for c in debian] == [("libc6", "2.36-9+deb12u9"), ("python3.11", "3.11.2-6+deb12u5")]
+    assert debian[0]["purl"] == "pkg:deb/debian/libc6@2.36-9%2Bdeb12u9?arch=amd64&distro=debian-12"
+    assert {c["name"] for c in components if not c.get("purl", "").startswith("pkg:deb/")} == python
+    release_script = (ROOT / ".ci" / "release").read_text()
+    assert "dpkg-query -W" in release_script and ".ci/sbom-add-debian" in release_script

@@ -206,3 +206,86 @@ def test_the_token_comes_from_the_kubeconfigs_exec_plugin(tmp_path, monkeypatch)
     config["users"][0]["user"] = {"client-certificate-data": "eA==", "client-key-data": "eA=="}
     path.write_text(json.dumps(config))
     assert kubeconfig_token(Kubectl(str(path), None)) == ""
+
+
+class Recording:
+    """An extender stand-in on a local port for `--url`: it records each request (method,
+    path, body) and answers an empty report."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.requests: list[tuple[str, str, bytes]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def answer(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.requests.append((self.command, self.path, body))
+                data = b'{"results": [], "pods": [], "complete": true}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def context_kubeconfig(tmp_path: Path, namespace: str) -> Path:
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+              "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:9"}}],
+              "users": [{"name": "u", "user": {"token": "t-user"}}],
+              "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": namespace}}]}
+    path = tmp_path / f"kubeconfig-{namespace}"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_with_url_drift_and_explain_default_to_the_contexts_namespace(tmp_path):
+    """-n's help: the kubeconfig context's namespace is the default; --url changes where
+    the extender is, not which namespace is asked about."""
+    served = Recording()
+    try:
+        shop = context_kubeconfig(tmp_path, "shop")
+        proc = plugin("drift", "--url", served.url, "--kubeconfig", str(shop), "-o", "json")
+        assert proc.returncode == 0, proc.stderr
+        (method, path, _), = served.requests
+        assert method == "GET" and "namespace=shop" in path, path
+        pod_file = tmp_path / "pod.yaml"
+        pod_file.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+                            "  containers: [{name: c, image: registry.example.com/app:1}]\n")
+        proc = plugin("explain", "-f", str(pod_file), "--url", served.url, "--kubeconfig", str(shop), "-o", "json")
+        assert proc.returncode == 0, proc.stderr
+        method, path, body = served.requests[-1]
+        assert method == "POST" and path.startswith("/explain")
+        assert json.loads(body)["metadata"]["namespace"] == "shop"
+        # -n still wins
+        proc = plugin("drift", "--url", served.url, "--kubeconfig", str(shop), "-n", "other", "-o", "json")
+        assert proc.returncode == 0 and "namespace=other" in served.requests[-1][1]
+    finally:
+        served.server.shutdown()
+
+
+def test_drift_with_url_and_token_needs_no_kubectl(tmp_path):
+    served = Recording()
+    try:
+        proc = plugin("drift", "--url", served.url, "--token", "t-x", "-A", "-o", "json",
+                      env={"KUBECTL": str(tmp_path / "no-kubectl"), "PATH": "/nonexistent"})
+        assert proc.returncode == 0, proc.stderr
+        (method, path, _), = served.requests
+        assert method == "GET" and path.startswith("/drift")
+        # explain -f reads the file with kubectl: without it, a clear error
+        proc = plugin("explain", "-f", str(tmp_path / "p.yaml"), "--url", served.url, "--token", "t",
+                      env={"KUBECTL": str(tmp_path / "no-kubectl"), "PATH": "/nonexistent"})
+        assert proc.returncode == 1 and "kubectl not found" in proc.stderr
+    finally:
+        served.server.shutdown()
