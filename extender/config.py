@@ -386,6 +386,9 @@ def build_config(
                 known = ", ".join(sorted([*by_yaml, "pluginConfig"]))
                 raise ConfigError(f"{config_file}: unknown key {key!r} (known: {known})")
             changes[attr] = SETTINGS[attr][1](value, key)
+        if not os.path.isabs(changes.get("scheduler_config") or "/"):
+            # beside the file that names it: both come from one ConfigMap (one directory)
+            changes["scheduler_config"] = os.path.join(os.path.dirname(config_file), changes["scheduler_config"])
     for attr, (_, parse) in SETTINGS.items():
         name = env_name(attr)
         if name in env and env[name] != "":
