@@ -206,10 +206,13 @@ class Extender:
 
     # --- building blocks ---------------------------------------------------------------
 
-    def profile_of(self, pod: Pod) -> Profiled:
+    def profile_of(self, pod: Pod, explaining: bool = False) -> Profiled:
         """The pod's own profile (spec.schedulerName); UnknownProfile (a ModelError: the
-        filter answers an Error, prioritize 400) for a profile the configuration lacks."""
+        filter answers an Error, prioritize 400) for a profile the configuration lacks.
+        `explaining` (explain, which no scheduler asked for): the first profile then."""
         found = self.profiles.get(pod.scheduler_name, self._any_pod)
+        if found is None and explaining:
+            return next(iter(self.profiles.values()))
         if found is None:
             raise UnknownProfile(
                 f"pod {pod.key}: spec.schedulerName {pod.scheduler_name!r} is not a profile of the extender's "
@@ -331,10 +334,11 @@ class Extender:
             state.write("explain", True)
         return state
 
-    def run_filter(self, state: CycleState, pod: Pod, cands: Candidates, run_all: bool = False) -> FilterOutcome:
-        """The framework's filter over the known candidates, plus the unknown and
+    def run_filter(self, state: CycleState, pod: Pod, cands: Candidates, run_all: bool = False,
+                   explaining: bool = False) -> FilterOutcome:
+        """The pod's profile's filter over the known candidates, plus the unknown and
         unparseable ones (Unschedulable: retryable)."""
-        outcome = self.profile_of(pod).framework.run_filter(state, pod, cands.nodes, run_all=run_all)
+        outcome = self.profile_of(pod, explaining).framework.run_filter(state, pod, cands.nodes, run_all=run_all)
         if cands.unknown:
             outcome.add_failures(UNKNOWN_NODE, cands.unknown)
         for name, why in cands.unparseable:
@@ -343,9 +347,11 @@ class Extender:
             metrics.UNKNOWN_NODES_TOTAL.inc(len(cands.unknown) + len(cands.unparseable))
         return outcome
 
-    def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> tuple[ScoreOutcome, np.ndarray]:
-        """Per-plugin outcome and the combined extender scores (an int64 vector)."""
-        framework = self.profile_of(pod).framework
+    def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet,
+                  explaining: bool = False) -> tuple[ScoreOutcome, np.ndarray]:
+        """Per-plugin outcome and the combined extender scores (an int64 vector) of the
+        pod's profile."""
+        framework = self.profile_of(pod, explaining).framework
         outcome = framework.run_score(state, pod, nodes)
         if outcome.error:
             return outcome, np.zeros(0, dtype=np.int64)

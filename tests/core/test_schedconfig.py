@@ -311,3 +311,14 @@ def test_metrics_carry_each_pods_profile(files) -> None:
     _answers(engine, _pod("q", "extended-scheduler"))
     assert evaluations("extended-scheduler") == before["extended-scheduler"] + 5
     assert evaluations("extended-batch") == before["extended-batch"] + 5
+
+
+def test_explain_uses_the_pods_profile(files) -> None:
+    from extender.explain import explain_pod
+
+    engine = Extender(Config(scheduler_config=files), StoreSource(NODES + RUNNING + [SERVICE]))
+    batch = explain_pod(engine, _pod("p", "extended-batch"), None)
+    assert batch["filter"]["NodeNames"] == ["a1", "b1", "c1"]  # its addedAffinity
+    web = explain_pod(engine, _pod("p", "extended-scheduler"), None)
+    assert web["filter"]["NodeNames"] == ["a1", "a2", "b1", "b2", "c1"]
+    assert batch["prioritize"] != web["prioritize"]
