@@ -322,3 +322,14 @@ def test_explain_uses_the_pods_profile(files) -> None:
     web = explain_pod(engine, _pod("p", "extended-scheduler"), None)
     assert web["filter"]["NodeNames"] == ["a1", "a2", "b1", "b2", "c1"]
     assert batch["prioritize"] != web["prioritize"]
+
+
+def test_serve_stops_at_start_naming_the_field(tmp_path, capsys) -> None:
+    from extender.cli import main
+
+    path = tmp_path / "ks.yaml"
+    path.write_text(TWO.replace("nodeCacheCapable: true", "nodeCacheCapable: true, ignorabel: true"))
+    code = main(["serve", "--scheduler-config", str(path), "--metrics-listen", "off",
+                 "--cluster", "examples/cluster.yaml"])
+    assert code == 2
+    assert 'strict decoding error: unknown field "extenders[0].ignorabel"' in capsys.readouterr().err
