@@ -23,6 +23,7 @@ from extender.config import (
     flag_name,
 )
 from extender.logs import setup_logging
+from extender.schedconfig import start_warnings
 from extender.server.multiproc import prepare_multiprocess_metrics
 from extender.state import ClusterSnapshot, load_objects
 from extender.state.loader import parse_documents
@@ -55,7 +56,8 @@ HELP = {
     "disables (default 300)",
     "annotation_prefix": "prefix of the tolerations / node-affinity annotations (default scheduling-extender.io)",
     "feature_gates": "comma-separated Name=true|false, upstream gate names (all on by default)",
-    "weights": "score plugin weights, e.g. TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
+    "weights": "deprecated (use --scheduler-config): score plugin weights, e.g. "
+    "TaintToleration=3,NodeAffinity=2,PodTopologySpread=2",
     "score_mode": "in-tree (default: sum(weight*score)/10, use extender weight 1) or scaled (0..10, weight 7)",
     "max_body_bytes": "largest request body accepted, bytes (default 32 MiB: Nodes mode at 5,000 "
     "nodes; NodeNames requests stay under 1 MiB at 15,000)",
@@ -88,8 +90,14 @@ HELP = {
     "one of them are served (DNS names without regard to case); default: any subject",
     "verbs_tls": "true: serve --listen (verbs, health, metrics) over HTTPS with --tls-cert-file/"
     "--tls-private-key-file (default false)",
-    "scheduler_profile": "kube-scheduler profile (schedulerName) calling this extender: the "
-    "`profile` label of the scheduler_* metrics (default default-scheduler)",
+    "scheduler_profile": "deprecated (use --scheduler-config): the one kube-scheduler profile "
+    "(schedulerName) calling this extender, the `profile` label of the scheduler_* metrics "
+    "(default default-scheduler)",
+    "scheduler_config": "kube-scheduler's own KubeSchedulerConfiguration file (v1; the same file "
+    "kube-scheduler reads): each pod is answered by its spec.schedulerName's profile, for the "
+    "plugins that profile disables in-tree, with its pluginConfig and weights; unknown fields and "
+    "contradictions stop start-up with the field named (replaces --scheduler-profile, --weights "
+    "and pluginConfig)",
     "inflight_wait": "seconds a filter/prioritize/preempt waits at most for a pod answered "
     "earlier and not yet bound that one of its DoNotSchedule spread constraints selects (same "
     "namespace; the next pod then counts it); still not bound then, filter answers an Error "
@@ -309,7 +317,12 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         logging.getLogger("extender").warning(str(note.message))
     if warning := exposed_verbs_warning(config):
         logging.getLogger("extender").warning(warning)
+    profiles = config.profiles()  # a bad --scheduler-config stops start-up, the field named
     source = open_source(config, serving=True)  # a bad cluster file fails fast
+    if config.scheduler_config:
+        nodes = source.snapshot().counts()["nodes"] if not config.live else 0
+        for warning in start_warnings(profiles, nodes, config.score_mode):
+            logging.getLogger("extender").warning(warning)
     try:
         if config.verbs_tls:  # fail fast on unreadable files, before gunicorn starts
             build_context(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)

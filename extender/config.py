@@ -24,6 +24,8 @@ from extender.matching.labels import validate_label_key
 from extender.model.parse import DEFAULT_ANNOTATION_PREFIX
 from extender.plugins.nodeaffinity import parse_args as parse_node_affinity_args
 from extender.plugins.podtopologyspread.args import validate_args as validate_spread_args
+from extender.schedconfig import SchedulerConfiguration, legacy_profile
+from extender.schedconfig import load as load_scheduler_config
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 WORKER_CLASSES = ("inline", "pool")
@@ -77,7 +79,10 @@ class Config:
     # with a client CA: only certificates with one of these subjects (CN, DNS or URI SAN)
     client_cert_allowed_names: tuple[str, ...] = ()
     verbs_tls: bool = False  # serve the verbs' --listen over HTTPS with the same files
-    scheduler_profile: str = "default-scheduler"
+    scheduler_profile: str = "default-scheduler"  # deprecated: --scheduler-config
+    # kube-scheduler's KubeSchedulerConfiguration: every profile's plugins, weights and
+    # arguments (extender.schedconfig); "" keeps the single-profile settings above
+    scheduler_config: str = ""
     inflight_wait: float = 1.0
     # /explain on the side listener, to users the API server vouches for about pods they may
     # read (extender.server.auth; docs/operate/security.md)
@@ -109,6 +114,15 @@ class Config:
         """The drift report runs: asked for, or something that reads it is on."""
         return (self.drift_report or self.drift_endpoint or self.drift_events or self.drift_topology_spread
                 or self.whatif_endpoint)
+
+    def profiles(self) -> SchedulerConfiguration:
+        """The profiles the extender answers for: those of `--scheduler-config`, else the
+        one the deprecated single-profile settings describe (`--scheduler-profile`,
+        `--weights`, `pluginConfig`). ConfigError naming the field of a bad file."""
+        if self.scheduler_config:
+            return load_scheduler_config(self.scheduler_config)
+        profile = legacy_profile(self.scheduler_profile, self.weights, self.plugin_args)
+        return SchedulerConfiguration({profile.name: profile}, percentage=100)
 
     @property
     def live(self) -> bool:
@@ -280,6 +294,7 @@ SETTINGS: dict[str, tuple[str, Any]] = {
     "client_cert_allowed_names": ("clientCertAllowedNames", _names),
     "verbs_tls": ("verbsTls", _bool),
     "scheduler_profile": ("schedulerProfile", _str),
+    "scheduler_config": ("schedulerConfig", _path_or_empty),
     "inflight_wait": ("inflightWait", _float_at_least(0)),
     "explain_endpoint": ("explainEndpoint", _bool),
     "explain_rate": ("explainRate", _float_at_least(0.001)),
@@ -376,6 +391,9 @@ def build_config(
                 known = ", ".join(sorted([*by_yaml, "pluginConfig"]))
                 raise ConfigError(f"{config_file}: unknown key {key!r} (known: {known})")
             changes[attr] = SETTINGS[attr][1](value, key)
+        if not os.path.isabs(changes.get("scheduler_config") or "/"):
+            # beside the file that names it: both come from one ConfigMap (one directory)
+            changes["scheduler_config"] = os.path.join(os.path.dirname(config_file), changes["scheduler_config"])
     for attr, (_, parse) in SETTINGS.items():
         name = env_name(attr)
         if name in env and env[name] != "":
@@ -385,6 +403,15 @@ def build_config(
             raise ConfigError(f"unknown setting {attr!r}")
         changes[attr] = SETTINGS[attr][1](value, flag_name(attr))
     config = replace(Config(), **changes)
+    legacy = sorted({"scheduler_profile", "weights", "plugin_args"} & set(changes))
+    if config.scheduler_config and legacy:
+        raise ConfigError(f"--scheduler-config: the profiles, weights and plugin arguments come from it; "
+                          f"drop {', '.join(_legacy_name(a) for a in legacy)}")
+    if legacy:
+        warnings.warn(f"{', '.join(_legacy_name(a) for a in legacy)}: deprecated, removed in the next release: "
+                      "give kube-scheduler's own configuration file with --scheduler-config (every profile, "
+                      "its disabled plugins, weights and pluginConfig; docs/operate/upgrades.md)",
+                      FutureWarning, stacklevel=2)
     if config.webhook_listen and not (config.tls_cert_file and config.tls_private_key_file):
         raise ConfigError("--webhook-listen: the API server calls webhooks over HTTPS only; "
                           "give --tls-cert-file and --tls-private-key-file")
@@ -404,6 +431,10 @@ def build_config(
                           "exclude each other: choose one")
     return config
 
+
+
+def _legacy_name(attr: str) -> str:
+    return "pluginConfig" if attr == "plugin_args" else flag_name(attr)
 
 
 def exposed_verbs_warning(config: Config) -> str | None:

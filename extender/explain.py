@@ -90,9 +90,11 @@ def status_dict(status: Status | None, score: int | None) -> dict[str, Any]:
 def diagnose(extender: Extender, pod: Pod, snapshot: ClusterSnapshot, cands: Candidates) -> Diagnosis:
     """Run the filter twice: as the verb does, and with every plugin and its details."""
     with metrics.quiet():
-        wire = extender.run_filter(extender.new_state(snapshot), pod, cands)
-        detail = extender.run_filter(extender.new_state(snapshot, explain=True), pod, cands, run_all=True)
-    return Diagnosis(pod, snapshot, cands, wire, detail, extender.framework.plugin_names())
+        wire = extender.run_filter(extender.new_state(snapshot), pod, cands, explaining=True)
+        detail = extender.run_filter(extender.new_state(snapshot, explain=True), pod, cands, run_all=True,
+                                     explaining=True)
+    return Diagnosis(pod, snapshot, cands, wire, detail,
+                     extender.profile_of(pod, explaining=True).framework.plugin_names())
 
 
 def explain_pod(
@@ -116,7 +118,7 @@ def explain_pod(
 
     feasible = NodeSet([snapshot.nodes.by_name[n] for n in wire.feasible_names], snapshot.nodes)
     with metrics.quiet():
-        score_outcome, totals = extender.run_score(extender.new_state(snapshot), pod, feasible)
+        score_outcome, totals = extender.run_score(extender.new_state(snapshot), pod, feasible, explaining=True)
     prioritize = [{"Host": n.name, "Score": s} for n, s in zip(feasible.nodes, totals.tolist(), strict=False)]
     summary = summarize(diag, prioritize, examples)
     keep = None if every_node else example_nodes(summary)

@@ -28,9 +28,8 @@ from contextvars import ContextVar
 
 from prometheus_client import Counter, Gauge, Histogram, values
 
-# The `profile` label of the scheduler_* metrics: the kube-scheduler profile
-# (schedulerName) this extender serves, set from `--scheduler-profile` at start-up.
-PROFILE = "default-scheduler"
+# The `profile` label of the scheduler_* metrics is the pod's own kube-scheduler profile
+# (schedulerName): each profile's Framework carries it (`extender.framework.runner`).
 # schedule_one.go `pluginMetricsSamplePercent`: plugin execution durations are recorded
 # in this share of scheduling cycles; the others skip ~20 histogram writes per pod.
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
@@ -41,12 +40,6 @@ ERROR_ANSWER_VERBS = ("filter", "prioritize", "preempt", "bind")
 def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
     """Go's `metrics.ExponentialBuckets`: start * factor**i for i in 0..count-1."""
     return [start * factor**i for i in range(count)]
-
-
-def set_profile(name: str) -> None:
-    """Label later scheduler_* samples with this profile (one per process)."""
-    global PROFILE
-    PROFILE = name
 
 
 def sample_plugin_metrics() -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,15 +54,17 @@ from extender.model import Pod
 from extender.model.parse import ModelError
 from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.registry import default_plugins
+from extender.plugins.volumenodeaffinity import VolumeNodeAffinity
 from extender.request import deadline, lane
 from extender.request.deadline import DeadlineExceeded, request_deadline
+from extender.schedconfig import Profile
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
 from extender.state.layers import WORKLOAD_KINDS
 from extender.state.store import KINDS
 from extender.state.volumes import VOLUME_KINDS
 from extender.validation.pod import pod_from_dict
 
-__all__ = ["ERR_UNKNOWN_NODE", "STATE_VERSION_HEADER", "Extender", "ScoringError"]
+__all__ = ["ERR_UNKNOWN_NODE", "STATE_VERSION_HEADER", "Extender", "ScoringError", "UnknownProfile"]
 
 log = logging.getLogger("extender.engine")
 
@@ -92,18 +95,18 @@ class Extender:
         self.gate = Gate(source)  # no verdict on a partial or stale state (extender.engine.gate)
         self.binder = binder_for(source) if binder is True else binder
         self.cel = cel
-        metrics.set_profile(config.scheduler_profile)  # one profile per process
-        self.handle = Handle(config.feature_gates, cel, config.plugin_args, config.annotation_prefix)
-        plugins = default_plugins(self.handle)
-        self.framework = Framework(plugins, config.weights, fast=fast)
-        spread = next(p for p in plugins if isinstance(p, PodTopologySpread))
-        # cluster-level default constraints that are hard: a pod without its own then
-        # reads pods and workloads in its filter
-        self._hard_defaults = any(c.get("whenUnsatisfiable") == "DoNotSchedule"
-                                  for c in spread.args.defaults)
+        # one Framework per kube-scheduler profile, built here once; a pod's own profile
+        # (spec.schedulerName) is found with one dict lookup (`profile_of`)
+        self.profiles: dict[str, Profiled] = {
+            name: _profiled(profile, config, cel, fast) for name, profile in config.profiles().profiles.items()}
+        first = next(iter(self.profiles.values()))
+        self.framework = first.framework  # the first profile's (explain, drift: not yet per pod)
+        # without --scheduler-config the one profile the old settings describe answers every
+        # pod, whatever its schedulerName, as before
+        self._any_pod = None if config.scheduler_config else first
+        self.handle = first.handle
         # pods answered here and not yet bound / seen bound (extender.engine.inflight)
-        self.inflight = InFlight(source, inflight_wait(config, self.binder),
-                                 lambda pod: spread.hard_selectors(pod, source.snapshot()))
+        self.inflight = InFlight(source, inflight_wait(config, self.binder), self._hard_selectors)
         self.bindings = Bindings(self.inflight, self.binder)  # the bind verb's calls, to their outcome
         self._parsed = ByteLRU("parsed-pods", max_entries=PARSED_PODS)  # request bytes -> Pod
         self._versions = threading.local()  # the state version behind this thread's last verdict
@@ -203,6 +206,26 @@ class Extender:
 
     # --- building blocks ---------------------------------------------------------------
 
+    def profile_of(self, pod: Pod, explaining: bool = False) -> Profiled:
+        """The pod's own profile (spec.schedulerName); UnknownProfile (a ModelError: the
+        filter answers an Error, prioritize 400) for a profile the configuration lacks.
+        `explaining` (explain, which no scheduler asked for): the first profile then."""
+        found = self.profiles.get(pod.scheduler_name, self._any_pod)
+        if found is None and explaining:
+            return next(iter(self.profiles.values()))
+        if found is None:
+            raise UnknownProfile(
+                f"pod {pod.key}: spec.schedulerName {pod.scheduler_name!r} is not a profile of the extender's "
+                f"scheduler configuration (profiles: {', '.join(self.profiles)}); the extender has no "
+                "plugins, weights or arguments for it")
+        return found
+
+    def _hard_selectors(self, pod: Pod) -> list:
+        found = self.profiles.get(pod.scheduler_name, self._any_pod)
+        if found is None or found.spread is None:
+            return []
+        return found.spread.hard_selectors(pod, self.source.snapshot())
+
     def parse_pod(self, raw: dict[str, Any], key: bytes | None = None) -> Pod:
         """The Pod model; with `key` (the request body without its NodeNames), parsed
         once for the filter and prioritize calls kube-scheduler makes for one pod."""
@@ -253,6 +276,7 @@ class Extender:
         (`strict`: Unconfirmed when some are still not bound; `refiltered`: a filter,
         which ends the pod's own earlier cycle)."""
         pod = self.pending_pod(args.pod, args.pod_key)
+        self.profile_of(pod)  # an unknown profile: no verdict
         if refiltered:
             self.inflight.refiltered(pod)
             self._caught_up(args.pod, pod)
@@ -283,7 +307,7 @@ class Extender:
         kinds: tuple[str, ...] = ("Node",)
         if pod.topology_spread_constraints:
             kinds += ("Pod",)
-        elif self._hard_defaults:
+        elif self.profile_of(pod).hard_defaults:
             kinds += ("Pod", *WORKLOAD_KINDS)
         if pod.volume_claims:
             kinds += VOLUME_KINDS
@@ -310,10 +334,11 @@ class Extender:
             state.write("explain", True)
         return state
 
-    def run_filter(self, state: CycleState, pod: Pod, cands: Candidates, run_all: bool = False) -> FilterOutcome:
-        """The framework's filter over the known candidates, plus the unknown and
+    def run_filter(self, state: CycleState, pod: Pod, cands: Candidates, run_all: bool = False,
+                   explaining: bool = False) -> FilterOutcome:
+        """The pod's profile's filter over the known candidates, plus the unknown and
         unparseable ones (Unschedulable: retryable)."""
-        outcome = self.framework.run_filter(state, pod, cands.nodes, run_all=run_all)
+        outcome = self.profile_of(pod, explaining).framework.run_filter(state, pod, cands.nodes, run_all=run_all)
         if cands.unknown:
             outcome.add_failures(UNKNOWN_NODE, cands.unknown)
         for name, why in cands.unparseable:
@@ -322,9 +347,41 @@ class Extender:
             metrics.UNKNOWN_NODES_TOTAL.inc(len(cands.unknown) + len(cands.unparseable))
         return outcome
 
-    def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet) -> tuple[ScoreOutcome, np.ndarray]:
-        """Per-plugin outcome and the combined extender scores (an int64 vector)."""
-        outcome = self.framework.run_score(state, pod, nodes)
+    def run_score(self, state: CycleState, pod: Pod, nodes: NodeSet,
+                  explaining: bool = False) -> tuple[ScoreOutcome, np.ndarray]:
+        """Per-plugin outcome and the combined extender scores (an int64 vector) of the
+        pod's profile."""
+        framework = self.profile_of(pod, explaining).framework
+        outcome = framework.run_score(state, pod, nodes)
         if outcome.error:
             return outcome, np.zeros(0, dtype=np.int64)
-        return outcome, combine_vector(outcome, self.config.weights, self.config.score_mode)
+        return outcome, combine_vector(outcome, framework.weights, self.config.score_mode)
+
+
+class UnknownProfile(ModelError):
+    """A pod of a profile the scheduler configuration does not have."""
+
+
+@dataclass(frozen=True, slots=True)
+class Profiled:
+    """One profile's framework, built once: its plugins (those it delegates to the
+    extender), their arguments and weights; `hard_defaults`: its cluster-level default
+    spread constraints include a hard one (a pod without its own then reads pods and
+    workloads in its filter)."""
+
+    framework: Framework
+    handle: Handle
+    spread: PodTopologySpread | None
+    hard_defaults: bool
+
+
+def _profiled(profile: Profile, config: Config, cel: Any, fast: bool) -> Profiled:
+    """The Framework of one profile: the plugins it disables in-tree, in upstream's
+    order, VolumeNodeAffinity with them (nothing when it delegates none: its pods then
+    pass every node with score 0, kube-scheduler's own plugins decide)."""
+    handle = Handle(config.feature_gates, cel, profile.plugin_args, config.annotation_prefix)
+    plugins = [p for p in default_plugins(handle) if p.name in profile.delegated or
+               (p.name == VolumeNodeAffinity.name and profile.delegated)]
+    spread = next((p for p in plugins if isinstance(p, PodTopologySpread)), None)
+    hard = spread is not None and any(c.get("whenUnsatisfiable") == "DoNotSchedule" for c in spread.args.defaults)
+    return Profiled(Framework(plugins, profile.weights, fast=fast, profile=profile.name), handle, spread, hard)

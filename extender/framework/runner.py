@@ -100,18 +100,19 @@ class ScoreOutcome:
     error: str = ""
 
 
-_EVALUATIONS: dict[tuple[str, str, Code], object] = {}  # (plugin, point, code) -> the counter's child
+# (plugin, point, profile, code) -> the counter's child
+_EVALUATIONS: dict[tuple[str, str, str, Code], object] = {}
 
 
-def _record_evaluations(plugin: str, point: str, code: Code, n: int) -> None:
+def _record_evaluations(plugin: str, point: str, profile: str, code: Code, n: int) -> None:
     """Count `n` evaluations into scheduler_plugin_evaluation_total (not inside
     `metrics.quiet()`: explain runs)."""
     if not n or not metrics.counting():
         return
-    child = _EVALUATIONS.get((plugin, point, code))
+    child = _EVALUATIONS.get((plugin, point, profile, code))
     if child is None:
-        child = _EVALUATIONS[(plugin, point, code)] = metrics.child(
-            metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, metrics.PROFILE, str(code))
+        child = _EVALUATIONS[(plugin, point, profile, code)] = metrics.child(
+            metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, profile, str(code))
     child.inc(n)
 
 
@@ -139,12 +140,15 @@ def _unsatisfied(plugins: str) -> Status:
 
 class Framework:
     """One scheduling profile: ordered plugins, score weights, and which form of their
-    per-node points runs: the batch forms (`fast`) or the per-node reference forms."""
+    per-node points runs: the batch forms (`fast`) or the per-node reference forms.
+    `profile` (its schedulerName) labels the scheduler_* metrics of its runs."""
 
-    def __init__(self, plugins: Sequence, weights: dict[str, int], fast: bool = True) -> None:
+    def __init__(self, plugins: Sequence, weights: dict[str, int], fast: bool = True,
+                 profile: str = "default-scheduler") -> None:
         self.plugins = list(plugins)
         self.weights = weights
         self.fast = fast
+        self.profile = profile
 
     def plugin_names(self) -> list[str]:
         return [p.name for p in self.plugins]
@@ -170,7 +174,7 @@ class Framework:
             if status.is_skip:
                 out.skipped.add(plugin.name)
                 continue
-            _record_evaluations(plugin.name, "PreFilter", status.code, 1)
+            _record_evaluations(plugin.name, "PreFilter", self.profile, status.code, 1)
             if status.code is Code.ERROR:
                 out.error = f"running PreFilter plugin {plugin.name!r}: {status.message()}"
                 break
@@ -198,9 +202,9 @@ class Framework:
             passed = len(nodes)
             for status, mask in masks:
                 failed = int(np.count_nonzero(mask))
-                _record_evaluations(plugin.name, "Filter", status.code, failed)
+                _record_evaluations(plugin.name, "Filter", self.profile, status.code, failed)
                 passed -= failed
-            _record_evaluations(plugin.name, "Filter", Code.SUCCESS, passed)
+            _record_evaluations(plugin.name, "Filter", self.profile, Code.SUCCESS, passed)
             per_plugin.append((plugin.name, masks))
         if allowed is not None:
             outside = nodes.names - allowed
@@ -235,7 +239,7 @@ class Framework:
             if status.is_skip:
                 out.scores[plugin.name] = None
                 continue
-            _record_evaluations(plugin.name, "PreScore", status.code, 1)
+            _record_evaluations(plugin.name, "PreScore", self.profile, status.code, 1)
             if not status.is_success:
                 out.error = f"running PreScore plugin {plugin.name!r}: {status.message()}"
                 self.observe_point("Score", Code.ERROR, started)
@@ -255,7 +259,7 @@ class Framework:
                         return out
                     raw.append(value)
             _observe(state, plugin.name, "Score", Code.SUCCESS, t0)
-            _record_evaluations(plugin.name, "Score", Code.SUCCESS, len(raw))
+            _record_evaluations(plugin.name, "Score", self.profile, Code.SUCCESS, len(raw))
             t0 = time.perf_counter()
             values, status = self._normalize(plugin, state, pod, nodes, raw)
             _observe(state, plugin.name, "ScoreExtensionNormalize", status.code, t0)
@@ -283,10 +287,9 @@ class Framework:
         status = plugin.normalize_score(state, pod, scores)
         return [s.score for s in scores], status
 
-    @staticmethod
-    def observe_point(point: str, code: Code, started: float) -> None:
+    def observe_point(self, point: str, code: Code, started: float) -> None:
         if not metrics.counting():
             return
-        metrics.child(metrics.EXTENSION_POINT_DURATION, point, str(code), metrics.PROFILE).observe(
+        metrics.child(metrics.EXTENSION_POINT_DURATION, point, str(code), self.profile).observe(
             time.perf_counter() - started
         )

@@ -131,6 +131,9 @@ class Pod:
     terminating: bool = False
     nominated_node_name: str = ""
     preempts: bool = True  # spec.preemptionPolicy is not Never
+    # spec.schedulerName, defaulted as the API server defaults it: the profile whose
+    # plugins' arguments and weights apply (extender.schedconfig)
+    scheduler_name: str = "default-scheduler"
     tolerations_error: str | None = None
     affinity_error: str | None = None
     raw: Mapping[str, Any] | None = None

@@ -18,6 +18,7 @@ FLOORS = [
     {"cel", "api"},
     {"validation"},
     {"plugins"},
+    {"schedconfig"},
     {"config"},
     {"engine"},
     {"explain"},

@@ -99,7 +99,9 @@ def test_scheduler_config_is_the_second_scheduler_with_the_sidecar(second):
     sched, ext = config_files(second)
     assert check_scheduler_config(sched) == []
     (profile,) = sched["profiles"]
-    assert profile["schedulerName"] == "extended-scheduler" == ext["schedulerProfile"]
+    assert profile["schedulerName"] == "extended-scheduler"
+    assert ext["schedulerConfig"] == "kube-scheduler-config.yaml", "the same file, beside extender.yaml"
+    assert "schedulerProfile" not in ext and "pluginConfig" not in ext, "deprecated single-profile settings"
     disabled = {p["name"] for p in profile["plugins"]["multiPoint"]["disabled"]}
     assert disabled == {"TaintToleration", "NodeAffinity", "NodeUnschedulable", "PodTopologySpread"}
     assert sched["percentageOfNodesToScore"] == 100
@@ -118,12 +120,14 @@ def test_scheduler_config_is_the_second_scheduler_with_the_sidecar(second):
 
 
 def test_extender_config_in_the_configmap_loads(second, tmp_path):
-    _, ext = config_files(second)
+    sched, ext = config_files(second)
     path = tmp_path / "extender.yaml"
     path.write_text(yaml.safe_dump(ext))
+    (tmp_path / "kube-scheduler-config.yaml").write_text(yaml.safe_dump(sched))
     config = build_config({}, env={}, config_file=str(path))
-    assert (config.listen, config.scheduler_profile, config.score_mode) == (
-        "127.0.0.1:8888", "extended-scheduler", "in-tree")
+    assert (config.listen, config.score_mode) == ("127.0.0.1:8888", "in-tree")
+    (profile,) = config.profiles().profiles.values()
+    assert profile.name == "extended-scheduler" and len(profile.delegated) == 4
 
 
 def test_deployment_topology(second):
@@ -308,7 +312,7 @@ def test_replace_default_is_a_static_pod_on_loopback():
     config = build_config({}, env={}, config_file=str(directory / "extender.yaml"))
     assert config.listen.startswith("127.0.0.1:") and config.score_mode == "in-tree"
     assert sched["extenders"][0]["urlPrefix"].startswith(f"http://{config.listen}/")
-    assert config.scheduler_profile == "default-scheduler"
+    assert list(config.profiles().profiles) == ["default-scheduler"]
 
 
 def check_kubeadm_scheduler(doc: dict) -> None:

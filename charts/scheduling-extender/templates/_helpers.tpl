@@ -97,7 +97,7 @@ server (version-skew policy):
 {{- define "scheduling-extender.extenderConfig" -}}
 {{- $defaults := dict
   "listen" "127.0.0.1:8888"
-  "schedulerProfile" .Values.schedulerName
+  "schedulerConfig" "kube-scheduler-config.yaml"
   "scoreMode" "in-tree"
   "workers" 1
   "threads" 4
@@ -108,7 +108,6 @@ server (version-skew policy):
     "TaintTolerationNodeAffinitySemverComparisonOperators" true
     "TaintTolerationCEL" true
     "NodeInclusionPolicyInPodTopologySpread" true)
-  "pluginConfig" (list (dict "name" "PodTopologySpread" "args" (dict "defaultingType" "System")))
 -}}
 {{- if .Values.drift.enabled }}{{- $_ := set $defaults "driftEndpoint" true -}}{{- end -}}
 {{- if .Values.drift.events }}{{- $_ := set $defaults "driftEvents" true -}}{{- end -}}
