@@ -395,7 +395,7 @@ def test_values_take_effect():
     assert the(objects, "ServiceAccount")["metadata"]["annotations"] == {"owner": "platform"}
     config = yaml.safe_load(the(objects, "ConfigMap")["data"]["kube-scheduler-config.yaml"])
     assert config["profiles"][0]["schedulerName"] == "team-scheduler"
-    assert extender_config(objects)["schedulerProfile"] == "team-scheduler"
+    assert extender_config(objects)["schedulerConfig"] == "kube-scheduler-config.yaml"  # the file beside it
     for obj in objects:
         validate(obj, "helm template with values")
 
@@ -524,6 +524,7 @@ def sample(attr: str):
                "plugin_args": [{"name": "PodTopologySpread", "args": {"defaultingType": "List"}}],
                "slow_cel_expressions": "deny", "client_ca_file": "/etc/ca.pem",
                "client_cert_allowed_names": ["kube-apiserver"], "scheduler_profile": "p2",
+               "scheduler_config": "kube-scheduler-config.yaml",
                "max_staleness": 30.0, "verbs_tls": True, "slim_answers": False,
                "max_body_bytes": 1 << 20, "max_inflight_bytes": 64 << 20, "memory_limit_bytes": 64 << 20}
     if attr in special:
@@ -532,7 +533,13 @@ def sample(attr: str):
     return SAMPLES[type(default)] if type(default) in SAMPLES else pytest.fail(f"no sample for {attr}")
 
 
-def test_every_serve_flag_is_settable_from_values(tmp_path):
+# the single-profile settings, deprecated: refused beside --scheduler-config (the chart's
+# default), so they are set in a render of their own that turns it off
+LEGACY = {"scheduler_profile", "weights", "plugin_args"}
+
+
+@pytest.mark.parametrize("group", ["current", "legacy"])
+def test_every_serve_flag_is_settable_from_values(tmp_path, group):
     """Each flag of `extender serve --help` either is a key of `extender.config` (set here
     to a value other than its default: the pod's args, env and rendered file, read as
     `extender serve` reads them, give that value) or belongs to the pod's layout."""
@@ -543,13 +550,17 @@ def test_every_serve_flag_is_settable_from_values(tmp_path):
     assert len(flags) >= 40, sorted(flags)
     owned = {flag for flag, attr in flags.items() if attr in CHART_OWNED}
     assert owned == {flag_name(a) for a in CHART_OWNED - {"config"}} | {"--config"}
-    settable = {attr: sample(attr) for attr in flags.values() if attr not in CHART_OWNED}
+    settable = {attr: sample(attr) for attr in flags.values()
+                if attr not in CHART_OWNED and (attr in LEGACY) == (group == "legacy")}
     assert set(settable) <= set(SETTINGS), f"not settings of the file: {set(settable) - set(SETTINGS)}"
+    extra = {"schedulerConfig": ""} if group == "legacy" else {}
     values = tmp_path / "values.yaml"
     values.write_text(yaml.safe_dump({"webhook": {"enabled": True, "apiServerCIDRs": ["10.0.0.0/28"]},
-                                      "extender": {"config": {SETTINGS[a][0]: v for a, v in settable.items()}}}))
+                                      "extender": {"config": {**extra,
+                                                              **{SETTINGS[a][0]: v for a, v in settable.items()}}}}))
     objects = helm_template(values_file=values)
     (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    (tmp_path / "kube-scheduler-config.yaml").write_text(config_map["data"]["kube-scheduler-config.yaml"])
     path = tmp_path / "extender.yaml"
     path.write_text(config_map["data"]["extender.yaml"])
     ext = container(objects, "extender")
