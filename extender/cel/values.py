@@ -202,33 +202,32 @@ def map_get(m: dict, key: Any) -> Any:
     return map_find(m, key)
 
 
-class KeyList(list):
+class _ByIdentity:
+    """Hashed and compared by identity, whatever the container it is mixed into."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+
+class KeyList(_ByIdentity, list):
     """A list used as a map key.  cel-go keys its Go map by the ``ref.Val``, and a list
     value is a pointer there: hashed and compared by identity, so ``{[1]: 1, [1]: 2}``
     has two entries and ``[1] in {[1]: 1}`` is false.  Everywhere else (CEL equality,
     iteration, size) it is the list it copies."""
 
     __slots__ = ()
-    __hash__ = object.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __ne__(self, other: object) -> bool:
-        return self is not other
 
 
-class KeyMap(dict):
+class KeyMap(_ByIdentity, dict):
     """A map used as a map key: by identity, as ``KeyList``."""
 
     __slots__ = ()
-    __hash__ = object.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __ne__(self, other: object) -> bool:
-        return self is not other
 
 
 def _kinded(base: type, name: str) -> type:
