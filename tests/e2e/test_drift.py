@@ -33,7 +33,8 @@ UNTOLERATED = "node(s) had untolerated taint(s)"
 AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
 VOLUME_REASON = "node(s) had volume node affinity conflict"
 DEADLINE = 60.0  # seconds: generous; the measured latency is printed and documented
-FLAGS = ["--drift-endpoint", "true", "--drift-events", "true"]
+FLAGS = ["--explain-rate", "1000", "--explain-burst", "1000",  # the test polls /drift
+         "--drift-endpoint", "true", "--drift-events", "true"]
 
 
 def sla(value: str) -> list[dict]:

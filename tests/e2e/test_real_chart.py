@@ -77,6 +77,8 @@ def test_the_chart_applies_and_runs_with_its_own_identity(control_plane, pair, t
     config = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == f"{FULLNAME}-config")
     extender_file = tmp_path / "extender.yaml"
     extender_file.write_text(config["data"]["extender.yaml"])
+    # the extender reads kube-scheduler's file beside its own, as both share the ConfigMap's mount
+    (tmp_path / "kube-scheduler-config.yaml").write_text(config["data"]["kube-scheduler-config.yaml"])
     chart_scheduler = yaml.safe_load(config["data"]["kube-scheduler-config.yaml"])
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     service_account = deployment["spec"]["template"]["spec"]["serviceAccountName"]

@@ -30,7 +30,8 @@ from tests.e2e.test_drift import (  # noqa: F401 - PODS is also the real variant
 )
 
 TOKEN = "t-viewer"  # a static test user of the real control plane too
-FLAGS = ["--drift-endpoint", "true", "--whatif-endpoint", "true"]
+FLAGS = ["--explain-rate", "1000", "--explain-burst", "1000",  # the test polls /drift
+         "--drift-endpoint", "true", "--whatif-endpoint", "true"]
 DEADLINE = 60.0
 ZONE = "topology.kubernetes.io/zone"
 ASKED = pod("asked", tolerations=[{"key": SLA, "operator": "Gt", "value": "750", "effect": "NoSchedule"}],
