@@ -17,23 +17,24 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# `make run`: what serving needs and nothing else (no test, perf or release extras).
-$(RUNSTAMP): $(BIN)/python pyproject.toml constraints.txt
+# `make run`: what serving needs and nothing else (no test, perf or release extras). The
+# kubectl plugin (./plugin, a dependency of the server's distribution) from this checkout.
+$(RUNSTAMP): $(BIN)/python pyproject.toml plugin/pyproject.toml constraints.txt
 	$(BIN)/pip uninstall -q -y extender >/dev/null 2>&1; rm -rf extender.egg-info  # the distribution's name before issue 36
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e ./plugin -e .
 	touch $(RUNSTAMP)
 
-$(STAMP): $(BIN)/python pyproject.toml constraints.txt
+$(STAMP): $(BIN)/python pyproject.toml plugin/pyproject.toml constraints.txt
 	$(BIN)/pip uninstall -q -y extender >/dev/null 2>&1; rm -rf extender.egg-info  # the distribution's name before issue 36
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e ./plugin -e '.[test]'
 	touch $(STAMP) $(RUNSTAMP)
 
 $(PERFSTAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[test,perf]'
+	$(BIN)/pip install -q -e ./plugin -e '.[test,perf]'
 	touch $(PERFSTAMP)
 
 $(RELEASESTAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[test,release]'
+	$(BIN)/pip install -q -e ./plugin -e '.[test,release]'
 	touch $(RELEASESTAMP)
 
 # `make run` is a demo: without a state flag in ARGS it names the bundled example
