@@ -142,11 +142,15 @@ BUILDAH := STORAGE_DRIVER=$${STORAGE_DRIVER:-vfs} buildah
 image:
 	IMAGE=$(IMAGE) .ci/build-image
 
-# Every versioned artifact of a release in build/release/VERSION (image archive, chart,
-# SBOM, wheel, checksums, notes from CHANGELOG.md); pushes nothing. RELEASE_IMAGE=0 leaves
-# the image out (docs/operate/releasing.md). The image needs root.
+# `make release VERSION=x.y.z`: a new version is cut first (.ci/cut-release: CHANGELOG.md's
+# [Unreleased] becomes [x.y.z] - DATE, every file that states the version says x.y.z, a
+# commit and the tag vx.y.z; nothing to do for the version already cut); then every
+# versioned artifact of it in build/release/VERSION (image archive, chart, SBOM, wheels,
+# checksums, notes from CHANGELOG.md); pushes nothing. RELEASE_IMAGE=0 leaves the image
+# out (docs/operate/releasing.md). The image needs root.
 RELEASE_IMAGE ?= 1
 release: $(RELEASESTAMP) tools
+	$(PYTHON) .ci/cut-release "$(VERSION)"
 	VERSION=$(VERSION) RELEASE_IMAGE=$(RELEASE_IMAGE) IMAGE_REPO=$(IMAGE_REPO) PYTHON_BIN=$(BIN)/python .ci/release
 
 # The built image as a docker-archive, for `kind load image-archive` (docs/operate/kind.md).
