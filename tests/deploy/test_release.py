@@ -136,8 +136,10 @@ def test_the_plugin_stands_alone_for_krew(release, tmp_path):
     packages, none of the server's dependencies), and the manifest names its sha256."""
     manifest = yaml.safe_load((release / f"kubectl-extender-{VERSION}.krew.yaml").read_text())
     assert (manifest["apiVersion"], manifest["kind"]) == ("krew.googlecontainertools.github.com/v1alpha2", "Plugin")
-    assert manifest["metadata"]["name"] == "extender" and manifest["spec"]["version"] == f"v{VERSION}"
+    # the project's name, not a generic word another plugin in the index may claim
+    assert manifest["metadata"]["name"] == "scheduling-extender" and manifest["spec"]["version"] == f"v{VERSION}"
     assert "python3, version 3.11 or newer" in manifest["spec"]["caveats"]
+    assert "kubectl scheduling-extender why POD" in manifest["spec"]["description"]
     (platform,) = manifest["spec"]["platforms"]
     archive = release / f"kubectl-extender-{VERSION}.tar.gz"
     assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
@@ -153,6 +155,16 @@ def test_the_plugin_stands_alone_for_krew(release, tmp_path):
                            "http://127.0.0.1:9", "--kubeconfig", str(tmp_path / "none")],
                           capture_output=True, text=True, timeout=60, env={"PATH": "/nonexistent"})
     assert proc.returncode == 1 and "cannot reach the extender" in proc.stderr, proc.stderr
+    # krew's link, kubectl-scheduling_extender: `kubectl scheduling-extender` in its usage
+    (tmp_path / "kubectl-scheduling_extender").symlink_to(tmp_path / "kubectl-extender")
+    proc = subprocess.run([sys.executable, "-I", str(tmp_path / "kubectl-scheduling_extender"), "why"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: kubectl scheduling-extender why"), proc.stderr
+    # an older python3 is refused, as the caveats say
+    older = "import runpy, sys; sys.version_info = (3, 10, 12); runpy.run_path(sys.argv[1], run_name='__main__')"
+    proc = subprocess.run([sys.executable, "-I", "-c", older, str(tmp_path / "kubectl-extender"), "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "needs python3 3.11 or newer; this python3 is 3.10" in proc.stderr, proc.stderr
 
 
 def test_the_plugin_imports_the_standard_library_only():
