@@ -333,6 +333,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     if warning := exposed_verbs_warning(config):
         logging.getLogger("extender").warning(warning)
     profiles = config.profiles()  # a bad --scheduler-config stops start-up, the field named
+    watch = _kubeconfig_watch(config)  # its content before the API client reads it
     source = open_source(config, serving=True)  # a bad cluster file fails fast
     if config.scheduler_config:
         nodes = source.snapshot().counts()["nodes"] if not config.live else 0
@@ -345,8 +346,36 @@ def cmd_serve(ns: argparse.Namespace) -> int:
             check_webhook(config)
     except OSError as exc:  # ssl.SSLError too: a missing, unreadable or mismatched file, or a busy port
         raise ConfigError(f"TLS / webhook listener: {exc}") from None
+    if watch is not None:
+        watch.start()
     ExtenderServer(config, source).run()
     return 0
+
+
+def _kubeconfig_watch(config):
+    """With `--kubeconfig FILE`: a renewed FILE (kubeadm renews the scheduler.conf the
+    replace-default static pod reads) stops the server in a container, which then restarts
+    with it, and is logged elsewhere (`extender.state.kubeconfig_watch`)."""
+    if config.kubeconfig in ("", "default"):
+        return None
+    import signal
+
+    from extender.server.opening import in_container
+    from extender.state.kubeconfig_watch import KubeconfigWatch
+
+    log = logging.getLogger("extender.state")
+    restart = in_container()
+
+    def changed(path: Path) -> None:
+        if restart:
+            log.warning("the kubeconfig changed (renewed credentials): stopping gracefully, so that the "
+                        "container restarts with it", extra={"kubeconfig": str(path)})
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            log.warning("the kubeconfig changed: this process keeps the credentials it started with "
+                        "until it is restarted", extra={"kubeconfig": str(path)})
+
+    return KubeconfigWatch(config.kubeconfig, changed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -162,7 +162,11 @@ def test_pods_are_hardened(overlay):
             continue
         pod = obj["spec"]["template"]["spec"] if obj["kind"] == "Deployment" else obj["spec"]
         psc = pod["securityContext"]
-        assert psc["runAsNonRoot"] is True and psc["runAsUser"] != 0
+        if overlay == "replace-default":  # root, to read scheduler.conf (0600), with no capability
+            assert psc["runAsUser"] == 0 and "runAsNonRoot" not in psc
+            assert [c["securityContext"]["privileged"] for c in pod["containers"]] == [False]
+        else:
+            assert psc["runAsNonRoot"] is True and psc["runAsUser"] != 0
         assert psc["seccompProfile"] == {"type": "RuntimeDefault"}
         for c in pod["containers"]:
             sc = c["securityContext"]
@@ -307,7 +311,15 @@ def test_replace_default_is_a_static_pod_on_loopback():
     assert not [a for a in ext["args"] if "0.0.0.0" in a]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert ext[probe]["httpGet"]["host"] == "127.0.0.1" and ext[probe]["httpGet"]["port"] == 8889
-    assert {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v} == {EXTENDER_DIR}
+    assert {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v} == \
+        {EXTENDER_DIR, "/etc/kubernetes/scheduler.conf"}
+    # kube-scheduler's own kubeconfig, the very file kubeadm renews (a copy would expire),
+    # mounted as kube-scheduler's static pod mounts it: the file alone, read-only
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "kubeconfig"]
+    assert volume["hostPath"] == {"path": "/etc/kubernetes/scheduler.conf", "type": "File"}
+    assert {"name": "kubeconfig", "mountPath": "/etc/kubernetes/scheduler.conf", "readOnly": True} in ext["volumeMounts"]
+    assert "--kubeconfig=/etc/kubernetes/scheduler.conf" in ext["args"]
+    assert not [m for m in ext["volumeMounts"] if m["mountPath"] in ("/etc/kubernetes", "/etc/kubernetes/pki")]
     directory = REPLACE_DEFAULT
     sched = yaml.safe_load((directory / "kube-scheduler-config.yaml").read_text())
     assert check_scheduler_config(sched) == []

@@ -120,7 +120,7 @@ def source(label: str) -> Source:
         files = {p: (REPLACE_DEFAULT / p).read_text() for p in ("kube-scheduler-config.yaml", "extender.yaml")}
         host_dir = "/etc/kubernetes/scheduling-extender"
         return Source(label, [*docs(run([kubectl(), "kustomize", str(REPLACE_DEFAULT)])), kubeadm_scheduler_pod()],
-                      {host_dir: {**files, "kubeconfig": API_KUBECONFIG}, NODE_KUBECONFIG: {"": API_KUBECONFIG}})
+                      {host_dir: files, NODE_KUBECONFIG: {"": API_KUBECONFIG}})
     if kind == "overlay":
         return Source(label, docs(run([kubectl(), "kustomize", str(overlay_dir(name))])))
     values = [] if name == "defaults" else name.split(",")
