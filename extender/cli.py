@@ -40,7 +40,8 @@ HELP = {
     "cluster": "file mode: cluster dump, kind: List / multi-document YAML / JSON (default: the "
     "bundled example, except in a container or a cluster, where no state is served)",
     "kubeconfig": "live mode: watch the API server with this kubeconfig; with no FILE, "
-    "$KUBECONFIG or ~/.kube/config",
+    "$KUBECONFIG or ~/.kube/config. A FILE that changes (renewed credentials) stops serve "
+    "gracefully in a container, which restarts with it",
     "in_cluster": "live mode: watch the API server with the pod's service account",
     "max_staleness": "live mode: seconds the cluster state may go unconfirmed by the API server "
     "(an event, a bookmark, or a probe of a silent watch); past it /readyz fails and the verbs "
