@@ -17,15 +17,20 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# Before installing: `extender`, the distribution's name before issue 36, and the server's
+# distribution as installed before, whose older versions shipped the kubectl plugin's
+# script too (replacing it after the plugin's install would remove that script).
+UNINSTALL_OLD = $(BIN)/pip uninstall -q -y extender scheduling-extender >/dev/null 2>&1; rm -rf extender.egg-info
+
 # `make run`: what serving needs and nothing else (no test, perf or release extras). The
 # kubectl plugin (./plugin, a dependency of the server's distribution) from this checkout.
 $(RUNSTAMP): $(BIN)/python pyproject.toml plugin/pyproject.toml constraints.txt
-	$(BIN)/pip uninstall -q -y extender >/dev/null 2>&1; rm -rf extender.egg-info  # the distribution's name before issue 36
+	$(UNINSTALL_OLD)
 	$(BIN)/pip install -q -e ./plugin -e .
 	touch $(RUNSTAMP)
 
 $(STAMP): $(BIN)/python pyproject.toml plugin/pyproject.toml constraints.txt
-	$(BIN)/pip uninstall -q -y extender >/dev/null 2>&1; rm -rf extender.egg-info  # the distribution's name before issue 36
+	$(UNINSTALL_OLD)
 	$(BIN)/pip install -q -e ./plugin -e '.[test]'
 	touch $(STAMP) $(RUNSTAMP)
 
