@@ -169,7 +169,7 @@ def comparable(objects: list[dict], chart: bool) -> dict:
     return out
 
 
-# The overlays' choices as values (the CIDR placeholders are the components').
+# The overlays' choices as values (with-webhook's CIDR: the one testing.overlays sets; with-explain's: its placeholder).
 SAME_CHOICES = [
     ((), "second-scheduler"),
     (("prometheusOperator.serviceMonitor.enabled=true", "prometheusOperator.prometheusRule.enabled=true",
