@@ -2,7 +2,7 @@
 as an operator installs them.
 
 `install(plane)` applies what `kubectl kustomize manifests/overlays/with-webhook` renders
-for identity and access, as rendered: the Namespace, the ServiceAccount
+(with its CIDR set: `testing.overlays`) for identity and access, as rendered: the Namespace, the ServiceAccount
 `scheduling-extender/extended-scheduler` and every Role, ClusterRole and binding (the
 Deployment, Services, ConfigMap, cert-manager objects and the webhook configuration are
 not applied: the processes run here, and `testing.webhook` registers the webhook with a
