@@ -17,23 +17,29 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# `make run`: what serving needs and nothing else (no test, perf or release extras).
-$(RUNSTAMP): $(BIN)/python pyproject.toml constraints.txt
-	$(BIN)/pip uninstall -q -y extender >/dev/null 2>&1; rm -rf extender.egg-info  # the distribution's name before issue 36
-	$(BIN)/pip install -q -e .
+# Before installing: `extender`, the distribution's name before issue 36, and the server's
+# distribution as installed before, whose older versions shipped the kubectl plugin's
+# script too (replacing it after the plugin's install would remove that script).
+UNINSTALL_OLD = $(BIN)/pip uninstall -q -y extender scheduling-extender >/dev/null 2>&1; rm -rf extender.egg-info
+
+# `make run`: what serving needs and nothing else (no test, perf or release extras). The
+# kubectl plugin (./plugin, a dependency of the server's distribution) from this checkout.
+$(RUNSTAMP): $(BIN)/python pyproject.toml plugin/pyproject.toml constraints.txt
+	$(UNINSTALL_OLD)
+	$(BIN)/pip install -q -e ./plugin -e .
 	touch $(RUNSTAMP)
 
-$(STAMP): $(BIN)/python pyproject.toml constraints.txt
-	$(BIN)/pip uninstall -q -y extender >/dev/null 2>&1; rm -rf extender.egg-info  # the distribution's name before issue 36
-	$(BIN)/pip install -q -e '.[test]'
+$(STAMP): $(BIN)/python pyproject.toml plugin/pyproject.toml constraints.txt
+	$(UNINSTALL_OLD)
+	$(BIN)/pip install -q -e ./plugin -e '.[test]'
 	touch $(STAMP) $(RUNSTAMP)
 
 $(PERFSTAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[test,perf]'
+	$(BIN)/pip install -q -e ./plugin -e '.[test,perf]'
 	touch $(PERFSTAMP)
 
 $(RELEASESTAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[test,release]'
+	$(BIN)/pip install -q -e ./plugin -e '.[test,release]'
 	touch $(RELEASESTAMP)
 
 # `make run` is a demo: without a state flag in ARGS it names the bundled example
@@ -141,11 +147,15 @@ BUILDAH := STORAGE_DRIVER=$${STORAGE_DRIVER:-vfs} buildah
 image:
 	IMAGE=$(IMAGE) .ci/build-image
 
-# Every versioned artifact of a release in build/release/VERSION (image archive, chart,
-# SBOM, wheel, checksums, notes from CHANGELOG.md); pushes nothing. RELEASE_IMAGE=0 leaves
-# the image out (docs/operate/releasing.md). The image needs root.
+# `make release VERSION=x.y.z`: a new version is cut first (.ci/cut-release: CHANGELOG.md's
+# [Unreleased] becomes [x.y.z] - DATE, every file that states the version says x.y.z, a
+# commit and the tag vx.y.z; nothing to do for the version already cut); then every
+# versioned artifact of it in build/release/VERSION (image archive, chart, SBOM, wheels,
+# checksums, notes from CHANGELOG.md); pushes nothing. RELEASE_IMAGE=0 leaves the image
+# out (docs/operate/releasing.md). The image needs root.
 RELEASE_IMAGE ?= 1
 release: $(RELEASESTAMP) tools
+	$(PYTHON) .ci/cut-release "$(VERSION)"
 	VERSION=$(VERSION) RELEASE_IMAGE=$(RELEASE_IMAGE) IMAGE_REPO=$(IMAGE_REPO) PYTHON_BIN=$(BIN)/python .ci/release
 
 # The built image as a docker-archive, for `kind load image-archive` (docs/operate/kind.md).

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 import warnings
 from pathlib import Path
-
-# the what-if's change flags are the kubectl plugin's (standard library only: cheap to import)
-from kubectl_extender.whatif import USAGE as WHATIF_USAGE
-from kubectl_extender.whatif import FlagError, add_change_flags, split_changes
+from types import ModuleType
 
 from extender import __version__, metrics
 from extender.config import (
@@ -42,7 +40,8 @@ HELP = {
     "cluster": "file mode: cluster dump, kind: List / multi-document YAML / JSON (default: the "
     "bundled example, except in a container or a cluster, where no state is served)",
     "kubeconfig": "live mode: watch the API server with this kubeconfig; with no FILE, "
-    "$KUBECONFIG or ~/.kube/config",
+    "$KUBECONFIG or ~/.kube/config. A FILE that changes (renewed credentials) stops serve "
+    "gracefully in a container, which restarts with it",
     "in_cluster": "live mode: watch the API server with the pod's service account",
     "max_staleness": "live mode: seconds the cluster state may go unconfirmed by the API server "
     "(an event, a bookmark, or a probe of a silent watch); past it /readyz fails and the verbs "
@@ -158,7 +157,23 @@ def _add_settings(parser: argparse.ArgumentParser, serve: bool) -> None:
                             help=f"{HELP[attr]} [env {env_name(attr)}]", **extra)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def plugin_module(name: str) -> ModuleType:
+    """A module of the kubectl plugin (`kubectl_extender`, the `kubectl-extender`
+    distribution this one depends on): the what-if's change flags and the text views.
+    Only the commands that use them import it, so that `extender serve` runs without it."""
+    try:
+        return importlib.import_module(f"kubectl_extender.{name}")
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("kubectl_extender"):
+            raise
+        raise ConfigError("this command needs the kubectl plugin's distribution, kubectl-extender, which is "
+                          f"not installed: install kubectl-extender {__version__} (the release's wheel, or "
+                          "`pip install ./plugin` in a checkout)") from None
+
+
+def build_parser(change_flags: bool = True) -> argparse.ArgumentParser:
+    """The command line; `change_flags`: the what-if's change flags in `whatif --help`
+    (the plugin's; `main` asks for them only for `whatif`)."""
     parser = argparse.ArgumentParser(
         prog="extender",
         description="kube-scheduler extender: Gt/Lt, Semver and CEL tolerations, semver node "
@@ -173,16 +188,18 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--pod", action="append", required=True, help="pod YAML/JSON file (repeatable)")
     exp.add_argument("--candidates", help="comma-separated node names (default: every node)")
     exp.add_argument("--output", choices=("json", "table"), default="json")
+    whatif = plugin_module("whatif") if change_flags else None
     wif = sub.add_parser("whatif", help="what a taint, label, cordon, node removal or volume annotation would "
                          "do, offline on a cluster file, before it is made",
-                         epilog=WHATIF_USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+                         epilog=whatif.USAGE if whatif else None, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_settings(wif, serve=False)
     wif.add_argument("--request", help="the what-if request, JSON or YAML ({changes: [...], pods: [...]}; "
                      "docs/operate/what-if.md); or give the changes as flags")
     wif.add_argument("-f", "--filename", action="append", help="pods or workloads to place after the change "
                      "(YAML or JSON, repeatable)")
     wif.add_argument("--output", "-o", choices=("json", "table"), default="json")
-    add_change_flags(wif)
+    if whatif:
+        whatif.add_change_flags(wif)
     val = sub.add_parser("validate", help="check the annotation channel of manifests offline, as the "
                          "admission webhook does (exit 1 on errors)")
     val.add_argument("--config", help="YAML config file (env EXTENDER_CONFIG)")
@@ -223,15 +240,16 @@ def _load_pods(paths: list[str]) -> list[dict]:
 def cmd_explain(ns: argparse.Namespace) -> int:
     import orjson
 
-    from extender.explain import explain, render_table, static_extender
+    from extender.explain import explain, static_extender
 
+    render_table = plugin_module("render").render_table if ns.output == "table" else None
     config = build_config(_settings(ns), config_file=ns.config)
     metrics.install()
     setup_logging("warning" if config.log_level == "info" else config.log_level)
     snapshot = ClusterSnapshot.from_objects(load_objects(config.cluster_file))
     candidates = [c.strip() for c in ns.candidates.split(",") if c.strip()] if ns.candidates else None
     report = explain(static_extender(config, snapshot), _load_pods(ns.pod), candidates)
-    if ns.output == "table":
+    if render_table:
         sys.stdout.write(render_table(report))
     else:
         sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -264,9 +282,7 @@ def cmd_whatif(ns: argparse.Namespace) -> int:
     except WhatIfError as exc:
         raise ConfigError(str(exc)) from None
     if ns.output == "table":
-        from kubectl_extender.whatif import render_whatif
-
-        sys.stdout.write(render_whatif(answer))
+        sys.stdout.write(plugin_module("whatif").render_whatif(answer))
     else:
         sys.stdout.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0
@@ -318,6 +334,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     if warning := exposed_verbs_warning(config):
         logging.getLogger("extender").warning(warning)
     profiles = config.profiles()  # a bad --scheduler-config stops start-up, the field named
+    watch = _kubeconfig_watch(config)  # its content before the API client reads it
     source = open_source(config, serving=True)  # a bad cluster file fails fast
     if config.scheduler_config:
         nodes = source.snapshot().counts()["nodes"] if not config.live else 0
@@ -330,21 +347,50 @@ def cmd_serve(ns: argparse.Namespace) -> int:
             check_webhook(config)
     except OSError as exc:  # ssl.SSLError too: a missing, unreadable or mismatched file, or a busy port
         raise ConfigError(f"TLS / webhook listener: {exc}") from None
+    if watch is not None:
+        watch.start()
     ExtenderServer(config, source).run()
     return 0
 
 
+def _kubeconfig_watch(config):
+    """With `--kubeconfig FILE`: a renewed FILE (kubeadm renews the scheduler.conf the
+    replace-default static pod reads) stops the server in a container, which then restarts
+    with it, and is logged elsewhere (`extender.state.kubeconfig_watch`)."""
+    if config.kubeconfig in ("", "default"):
+        return None
+    import signal
+
+    from extender.server.opening import in_container
+    from extender.state.kubeconfig_watch import KubeconfigWatch
+
+    log = logging.getLogger("extender.state")
+    restart = in_container()
+
+    def changed(path: Path) -> None:
+        if restart:
+            log.warning("the kubeconfig changed (renewed credentials): stopping gracefully, so that the "
+                        "container restarts with it", extra={"kubeconfig": str(path)})
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            log.warning("the kubeconfig changed: this process keeps the credentials it started with "
+                        "until it is restarted", extra={"kubeconfig": str(path)})
+
+    return KubeconfigWatch(config.kubeconfig, changed)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    whatif = argv[:1] == ["whatif"]
     changes: list[dict] = []
-    if argv[:1] == ["whatif"]:
-        try:
-            changes, rest = split_changes(argv[1:])
-        except FlagError as exc:
-            print(f"extender: error: {exc}", file=sys.stderr)
-            return 2
-        argv = ["whatif", *rest]
+    try:
+        parser = build_parser(change_flags=whatif)
+        if whatif:  # the change flags leave the command line before argparse reads it
+            changes, rest = plugin_module("whatif").split_changes(argv[1:])
+            argv = ["whatif", *rest]
+    except (ConfigError, ValueError) as exc:  # no plugin; the plugin's FlagError
+        print(f"extender: error: {exc}", file=sys.stderr)
+        return 2
     ns = parser.parse_args(argv)
     ns.changes = changes
     if ns.command == "version":

@@ -2,7 +2,7 @@
 as an operator installs them.
 
 `install(plane)` applies what `kubectl kustomize manifests/overlays/with-webhook` renders
-for identity and access, as rendered: the Namespace, the ServiceAccount
+(with its CIDR set: `testing.overlays`) for identity and access, as rendered: the Namespace, the ServiceAccount
 `scheduling-extender/extended-scheduler` and every Role, ClusterRole and binding (the
 Deployment, Services, ConfigMap, cert-manager objects and the webhook configuration are
 not applied: the processes run here, and `testing.webhook` registers the webhook with a
@@ -52,6 +52,7 @@ from testing.harness import (
     wait_for,
 )
 from testing.live import free_port
+from testing.overlays import overlay_dir
 from testing.realapi import FORCE, KINDS, RealApi, path_of, resource_of
 from testing.wiretap import WireTap
 
@@ -77,7 +78,7 @@ def kubectl() -> str:
 @functools.cache
 def rendered(overlay: str = OVERLAY) -> tuple[dict, ...]:
     """`kubectl kustomize manifests/overlays/OVERLAY`, parsed."""
-    proc = subprocess.run([kubectl(), "kustomize", str(ROOT / "manifests" / "overlays" / overlay)],
+    proc = subprocess.run([kubectl(), "kustomize", str(overlay_dir(overlay))],
                           capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         raise RuntimeError(f"kubectl kustomize {overlay} failed:\n{proc.stderr}")

@@ -391,9 +391,20 @@ def render(report: dict[str, Any], output: str, all_nodes: bool) -> str:
 # --- the command line ------------------------------------------------------------------
 
 
+def command_name(argv0: str) -> str:
+    """How kubectl was asked for this plugin, for the usage lines: `kubectl extender` (the
+    `kubectl-extender` script of pip) or, installed by krew as the plugin
+    `scheduling-extender` (a link named `kubectl-scheduling_extender`), `kubectl
+    scheduling-extender`; kubectl reads `_` in a plugin's file name as `-`."""
+    name = Path(argv0).name
+    if name.startswith("kubectl-"):
+        return "kubectl " + name.removeprefix("kubectl-").replace("_", "-")
+    return "kubectl extender"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kubectl extender",
+        prog=command_name(sys.argv[0]),
         description="Ask the scheduling extender why a pod is Pending, or which running pods no longer "
         "fit their node, from its live cluster state.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -1,7 +1,7 @@
 """The text views of an explanation report, for `kubectl extender` and `extender explain
---output table` alike: standard library only, so that the plugin installs on its own
-(issue 36). The report is the JSON of `GET /explain` / `POST /explain` and of `extender
-explain` (docs/reference/endpoints.md)."""
+--output table` alike (the server's distribution depends on this one): standard library
+only, so that the plugin installs on its own. The report is the JSON of `GET /explain` /
+`POST /explain` and of `extender explain` (docs/reference/endpoints.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from typing import Any
 SUCCESS = "Success"  # a plugin's code in the report when it passed (framework.Code.SUCCESS)
 
 # Toleration lines that only say a toleration is about another taint: true, and noise
-# next to the line that says why the matching toleration did not tolerate.
+# next to the line that says why the matching toleration did not tolerate. The server's
+# events and drift reports filter with extender.explain.key_details: the same filter,
+# written in both since neither distribution imports the other's code at run time
+# (tests/core/test_explain_summary.py keeps them equal).
 _UNRELATED = re.compile(r"^\S+\[\d+\] .*: (key does not match|effect \S+ does not match \S+)$")
 
 

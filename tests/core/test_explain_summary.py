@@ -6,7 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 from conftest import example_pod, make_extender
+from kubectl_extender.render import render_summary
 
+from extender import explain as explain_module
 from extender import metrics
 from extender.config import Config
 from extender.explain import (
@@ -14,7 +16,6 @@ from extender.explain import (
     explain,
     explain_pod,
     key_details,
-    render_summary,
     scheduler_message,
     trim,
 )
@@ -64,6 +65,15 @@ def test_toleration_details_name_the_toleration_and_the_comparison(example_exten
     assert od_c1[1].endswith(": key does not match")
     assert key_details(od_c1) == [od_c1[0]]
     assert key_details(spot_c1) == spot_c1
+    # the plugin's tables filter the report's details as the server's events do (the
+    # filter is written in both: `extender serve` does not import the plugin)
+    from kubectl_extender import render
+
+    assert render._UNRELATED.pattern == explain_module._UNRELATED.pattern
+    unrelated_only = [d for d in od_c1 if d.endswith(": key does not match")]
+    for details in (od_c1, spot_c1, unrelated_only, []):
+        assert render.key_details(details) == key_details(details)
+    assert key_details(unrelated_only) == unrelated_only != []
 
 
 def test_annotation_tolerations_are_named_by_their_annotation(example_extender):

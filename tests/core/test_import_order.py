@@ -62,3 +62,17 @@ def test_multiprocess_mode_set_up_after_prometheus_client_was_imported(tmp_path)
     )
     assert run(code) == "3.0"
     assert any(p.name.startswith("counter_") and p.suffix == ".db" for p in tmp_path.iterdir())
+
+
+def test_serving_imports_nothing_of_the_kubectl_plugin():
+    """`extender serve` runs without the kubectl-extender distribution (a dependency that
+    may be removed): neither the command line it parses nor the modules that serve import
+    the plugin's package (tests/deploy/test_release.py serves with it uninstalled)."""
+    code = (
+        "import sys, extender.cli, extender.server.launcher, extender.server.app, extender.events,"
+        " extender.drift.evaluate, extender.server.explain_routes, extender.server.whatif_routes,"
+        " extender.whatif.answer, extender.explain;"
+        "extender.cli.build_parser(change_flags=False).parse_args(['serve', '--cluster', 'c.yaml']);"
+        "print(sorted(m for m in sys.modules if m.startswith('kubectl_extender')))"
+    )
+    assert run(code) == "[]"

@@ -20,6 +20,7 @@ from deploy_tools import ROOT, kubectl, run, tool, validate
 
 from extender.cli import build_parser
 from extender.config import SETTINGS, build_config, flag_name
+from testing.overlays import overlay_dir
 
 CHART = ROOT / "charts" / "scheduling-extender"
 NAMESPACE = "scheduling-extender"
@@ -55,7 +56,7 @@ def helm_refuses(*values: str) -> str:
 
 
 def kustomize(overlay: str) -> list[dict]:
-    out = run([kubectl(), "kustomize", str(ROOT / "manifests" / "overlays" / overlay)])
+    out = run([kubectl(), "kustomize", str(overlay_dir(overlay))])
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
@@ -168,7 +169,7 @@ def comparable(objects: list[dict], chart: bool) -> dict:
     return out
 
 
-# The overlays' choices as values (the CIDR placeholders are the components').
+# The overlays' choices as values (with-webhook's CIDR: the one testing.overlays sets; with-explain's: its placeholder).
 SAME_CHOICES = [
     ((), "second-scheduler"),
     (("prometheusOperator.serviceMonitor.enabled=true", "prometheusOperator.prometheusRule.enabled=true",

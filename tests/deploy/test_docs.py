@@ -282,3 +282,17 @@ def test_the_configuration_page_lists_every_setting():
         if not any(all(cell in row for cell in cells) for row in rows):
             missing.append(flag_name(attr))
     assert missing == []
+
+
+def test_the_install_docs_show_the_helm_path_first():
+    """The README's Install section and docs/operate/deploy.md give `helm install` before
+    any kustomize command, and both commands still build (the rendering tests run them)."""
+    readme = (ROOT / "README.md").read_text()
+    install = readme[readme.index("\n## Install\n"):readme.index("\n## ", readme.index("\n## Install\n") + 1)]
+    deploy = (ROOT / "docs" / "operate" / "deploy.md").read_text()
+    for name, text in (("README.md, Install", install), ("deploy.md", deploy)):
+        helm, kustomize = text.find("helm install "), text.find("kubectl apply -k")
+        assert 0 <= helm < kustomize, f"{name}: helm install first"
+        first_block = FENCE.search(text).group(1)
+        assert first_block.startswith("helm install "), f"{name}: the first command block is the Helm install"
+    assert deploy.index("## Install with Helm") < deploy.index("## Install with kustomize")

@@ -5,6 +5,8 @@ through the sidecar's health, kube-scheduler monitored, GKE's quota, kubeadm upg
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from deploy_tools import MANIFESTS, kubectl, run, validate
 from schedconfig import check_scheduler_config
 
 from extender.config import build_config
+from testing.overlays import WEBHOOK_CIDR, overlay_dir, set_webhook_cidr
 
 OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
 # Objects of these kinds are validated as files of their own (not by the API schemas).
@@ -23,7 +26,7 @@ EXTENDER_DIR = "/etc/kubernetes/scheduling-extender"
 
 
 def render(overlay: str) -> list[dict]:
-    out = run([kubectl(), "kustomize", str(MANIFESTS / "overlays" / overlay)])
+    out = run([kubectl(), "kustomize", str(overlay_dir(overlay))])
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
@@ -159,7 +162,11 @@ def test_pods_are_hardened(overlay):
             continue
         pod = obj["spec"]["template"]["spec"] if obj["kind"] == "Deployment" else obj["spec"]
         psc = pod["securityContext"]
-        assert psc["runAsNonRoot"] is True and psc["runAsUser"] != 0
+        if overlay == "replace-default":  # root, to read scheduler.conf (0600), with no capability
+            assert psc["runAsUser"] == 0 and "runAsNonRoot" not in psc
+            assert [c["securityContext"]["privileged"] for c in pod["containers"]] == [False]
+        else:
+            assert psc["runAsNonRoot"] is True and psc["runAsUser"] != 0
         assert psc["seccompProfile"] == {"type": "RuntimeDefault"}
         for c in pod["containers"]:
             sc = c["securityContext"]
@@ -304,7 +311,15 @@ def test_replace_default_is_a_static_pod_on_loopback():
     assert not [a for a in ext["args"] if "0.0.0.0" in a]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert ext[probe]["httpGet"]["host"] == "127.0.0.1" and ext[probe]["httpGet"]["port"] == 8889
-    assert {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v} == {EXTENDER_DIR}
+    assert {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v} == \
+        {EXTENDER_DIR, "/etc/kubernetes/scheduler.conf"}
+    # kube-scheduler's own kubeconfig, the very file kubeadm renews (a copy would expire),
+    # mounted as kube-scheduler's static pod mounts it: the file alone, read-only
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "kubeconfig"]
+    assert volume["hostPath"] == {"path": "/etc/kubernetes/scheduler.conf", "type": "File"}
+    assert {"name": "kubeconfig", "mountPath": "/etc/kubernetes/scheduler.conf", "readOnly": True} in ext["volumeMounts"]
+    assert "--kubeconfig=/etc/kubernetes/scheduler.conf" in ext["args"]
+    assert not [m for m in ext["volumeMounts"] if m["mountPath"] in ("/etc/kubernetes", "/etc/kubernetes/pki")]
     directory = REPLACE_DEFAULT
     sched = yaml.safe_load((directory / "kube-scheduler-config.yaml").read_text())
     assert check_scheduler_config(sched) == []
@@ -383,10 +398,39 @@ def test_webhook_overlay_turns_the_listener_on():
     assert sorted(p["containerPort"] for p in ext["ports"]) == [8889, 9443]
     policy = the(objects, "NetworkPolicy")
     assert sorted(p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]) == [8889, 9443, 10259]
-    # 9443 from the API server's addresses only (issue #35: the rule had no `from`), a
-    # placeholder that matches nothing until the operator sets it
+    # 9443 from the API server's addresses only (issue #35: the rule had no `from`): the
+    # CIDR the user set (testing.overlays sets it in a copy of manifests/)
     (webhook,) = [r for r in policy["spec"]["ingress"] if r["ports"] == [{"port": 9443, "protocol": "TCP"}]]
-    assert webhook["from"] == [{"ipBlock": {"cidr": "192.0.2.0/24"}}]
+    assert webhook["from"] == [{"ipBlock": {"cidr": WEBHOOK_CIDR}}]
+    assert not by_kind(objects, "ConfigMap", "webhook-api-server-cidr"), "read by kustomize, never applied"
+
+
+def test_the_webhook_overlay_does_not_build_until_its_cidr_is_set(tmp_path):
+    """No placeholder CIDR ships: one that matches nothing makes the NetworkPolicy drop the
+    API server's calls, and every write the webhook matches wait timeoutSeconds. The
+    shipped overlay refuses to build, naming what is missing; set, its CIDR is the one
+    rule that admits 9443."""
+    proc = subprocess.run([kubectl(), "kustomize", str(MANIFESTS / "overlays" / "with-webhook")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and not proc.stdout
+    assert "fieldPath `data.cidr` is missing for replacement source" in proc.stderr, proc.stderr
+    assert "webhook-api-server-cidr" in proc.stderr
+    # a user's overlay that takes the component without the ConfigMap fails too
+    copy = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy)
+    own = copy / "overlays" / "own"
+    own.mkdir()
+    (own / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": ["../second-scheduler"], "components": ["../../components/webhook"]}))
+    proc = subprocess.run([kubectl(), "kustomize", str(own)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "webhook-api-server-cidr" in proc.stderr, proc.stderr
+    # set: exactly that CIDR, in the rule for 9443, and no placeholder anywhere
+    set_webhook_cidr(copy, "10.20.0.0/16")
+    objects = [d for d in yaml.safe_load_all(run([kubectl(), "kustomize", str(copy / "overlays" / "with-webhook")])) if d]
+    policy = the(objects, "NetworkPolicy", "extended-scheduler")
+    rules = {tuple(p["port"] for p in r["ports"]): r.get("from") for r in policy["spec"]["ingress"]}
+    assert rules[(9443,)] == [{"ipBlock": {"cidr": "10.20.0.0/16"}}]
+    assert "192.0.2" not in yaml.safe_dump_all(objects) and "THE-API-SERVER-CIDR" not in yaml.safe_dump_all(objects)
 
 
 def test_grafana_dashboard_is_shipped_with_the_operator_overlay():

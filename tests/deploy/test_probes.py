@@ -35,6 +35,7 @@ from podsim import API_KUBECONFIG, PodRun, without_images
 
 from testing import kubelet
 from testing.harness import require_binary
+from testing.overlays import overlay_dir
 
 pytestmark = pytest.mark.xdist_group("deploy/test_probes")  # one worker: the runs are shared
 
@@ -119,9 +120,9 @@ def source(label: str) -> Source:
         files = {p: (REPLACE_DEFAULT / p).read_text() for p in ("kube-scheduler-config.yaml", "extender.yaml")}
         host_dir = "/etc/kubernetes/scheduling-extender"
         return Source(label, [*docs(run([kubectl(), "kustomize", str(REPLACE_DEFAULT)])), kubeadm_scheduler_pod()],
-                      {host_dir: {**files, "kubeconfig": API_KUBECONFIG}, NODE_KUBECONFIG: {"": API_KUBECONFIG}})
+                      {host_dir: files, NODE_KUBECONFIG: {"": API_KUBECONFIG}})
     if kind == "overlay":
-        return Source(label, docs(run([kubectl(), "kustomize", str(MANIFESTS / "overlays" / name)])))
+        return Source(label, docs(run([kubectl(), "kustomize", str(overlay_dir(name))])))
     values = [] if name == "defaults" else name.split(",")
     args = [tool("helm"), "template", "scheduling-extender", str(CHART), "--namespace", "scheduling-extender",
             "--kube-version", "v1.35.0", "--skip-tests"]  # the `helm test` pod is no scheduler pod

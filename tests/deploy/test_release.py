@@ -117,7 +117,8 @@ def test_the_sbom_lists_the_images_pinned_packages(release):
     assert sbom["metadata"]["component"]["name"] == "scheduling-extender"
     components = {normal(c["name"]): c["version"] for c in sbom["components"]}
     pinned = pins()
-    assert {n: v for n, v in components.items() if n not in ("scheduling-extender", "pip", "setuptools") and pinned.get(n) != v} == {}
+    ours = {"scheduling-extender": VERSION, "kubectl-extender": VERSION}  # the plugin: a dependency
+    assert {n: v for n, v in components.items() if n not in ("pip", "setuptools") and {**pinned, **ours}.get(n) != v} == {}
     for runtime in ("flask", "gunicorn", "cel-python", "kubernetes", "orjson", "google-re2", "pyyaml"):
         assert runtime in components
     assert not {"pytest", "hypothesis", "ruff", "cyclonedx-bom"} & components.keys()
@@ -135,8 +136,10 @@ def test_the_plugin_stands_alone_for_krew(release, tmp_path):
     packages, none of the server's dependencies), and the manifest names its sha256."""
     manifest = yaml.safe_load((release / f"kubectl-extender-{VERSION}.krew.yaml").read_text())
     assert (manifest["apiVersion"], manifest["kind"]) == ("krew.googlecontainertools.github.com/v1alpha2", "Plugin")
-    assert manifest["metadata"]["name"] == "extender" and manifest["spec"]["version"] == f"v{VERSION}"
+    # the project's name, not a generic word another plugin in the index may claim
+    assert manifest["metadata"]["name"] == "scheduling-extender" and manifest["spec"]["version"] == f"v{VERSION}"
     assert "python3, version 3.11 or newer" in manifest["spec"]["caveats"]
+    assert "kubectl scheduling-extender why POD" in manifest["spec"]["description"]
     (platform,) = manifest["spec"]["platforms"]
     archive = release / f"kubectl-extender-{VERSION}.tar.gz"
     assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
@@ -152,6 +155,16 @@ def test_the_plugin_stands_alone_for_krew(release, tmp_path):
                            "http://127.0.0.1:9", "--kubeconfig", str(tmp_path / "none")],
                           capture_output=True, text=True, timeout=60, env={"PATH": "/nonexistent"})
     assert proc.returncode == 1 and "cannot reach the extender" in proc.stderr, proc.stderr
+    # krew's link, kubectl-scheduling_extender: `kubectl scheduling-extender` in its usage
+    (tmp_path / "kubectl-scheduling_extender").symlink_to(tmp_path / "kubectl-extender")
+    proc = subprocess.run([sys.executable, "-I", str(tmp_path / "kubectl-scheduling_extender"), "why"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: kubectl scheduling-extender why"), proc.stderr
+    # an older python3 is refused, as the caveats say
+    older = "import runpy, sys; sys.version_info = (3, 10, 12); runpy.run_path(sys.argv[1], run_name='__main__')"
+    proc = subprocess.run([sys.executable, "-I", "-c", older, str(tmp_path / "kubectl-extender"), "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "needs python3 3.11 or newer; this python3 is 3.10" in proc.stderr, proc.stderr
 
 
 def test_the_plugin_imports_the_standard_library_only():
@@ -164,6 +177,59 @@ def test_the_plugin_imports_the_standard_library_only():
             for name in names:
                 top = name.split(".")[0]
                 assert top in sys.stdlib_module_names or top in ("kubectl_extender", "__future__"), (path.name, name)
+
+
+def test_the_plugin_is_one_distribution_and_serve_runs_without_it(release, tmp_path):
+    """Both distributions installed from the release's wheels into a fresh venv; then the
+    plugin's removed: `extender serve` still starts and becomes ready (it never imports
+    the plugin), and the commands that use the plugin say what is missing. The server's
+    wheel holds neither the package nor the script, and requires the plugin's version."""
+    import sysconfig
+    import zipfile
+
+    from testing.harness import Process, free_port, wait_extender_ready
+
+    server = release / f"scheduling_extender-{VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(server) as wheel:
+        names = wheel.namelist()
+        info = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = wheel.read(info).decode()
+        scripts = wheel.read(info.replace("METADATA", "entry_points.txt")).decode()
+    assert not [n for n in names if n.startswith("kubectl_extender")]
+    assert "kubectl-extender" not in scripts and "extender = extender.cli:main" in scripts
+    assert f"Requires-Dist: kubectl-extender=={VERSION}" in metadata
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "install", "--no-index", "--no-deps", str(server),
+                    str(release / f"kubectl_extender-{VERSION}-py3-none-any.whl")], check=True, timeout=300)
+    assert (venv / "bin" / "kubectl-extender").exists()
+    subprocess.run([*pip, "uninstall", "-y", "kubectl-extender"], check=True, timeout=300)
+    assert not (venv / "bin" / "kubectl-extender").exists()
+    # the server's dependencies from the test venv (PYTHONPATH: its .pth files, and so its
+    # editable installs of both distributions, are not read)
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "KUBECONFIG")},
+           "PYTHONPATH": sysconfig.get_paths()["purelib"]}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(venv / "bin" / args[0]), *args[1:]], capture_output=True, text=True,
+                              timeout=120, env=env, cwd=tmp_path)
+
+    gone = run("python", "-c", "import kubectl_extender")
+    assert gone.returncode == 1 and "No module named 'kubectl_extender'" in gone.stderr, gone.stderr
+    helped = run("extender", "serve", "--help")
+    assert helped.returncode == 0 and "--scheduler-config" in helped.stdout, helped.stderr
+    refused = run("extender", "whatif", "--cluster", str(ROOT / "extender/data/cluster.yaml"), "--cordon", "x")
+    assert refused.returncode == 2 and "needs the kubectl plugin's distribution, kubectl-extender" in refused.stderr
+    port, metrics_port = free_port(), free_port()
+    served = Process("extender", [str(venv / "bin" / "extender"), "serve", "--cluster",
+                                  str(ROOT / "extender/data/cluster.yaml"), "--listen", f"127.0.0.1:{port}",
+                                  "--metrics-listen", f"127.0.0.1:{metrics_port}"], tmp_path / "serve.log", env)
+    try:
+        wait_extender_ready(served, metrics_port)
+    finally:
+        served.stop()
 
 
 def test_the_plugin_has_the_servers_version():

@@ -96,7 +96,7 @@ def test_valid_annotation_with_unknown_field_still_schedules(example_extender):
 
 
 def test_explain_shows_what_the_webhook_would_warn_about(example_extender):
-    from extender.explain import render_table
+    from kubectl_extender.render import render_table
 
     pod = pod_with(tolerations='[{"key": "node.example.com/sla", "operator": "Exists", "effect": "NoExecute"}]')
     report = explain(example_extender, [pod], NODES)

@@ -20,9 +20,10 @@ PLURALS = {"Pod": "pods", "Deployment": "deployments", "StatefulSet": "statefuls
 
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, dict]:
-    from tests.deploy.deploy_tools import MANIFESTS, kubectl, run
+    from testing.overlays import overlay_dir
+    from tests.deploy.deploy_tools import kubectl, run
 
-    out = run([kubectl(), "kustomize", str(MANIFESTS / "overlays" / "with-webhook")])
+    out = run([kubectl(), "kustomize", str(overlay_dir("with-webhook"))])
     return {f"{d['kind']}/{d['metadata']['name']}": d for d in yaml.safe_load_all(out) if d}
 
 
