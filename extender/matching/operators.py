@@ -9,8 +9,8 @@ a new operator is one record and one `register_toleration` / `register_selector`
 (at import, before the first request: answers are memoised per pod shape).
 
 The hot path is `tolerates`: a dict lookup to the record, then its `compare`, a plain
-function of two strings (no per-call allocation). Semantics: semantics.md §3 and §6 in
-the design docs; `docs/design/operators.md` says how to add one.
+function of two strings (no per-call allocation). Semantics: docs/reference/semantics.md
+§3 and §6; docs/design/operators.md says how to add an operator.
 """
 
 from __future__ import annotations
