@@ -8,8 +8,9 @@ validation (`extender.validation.rules`) and the webhook's ratcheting
 a new operator is one record and one `register_toleration` / `register_selector` call
 (at import, before the first request: answers are memoised per pod shape).
 
-The hot path is `tolerates`: a dict lookup to the record, then its `compare`, a plain
-function of two strings (no per-call allocation). Semantics: docs/reference/semantics.md
+The hot path is the matcher's `tolerates`: one dict lookup (`enabled_operators`, resolved
+once per set of gates) to the operator's `compare`, a plain function of two strings (no
+per-call allocation). Semantics: docs/reference/semantics.md
 §3 and §6; docs/design/operators.md says how to add an operator.
 """
 
@@ -98,10 +99,36 @@ class TolerationOperator:
 TOLERATION_OPERATORS: dict[str, TolerationOperator] = {}
 
 
+@dataclass(frozen=True, slots=True)
+class EnabledOperators:
+    """The toleration operators one set of gates leaves on, as the matcher dispatches
+    them: one dict lookup to the comparison, the gate already decided."""
+
+    #: name (and alias) -> `compare`, for the operators whose gate is on
+    compare: dict[str, Callable[[str, str], bool]]
+    #: the names of those the kubelet sees (the only ones that count for NoExecute)
+    kubelet: frozenset[str]
+
+
+_ENABLED: dict[FeatureGates, EnabledOperators] = {}
+
+
+def enabled_operators(gates: FeatureGates) -> EnabledOperators:
+    """The operators `gates` leave on (one answer per distinct set of gates)."""
+    hit = _ENABLED.get(gates)
+    if hit is None:
+        on = {name: rule for name, rule in TOLERATION_OPERATORS.items() if enabled(rule.gate, gates)}
+        hit = EnabledOperators({name: rule.compare for name, rule in on.items()},
+                               frozenset(name for name, rule in on.items() if rule.kubelet))
+        _ENABLED[gates] = hit
+    return hit
+
+
 def register_toleration(rule: TolerationOperator) -> None:
     """Add (or replace) a toleration operator under its name and aliases."""
     for name in (rule.name, *rule.aliases):
         TOLERATION_OPERATORS[name] = rule
+    _ENABLED.clear()
 
 
 def unregister_toleration(name: str) -> None:
@@ -109,6 +136,7 @@ def unregister_toleration(name: str) -> None:
     if rule is not None:
         for alias in (rule.name, *rule.aliases):
             TOLERATION_OPERATORS.pop(alias, None)
+    _ENABLED.clear()
 
 
 def supported_toleration_operators(gates: FeatureGates) -> list[str]:

@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from extender.features import FeatureGates
-from extender.matching.operators import TOLERATION_OPERATORS, enabled, gate_title
+from extender.matching.operators import (
+    TOLERATION_OPERATORS,
+    EnabledOperators,
+    enabled,
+    enabled_operators,
+    gate_title,
+)
 from extender.model import Taint, Toleration
 from extender.model.objects import NO_EXECUTE
 
@@ -52,7 +58,14 @@ def tolerates(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> bool:
     """One toleration against one taint, in upstream's order of checks; a NoExecute
     taint only by a toleration the kubelet sees (`kubelet_blind_spot`); the operator's
     comparison from its record (`extender.matching.operators`)."""
-    if taint.effect == NO_EXECUTE and kubelet_blind_spot(tol, gates) is not None:
+    return _tolerates(tol, taint, gates, cel, enabled_operators(gates))
+
+
+def _tolerates(tol: Toleration, taint: Taint, gates: FeatureGates, cel, ops: EnabledOperators) -> bool:
+    """`tolerates` with the gates' operators resolved (the matcher resolves them once).
+    For a NoExecute taint an operator outside `ops.kubelet` is either one the kubelet
+    does not see or an unknown one, which tolerates nothing anyway."""
+    if taint.effect == NO_EXECUTE and (tol.source != "spec" or tol.expression or tol.operator not in ops.kubelet):
         return False
     if tol.expression:
         if not gates.cel or invalid_expression_toleration(tol) or cel is None:
@@ -62,10 +75,8 @@ def tolerates(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> bool:
         return False
     if tol.key and tol.key != taint.key:
         return False
-    rule = TOLERATION_OPERATORS.get(tol.operator)
-    if rule is None or (rule.gate is not None and not getattr(gates, rule.gate)):
-        return False
-    return rule.compare(tol.value, taint.value)
+    compare = ops.compare.get(tol.operator)
+    return compare is not None and compare(tol.value, taint.value)
 
 
 def explain_toleration(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> str:
@@ -111,19 +122,21 @@ def _explain_expression(tol: Toleration, taint: Taint, gates: FeatureGates, cel)
 class TolerationMatcher:
     """Memoizing matcher for one pod's effective tolerations (one request, one thread)."""
 
-    __slots__ = ("tolerations", "gates", "cel", "_by_taint")
+    __slots__ = ("tolerations", "gates", "cel", "_by_taint", "_operators")
 
     def __init__(self, tolerations: Sequence[Toleration], gates: FeatureGates, cel) -> None:
         self.tolerations = tuple(tolerations)
         self.gates = gates
         self.cel = cel
         self._by_taint: dict[Taint, bool] = {}
+        self._operators = enabled_operators(gates)
 
     def tolerated(self, taint: Taint) -> bool:
         """Upstream `TolerationsTolerateTaint`: any toleration tolerates the taint."""
         hit = self._by_taint.get(taint)
         if hit is None:
-            hit = any(tolerates(t, taint, self.gates, self.cel) for t in self.tolerations)
+            gates, cel, ops = self.gates, self.cel, self._operators
+            hit = any(_tolerates(t, taint, gates, cel, ops) for t in self.tolerations)
             self._by_taint[taint] = hit
         return hit
 
