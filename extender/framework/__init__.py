@@ -5,11 +5,12 @@ points PreFilter -> Filter -> PreScore -> Score -> NormalizeScore run by `Framew
 """
 
 from extender.framework.cycle_state import CycleState
-from extender.framework.interface import NodeScore, Plugin, PreFilterResult
+from extender.framework.interface import MAX_NODE_SCORE, NodeScore, Plugin, PreFilterResult
 from extender.framework.runner import FilterOutcome, Framework, ScoreOutcome
 from extender.framework.status import Code, Status
 
 __all__ = [
+    "MAX_NODE_SCORE",
     "Code",
     "CycleState",
     "FilterOutcome",

@@ -25,6 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+#: Upstream `framework.MaxNodeScore`: every normalized score lands in [0, 100].
+MAX_NODE_SCORE = 100
+
 
 @dataclass(frozen=True, slots=True)
 class PreFilterResult:

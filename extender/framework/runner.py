@@ -25,12 +25,10 @@ import numpy as np
 from extender import metrics
 from extender.framework import verdicts
 from extender.framework.cycle_state import CycleState
-from extender.framework.interface import NodeScore, PreFilterResult
+from extender.framework.interface import MAX_NODE_SCORE, NodeScore, PreFilterResult
 from extender.framework.status import Code, Status
 from extender.model import Pod
 from extender.state.nodeset import NodeSet
-
-MAX_NODE_SCORE = 100
 
 
 class FilterOutcome:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from extender.framework.interface import MAX_NODE_SCORE
 from extender.framework.runner import ScoreOutcome
-
-MAX_NODE_SCORE = 100
 
 MAX_EXTENDER_PRIORITY = 10
 SCORE_MODES = ("scaled", "in-tree")

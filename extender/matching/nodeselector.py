@@ -1,6 +1,7 @@
 """Node selector matching: `labels.Requirement`, `LazyErrorNodeSelector`,
 `RequiredNodeAffinity` and `PreferredSchedulingTerms` from component-helpers, plus the
-extender's `SemverGt/Lt/Eq` operators (KEP-5721).
+extender's `SemverGt/Lt/Eq` operators (KEP-5721). The operators that compare a label
+with a value (Gt, Lt, the Semver family) are records in `extender.matching.operators`.
 
 Each requirement can answer three ways: `matches(node)` for one node (the reference
 path), `matching_names(index, universe)` as a set computed from the inverted label
@@ -12,22 +13,27 @@ cached per distinct selector.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from extender.caching import ByteLRU
+from extender.features import FeatureGates
 from extender.matching.labels import validate_label_key, validate_label_value
-from extender.matching.numeric import GoNumError, go_parse_int64, go_quote
-from extender.matching.semver import SemverError, compare_semver, parse_tolerant
+from extender.matching.numeric import go_quote
+from extender.matching.operators import (
+    EXISTENCE_OPERATORS,
+    SELECTOR_OPERATORS,
+    SET_OPERATORS,
+    enabled,
+)
 from extender.model import Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 from extender.state.nodeset import LabelIndex
 
-SET_OPERATORS = ("In", "NotIn")
-EXISTENCE_OPERATORS = ("Exists", "DoesNotExist")
-NUMERIC_OPERATORS = ("Gt", "Lt")
-SEMVER_OPERATORS = ("SemverGt", "SemverLt", "SemverEq")
+#: Selectors are compiled with the Semver gate alone (the only gate a selector operator
+#: has); the other gates read as on.
+_GATES = {True: FeatureGates(), False: FeatureGates(semver_operators=False)}
 NODE_FIELD_NAME = "metadata.name"
 
 
@@ -40,7 +46,9 @@ class LabelRequirement:
     key: str
     operator: str
     values: frozenset[str]
-    number: int = 0
+    #: a comparison operator's value as its record read it; `compare`, its comparison
+    wanted: object = None
+    compare: Callable[[str, object], bool] | None = field(default=None, compare=False)
 
     def matches_value(self, present: bool, value: str) -> bool:
         op = self.operator
@@ -52,16 +60,7 @@ class LabelRequirement:
             return present
         if op == "DoesNotExist":
             return not present
-        if not present:
-            return False
-        if op in NUMERIC_OPERATORS:
-            try:
-                label = go_parse_int64(value)
-            except GoNumError:
-                return False
-            return label > self.number if op == "Gt" else label < self.number
-        (wanted,) = self.values
-        return compare_semver(op, value, wanted)
+        return present and self.compare(value, self.wanted)  # type: ignore[misc]
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         value = labels.get(self.key)
@@ -152,37 +151,30 @@ class FieldRequirement:
 def _parse_label_requirement(req: NodeSelectorRequirement, semver_enabled: bool) -> LabelRequirement:
     errors = list(validate_label_key(req.key))
     op, values = req.operator, req.values
-    number = 0
+    rule = SELECTOR_OPERATORS.get(op)
+    wanted = None
     if op in SET_OPERATORS:
         if not values:
             errors.append("for 'in', 'notin' operators, values set can't be empty")
     elif op in EXISTENCE_OPERATORS:
         if values:
             errors.append("values set must be empty for exists and does not exist")
-    elif op in NUMERIC_OPERATORS:
+    elif rule is not None and enabled(rule.gate, _GATES[semver_enabled]):
         if len(values) != 1:
-            errors.append("for 'Gt', 'Lt' operators, exactly one value is required")
+            errors.append(rule.count_error)
         else:
             try:
-                number = go_parse_int64(values[0])
-            except GoNumError:
-                errors.append("for 'Gt', 'Lt' operators, the value must be an integer")
-    elif op in SEMVER_OPERATORS and semver_enabled:
-        if len(values) != 1:
-            errors.append(f"for '{op}' operator, exactly one value is required")
-        else:
-            try:
-                parse_tolerant(values[0])
-            except SemverError as exc:
-                errors.append(f"for '{op}' operator, the value must be a semantic version: {exc}")
+                wanted = rule.read(values[0])
+            except ValueError as exc:
+                errors.append(str(exc))
     else:
         errors.append(f"operator: Unsupported value: {op!r}")
-    if op not in SEMVER_OPERATORS:
+    if rule is None or rule.label_values:
         for value in values:
             errors.extend(validate_label_value(value))
     if errors:
         raise RequirementError(f"key {req.key!r}: " + "; ".join(errors))
-    return LabelRequirement(req.key, op, frozenset(values), number)
+    return LabelRequirement(req.key, op, frozenset(values), wanted, rule.compare if rule is not None else None)
 
 
 def _parse_field_requirement(req: NodeSelectorRequirement) -> FieldRequirement:

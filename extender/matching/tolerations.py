@@ -1,5 +1,6 @@
 """Toleration matching: upstream `(*Toleration).ToleratesTaint` plus the extender's
-operators (`SemverGt/Lt/Eq`, KEP-5721) and CEL `expression` (KEP-5500).
+operators (`SemverGt/Lt/Eq`, KEP-5721) and CEL `expression` (KEP-5500). What each
+operator does is its record in `extender.matching.operators`; this module names none.
 
 `TolerationMatcher` is built once per pod and request and shared by every plugin
 that matches tolerations (TaintToleration, NodeUnschedulable, PodTopologySpread's
@@ -12,13 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from extender.features import FeatureGates
-from extender.matching.numeric import compare_numeric, why_not_numeric
-from extender.matching.semver import compare_semver, why_not_semver
+from extender.matching.operators import (
+    TOLERATION_OPERATORS,
+    EnabledOperators,
+    enabled,
+    enabled_operators,
+    gate_title,
+)
 from extender.model import Taint, Toleration
 from extender.model.objects import NO_EXECUTE
-
-NUMERIC_OPERATORS = ("Gt", "Lt")
-SEMVER_OPERATORS = ("SemverGt", "SemverLt", "SemverEq")
 
 TaintFilter = Callable[[Taint], bool]
 
@@ -26,9 +29,6 @@ TaintFilter = Callable[[Taint], bool]
 def invalid_expression_toleration(tol: Toleration) -> bool:
     """`expression` excludes key/operator/value/effect (semantics §0.7)."""
     return bool(tol.expression) and bool(tol.key or tol.operator or tol.value or tol.effect)
-
-
-KUBELET_OPERATORS = ("", "Equal", "Exists")
 
 
 def kubelet_blind_spot(tol: Toleration, gates: FeatureGates) -> str | None:
@@ -44,17 +44,28 @@ def kubelet_blind_spot(tol: Toleration, gates: FeatureGates) -> str | None:
         return f"it comes from the {tol.source} annotation"
     if tol.expression:
         return "it is a CEL expression"
-    if tol.operator in SEMVER_OPERATORS:
+    rule = TOLERATION_OPERATORS.get(tol.operator)
+    if rule is None:
+        return None  # tolerates nothing anyway
+    if not rule.kubelet:
         return f"operator {tol.operator} is not a Kubernetes API operator"
-    if tol.operator in NUMERIC_OPERATORS and not gates.comparison_operators:
-        return f"operator {tol.operator} needs the TaintTolerationComparisonOperators gate"
+    if not enabled(rule.gate, gates):
+        return f"operator {tol.operator} needs the {gate_title(rule.gate)} gate"
     return None
 
 
 def tolerates(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> bool:
     """One toleration against one taint, in upstream's order of checks; a NoExecute
-    taint only by a toleration the kubelet sees (`kubelet_blind_spot`)."""
-    if taint.effect == NO_EXECUTE and kubelet_blind_spot(tol, gates) is not None:
+    taint only by a toleration the kubelet sees (`kubelet_blind_spot`); the operator's
+    comparison from its record (`extender.matching.operators`)."""
+    return _tolerates(tol, taint, gates, cel, enabled_operators(gates))
+
+
+def _tolerates(tol: Toleration, taint: Taint, gates: FeatureGates, cel, ops: EnabledOperators) -> bool:
+    """`tolerates` with the gates' operators resolved (the matcher resolves them once).
+    For a NoExecute taint an operator outside `ops.kubelet` is either one the kubelet
+    does not see or an unknown one, which tolerates nothing anyway."""
+    if taint.effect == NO_EXECUTE and (tol.source != "spec" or tol.expression or tol.operator not in ops.kubelet):
         return False
     if tol.expression:
         if not gates.cel or invalid_expression_toleration(tol) or cel is None:
@@ -64,16 +75,8 @@ def tolerates(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> bool:
         return False
     if tol.key and tol.key != taint.key:
         return False
-    op = tol.operator
-    if op == "" or op == "Equal":
-        return tol.value == taint.value
-    if op == "Exists":
-        return True
-    if op in NUMERIC_OPERATORS:
-        return gates.comparison_operators and compare_numeric(op, tol.value, taint.value)
-    if op in SEMVER_OPERATORS:
-        return gates.semver_operators and compare_semver(op, taint.value, tol.value)
-    return False
+    compare = ops.compare.get(tol.operator)
+    return compare is not None and compare(tol.value, taint.value)
 
 
 def explain_toleration(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> str:
@@ -85,63 +88,55 @@ def explain_toleration(tol: Toleration, taint: Taint, gates: FeatureGates, cel) 
             return (f"{name}: does not count for NoExecute taint {taint}: the kubelet checks "
                     f"NoExecute taints against spec.tolerations only and {blind}")
     if tol.expression:
-        if invalid_expression_toleration(tol):
-            return f"{name}: invalid toleration: expression must not be combined with key, operator, value or effect"
-        if not gates.cel:
-            return f"{name}: feature gate TaintTolerationCEL is disabled"
-        if cel is None:
-            return f"{name}: CEL is not available"
-        outcome = cel.evaluate(tol.expression, taint)
-        if outcome.matched:
-            return f"{name}: expression returned true"
-        if outcome.kind == "false":
-            return f"{name}: expression returned false"
-        return f"{name}: expression failed ({outcome.kind}): {outcome.message}"
+        return f"{name}: {_explain_expression(tol, taint, gates, cel)}"
     if tol.effect and tol.effect != taint.effect:
         return f"{name}: effect {tol.effect} does not match {taint.effect}"
     if tol.key and tol.key != taint.key:
         return f"{name}: key does not match"
-    op = tol.operator
-    ok = tolerates(tol, taint, gates, cel)
-    verdict = "tolerates" if ok else "does not tolerate"
-    if op in NUMERIC_OPERATORS:
-        if not gates.comparison_operators:
-            return f"{name}: feature gate TaintTolerationComparisonOperators is disabled"
-        problem = why_not_numeric(tol.value, taint.value)
-        if problem:
-            return f"{name}: {problem}"
-        relation = ("greater" if op == "Gt" else "less") + " than"
-        return f"{name}: {verdict}: taint value {taint.value} is {'' if ok else 'not '}{relation} {tol.value}"
-    if op in SEMVER_OPERATORS:
-        if not gates.semver_operators:
-            return f"{name}: feature gate TaintTolerationNodeAffinitySemverComparisonOperators is disabled"
-        problem = why_not_semver(taint.value, tol.value)
-        if problem:
-            return f"{name}: {problem}"
-        return f"{name}: {verdict} (taint version {taint.value!r} vs {tol.value!r})"
-    if op not in ("", "Equal", "Exists"):
-        return f"{name}: unsupported operator {op!r}"
-    if op == "Exists":
-        return f"{name}: {verdict}"
-    return f"{name}: {verdict} (value {tol.value!r} vs taint value {taint.value!r})"
+    rule = TOLERATION_OPERATORS.get(tol.operator)
+    if rule is None:
+        return f"{name}: unsupported operator {tol.operator!r}"
+    if not enabled(rule.gate, gates):
+        return f"{name}: feature gate {gate_title(rule.gate)} is disabled"
+    problem = rule.why_not(tol.value, taint.value) if rule.why_not is not None else None
+    if problem:
+        return f"{name}: {problem}"
+    return f"{name}: {rule.describe(rule.compare(tol.value, taint.value), tol.value, taint.value)}"
+
+
+def _explain_expression(tol: Toleration, taint: Taint, gates: FeatureGates, cel) -> str:
+    if invalid_expression_toleration(tol):
+        return "invalid toleration: expression must not be combined with key, operator, value or effect"
+    if not gates.cel:
+        return "feature gate TaintTolerationCEL is disabled"
+    if cel is None:
+        return "CEL is not available"
+    outcome = cel.evaluate(tol.expression, taint)
+    if outcome.matched:
+        return "expression returned true"
+    if outcome.kind == "false":
+        return "expression returned false"
+    return f"expression failed ({outcome.kind}): {outcome.message}"
 
 
 class TolerationMatcher:
     """Memoizing matcher for one pod's effective tolerations (one request, one thread)."""
 
-    __slots__ = ("tolerations", "gates", "cel", "_by_taint")
+    __slots__ = ("tolerations", "gates", "cel", "_by_taint", "_operators")
 
     def __init__(self, tolerations: Sequence[Toleration], gates: FeatureGates, cel) -> None:
         self.tolerations = tuple(tolerations)
         self.gates = gates
         self.cel = cel
         self._by_taint: dict[Taint, bool] = {}
+        self._operators = enabled_operators(gates)
 
     def tolerated(self, taint: Taint) -> bool:
         """Upstream `TolerationsTolerateTaint`: any toleration tolerates the taint."""
         hit = self._by_taint.get(taint)
         if hit is None:
-            hit = any(tolerates(t, taint, self.gates, self.cel) for t in self.tolerations)
+            gates, cel, ops = self.gates, self.cel, self._operators
+            hit = any(_tolerates(t, taint, gates, cel, ops) for t in self.tolerations)
             self._by_taint[taint] = hit
         return hit
 

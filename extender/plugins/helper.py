@@ -11,8 +11,6 @@ from extender.framework.handle import SNAPSHOT_KEY
 from extender.matching.tolerations import do_not_schedule
 from extender.state.nodeset import Reads
 
-MAX_NODE_SCORE = 100
-
 
 def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeScore]) -> Status:
     """`DefaultNormalizeScore`: scale to [0, max_priority] by the maximum (integer
@@ -53,12 +51,6 @@ def universe_values(
     return vector() if values is None else values
 
 
-def candidate_values(state, nodes, key, by_name: Callable[[], Mapping[str, int]],
-                     reads: Reads = Reads.NODES) -> np.ndarray:
-    """`universe_values` cut down to the candidates, in request order."""
-    return nodes.gather(universe_values(state, nodes, key, by_name, reads))
-
-
 def universe_memo(state, nodes, key, compute, reads: Reads = Reads.NODES):
     """Answer over the snapshot's whole node universe, memoized per pod shape (`key`)
     as long as what it `reads` stands (`ClusterSnapshot.memo`: node-layer answers
@@ -85,11 +77,3 @@ def untolerated_mask(universe, pod, matcher, gates) -> np.ndarray:
         return mask
 
     return universe.memo(("untolerated", pod.tolerations, gates), compute, Reads.TAINTS)
-
-
-def untolerated_node_names(snapshot, pod, matcher, gates) -> frozenset[str]:
-    """`untolerated_mask` of the snapshot's nodes as names."""
-    nodes = snapshot.nodes
-    return snapshot.memo(("untolerated names", pod.tolerations, gates), lambda: frozenset(
-        n.name for n, bad in zip(nodes.nodes, untolerated_mask(nodes, pod, matcher, gates).tolist(), strict=True)
-        if bad), Reads.TAINTS)

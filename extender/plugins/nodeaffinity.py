@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from extender.errors import ConfigError
-from extender.framework import CycleState, NodeScore, PreFilterResult, Status
+from extender.framework import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
 from extender.framework.handle import Handle
 from extender.framework.status import SKIP, error, unschedulable
 from extender.framework.verdicts import Masks, masks_of
@@ -32,7 +32,6 @@ from extender.matching.nodeselector import (
 from extender.model import Node, NodeSelector, Pod
 from extender.model.parse import ModelError, node_affinity_from_dict
 from extender.plugins.helper import (
-    MAX_NODE_SCORE,
     default_normalize_score,
     default_normalize_values,
 )

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from extender.framework import CycleState, NodeScore, Status
+from extender.framework import MAX_NODE_SCORE, CycleState, NodeScore, Status
 from extender.framework.handle import Handle
 from extender.framework.status import error, unschedulable
 from extender.framework.verdicts import Masks, masks_of
 from extender.matching.tolerations import TolerationMatcher, do_not_schedule, matcher_for
 from extender.model import Node, Pod, Taint
 from extender.plugins.helper import (
-    MAX_NODE_SCORE,
     default_normalize_score,
     default_normalize_values,
     untolerated_mask,

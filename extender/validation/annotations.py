@@ -20,6 +20,7 @@ from typing import Any
 
 from extender.caching import ByteLRU
 from extender.features import FeatureGates
+from extender.matching.semver import SEMVER_OPERATORS
 from extender.validation import goschema
 from extender.validation.field import FieldError, child, invalid, key, too_long, too_many
 from extender.validation.gojson import GoJSONError
@@ -29,7 +30,6 @@ from extender.validation.limits import (
     MAX_TOLERATIONS_PER_POD,
 )
 from extender.validation.rules import (
-    SEMVER,
     current_slow_policy,
     unchecked_expressions,
     validate_node_affinity,
@@ -227,7 +227,7 @@ def _semver_in_spec(spec_affinity: Any, path: str) -> tuple[str, ...]:
     for i, term in enumerate(terms if isinstance(terms, list) else []):
         exprs = term.get("matchExpressions") if isinstance(term, Mapping) else None
         for j, rq in enumerate(exprs if isinstance(exprs, list) else []):
-            if isinstance(rq, Mapping) and rq.get("operator") in SEMVER:
+            if isinstance(rq, Mapping) and rq.get("operator") in SEMVER_OPERATORS:
                 out.append(f"{child(path, 'required', 'nodeSelectorTerms', i, 'matchExpressions', j, 'operator')}: "
                            f"{rq['operator']} is read by kube-scheduler's VolumeBinding only with KEP-5721's gate; "
                            "without it that plugin rejects every node for this term: put the requirement in the "

@@ -17,8 +17,17 @@ from extender.cel.environment import CompileError
 from extender.cel.program import compile_program
 from extender.features import FeatureGates
 from extender.matching.labels import is_dns1123_subdomain, validate_label_key, validate_label_value
-from extender.matching.numeric import go_quote, parse_canonical_int64
-from extender.matching.semver import SemverError, parse_tolerant
+from extender.matching.numeric import go_quote
+from extender.matching.operators import (
+    AT_OPERATOR,
+    AT_OPERATOR_WHOLE,
+    EXISTENCE_OPERATORS,
+    SELECTOR_OPERATORS,
+    SET_OPERATORS,
+    TOLERATION_OPERATORS,
+    enabled,
+    supported_toleration_operators,
+)
 from extender.request import deadline, lane
 from extender.validation.field import (
     FieldError,
@@ -39,20 +48,8 @@ from extender.validation.limits import (
 )
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-NUMERIC = ("Lt", "Gt")
-SEMVER = ("SemverGt", "SemverLt", "SemverEq")
-NOT_CANONICAL = "must be a canonical decimal integer within int64"
 EMPTY_KEY = 'operator must be Exists when `key` is empty, which means "match all values and all keys"'
 EXCLUSIVE = "expression cannot be used with key, value, operator, or effect fields"
-
-
-def supported_operators(gates: FeatureGates) -> list[str]:
-    ops = ["Equal", "Exists"]
-    if gates.comparison_operators:
-        ops += ["Lt", "Gt"]
-    if gates.semver_operators:
-        ops += list(SEMVER)
-    return ops
 
 
 # --- CEL ------------------------------------------------------------------------------
@@ -211,97 +208,94 @@ def _toleration_struct(t: Mapping[str, Any]) -> str:
 
 def validate_toleration(t: Mapping[str, Any], path: str, gates: FeatureGates,
                         warnings: list[str]) -> list[FieldError]:
-    """ValidateTolerations for one toleration, plus KEP-5471/5721/5500 operators."""
+    """ValidateTolerations for one toleration, plus KEP-5471/5721/5500 operators (each
+    operator's rules from its record, `extender.matching.operators`)."""
+    expression = t.get("expression") or ""
+    if expression:
+        return _validate_expression(t, expression, child(path, "expression"), gates, warnings)
     errs: list[FieldError] = []
     tol_key = t.get("key") or ""
     op = t.get("operator") or ""
-    value = t.get("value") or ""
     effect = t.get("effect") or ""
-    expression = t.get("expression") or ""
-    if expression:
-        where = child(path, "expression")
-        if not gates.cel:
-            errs.append(forbidden(where, "requires the TaintTolerationCEL feature gate"))
-        elif tol_key or op or value or effect:
-            errs.append(invalid(where, expression, EXCLUSIVE))
-        elif len(expression.encode("utf-8", "surrogatepass")) > MAX_EXPRESSION_BYTES:
-            errs.append(too_long(where, MAX_EXPRESSION_BYTES))
-        elif (compiled := compile_expression(expression)) is None:
-            warnings.append(f"{where}: {NOT_COMPILED}")
-        else:
-            message, cost = compiled
-            policy = current_slow_policy()
-            if message is not None:
-                errs.append(invalid(where, expression, message))
-            else:
-                finding = cost_finding(cost, policy)
-                if finding is not None and policy is not None and policy.deny and (
-                        finding != close_to_limit(cost)):
-                    errs.append(invalid(where, expression, finding))
-                elif finding is not None:
-                    warnings.append(f"{where}: {finding}")
-        return errs
+    rule = TOLERATION_OPERATORS.get(op) if isinstance(op, str) else None
     if tol_key:
         errs += [invalid(child(path, "key"), tol_key, m) for m in validate_label_key(tol_key)]
-    if not tol_key and op != "Exists":
+    if not tol_key and not (rule is not None and rule.keyless):
         errs.append(invalid(child(path, "operator"), op, EMPTY_KEY))
     if t.get("tolerationSeconds") is not None and effect != "NoExecute":
         errs.append(invalid(child(path, "effect"), effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"))
-    if op in ("", "Equal"):
-        msgs = validate_label_value(value)
-        if msgs:  # upstream reports the value under `.operator`
-            errs.append(invalid(child(path, "operator"), value, ";".join(msgs)))
-    elif op == "Exists":
-        if value:
-            errs.append(invalid(child(path, "operator"), Raw(_toleration_struct(t)),
-                                "value must be empty when `operator` is 'Exists'"))
-    elif op in NUMERIC and gates.comparison_operators:
-        if parse_canonical_int64(value) is None:
-            errs.append(invalid(child(path, "value"), value, NOT_CANONICAL))
-    elif op in SEMVER and gates.semver_operators:
-        try:
-            parse_tolerant(value)
-        except SemverError as exc:
-            errs.append(invalid(child(path, "value"), value, str(exc)))
+    if rule is None or not enabled(rule.gate, gates):
+        errs.append(not_supported(child(path, "operator"), op, supported_toleration_operators(gates)))
     else:
-        errs.append(not_supported(child(path, "operator"), op, supported_operators(gates)))
+        value = t.get("value") or ""
+        message = rule.check_value(value)
+        if message is not None:
+            if rule.value_error_at == AT_OPERATOR_WHOLE:
+                errs.append(invalid(child(path, "operator"), Raw(_toleration_struct(t)), message))
+            elif rule.value_error_at == AT_OPERATOR:  # upstream reports Equal's value there
+                errs.append(invalid(child(path, "operator"), value, message))
+            else:
+                errs.append(invalid(child(path, "value"), value, message))
     if effect and effect not in EFFECTS:
         errs.append(not_supported(child(path, "effect"), effect, EFFECTS))
     return errs
 
 
+def _validate_expression(t: Mapping[str, Any], expression: str, where: str, gates: FeatureGates,
+                         warnings: list[str]) -> list[FieldError]:
+    """A CEL toleration (KEP-5500): alone in its toleration, within the length and cost
+    limits, compiled within the review's budget."""
+    if not gates.cel:
+        return [forbidden(where, "requires the TaintTolerationCEL feature gate")]
+    if t.get("key") or t.get("operator") or t.get("value") or t.get("effect"):
+        return [invalid(where, expression, EXCLUSIVE)]
+    if len(expression.encode("utf-8", "surrogatepass")) > MAX_EXPRESSION_BYTES:
+        return [too_long(where, MAX_EXPRESSION_BYTES)]
+    compiled = compile_expression(expression)
+    if compiled is None:
+        warnings.append(f"{where}: {NOT_COMPILED}")
+        return []
+    message, cost = compiled
+    if message is not None:
+        return [invalid(where, expression, message)]
+    policy = current_slow_policy()
+    finding = cost_finding(cost, policy)
+    if finding is not None and policy is not None and policy.deny and finding != close_to_limit(cost):
+        return [invalid(where, expression, finding)]
+    if finding is not None:
+        warnings.append(f"{where}: {finding}")
+    return []
+
+
 # --- node affinity --------------------------------------------------------------------
 
 def _requirement(rq: Mapping[str, Any], path: str, allow_invalid_values: bool, gates: FeatureGates) -> list[FieldError]:
-    """ValidateNodeSelectorRequirement, with KEP-5721's semver operators."""
+    """ValidateNodeSelectorRequirement, with the extender's operators (their records)."""
     errs: list[FieldError] = []
     op = rq.get("operator") or ""
     values = rq.get("values") or []
     vpath = child(path, "values")
-    semver = op in SEMVER and gates.semver_operators
-    if op in ("In", "NotIn"):
+    rule = SELECTOR_OPERATORS.get(op) if isinstance(op, str) else None
+    if rule is not None and not enabled(rule.gate, gates):
+        rule = None
+    if op in SET_OPERATORS:
         if not values:
             errs.append(required(vpath, "must be specified when `operator` is 'In' or 'NotIn'"))
-    elif op in ("Exists", "DoesNotExist"):
+    elif op in EXISTENCE_OPERATORS:
         if values:
             errs.append(forbidden(vpath, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-    elif op in NUMERIC:
+    elif rule is not None:
         if len(values) != 1:
-            errs.append(required(vpath, "must be specified single value when `operator` is 'Lt' or 'Gt'"))
-    elif semver:
-        if len(values) != 1:
-            errs.append(required(vpath, "must be specified single value when `operator` is "
-                                        "'SemverLt' or 'SemverGt' or 'SemverEq'"))
+            errs.append(required(vpath, rule.api_count_error))
         for v in values:  # KEP-5721: field.Invalid on `values`, the whole list as the value
-            try:
-                parse_tolerant(v or "")
-            except SemverError as exc:
-                errs.append(invalid(vpath, [x or "" for x in values], str(exc)))
+            message = rule.api_check_value(v or "")
+            if message is not None:
+                errs.append(invalid(vpath, [x or "" for x in values], message))
     else:
         errs.append(invalid(child(path, "operator"), op, "not a valid selector operator"))
     rq_key = rq.get("key") or ""
     errs += [invalid(child(path, "key"), rq_key, m) for m in validate_label_key(rq_key)]
-    if not allow_invalid_values and not semver:
+    if not allow_invalid_values and (rule is None or rule.label_values):
         for j, v in enumerate(values):
             errs += [invalid(child(vpath, j), v or "", m) for m in validate_label_value(v or "")]
     return errs

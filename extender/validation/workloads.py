@@ -18,6 +18,7 @@ import orjson
 import yaml
 
 from extender.features import FeatureGates
+from extender.matching.operators import gates_to_ratchet
 from extender.validation.annotations import check_pod, check_volume
 from extender.validation.field import FieldError, Raw, invalid, key
 
@@ -126,31 +127,23 @@ def ratcheted_gates(old: Mapping[str, Any] | None, kind: str, prefix: str,
     affinity = [_mapping(_mapping(spec.get("affinity")).get("nodeAffinity")),
                 _mapping(_json(annotations.get(f"{prefix}/node-affinity")))]
     operators = {str(_mapping(t).get("operator") or "") for t in tolerations}
-    semver = {"SemverGt", "SemverLt", "SemverEq"}
-    changes = {}
+    changes = gates_to_ratchet(gates, operators, _affinity_operators(affinity))
     if not gates.cel and any(_mapping(t).get("expression") for t in tolerations):
         changes["cel"] = True
-    if not gates.comparison_operators and operators & {"Gt", "Lt"}:
-        changes["comparison_operators"] = True
-    if not gates.semver_operators and (operators & semver or _affinity_operators(affinity) & semver):
-        changes["semver_operators"] = True
     return replace(gates, **changes) if changes else gates
 
 
 def _ratcheted_volume_gates(old: Mapping[str, Any], prefix: str,
                             gates: FeatureGates) -> FeatureGates:
-    """A PersistentVolume's only gated feature is Semver in its node affinity (spec or
-    annotation, both VolumeNodeAffinity: `required.nodeSelectorTerms`)."""
-    if gates.semver_operators:
-        return gates
+    """A PersistentVolume's gated features are those of its node affinity's operators
+    (spec or annotation, both VolumeNodeAffinity: `required.nodeSelectorTerms`)."""
     annotations = _mapping(_mapping(old.get("metadata")).get("annotations"))
     affinities = [_mapping(_mapping(old.get("spec")).get("nodeAffinity")),
                   _mapping(_json(annotations.get(f"{prefix}/node-affinity")))]
     terms = [term for va in affinities
              for term in _list(_mapping(va.get("required")).get("nodeSelectorTerms"))]
-    if _term_operators(terms) & {"SemverGt", "SemverLt", "SemverEq"}:
-        return replace(gates, semver_operators=True)
-    return gates
+    changes = gates_to_ratchet(gates, (), _term_operators(terms))
+    return replace(gates, **changes) if changes else gates
 
 
 def _json(text: Any) -> Any:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from extender.framework import NodeScore
+from extender.framework import MAX_NODE_SCORE, NodeScore
 from extender.plugins.helper import (
-    MAX_NODE_SCORE,
     default_normalize_score,
     default_normalize_values,
 )

@@ -17,7 +17,7 @@ from itertools import compress
 
 import numpy as np
 
-from extender.framework.interface import NodeScore
+from extender.framework.interface import MAX_NODE_SCORE, NodeScore
 from extender.model import Node, Pod
 from extender.plugins.podtopologyspread.common import (
     Constraint,
@@ -32,7 +32,6 @@ from extender.state.nodeset import NodeIndex, NodeSet, Reads
 from extender.state.snapshot import ClusterSnapshot
 
 PRE_SCORE_KEY = "PreScorePodTopologySpread"
-MAX_NODE_SCORE = 100
 
 
 def go_round(x: float) -> int:
