@@ -1,5 +1,5 @@
 """Calls and operators compiled into closures: library calls charged as cel-go's cost
-tracker charges them (``extender.cel.cost.call_cost``), the typed fast paths
+tracker charges them (``extender.cel.tracker.call_cost``), the typed fast paths
 (``extender.cel.fastops``), ``==`` / ``!=`` and the short-circuiting ``&&`` / ``||``.
 Each ``compile_*`` takes the plan and ``compile_plan`` (the evaluator's, for the
 operands).
@@ -13,9 +13,9 @@ from typing import Any
 
 from extender.cel import fastops
 from extender.cel.budget import DEADLINE_CALL_COST, Budget, CostLimitExceeded, charged
-from extender.cel.cost import ARGUMENT_COSTED, TRACKERS, call_cost, cost_rule
 from extender.cel.lib import FUNCTIONS
 from extender.cel.plan import Call, Equals, Logic
+from extender.cel.tracker import ARGUMENT_COSTED, TRACKERS, call_cost, cost_rule
 from extender.cel.values import CelError, equal, kind
 from extender.request import deadline
 

@@ -1,7 +1,7 @@
 """Operators on statically typed operands, compiled without the generic call machinery.
 
 Each one computes what the stock library function computes and charges what
-``extender.cel.cost.call_cost`` charges for its overload, at the same point (after both
+``extender.cel.tracker.call_cost`` charges for its overload, at the same point (after both
 operands, before an error is raised), with both operands evaluated even when the first
 fails (a binary call in cel-go).  They apply only while the library function is the
 shipped one (tests emulating another engine patch ``FUNCTIONS``).

@@ -7,7 +7,7 @@ the per-evaluation state (cost used, comprehension variables, the taint) lives i
 ``Budget``.
 
 Cost is charged where cel-go's cost tracker charges, in the same order and the same
-amounts (``extender.cel.cost.call_cost`` for calls), and checked after every charge, so
+amounts (``extender.cel.tracker.call_cost`` for calls), and checked after every charge, so
 the limit interrupts at the same point with the same units used (``CostLimitExceeded``,
 ``extender.cel.budget``).  Errors are raised ``CelError``s; where cel-go passes an error
 on as a value (``&&``, ``||``, the ternary's condition, a comprehension's accumulator,
