@@ -7,6 +7,7 @@ against cel-go's on comprehensions whose bodies read the loop variables and the 
                                              # -bench, interleaved with ours, in one run)
     python -m perf.cel_bench --ab REV        # also time REV's engine on the same
                                              # expressions, interleaved (A/B in one run)
+    python -m perf.cel_bench --ab REV --ab-only   # only that A/B
 
 ``run_cel_bench()`` is what ``make perf`` records.  Units are cel-go's (issue 34), so
 units per second compare with Kubernetes' own sizing of the 1,000,000-unit per-call limit
@@ -116,6 +117,12 @@ TAINT_DEPENDENT = {
     "2 x 150: string(x * y) == taint.value": (
         "lists.range(150).exists(x, lists.range(150).exists(y, string(x * y) == "
         "taint.value))", KERNEL),
+    "3 x 20: arithmetic || taint.effect": (
+        "lists.range(20).all(z, lists.range(20).all(x, lists.range(20).all(y, (x + y) % 7 "
+        "!= 3 || taint.effect == 'NoSchedule' || z < 0)))", KERNEL),
+    "2 x 64: x + y against size(taint.key)": (
+        "lists.range(64).all(x, lists.range(64).all(y, x + y > size(taint.key) - 1000))",
+        KERNEL),
     "map().filter() over 20,000 with size(taint.key)": (
         "lists.range(20000).map(x, x + size(taint.key)).filter(y, y % 3 == 0).size() > 0",
         KERNEL),
@@ -304,39 +311,51 @@ exprs = json.loads(sys.stdin.read())
 out = {}
 for name, (expression, key, value, effect) in exprs.items():
     p = compile_program(expression)
-    t = time.perf_counter(); run_program(p, key, value, effect); out[name] = time.perf_counter() - t
+    t = time.process_time(); run_program(p, key, value, effect); out[name] = time.process_time() - t
 print(json.dumps(out))
 """
 
 
 def ab(revision: str, rounds: int = 3) -> dict:
-    """Seconds per evaluation, this tree (A) and ``revision``'s engine (B), interleaved
-    round by round so both see the same machine load."""
+    """CPU seconds per evaluation, this tree (A) and ``revision``'s engine (B), of the
+    at-limit set and the comprehensions of the cel-go comparison, interleaved round by
+    round so both see the same machine load; the comprehensions also in inner iterations
+    per CPU second."""
     repo = Path(__file__).resolve().parents[1]
     archive = subprocess.run(["git", "-C", str(repo), "archive", revision, "extender"],
                              check=True, capture_output=True).stdout
-    exprs = {n: (e, t.key, t.value, t.effect) for n, (e, t) in AT_LIMIT.items()}
+    rows = {**AT_LIMIT, **TAINT_DEPENDENT}
+    exprs = {n: (e, t.key, t.value, t.effect) for n, (e, t) in rows.items()}
     a: dict[str, list[float]] = {n: [] for n in exprs}
     b: dict[str, list[float]] = {n: [] for n in exprs}
+    load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
         tarfile.open(fileobj=BytesIO(archive)).extractall(tmp, filter="data")
         env = {**os.environ, "PYTHONPATH": tmp}
         for _ in range(rounds):
-            for name, (expression, taint) in AT_LIMIT.items():
-                a[name].append(time_evaluation(expression, taint, 1))
+            for name, (expression, taint) in rows.items():
+                a[name].append(time_evaluation(expression, taint, 1, time.process_time))
             done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(exprs),
                                   env=env, check=True, capture_output=True, text=True, cwd=tmp)
             for name, seconds in json.loads(done.stdout).items():
                 b[name].append(seconds)
-    return {name: {"a_ms": round(statistics.median(a[name]) * 1e3, 2),
-                   "b_ms": round(statistics.median(b[name]) * 1e3, 2),
-                   "speedup": round(statistics.median(b[name]) / statistics.median(a[name]), 1)}
-            for name in exprs}
+            load.append(os.getloadavg()[0])
+    out: dict = {"loadavg_1min": {"min": round(min(load), 2), "max": round(max(load), 2)}}
+    for name, (expression, _taint) in rows.items():
+        sa, sb = statistics.median(a[name]), statistics.median(b[name])
+        out[name] = {"a_cpu_ms": round(sa * 1e3, 2), "b_cpu_ms": round(sb * 1e3, 2),
+                     "speedup": round(sb / sa, 2)}
+        if name in TAINT_DEPENDENT:
+            iterations = _inner_iterations(expression)
+            out[name]["a_iterations_per_cpu_second"] = round(iterations / sa)
+            out[name]["b_iterations_per_cpu_second"] = round(iterations / sb)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = options.parser("cel_bench", __doc__)
     parser.add_argument("--ab", metavar="REV", help="also time REV's engine (git revision)")
+    parser.add_argument("--ab-only", action="store_true", help="with --ab: only the A/B")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--celgo", action="store_true",
                         help="only the comparison with cel-go (needs the oracle)")
@@ -354,7 +373,7 @@ def main(argv: list[str] | None = None) -> None:
         if ns.write:
             Path(ns.write).write_text(text + "\n")
         return
-    report = run_cel_bench()
+    report = {} if ns.ab and ns.ab_only else run_cel_bench()
     if ns.ab:
         report["ab"] = {"revision": ns.ab, "rows": ab(ns.ab, ns.rounds)}
     text = json.dumps(report, indent=2)

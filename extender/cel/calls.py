@@ -1,5 +1,5 @@
 """Calls and operators compiled into closures: library calls charged as cel-go's cost
-tracker charges them (``extender.cel.cost.call_cost``), the typed fast paths
+tracker charges them (``extender.cel.tracker.call_cost``), the typed fast paths
 (``extender.cel.fastops``), ``==`` / ``!=`` and the short-circuiting ``&&`` / ``||``.
 Each ``compile_*`` takes the plan and ``compile_plan`` (the evaluator's, for the
 operands).
@@ -12,11 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.cel import fastops
-from extender.cel.budget import Budget, CostLimitExceeded, charged
-from extender.cel.cost import ARGUMENT_COSTED, call_cost, cost_rule
+from extender.cel.budget import DEADLINE_CALL_COST, Budget, CostLimitExceeded, charged
 from extender.cel.lib import FUNCTIONS
 from extender.cel.plan import Call, Equals, Logic
+from extender.cel.tracker import ARGUMENT_COSTED, TRACKERS, call_cost, cost_rule
 from extender.cel.values import CelError, equal, kind
+from extender.request import deadline
 
 Fn = Callable[[Budget], Any]
 _STOCK = dict(FUNCTIONS)  # the library as shipped (the typed fast paths must match it)
@@ -61,6 +62,9 @@ def _finisher(p: Call) -> Callable[[Budget, list, Any], Any]:
     units = cost_rule(name, oid)
     if units is not None:
         return lambda b, args, result: charged(b, units, result)
+    tracker = TRACKERS.get(oid)  # what call_cost would look up first, looked up once
+    if tracker is not None:
+        return lambda b, args, result: charged(b, tracker(args, result), result)
     return lambda b, args, result: charged(b, call_cost(name, oid, args, result), result)
 
 
@@ -85,6 +89,9 @@ def compile_call(p: Call, compile_plan: Callable[[Any], Fn]) -> Fn:
             return finish(b, [v], v if v is True or v is False else True)
 
         return not_strictly_false
+    units = cost_rule(p.function, p.overload)
+    if units is not None and p.impl is not None and p.mode == "unary" and fastops.FAST:
+        return _unary_at(fns[0], p.impl, p.function, units)
     run = _invoker(p)
     if p.mode == "zero":
         return lambda b: finish(b, [], run(b, []))
@@ -133,19 +140,51 @@ def compile_call(p: Call, compile_plan: Callable[[Any], Fn]) -> Fn:
     return varargs
 
 
+def _unary_at(arg: Fn, impl: Callable[[Any], Any], name: str, units: int) -> Fn:
+    """A unary call of a constant charge: the generic path (``_invoker``, ``_finisher``)
+    in one closure, one Python call instead of four per evaluation (``double(x)``,
+    ``string(d)``, ``x.size()`` of a dyn ... in a comprehension's body)."""
+
+    def unary_at(b: Budget) -> Any:
+        try:
+            v = arg(b)
+        except CelError as exc:
+            v = result = exc
+        else:
+            try:
+                result = impl(v)
+            except CelError as exc:
+                result = exc
+            except Exception as exc:  # noqa: BLE001 - a library defect must not escape
+                result = CelError(f"{name}: {exc}")
+        b.used += units
+        if b.used > b.limit:
+            raise CostLimitExceeded(b.used)
+        if units >= DEADLINE_CALL_COST and b.deadline is not None:
+            deadline.check(b.deadline)
+        if isinstance(result, CelError):
+            raise result
+        return result
+
+    return unary_at
+
+
 def _fast_call(p: Call, fns: list[Fn]) -> Fn | None:
     """Typed operators compiled without the generic call (extender.cel.fastops)."""
-    if p.impl is not _STOCK.get(p.function) or p.impl is None:
+    if p.impl is not _STOCK.get(p.function) or p.impl is None or not fastops.FAST:
         return None
     oid, types = p.overload, p.types
+    leaves = [fastops.leaf(a) for a in p.args]
     if p.mode == "binary" and oid in fastops.INT_OPS and types == ("int", "int"):
-        return fastops.binary(fns[0], fns[1], fastops.INT_OPS[oid])
+        return fastops.binary(fns[0], fns[1], fastops.INT_OPS[oid], *leaves)
     if oid in ("starts_with_string", "ends_with_string") and types == ("string", "string"):
-        return fastops.prefix_test(fns[0], fns[1], oid == "ends_with_string")
+        return fastops.prefix_test(fns[0], fns[1], oid == "ends_with_string", *leaves)
+    if oid in fastops.CONVERSIONS and p.mode == "unary":
+        return fastops.conversion(fns[0], p.impl, p.function, *fastops.CONVERSIONS[oid])
     if (p.function == "size" and len(fns) == 1 and oid
             and (types[0] in ("string", "bytes") or (isinstance(types[0], tuple)
                                                       and types[0][0] in ("list", "map")))):
-        return fastops.size_of(fns[0])
+        return fastops.size_of(fns[0], leaves[0])
     return None
 
 
@@ -157,10 +196,11 @@ _UNIT_EQUALITY = frozenset({("int", "int"), ("uint", "uint"), ("bool", "bool"),
 def compile_equals(p: Equals, compile_plan: Callable[[Any], Fn]) -> Fn:
     lhs, rhs = compile_plan(p.lhs), compile_plan(p.rhs)
     negate = p.negate
+    leaves = fastops.leaf(p.lhs), fastops.leaf(p.rhs)
     if p.types in _UNIT_EQUALITY:
-        return fastops.binary(lhs, rhs, operator.ne if negate else operator.eq)
+        return fastops.binary(lhs, rhs, operator.ne if negate else operator.eq, *leaves)
     if p.types == ("string", "string"):
-        return fastops.text_equals(lhs, rhs, negate)
+        return fastops.text_equals(lhs, rhs, negate, *leaves)
     fn, oid = ("_!=_", "not_equals") if negate else ("_==_", "equals")
 
     def equals(b: Budget) -> Any:
@@ -191,10 +231,16 @@ def compile_logic(p: Logic, compile_plan: Callable[[Any], Fn]) -> Fn:
     op = "_||_" if decisive else "_&&_"
 
     def logic(b: Budget) -> Any:
-        lv = _value(left, b)
+        try:
+            lv = left(b)
+        except CelError as exc:
+            lv = exc
         if lv is decisive:
             return lv
-        rv = _value(right, b)
+        try:
+            rv = right(b)
+        except CelError as exc:
+            rv = exc
         if rv is decisive:
             return rv
         for v in (lv, rv):

@@ -167,7 +167,8 @@ def _quantifier(pred: Callable, decisive: bool, two: bool, slots: tuple[int, ...
         def quantifier(b: Any) -> Any:
             accu: Any = undecided
             vars_ = b.vars
-            for item in items(rng(b)):
+            r = rng(b)
+            for item in r if type(r) is list and not two else items(r):
                 if accu is decisive:
                     charge(b, cond, cond_total)
                     break
@@ -175,8 +176,8 @@ def _quantifier(pred: Callable, decisive: bool, two: bool, slots: tuple[int, ...
                 if used > b.limit:
                     charge_each(b, per)
                 b.used = used
-                b.ticks += 1
-                if not b.ticks & 31 and b.deadline is not None:
+                ticks = b.ticks = b.ticks + 1
+                if not ticks & 31 and b.deadline is not None:
                     deadline.check(b.deadline)
                 if two:
                     vars_[first], vars_[second] = item
@@ -186,9 +187,11 @@ def _quantifier(pred: Callable, decisive: bool, two: bool, slots: tuple[int, ...
                     v = pred(b)
                 except CelError as exc:
                     v = exc
+                if v is undecided:
+                    continue
                 if v is decisive:
                     accu = v
-                elif v is not undecided and accu is undecided:
+                elif accu is undecided:
                     accu = _no_overload(v, op)
             b.used += 1
             if b.used > b.limit:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from extender.cel import ast, check, cost
+from extender.cel import ast, check, estimator
 from extender.cel.budget import Budget, CostLimitExceeded
 from extender.cel.environment import CompileError, parse
 from extender.cel.limits import MAX_COST, MAX_MESSAGE_CHARS
@@ -59,7 +59,7 @@ def build(expression: str) -> Built:
         root = ast.build(tree)
         result_type = check.check(root)
         deadline.check()
-        estimated = cost.estimate(root)
+        estimated = estimator.estimate(root)
         deadline.check()
         runner = compile_tree(root)
     except CompileError as exc:

@@ -7,7 +7,7 @@ the per-evaluation state (cost used, comprehension variables, the taint) lives i
 ``Budget``.
 
 Cost is charged where cel-go's cost tracker charges, in the same order and the same
-amounts (``extender.cel.cost.call_cost`` for calls), and checked after every charge, so
+amounts (``extender.cel.tracker.call_cost`` for calls), and checked after every charge, so
 the limit interrupts at the same point with the same units used (``CostLimitExceeded``,
 ``extender.cel.budget``).  Errors are raised ``CelError``s; where cel-go passes an error
 on as a value (``&&``, ``||``, the ternary's condition, a comprehension's accumulator,
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from extender.cel import calls, folds
+from extender.cel import calls, fastops, folds
 from extender.cel.ast import Node
 from extender.cel.budget import UNINIT, Budget, CostLimitExceeded, charge_each, charged
 from extender.cel.cost import LIST_CREATE, MAP_CREATE
@@ -54,7 +54,7 @@ from extender.cel.values import (
 )
 
 Fn = Callable[[Budget], Any]
-TAINT_FIELDS = ("key", "value", "effect")
+TAINT_FIELDS = fastops.TAINT_FIELDS
 _MISSING = object()
 
 
@@ -129,31 +129,31 @@ def _presence(p: Attr) -> Fn:
 
 
 def _fast_attr(p: Attr) -> Fn | None:
-    """``taint.key`` & co. and plain variables, charged as the general path charges."""
-    if p.var == "taint" and p.slot is None and len(p.quals) == 1:
-        q = p.quals[0]
-        if q.attr is None and not q.optional and not q.test_only and q.const in TAINT_FIELDS:
-            index = TAINT_FIELDS.index(q.const)
+    """``taint.key`` & co. and plain variables (``fastops.leaf``), charged as the general
+    path charges."""
+    operand = fastops.leaf(p)
+    if operand is None or operand.kind == "const":
+        return None
+    if operand.kind == "taint":
+        index = operand.arg
 
-            def taint_field(b: Budget) -> Any:  # the qualifier and the attribute: 1 + 1
-                used = b.used + 2
-                if used > b.limit:
-                    charge_each(b, (1, 1))
-                b.used = used
-                return b.taint[index]
+        def taint_field(b: Budget) -> Any:  # the qualifier and the attribute: 1 + 1
+            used = b.used + 2
+            if used > b.limit:
+                charge_each(b, (1, 1))
+            b.used = used
+            return b.taint[index]
 
-            return taint_field
-    if p.slot is not None and not p.quals and p.lazy is None:
-        slot = p.slot
+        return taint_field
+    slot = operand.arg
 
-        def variable(b: Budget) -> Any:
-            b.used += 1
-            if b.used > b.limit:
-                raise CostLimitExceeded(b.used)
-            return b.vars[slot]
+    def variable(b: Budget) -> Any:
+        b.used += 1
+        if b.used > b.limit:
+            raise CostLimitExceeded(b.used)
+        return b.vars[slot]
 
-        return variable
-    return None
+    return variable
 
 
 def _resolve(p: Attr) -> Fn:

@@ -5,10 +5,10 @@ apimachinery / kube-openapi edge cases for every format and the cost rules."""
 import celeval
 import pytest
 
-from extender.cel.cost import call_cost
 from extender.cel.environment import CompileError
 from extender.cel.lib.format import FORMATS, mask_trailing_dash
 from extender.cel.program import compile_program
+from extender.cel.tracker import call_cost
 
 LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
              "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "

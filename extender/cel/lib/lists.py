@@ -76,7 +76,7 @@ def distinct(items: Any) -> Any:
 
 @cel_function("lists.range")
 def range_(n: Any) -> Any:
-    return list([int(i) for i in range(max(0, _int(n)))])
+    return list(range(max(0, _int(n))))
 
 
 @cel_function("reverse")
