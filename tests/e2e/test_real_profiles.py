@@ -258,7 +258,7 @@ def bad(kind: str) -> dict:
     # kube-scheduler then prints its field.Path as the value (`Duplicate value: {}` in
     # v1.36.2, `field.Path{...}` in v1.30.6); the extender prints the name
     ("contradictory", "profiles[1].schedulerName: Duplicate value: "),
-])
+], ids=["malformed", "contradictory"])
 def test_a_bad_file_stops_both_processes_naming_the_field(pair, tmp_path, kind, field):
     """The same file given to both: each exits non-zero at start naming the same field
     (kube-scheduler's klog line escapes the quotes)."""
