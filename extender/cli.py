@@ -96,7 +96,8 @@ HELP = {
     "kube-scheduler reads): each pod is answered by its spec.schedulerName's profile, for the "
     "plugins that profile disables in-tree, with its pluginConfig and weights; unknown fields and "
     "contradictions stop start-up with the field named (replaces --scheduler-profile, --weights "
-    "and pluginConfig)",
+    "and pluginConfig); `validate` and the webhook also warn where a pod's profile leaves an "
+    "annotation unread",
     "inflight_wait": "seconds a filter/prioritize/preempt waits at most for a pod answered "
     "earlier and not yet bound that one of its DoNotSchedule spread constraints selects (same "
     "namespace; the next pod then counts it); still not bound then, filter answers an Error "
@@ -203,7 +204,8 @@ def build_parser(change_flags: bool = True) -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check the annotation channel of manifests offline, as the "
                          "admission webhook does (exit 1 on errors)")
     val.add_argument("--config", help="YAML config file (env EXTENDER_CONFIG)")
-    for attr in ("annotation_prefix", "feature_gates", "request_deadline", "slow_cel_expressions"):
+    for attr in ("annotation_prefix", "feature_gates", "request_deadline", "slow_cel_expressions",
+                 "scheduler_config"):
         val.add_argument(flag_name(attr), dest=attr, default=None, help=f"{HELP[attr]} [env {env_name(attr)}]")
     val.add_argument("paths", nargs="+", metavar="FILE|DIR|-",
                      help="manifests: multi-document YAML, JSON, Lists; directories are searched; - is stdin")
@@ -305,8 +307,9 @@ def cmd_validate(ns: argparse.Namespace) -> int:
     config = build_config(_settings(ns), config_file=ns.config)
     metrics.install()
     configure_slow_expressions(config.request_deadline, config.slow_cel_expressions == "deny")
+    profiles = config.profiles() if config.scheduler_config else None  # a bad file: exit 2, the field named
     with admission():
-        report = validate_paths(ns.paths, config.annotation_prefix, config.feature_gates, ns.recursive)
+        report = validate_paths(ns.paths, config.annotation_prefix, config.feature_gates, ns.recursive, profiles)
     sys.stdout.write(render_json(report) if ns.output == "json" else render_text(report))
     return 1 if report.error_count else 0
 

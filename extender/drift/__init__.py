@@ -32,8 +32,11 @@ __all__ = ["DriftTracker", "attach_tracker", "drift_for"]
 def attach_tracker(store: Any, config: Any) -> DriftTracker:
     """A tracker observing `store` (call it before any feed writes into the store: the
     cluster file's first load, the first list)."""
-    spread_args = parse_args(config.plugin_args.get("PodTopologySpread", {}), "pluginConfig[PodTopologySpread].args")
-    hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in spread_args.defaults)
+    hard_defaults = False
+    for profile in config.profiles().profiles.values():
+        if "PodTopologySpread" in profile.delegated:
+            args = parse_args(profile.plugin_args.get("PodTopologySpread", {}), "pluginConfig[PodTopologySpread].args")
+            hard_defaults = hard_defaults or any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in args.defaults)
     shapes = Shapes(config.annotation_prefix, config.feature_gates, spread=config.drift_topology_spread,
                     owners=hard_defaults)
     return DriftTracker(shapes).attach(store)
@@ -52,7 +55,8 @@ def drift_for(extender: Any) -> DriftTracker | None:
         log.warning("the drift report needs a cluster state (--cluster, --kubeconfig or --in-cluster): off")
         return None
     tracker = store.observer if isinstance(store.observer, DriftTracker) else attach_tracker(store, config)
-    tracker.bind(extender.framework.plugins, spread=config.drift_topology_spread)
+    fallback, profiles = extender.plugins_by_profile()
+    tracker.bind(fallback, spread=config.drift_topology_spread, profiles=profiles)
     tracker.export_zeros()
     if config.drift_events:
         api_client = extender.source.api_client

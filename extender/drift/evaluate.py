@@ -103,14 +103,17 @@ def affinity_details(required: RequiredAffinity, sources: tuple[str, ...], node:
 
 
 class Evaluator:
-    """The plugins' verdicts for one pod shape on one node (see the module docstring)."""
+    """The verdicts of one profile's plugins for one pod shape on one node (see the
+    module docstring): only the plugins the profile has the extender run (those it
+    disables in-tree); kube-scheduler's own plugins judged the others at placement."""
 
     def __init__(self, plugins: list) -> None:
         by_name = {p.name: p for p in plugins}
-        self.affinity = by_name[AFFINITY]
-        self.volumes = by_name[VOLUMES]
-        handle = by_name[TAINTS].handle
-        self.gates, self.cel = handle.gates, handle.cel
+        self.taints = by_name.get(TAINTS)
+        self.affinity = by_name.get(AFFINITY)
+        self.volumes = by_name.get(VOLUMES)
+        if self.taints is not None:
+            self.gates, self.cel = self.taints.handle.gates, self.taints.handle.cel
         self._taints = ByteLRU.counted("drift-taints", TAINT_MEMO)  # (shape, taints) -> violations
 
     def evaluate(self, shape: Any, node: Node, namespace: str, claims: tuple, volumes: VolumeLayer,
@@ -118,15 +121,20 @@ class Evaluator:
         """Every requirement `node` fails for a pod of `shape` (in plugin order)."""
         pod = shape.pod
         taints: tuple[Violation, ...] = ()
-        if pod.tolerations_error:
+        if self.taints is None:
+            pass
+        elif pod.tolerations_error:
             taints = (Violation(TAINTS, REQUIRED, pod.tolerations_error),)
         elif node.taints:
             taints = self.taint_violations(shape, node.taints)
-        if pod.affinity_error:
+        rest: tuple[Violation, ...] = ()
+        if self.affinity is None:
+            pass
+        elif pod.affinity_error:
             rest = (Violation(AFFINITY, REQUIRED, pod.affinity_error),)
         else:
             rest = self.affinity_violations(shape, node)
-        if claims:
+        if claims and self.volumes is not None:
             rest += self.volume_violations(Pod(namespace, name, volume_claims=claims), node, volumes)
         return taints + rest if rest else taints  # the memo's own tuple when only taints fail: shared
 
@@ -172,3 +180,30 @@ class Evaluator:
             if check.bound and check.fails(node.labels):
                 out.append(Violation(VOLUMES, REQUIRED, check.status.reasons[0], (check.explain(node.labels),)))
         return tuple(out)
+
+
+class ByProfile:
+    """Each pod judged by its own profile (`spec.schedulerName`, kept in its shape):
+    that profile's plugins, with its arguments (`addedAffinity`...). `fallback`: the
+    plugins for a pod of a profile `profiles` lacks (the single-profile settings answer
+    every pod); None: such a pod, as one of a profile that has the extender run none of
+    these plugins, is not the extender's to judge and is never reported."""
+
+    def __init__(self, fallback: list | None, profiles: Mapping[str, list] | None = None) -> None:
+        self._fallback = self._of(fallback)
+        self._profiles = {name: self._of(plugins) for name, plugins in (profiles or {}).items()}
+
+    @staticmethod
+    def _of(plugins: list | None) -> Evaluator | None:
+        if not plugins or not {p.name for p in plugins} & {TAINTS, AFFINITY, VOLUMES}:
+            return None
+        return Evaluator(plugins)
+
+    def of(self, scheduler_name: str) -> Evaluator | None:
+        return self._profiles.get(scheduler_name, self._fallback)
+
+    def evaluate(self, shape: Any, node: Node, namespace: str, claims: tuple, volumes: VolumeLayer,
+                 name: str = "") -> tuple[Violation, ...]:
+        """`Evaluator.evaluate` by the shape's profile; () when no plugin judges it."""
+        found = self.of(shape.pod.scheduler_name)
+        return () if found is None else found.evaluate(shape, node, namespace, claims, volumes, name)

@@ -102,12 +102,13 @@ class Shapes:
 
     def key_parts(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[Any]:
         """The parts of a pod that decide where it may run, as they are written: spec
-        tolerations, nodeSelector and node affinity, the two annotations (and the
-        spread constraints, or the controller, for the spread report)."""
+        tolerations, nodeSelector and node affinity, the two annotations, the profile
+        that placed it (`schedulerName`: its plugins and their arguments judge it), and
+        the spread constraints, or the controller, for the spread report."""
         annotations = _section(meta.get("annotations"))
         tolerations, affinity = self._annotations
         parts = [spec.get("tolerations"), spec.get("nodeSelector"), _section(spec.get("affinity")).get("nodeAffinity"),
-                 annotations.get(tolerations), annotations.get(affinity)]
+                 annotations.get(tolerations), annotations.get(affinity), spec.get("schedulerName")]
         if self.spread:
             constraints = spec.get("topologySpreadConstraints")
             parts.append(constraints)
@@ -119,18 +120,18 @@ class Shapes:
 
     def minimal_pod(self, parts: list[Any]) -> dict[str, Any]:
         """A pod object with only these parts (what `/filter` would parse of them)."""
-        tolerations, selector, affinity, ann_tolerations, ann_affinity = parts[:5]
-        spec: dict[str, Any] = {k: v for k, v in (("tolerations", tolerations), ("nodeSelector", selector))
-                                if v is not None}
+        tolerations, selector, affinity, ann_tolerations, ann_affinity, scheduler = parts[:6]
+        spec: dict[str, Any] = {k: v for k, v in (("tolerations", tolerations), ("nodeSelector", selector),
+                                                  ("schedulerName", scheduler)) if v is not None}
         if affinity is not None:
             spec["affinity"] = {"nodeAffinity": affinity}
-        if len(parts) > 5 and parts[5] is not None:
-            spec["topologySpreadConstraints"] = parts[5]
+        if len(parts) > 6 and parts[6] is not None:
+            spec["topologySpreadConstraints"] = parts[6]
         annotations = {k: v for k, v in zip(self._annotations, (ann_tolerations, ann_affinity), strict=True)
                        if v is not None}
         meta: dict[str, Any] = {"annotations": annotations} if annotations else {}
-        if len(parts) > 6:
-            meta["ownerReferences"] = parts[6]
+        if len(parts) > 7:
+            meta["ownerReferences"] = parts[7]
         return {"metadata": meta, "spec": spec}
 
     def intern(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> Shape | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from extender.drift.evaluate import REQUIRED, Violation
@@ -42,6 +42,12 @@ REASONS = (filtering.ERR_REASON_CONSTRAINTS_NOT_MATCH, filtering.ERR_REASON_NODE
 SPREAD_INTERVAL = 5.0  # seconds between two whole-cluster evaluations while the state changes
 SPREAD_DUTY = 10  # ... and at least this many times the last run's duration
 BIG = 2**62
+
+
+def hard_defaults(plugin: Any) -> bool:
+    """Whether the plugin's default constraints (its profile's pluginConfig) include a
+    DoNotSchedule one: pods without constraints of their own are then checked too."""
+    return any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in plugin.args.defaults)
 
 
 def minimum_stats(per_domain: dict[str, int]) -> tuple[int, int, int]:
@@ -84,19 +90,31 @@ def without_self(counts: filtering.Counts, stats: list[tuple[int, int, int]], st
 class SpreadDrift:
     """The spread report of the last run (`drifted`), recomputed by `maybe_run`."""
 
-    def __init__(self, plugin: Any) -> None:
+    def __init__(self, plugin: Any, profiles: Mapping[str, Any] | None = None) -> None:
+        """`plugin`: the PodTopologySpread that judges a pod of a profile `profiles`
+        lacks (None: such a pod is not checked); `profiles`: schedulerName -> that
+        profile's PodTopologySpread (its defaultConstraints), None where the profile
+        runs the plugin in-tree."""
         self.plugin = plugin
-        self.gates = plugin.handle.gates
-        self.cel = plugin.handle.cel
-        self.hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in plugin.args.defaults)
+        self.profiles = dict(profiles or {})
+        some = next(p for p in (plugin, *self.profiles.values()) if p is not None)
+        self.gates = some.handle.gates  # the configuration's: the same in every profile
+        self.cel = some.handle.cel
         self.drifted: dict[Key, tuple[str, tuple[Violation, ...]]] = {}  # pod -> (node, violations)
         self.versions: tuple | None = None  # the snapshot versions of the last run
         self.ran_at = 0.0
         self.seconds = 0.0  # how long the last run took
 
+    def plugin_of(self, running: Running) -> Any:
+        """The PodTopologySpread of the pod's own profile, or None."""
+        return self.profiles.get(running.shape.pod.scheduler_name, self.plugin)
+
     def wanted(self, running: Running) -> bool:
+        plugin = self.plugin_of(running)
+        if plugin is None:
+            return False
         pod = running.shape.pod
-        return bool(pod.topology_spread_constraints) or (self.hard_defaults and bool(pod.owner_references))
+        return bool(pod.topology_spread_constraints) or (hard_defaults(plugin) and bool(pod.owner_references))
 
     def maybe_run(self, snapshot: Any, pods: Iterable[tuple[Key, Running]], interval: float = SPREAD_INTERVAL) -> bool:
         """Run when the state changed since the last run and `interval` (or
@@ -133,7 +151,7 @@ class SpreadDrift:
         pod = dataclasses.replace(shape.pod, namespace=key[0], name=key[1], uid=running.uid, labels=slim.labels,
                                   node_name=running.node)
         try:
-            constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, self.plugin.args, snapshot, self.gates)
+            constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, self.plugin_of(running).args, snapshot, self.gates)
         except ConstraintError:
             return ()  # /filter answers an Error for such a pod: not a question of its node
         if not constraints:

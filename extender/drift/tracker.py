@@ -39,7 +39,7 @@ from extender.drift.evaluate import (
     KNOWN_REASONS,
     SEVERITIES,
     TAINTS,
-    Evaluator,
+    ByProfile,
     Violation,
     gauge_reason,
 )
@@ -67,6 +67,19 @@ class Drifted:
         return {(v.plugin, gauge_reason(v), v.severity) for v in self.violations}
 
 
+def _spread_of(plugins: list | None) -> Any:
+    return next((p for p in plugins or () if p.name == SPREAD), None)
+
+
+def spread_checker(plugins: list | None, profiles: Mapping[str, list] | None = None) -> SpreadDrift | None:
+    """The spread report's checker over each profile's PodTopologySpread (`bind`'s
+    arguments), None when no profile has the extender run it."""
+    by_profile = {name: _spread_of(found) for name, found in (profiles or {}).items()}
+    if _spread_of(plugins) is None and all(p is None for p in by_profile.values()):
+        return None
+    return SpreadDrift(_spread_of(plugins), by_profile)
+
+
 def spread_labels() -> list[Labels]:
     return [(SPREAD, reason, "required") for reason in SPREAD_REASONS]
 
@@ -88,7 +101,7 @@ class DriftTracker:
     def __init__(self, shapes: Shapes, snapshot: Callable[[], Any] | None = None) -> None:
         self.shapes = shapes
         self.snapshot = snapshot  # the store's `snapshot` (set by `attach`)
-        self.evaluator: Evaluator | None = None  # set by `bind`, once the plugins exist
+        self.evaluator: ByProfile | None = None  # set by `bind`, once the plugins exist
         self.spread: SpreadDrift | None = None  # the opt-in spread report (`bind(spread=True)`)
         self.on_drift: Callable[[Key, Drifted], None] | None = None  # newly drifted pods (events)
         self._lock = threading.Lock()
@@ -118,12 +131,15 @@ class DriftTracker:
         self.snapshot = store.snapshot
         return self
 
-    def bind(self, plugins: list, spread: bool = False) -> None:
+    def bind(self, plugins: list | None, spread: bool = False, profiles: Mapping[str, list] | None = None) -> None:
         """Evaluate with these plugin instances (the engine's: same arguments, gates and
-        CEL cache as `/filter`); `spread`: keep the topology spread report too."""
-        self.evaluator = Evaluator(plugins)
+        CEL cache as `/filter`): each pod with those of its own profile (`profiles`,
+        by schedulerName), `plugins` for a pod of any other profile (None: not judged);
+        `spread`: keep the topology spread report too (for the profiles that have the
+        extender run PodTopologySpread)."""
+        self.evaluator = ByProfile(plugins, profiles)
         if spread:
-            self.spread = SpreadDrift(next(p for p in plugins if p.name == SPREAD))
+            self.spread = spread_checker(plugins, profiles)
         with self._wake:
             self._wake.notify()
 
@@ -383,4 +399,4 @@ class DriftTracker:
             return {labels: n for labels, n in self.totals.items() if n}
 
 
-__all__ = ["DriftTracker", "Drifted", "gauge_labels"]
+__all__ = ["DriftTracker", "Drifted", "gauge_labels", "spread_checker"]

@@ -220,6 +220,13 @@ class Extender:
                 "plugins, weights or arguments for it")
         return found
 
+    def plugins_by_profile(self) -> tuple[list | None, dict[str, list]]:
+        """(the plugins answering a pod of a profile the configuration lacks, None when
+        such a pod gets an Error; each profile's plugins by schedulerName): what the
+        drift report judges running pods with."""
+        fallback = self._any_pod.framework.plugins if self._any_pod is not None else None
+        return fallback, {name: found.framework.plugins for name, found in self.profiles.items()}
+
     def _hard_selectors(self, pod: Pod) -> list:
         found = self.profiles.get(pod.scheduler_name, self._any_pod)
         if found is None or found.spread is None:

@@ -201,7 +201,7 @@ def _is_deleting(meta: Mapping[str, Any]) -> bool:
 PENDING_FIELDS = {
     "metadata": ("name", "namespace", "uid", "labels", "annotations", "ownerReferences", "deletionTimestamp"),
     "spec": ("nodeName", "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priority",
-             "volumes", "schedulerName"),
+             "preemptionPolicy", "volumes", "schedulerName"),
     "status": ("phase", "nominatedNodeName"),
 }
 

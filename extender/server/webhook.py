@@ -49,6 +49,7 @@ from extender import metrics
 from extender.api import expansion
 from extender.features import FeatureGates
 from extender.request import deadline, lane
+from extender.schedconfig import SchedulerConfiguration
 from extender.server.budget import SMALL_REQUEST, WEBHOOK_LIMIT, BodyBudget
 from extender.server.http1 import JSON
 from extender.server.listener import Listener, PostRoute, Route, Routes
@@ -126,8 +127,10 @@ def _request(body: bytes) -> Mapping[str, Any]:
     return request
 
 
-def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
-    """The AdmissionReview response for a request body; raises BadReview."""
+def review(body: bytes, prefix: str, gates: FeatureGates, profiles: SchedulerConfiguration | None = None
+           ) -> dict[str, Any]:
+    """The AdmissionReview response for a request body; raises BadReview. `profiles`
+    (`--scheduler-config`): warnings by the pods' own profile (`check_object`)."""
     request = _request(body)
     kind_info = request.get("kind") if isinstance(request.get("kind"), dict) else {}
     kind = str(kind_info.get("kind") or "")
@@ -135,7 +138,7 @@ def review(body: bytes, prefix: str, gates: FeatureGates) -> dict[str, Any]:
     checked, gates = _what_to_check(request, kind, prefix, gates)
     if checked:
         with admission(), compile_budget():
-            result = check_object({**request["object"], "kind": kind}, prefix, gates)
+            result = check_object({**request["object"], "kind": kind}, prefix, gates, profiles)
         _verdict(response, result, kind, request)
         _record(request, kind, result, response)
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
@@ -181,7 +184,8 @@ def _record(request: Mapping[str, Any], kind: str, result: Any, response: dict[s
 # --- transport ----------------------------------------------------------------------
 
 
-def validate_route(prefix: str, gates: FeatureGates, seconds: float = ADMISSION_DEADLINE) -> PostRoute:
+def validate_route(prefix: str, gates: FeatureGates, seconds: float = ADMISSION_DEADLINE,
+                   profiles: SchedulerConfiguration | None = None) -> PostRoute:
     """`POST /validate`: a review within `seconds` of its arrival (503 past it)."""
     requests, latency, in_flight = (metrics.WEBHOOK_REQUESTS_TOTAL, metrics.WEBHOOK_LATENCY,
                                     metrics.WEBHOOK_IN_FLIGHT.labels(VALIDATE))
@@ -190,8 +194,8 @@ def validate_route(prefix: str, gates: FeatureGates, seconds: float = ADMISSION_
         with deadline.request_deadline(seconds):
             if len(body) > SMALL_REQUEST:  # no full GC passes over its objects (see verbs.answer)
                 with gcfreeze.collector_paused():
-                    return orjson.dumps(review(body, prefix, gates))
-            return orjson.dumps(review(body, prefix, gates))
+                    return orjson.dumps(review(body, prefix, gates, profiles))
+            return orjson.dumps(review(body, prefix, gates, profiles))
 
     def answer(body: bytes) -> tuple[int, str, bytes]:
         try:
@@ -218,14 +222,15 @@ def validate_route(prefix: str, gates: FeatureGates, seconds: float = ADMISSION_
 
 def webhook_listener(listen: str, tls: ReloadingContext, prefix: str, gates: FeatureGates,
                      max_body_bytes: int = MAX_REVIEW_BYTES, max_connections: int = MAX_CONNECTIONS,
-                     seconds: float = ADMISSION_DEADLINE, **limits: Any) -> Listener:
+                     seconds: float = ADMISSION_DEADLINE, profiles: SchedulerConfiguration | None = None,
+                     **limits: Any) -> Listener:
     """The webhook's HTTPS listener (not started): `POST /validate`, and `GET /healthz`
     for a probe; the serving certificate is re-read per connection when it changed.
     `limits`: the listener's (`client_check`: `extender.server.tls.ClientPolicy`)."""
     ok: Route = lambda: (200, "text/plain", b"ok")  # noqa: E731 - a one-line route
     limits.setdefault("timeout", REQUEST_TIMEOUT)
     limits.setdefault("budget", BodyBudget(WEBHOOK_LIMIT, name="webhook"))
-    routes = Routes({"/healthz": ok, "/readyz": ok}, {VALIDATE: validate_route(prefix, gates, seconds)},
+    routes = Routes({"/healthz": ok, "/readyz": ok}, {VALIDATE: validate_route(prefix, gates, seconds, profiles)},
                     pool=lane.POOL)
     return Listener(listen, app=routes, pools={lane.POOL: POOL_THREADS, lane.EXPENSIVE: 1},
                     max_body_bytes=max_body_bytes, max_connections=max_connections,
@@ -234,8 +239,9 @@ def webhook_listener(listen: str, tls: ReloadingContext, prefix: str, gates: Fea
 
 def _listener_for(config: Any) -> Listener:
     tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file)
+    profiles = config.profiles() if config.scheduler_config else None  # by each pod's own profile
     return webhook_listener(config.webhook_listen, tls, config.annotation_prefix, config.feature_gates,
-                            client_check=client_policy(config))
+                            profiles=profiles, client_check=client_policy(config))
 
 
 def check_webhook(config: Any) -> None:

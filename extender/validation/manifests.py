@@ -19,6 +19,7 @@ import orjson
 import yaml
 
 from extender.features import FeatureGates
+from extender.schedconfig import SchedulerConfiguration
 from extender.state.loader import _flatten, documents
 from extender.validation.workloads import check_object
 
@@ -75,7 +76,9 @@ def _start_lines(data: bytes) -> list[int]:
     return lines
 
 
-def validate_paths(paths: list[str], prefix: str, gates: FeatureGates, recursive: bool = False) -> Report:
+def validate_paths(paths: list[str], prefix: str, gates: FeatureGates, recursive: bool = False,
+                   profiles: SchedulerConfiguration | None = None) -> Report:
+    """`profiles` (`--scheduler-config`): warnings by the pods' own profile too."""
     report = Report()
     for name, data, error in _inputs(paths, recursive):
         if data is None:
@@ -93,7 +96,7 @@ def validate_paths(paths: list[str], prefix: str, gates: FeatureGates, recursive
                 report.problems.append(f"{exc}")
                 continue
             for obj in objects:
-                check = check_object(obj, prefix, gates)
+                check = check_object(obj, prefix, gates, profiles)
                 if not check.checked:
                     continue
                 report.objects.append({

@@ -18,7 +18,9 @@ import orjson
 import yaml
 
 from extender.features import FeatureGates
+from extender.matching.numeric import go_quote
 from extender.matching.operators import gates_to_ratchet
+from extender.schedconfig import DEFAULT_SCHEDULER_NAME, SchedulerConfiguration
 from extender.validation.annotations import check_pod, check_volume
 from extender.validation.field import FieldError, Raw, invalid, key
 
@@ -70,7 +72,10 @@ PERSISTENT_VOLUME = "PersistentVolume"
 CHECKED_KINDS = (*TEMPLATE_PATHS, PERSISTENT_VOLUME)
 
 
-def check_object(obj: Mapping[str, Any], prefix: str, gates: FeatureGates) -> ObjectCheck:
+def check_object(obj: Mapping[str, Any], prefix: str, gates: FeatureGates,
+                 profiles: SchedulerConfiguration | None = None) -> ObjectCheck:
+    """The object's errors and warnings. `profiles` (`--scheduler-config`): also warn
+    where the pods' own profile (`spec.schedulerName`) leaves an annotation unread."""
     kind = str(obj.get("kind") or "")
     name, namespace = _name(obj)
     if kind == PERSISTENT_VOLUME:
@@ -99,7 +104,37 @@ def check_object(obj: Mapping[str, Any], prefix: str, gates: FeatureGates) -> Ob
     tolerations = _mapping(template.get("spec")).get("tolerations")
     check = check_pod(annotations, tolerations if isinstance(tolerations, list) else [], prefix, gates,
                       meta_path, spec_path)
-    return ObjectCheck(kind, name, namespace, True, tuple(errors) + check.errors, check.warnings)
+    unread = profile_warnings(profiles, _mapping(template.get("spec")).get("schedulerName"), annotations, prefix,
+                              meta_path, spec_path)
+    return ObjectCheck(kind, name, namespace, True, tuple(errors) + check.errors, (*check.warnings, *unread))
+
+
+# the plugin of each annotation the extender reads for pods
+ANNOTATION_PLUGINS = (("tolerations", "TaintToleration"), ("node-affinity", "NodeAffinity"))
+
+
+def profile_warnings(profiles: SchedulerConfiguration | None, scheduler_name: Any, annotations: Mapping[str, str],
+                     prefix: str, meta_path: str, spec_path: str) -> list[str]:
+    """Annotations the pods' own profile leaves unread: kube-scheduler's in-tree
+    TaintToleration and NodeAffinity read `spec` only, so an annotation counts only where
+    the profile disables that plugin and the extender answers for it; a schedulerName
+    that is no profile of the file is placed by a scheduler that does not ask the
+    extender. Warnings, not errors: the pod is valid, it just does not get what the
+    annotation says."""
+    if profiles is None or not annotations:
+        return []
+    name = scheduler_name if isinstance(scheduler_name, str) and scheduler_name else DEFAULT_SCHEDULER_NAME
+    profile = profiles.profiles.get(name)
+    present = [(f"{prefix}/{suffix}", plugin) for suffix, plugin in ANNOTATION_PLUGINS
+               if f"{prefix}/{suffix}" in annotations]
+    if profile is None:
+        return [f"{spec_path}.schedulerName: {go_quote(name)} is not a profile of the scheduler configuration "
+                f"(profiles: {', '.join(profiles.profiles)}): the scheduler that places these pods does not ask "
+                f"the extender, so {' and '.join(a for a, _ in present)} {'is' if len(present) == 1 else 'are'} "
+                "ignored"]
+    return [f"{key(f'{meta_path}.annotations', annotation)}: profile {go_quote(name)} runs {plugin} in "
+            f"kube-scheduler (it does not disable it), which reads spec only: this annotation is ignored when "
+            "these pods are placed" for annotation, plugin in present if plugin not in profile.delegated]
 
 
 def _json_text(value: Any) -> str:

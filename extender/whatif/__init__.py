@@ -67,5 +67,6 @@ def offline(config: Config, objects: list[dict[str, Any]], body: Any) -> dict[st
     tracker = attach_tracker(store, config)
     store.load(objects)
     engine = Extender(config, StaticSource(store.snapshot()))
-    tracker.bind(engine.framework.plugins, spread=True)
+    fallback, profiles = engine.plugins_by_profile()
+    tracker.bind(fallback, spread=True, profiles=profiles)
     return answer(engine, tracker, body, objects)

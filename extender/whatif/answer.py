@@ -43,8 +43,8 @@ import orjson
 from extender import metrics
 from extender.drift.evaluate import REQUIRED, SEVERITIES, Violation, gauge_reason
 from extender.drift.shapes import Key, Running
-from extender.drift.spread import NAME as SPREAD
 from extender.drift.spread import SpreadDrift
+from extender.drift.tracker import spread_checker
 from extender.engine import Extender
 from extender.engine.candidates import resolve
 from extender.explain import diagnose, explain_pod, snapshot_without, summarize
@@ -119,12 +119,14 @@ def spread_changes(tracker: Any, engine: Extender, base: ClusterSnapshot, after:
     the skew of each workload whose counts change. A pod's verdict reads its node and
     its constraints' domain counts: only the pods of a workload whose counts change, or
     that run on a touched node, are checked again."""
-    plugin = next(p for p in engine.framework.plugins if p.name == SPREAD)
-    spread = SpreadDrift(plugin)
+    fallback, profiles = engine.plugins_by_profile()
+    spread = spread_checker(fallback, profiles)
+    if spread is None:  # no profile has the extender run PodTopologySpread
+        return {}, []
     pods = [(k, r) for k, r in tracker.running_pods() if spread.wanted(r)]
     workloads, affected = skews(spread, base, after, pods, set(touched))
     before = spread.run(base, affected)
-    after_found = SpreadDrift(plugin).run(after, [(k, r) for k, r in affected if r.node not in removed])
+    after_found = spread_checker(fallback, profiles).run(after, [(k, r) for k, r in affected if r.node not in removed])
     changed: dict[Key, dict[str, Any]] = {}
     for key in before.keys() | after_found.keys():
         node, b = before.get(key, ("", ()))
@@ -159,7 +161,8 @@ def skews(spread: SpreadDrift, base: ClusterSnapshot, after: ClusterSnapshot, po
             pod = dataclasses.replace(running.shape.pod, namespace=key[0], name=key[1], labels=slim.labels,
                                       node_name=running.node)
             try:
-                constraints = tuple(constraints_for(pod, DO_NOT_SCHEDULE, spread.plugin.args, base, spread.gates)[0])
+                constraints = tuple(constraints_for(pod, DO_NOT_SCHEDULE, spread.plugin_of(running).args, base,
+                                                      spread.gates)[0])
             except ConstraintError:
                 constraints = ()
             converted[memo] = constraints
@@ -229,7 +232,9 @@ def node_local(engine: Extender, pod: Any, snapshot: ClusterSnapshot, volumes_ch
     node's labels and pods. Then only the touched nodes' verdicts can change."""
     if volumes_changed and pod.volume_claims:
         return False
-    plugin = next(p for p in engine.framework.plugins if p.name == SPREAD)
+    plugin = engine.profile_of(pod, explaining=True).spread
+    if plugin is None:  # its profile runs PodTopologySpread in-tree
+        return True
     try:
         constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, plugin.args, snapshot, plugin.handle.gates)
     except ConstraintError:

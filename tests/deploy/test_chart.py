@@ -619,3 +619,21 @@ def test_kube_scheduler_follows_the_cluster_version(cluster, image):
 def test_a_pinned_tag_wins_over_the_cluster_version():
     objects = helm_template("kubeScheduler.image.tag=v1.34.3", kube_version="v1.35.1")
     assert images(objects)["kube-scheduler"] == "registry.k8s.io/kube-scheduler:v1.34.3"
+
+
+def test_a_changed_scheduler_configuration_rolls_both_containers():
+    """As the kustomize install (tests/deploy/test_manifests.py): the pod template carries
+    a checksum of the ConfigMap holding both files, so a change to kube-scheduler's
+    configuration starts new pods, whose two containers read it at start."""
+    sums = []
+    for values in ((), ("kubeScheduler.extenderHTTPTimeout=6s",)):
+        objects = helm_template(*values)
+        config = next(o for o in objects
+                      if o["kind"] == "ConfigMap" and "kube-scheduler-config.yaml" in o.get("data", {}))
+        spec = the(objects, "Deployment")["spec"]["template"]
+        (volume,) = [v for v in spec["spec"]["volumes"] if v.get("configMap")]
+        assert volume["configMap"]["name"] == config["metadata"]["name"]
+        for name in ("kube-scheduler", "extender"):
+            assert volume["name"] in {m["name"] for m in container(objects, name).get("volumeMounts", [])}
+        sums.append(spec["metadata"]["annotations"]["checksum/config"])
+    assert sums[0] != sums[1]

@@ -448,3 +448,29 @@ def test_grafana_dashboard_is_shipped_with_the_operator_overlay():
     cm = the(render("with-prometheus-operator"), "ConfigMap", "scheduling-extender-dashboard")
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(cm["data"]["scheduling-extender.json"]) == dashboard
+
+
+def test_a_changed_scheduler_configuration_rolls_both_containers(tmp_path):
+    """Neither process re-reads its configuration: kube-scheduler never does, and the
+    extender applies `--scheduler-config` (as its own file) at start, so the two always
+    run the same profiles. A change reaches both through a new pod: the ConfigMap's name
+    carries a hash of both files, the Deployment names it, and both containers mount it."""
+    import shutil
+
+    copy = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, copy)
+    before = run([kubectl(), "kustomize", str(copy / "overlays" / "second-scheduler")])
+    config = copy / "base" / "kube-scheduler-config.yaml"
+    config.write_text(config.read_text().replace("minCandidateNodesAbsolute: 100", "minCandidateNodesAbsolute: 50"))
+    after = run([kubectl(), "kustomize", str(copy / "overlays" / "second-scheduler")])
+    names = []
+    for text in (before, after):
+        objects = [doc for doc in yaml.safe_load_all(text) if doc]
+        name = the(objects, "ConfigMap")["metadata"]["name"]
+        spec = the(objects, "Deployment")["spec"]["template"]["spec"]
+        (volume,) = [v for v in spec["volumes"] if v.get("configMap")]
+        assert volume["configMap"]["name"] == name
+        mounts = {c["name"]: {m["name"] for m in c.get("volumeMounts", [])} for c in spec["containers"]}
+        assert all(volume["name"] in mounts[c] for c in ("kube-scheduler", "extender")), mounts
+        names.append(name)
+    assert names[0] != names[1]

@@ -41,8 +41,11 @@ def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict:
 def pod(name: str, node_name: str = "", *, tolerations: list[dict] | None = None, annotations: dict | None = None,
         node_selector: dict | None = None, affinity: dict | None = None, claims: tuple[str, ...] = (),
         namespace: str = "default", phase: str = "Running", labels: dict | None = None,
-        spread: list[dict] | None = None, uid: str = "", deleting: bool = False) -> dict:
+        spread: list[dict] | None = None, uid: str = "", deleting: bool = False, scheduler: str = "",
+        owner: str = "") -> dict:
     spec: dict = {"containers": [{"name": "c", "image": "x"}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
     if node_name:
         spec["nodeName"] = node_name
     if tolerations is not None:
@@ -60,6 +63,9 @@ def pod(name: str, node_name: str = "", *, tolerations: list[dict] | None = None
                   "annotations": {k: v if isinstance(v, str) else json.dumps(v) for k, v in (annotations or {}).items()}}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
+                                    "uid": f"uid-{owner}", "controller": True}]
     return {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec,
             "status": {"phase": phase if node_name else "Pending"}}
 
@@ -114,7 +120,8 @@ class Cluster:
         self.store = Store()
         self.tracker = attach_tracker(self.store, self.config)
         self.engine = Extender(self.config, StaticSource(self.store.snapshot()))
-        self.tracker.bind(self.engine.framework.plugins, spread=self.config.drift_topology_spread)
+        fallback, profiles = self.engine.plugins_by_profile()  # as `extender.drift.drift_for` binds it
+        self.tracker.bind(fallback, spread=self.config.drift_topology_spread, profiles=profiles)
         self.truth: dict[tuple[str, str, str], dict] = {}
         for obj in objects:
             self.put(obj)

@@ -22,7 +22,7 @@ from objects import (
 
 from extender import metrics
 from extender.config import Config
-from extender.drift.evaluate import Evaluator
+from extender.drift.evaluate import ByProfile
 from extender.drift.tracker import gauge_labels
 
 UNTOLERATED = "node(s) had untolerated taint(s)"
@@ -152,7 +152,7 @@ def count_evaluations(cluster: Cluster) -> list:
     """Record which pods the tracker evaluates from now on (one call per distinct
     (node, shape, claims): pods are told apart here by their claims or node)."""
     calls: list = []
-    evaluate = Evaluator.evaluate
+    evaluate = ByProfile.evaluate
     tracker = cluster.tracker
     pods = tracker._pods
 

@@ -597,14 +597,15 @@ def failed_maps(engine, the_pod, candidates) -> tuple[dict, dict]:
     return result["FailedNodes"] or {}, result["FailedAndUnresolvableNodes"] or {}
 
 
-def spread_engine(victim_priority: int, slim: bool = True):
+def spread_engine(victim_priority: int, slim: bool = True, pending=()):
     """Zone a: 2 web pods on a1 (priority `victim_priority`), zone b: none on b1 but a
-    filler; a web pod fits nowhere once b1 is out of the candidates."""
+    filler; a web pod fits nowhere once b1 is out of the candidates. `pending`: pods the
+    state holds as not yet bound."""
     objects = [node("a1", "a"), node("b1", "b"),
                pod("w-a1", node_name="a1", spread=()), pod("w-a2", node_name="a1", spread=())]
     for o in objects[2:]:
         o["spec"]["priority"] = victim_priority
-    return Extender(Config(slim_answers=slim), StoreSource(objects), binder=None)
+    return Extender(Config(slim_answers=slim), StoreSource([*objects, *pending]), binder=None)
 
 
 def preemptor(priority: int, policy: str = "") -> dict:
@@ -630,6 +631,17 @@ def test_skew_stays_unschedulable_where_the_dry_run_has_nothing_to_fail_on(prior
     preempts: upstream's code, Unschedulable."""
     engine = spread_engine(victim_priority=0)
     failed, unresolvable = failed_maps(engine, preemptor(priority, policy), ["a1"])
+    assert failed == {"a1": "node(s) didn't match pod topology spread constraints"} and unresolvable == {}
+
+
+def test_a_pod_that_never_preempts_is_read_so_from_the_state_copy():
+    """The pending pod is read from the cluster state's copy (same UID), not from the
+    request: that copy must keep `preemptionPolicy`, or a pod that never preempts is
+    answered as a preemptor (a1 Unresolvable) instead of Unschedulable."""
+    the_pod = preemptor(1000, "Never")
+    engine = spread_engine(victim_priority=0, pending=[the_pod])
+    assert engine.source.snapshot().pod_layer.get("default", "hi").raw is not None  # the copy is used
+    failed, unresolvable = failed_maps(engine, the_pod, ["a1"])
     assert failed == {"a1": "node(s) didn't match pod topology spread constraints"} and unresolvable == {}
 
 

@@ -99,6 +99,7 @@ def test_the_kept_fields_are_all_pod_from_dict_reads():
     with_volumes["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}},
                                        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
     with_volumes["spec"]["priority"] = 7
+    with_volumes["spec"]["preemptionPolicy"] = "Never"
     with_volumes["status"]["nominatedNodeName"] = "env"
     for raw in [*pods, with_volumes]:
         whole, kept = pod_from_dict(raw), pod_from_dict(pending_fields(raw))

@@ -104,3 +104,29 @@ def test_annotation_that_is_not_a_string_is_an_error(tmp_path, capsys):
     assert ('metadata.annotations[scheduling-extender.io/tolerations]: Invalid value: '
             '[{"key":"k","operator":"Exists"}]: annotation values must be strings'
             ) in capsys.readouterr().out
+
+
+def test_scheduler_config_warns_by_each_pods_profile(tmp_path, capsys):
+    """Two profiles that disagree on TaintToleration: the annotation is read for the pods
+    of the one that disables it, ignored for the other's (a warning; exit 0)."""
+    config = tmp_path / "kube-scheduler-config.yaml"
+    config.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+                      "- schedulerName: web\n  plugins:\n    multiPoint:\n      disabled: [{name: TaintToleration}]\n"
+                      "- schedulerName: batch\n")
+    pods = tmp_path / "pods.yaml"
+    pods.write_text("\n---\n".join(
+        f"kind: Pod\nmetadata:\n  name: {name}\n  annotations:\n    scheduling-extender.io/tolerations: "
+        f"'[{{\"key\": \"k\", \"operator\": \"Gt\", \"value\": \"5\"}}]'\nspec:\n  schedulerName: {name}\n"
+        for name in ("web", "batch")))
+    assert main(["validate", "--scheduler-config", str(config), str(pods)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{pods}:10:Pod/batch: warning: metadata.annotations[scheduling-extender.io/tolerations]: profile \"batch\" "
+        "runs TaintToleration in kube-scheduler (it does not disable it), which reads spec only: this annotation is "
+        "ignored when these pods are placed",
+        "2 object(s) checked, 0 error(s)",
+    ]
+    assert main(["validate", str(pods)]) == 0  # without it: the single profile reads every annotation
+    assert "warning" not in capsys.readouterr().out
+    config.write_text(config.read_text().replace("schedulerName: batch", "schedulerName: batch\n  wieght: 1"))
+    assert main(["validate", "--scheduler-config", str(config), str(pods)]) == 2  # as serve: the field named
+    assert 'unknown field "profiles[1].wieght"' in capsys.readouterr().err

@@ -443,3 +443,77 @@ def test_webhook_requests_are_counted_by_code():
                   allowed="false") == denied + 1
     assert sample("controller_runtime_webhook_latency_seconds_count", webhook=VALIDATE) == observed + 2
     assert sample("controller_runtime_webhook_requests_in_flight", webhook=VALIDATE) == 0
+
+
+# --- by the pod's own profile (--scheduler-config) ---------------------------------------
+
+# web disables TaintToleration and NodeAffinity (the extender reads both annotations for
+# its pods); batch disables NodeAffinity only (kube-scheduler's TaintToleration reads spec)
+PROFILES = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: web
+  plugins:
+    multiPoint:
+      disabled: [{name: TaintToleration}, {name: NodeAffinity}, {name: NodeUnschedulable},
+                 {name: PodTopologySpread}]
+- schedulerName: batch
+  plugins:
+    multiPoint:
+      disabled: [{name: NodeAffinity}]
+"""
+TOLS = '[{"key": "k", "operator": "Gt", "value": "8"}]'
+AFFINITY = ('{"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": '
+            '[{"key": "kernel", "operator": "SemverGt", "values": ["5.10.0"]}]}]}}')
+UNREAD = (f"metadata.annotations[{P}/tolerations]: profile \"batch\" runs TaintToleration in kube-scheduler (it "
+          "does not disable it), which reads spec only: this annotation is ignored when these pods are placed")
+
+
+def of_profile(scheduler: str | None, annotations: dict) -> dict:
+    obj = pod(annotations)
+    if scheduler is not None:
+        obj["spec"]["schedulerName"] = scheduler
+    return obj
+
+
+def test_warnings_by_the_pods_own_profile():
+    from extender.schedconfig import decode
+
+    profiles = decode(PROFILES)
+    both = {f"{P}/tolerations": TOLS, f"{P}/node-affinity": AFFINITY}
+
+    def answer(obj: dict, kind: str = "Pod") -> dict:
+        return review(admission(obj, kind=kind), P, GATES, profiles)["response"]
+
+    assert answer(of_profile("web", both)) == {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": True}
+    assert answer(of_profile("batch", both))["warnings"] == [UNREAD]  # its NodeAffinity is the extender's
+    assert answer(of_profile(None, both))["warnings"] == [
+        'spec.schedulerName: "default-scheduler" is not a profile of the scheduler configuration (profiles: web, '
+        f"batch): the scheduler that places these pods does not ask the extender, so {P}/tolerations and "
+        f"{P}/node-affinity are ignored"]
+    assert "warnings" not in answer(of_profile("other", {}))  # no annotation: nothing unread
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
+                  "spec": {"template": of_profile("batch", {f"{P}/tolerations": TOLS})}}
+    assert answer(deployment, kind="Deployment")["warnings"] == [f"spec.template.{UNREAD}"]
+    # without --scheduler-config the one profile reads every annotation: no such warning
+    assert "warnings" not in review(admission(of_profile("batch", both)), P, GATES)["response"]
+    # errors stay errors, whatever the profile
+    denied = answer(of_profile("batch", {f"{P}/tolerations": BAD_TOLS}))
+    assert denied["allowed"] is False and denied["warnings"] == [UNREAD]
+
+
+def test_extender_serve_s_webhook_reads_the_scheduler_configuration(pki, tmp_path):
+    from extender.config import Config
+    from extender.server.webhook import _listener_for
+
+    path = tmp_path / "kube-scheduler-config.yaml"
+    path.write_text(PROFILES)
+    config = Config(webhook_listen="127.0.0.1:0", tls_cert_file=str(pki["cert"]), tls_private_key_file=str(pki["key"]),
+                    scheduler_config=str(path))
+    listener = _listener_for(config).start()
+    try:
+        status, body, _ = post(listener.port, client_context(pki), admission(of_profile("batch", {f"{P}/tolerations": TOLS})))
+        assert status == 200 and json.loads(body)["response"]["warnings"] == [UNREAD]
+    finally:
+        listener.stop()
