@@ -20,12 +20,12 @@ from typing import Any
 import yaml
 
 from extender.errors import ConfigError
+from extender.model.objects import DEFAULT_SCHEDULER_NAME
 from extender.plugins.nodeaffinity import parse_args as parse_node_affinity_args
 from extender.plugins.podtopologyspread.args import validate_args as validate_spread_args
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
-DEFAULT_SCHEDULER_NAME = "default-scheduler"
 # upstream default_plugins.go: the weights of the default multiPoint set's score plugins
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
 # The extension points of each plugin the extender implements (v1.30-v1.36; master's

@@ -15,6 +15,9 @@ NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
 
+# the API server's default spec.schedulerName, and the name of kube-scheduler's first profile
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
 
 class Taint(NamedTuple):
     """A NamedTuple, not a dataclass: hashing and equality run in C, which matters
@@ -133,7 +136,7 @@ class Pod:
     preempts: bool = True  # spec.preemptionPolicy is not Never
     # spec.schedulerName, defaulted as the API server defaults it: the profile whose
     # plugins' arguments and weights apply (extender.schedconfig)
-    scheduler_name: str = "default-scheduler"
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
     tolerations_error: str | None = None
     affinity_error: str | None = None
     raw: Mapping[str, Any] | None = None

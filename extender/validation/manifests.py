@@ -19,9 +19,8 @@ import orjson
 import yaml
 
 from extender.features import FeatureGates
-from extender.schedconfig import SchedulerConfiguration
 from extender.state.loader import _flatten, documents
-from extender.validation.workloads import check_object
+from extender.validation.workloads import Profiles, check_object
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -77,7 +76,7 @@ def _start_lines(data: bytes) -> list[int]:
 
 
 def validate_paths(paths: list[str], prefix: str, gates: FeatureGates, recursive: bool = False,
-                   profiles: SchedulerConfiguration | None = None) -> Report:
+                   profiles: Profiles | None = None) -> Report:
     """`profiles` (`--scheduler-config`): warnings by the pods' own profile too."""
     report = Report()
     for name, data, error in _inputs(paths, recursive):

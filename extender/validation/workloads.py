@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import yaml
@@ -20,7 +20,7 @@ import yaml
 from extender.features import FeatureGates
 from extender.matching.numeric import go_quote
 from extender.matching.operators import gates_to_ratchet
-from extender.schedconfig import DEFAULT_SCHEDULER_NAME, SchedulerConfiguration
+from extender.model.objects import DEFAULT_SCHEDULER_NAME
 from extender.validation.annotations import check_pod, check_volume
 from extender.validation.field import FieldError, Raw, invalid, key
 
@@ -73,7 +73,7 @@ CHECKED_KINDS = (*TEMPLATE_PATHS, PERSISTENT_VOLUME)
 
 
 def check_object(obj: Mapping[str, Any], prefix: str, gates: FeatureGates,
-                 profiles: SchedulerConfiguration | None = None) -> ObjectCheck:
+                 profiles: Profiles | None = None) -> ObjectCheck:
     """The object's errors and warnings. `profiles` (`--scheduler-config`): also warn
     where the pods' own profile (`spec.schedulerName`) leaves an annotation unread."""
     kind = str(obj.get("kind") or "")
@@ -109,11 +109,20 @@ def check_object(obj: Mapping[str, Any], prefix: str, gates: FeatureGates,
     return ObjectCheck(kind, name, namespace, True, tuple(errors) + check.errors, (*check.warnings, *unread))
 
 
+
+class Profiles(Protocol):
+    """What validation reads of kube-scheduler's configuration (`extender.schedconfig`'s
+    `SchedulerConfiguration`, a floor above): each profile by name, with `delegated`,
+    the plugins it leaves to the extender."""
+
+    @property
+    def profiles(self) -> Mapping[str, Any]: ...
+
 # the plugin of each annotation the extender reads for pods
 ANNOTATION_PLUGINS = (("tolerations", "TaintToleration"), ("node-affinity", "NodeAffinity"))
 
 
-def profile_warnings(profiles: SchedulerConfiguration | None, scheduler_name: Any, annotations: Mapping[str, str],
+def profile_warnings(profiles: Profiles | None, scheduler_name: Any, annotations: Mapping[str, str],
                      prefix: str, meta_path: str, spec_path: str) -> list[str]:
     """Annotations the pods' own profile leaves unread: kube-scheduler's in-tree
     TaintToleration and NodeAffinity read `spec` only, so an annotation counts only where
