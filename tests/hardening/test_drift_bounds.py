@@ -36,9 +36,10 @@ class Tracker(SimpleNamespace):
         super().__init__(drifted=drifted, spread=None, settles=1, last_generation=7, tracked=n, pending=0,
                          settled_at=time.monotonic(), entries_calls=0)
 
-    def entries(self, namespace=None):
+    def first(self, limit):
         self.entries_calls += 1
-        return sorted((k, d) for k, d in self.drifted.items() if namespace is None or k[0] == namespace)
+        entries = sorted(self.drifted.items())
+        return entries[:limit], len(entries), {(TAINTS, REASON, "required"): len(entries)}
 
 
 def test_only_limit_pods_are_written_out_the_rest_counted(monkeypatch):
