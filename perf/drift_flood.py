@@ -16,9 +16,10 @@ keep-alive connection: a `perf.workloads` pod that tolerates the retirement tain
 every node's name (NodeNames, as a kube-scheduler with `nodeCacheCapable` sends them).
 Windows of `--window` seconds alternate without and with four admin clients (a process of
 their own, one keep-alive connection each) asking `GET /drift` again as soon as answered,
-each time another `limit` (1000 and up), so that no answer comes from the report cache (as
-on a live cluster whose tracker settles between requests): every answered request is a
-report built. Past their rate limit they get 429 (counted). First at the default
+each time another `limit` (1,000 to 1,999 pods; `kubectl extender drift` asks 1,000), so
+that hardly any answer comes from the report cache (it keeps 16 queries per settle; on a
+live cluster the tracker settles between requests): every answered request is a report
+built. Past their rate limit they get 429 (counted). First at the default
 `--explain-rate`/`--explain-burst`, then at a limit no client reaches (what the rate limit
 buys). A second after each window is left out (an answer in progress then is the next
 window's noise otherwise). `/filter`'s p50/p99 are given per window and for all windows of a
@@ -200,7 +201,7 @@ def _filter_main(port: int, bodies: list[bytes], interval: float, stop, out) -> 
 class _Admins:
     """One window of the admins on `port`: each of `ADMINS` asks `/drift` on a keep-alive
     connection of its own, again as soon as answered, another `limit` each time (`asked`
-    counts every request of the process). `counts`: status -> answers; `took`: the
+    counts every request of the process: 1,000 to 1,999). `counts`: status -> answers; `took`: the
     seconds of each 200."""
 
     asked = 0
@@ -219,7 +220,7 @@ class _Admins:
         if sock is None:
             sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
             self.selector.register(sock, selectors.EVENT_READ)
-        sock.sendall(f"GET /drift?limit={1000 + _Admins.asked % 19000} HTTP/1.1\r\nHost: x\r\n"
+        sock.sendall(f"GET /drift?limit={1000 + _Admins.asked % 1000} HTTP/1.1\r\nHost: x\r\n"
                      f"Authorization: Bearer {token}\r\n\r\n".encode())
         self.pending[sock] = (token, time.monotonic(), b"")
 

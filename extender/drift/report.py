@@ -26,6 +26,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from extender.drift.evaluate import SEVERITIES, gauge_reason
 
 DEFAULT_LIMIT = 1000
@@ -118,10 +120,21 @@ def build(tracker: Any, namespace: str | None = None, severities: set[str] | Non
     }
 
 
+def _serialized(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` with its pods as JSON text (`orjson.Fragment`): one object kept per list,
+    not several per pod (kept pods, thousands of objects a report, made the cyclic
+    collector's full passes come every few reports)."""
+    spread = report["spread"]
+    if "pods" in spread:
+        spread = {**spread, "pods": orjson.Fragment(orjson.dumps(spread["pods"]))}
+    return {**report, "pods": orjson.Fragment(orjson.dumps(report["pods"])), "spread": spread}
+
+
 class Reports:
     """The reports of one tracker by query, kept while the tracker's state is the same
     (its settle count and generation, and its spread run): a report is built once per
-    settle and query, at most `KEEP` queries."""
+    settle and query, at most `KEEP` queries. Their pods are kept as JSON text
+    (`orjson.dumps` writes them as they are)."""
 
     KEEP = 16
 
@@ -143,7 +156,7 @@ class Reports:
             with self._building:
                 held = self._kept(state, query)
                 if held is None:
-                    held = build(tracker, namespace, severities, limit)
+                    held = _serialized(build(tracker, namespace, severities, limit))
                     with self._lock:
                         if state == self._state and len(self._held) < self.KEEP:
                             self._held[query] = held
