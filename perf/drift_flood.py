@@ -1,6 +1,6 @@
 """Issue #48's `/drift` flood: does asking for the drift report slow `/filter`?
 
-    python -m perf drift_flood [--nodes 5000] [--pods 50000] [--window 8] [--pairs 3]
+    python -m perf drift_flood [--nodes 5000] [--pods 50000] [--window 8] [--pairs 2]
                                [--filter-rate 100] [--out perf/results/drift-flood.json]
 
 A serving extender in this process, as `extender serve` runs one worker: the verbs'
@@ -19,9 +19,10 @@ their own, one keep-alive connection each) asking `GET /drift` again as soon as 
 each time another `limit` (1,000 to 1,999 pods; `kubectl extender drift` asks 1,000), so
 that hardly any answer comes from the report cache (it keeps 16 queries per settle; on a
 live cluster the tracker settles between requests): every answered request is a report
-built. Past their rate limit they get 429 (counted). First at the default
-`--explain-rate`/`--explain-burst`, then at a limit no client reaches (what the rate limit
-buys). A second after each window is left out (an answer in progress then is the next
+built. Past their rate limit they get 429 (counted). Three modes: at the default
+`--explain-rate`/`--explain-burst` with admins asking again at once after a 429; the same
+with admins waiting as its `Retry-After` says (as a well-behaved client does); at a limit
+no client reaches (what the rate limit buys). A second after each window is left out (an answer in progress then is the next
 window's noise otherwise). `/filter`'s p50/p99 are given per window and for all windows of a
 kind together; `p99_change_pct` is the change from without to with.
 
@@ -206,8 +207,9 @@ class _Admins:
 
     asked = 0
 
-    def __init__(self, port: int) -> None:
-        self.port = port
+    def __init__(self, port: int, polite: bool = False) -> None:
+        self.port, self.polite = port, polite
+        self.due: dict[str, tuple[float, socket.socket | None]] = {}  # polite: token -> when it asks again
         self.selector = selectors.DefaultSelector()
         self.pending: dict[socket.socket, tuple[str, float, bytes]] = {}
         self.counts: Counter[int] = Counter()
@@ -225,7 +227,12 @@ class _Admins:
         self.pending[sock] = (token, time.monotonic(), b"")
 
     def turn(self) -> None:
-        for key, _ in self.selector.select(0.05):
+        now = time.monotonic()
+        for token, (at, sock) in list(self.due.items()):
+            if at <= now:
+                del self.due[token]
+                self.ask(sock, token)
+        for key, _ in self.selector.select(0.01 if self.due else 0.05):
             sock = key.fileobj
             token, started, data = self.pending[sock]
             chunk = sock.recv(1 << 20)
@@ -237,9 +244,17 @@ class _Admins:
             self.counts[answer[0]] += 1
             if answer[0] == 200:
                 self.took.append(time.monotonic() - started)
-            if answer[0] == 0 or b"\r\nConnection: close\r\n" in data.partition(b"\r\n\r\n")[0]:
+            head = data.partition(b"\r\n\r\n")[0]
+            if answer[0] == 0 or b"\r\nConnection: close\r\n" in head:
                 self.close(sock)
                 sock = None
+            if self.polite and answer[0] == 429:  # as `Retry-After` says
+                if sock is not None:
+                    del self.pending[sock]
+                wait = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                             if line.lower().startswith(b"retry-after:")), 1)
+                self.due[token] = (time.monotonic() + wait, sock)
+                continue
             self.ask(sock, token)
 
     def close(self, sock: socket.socket) -> None:
@@ -259,7 +274,7 @@ def _drift_main(commands, out) -> None:
     """The admins: from ("go", port) to ("halt",), a window of `_Admins`; then put
     (status -> count, [seconds of each 200]) on `out`; until ("stop",)."""
     while (command := commands.get())[0] == "go":
-        admins = _Admins(command[1])
+        admins = _Admins(*command[1:])
         while commands.empty():
             admins.turn()
         commands.get()  # ("halt",)
@@ -279,8 +294,8 @@ class Clients:
         self.kube_scheduler.start()
         self.admins.start()
 
-    def drift_on(self, port: int) -> None:
-        self.commands.put(("go", port))
+    def drift_on(self, port: int, polite: bool = False) -> None:
+        self.commands.put(("go", port, polite))
 
     def drift_off(self) -> tuple[dict[int, int], list[float]]:
         self.commands.put(("halt",))
@@ -311,7 +326,7 @@ def _latency(samples: list[tuple[float, float, int]]) -> dict:
 
 
 def measure(nodes: int, pods: int, window: float, pairs: int, filter_rate: float, gap: float = GAP,
-            modes: tuple[tuple[str, float, float], ...] | None = None) -> dict:
+            modes: tuple[tuple[str, float, float, bool], ...] | None = None) -> dict:
     """Every window's `/filter` latency and `/drift` answers (see the module docstring)."""
     import orjson
 
@@ -319,8 +334,9 @@ def measure(nodes: int, pods: int, window: float, pairs: int, filter_rate: float
 
     load_before = os.getloadavg()[0]
     default = Config()
-    modes = modes or (("rate-limited", default.explain_rate, default.explain_burst),
-                      ("unlimited", UNLIMITED, UNLIMITED))
+    modes = modes or (("rate-limited", default.explain_rate, default.explain_burst, False),
+                      ("rate-limited, Retry-After honoured", default.explain_rate, default.explain_burst, True),
+                      ("unlimited", UNLIMITED, UNLIMITED, False))
     cluster = drifted_cluster(nodes, pods)
     names = [o["metadata"]["name"] for o in cluster["items"] if o["kind"] == "Node"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -335,19 +351,19 @@ def measure(nodes: int, pods: int, window: float, pairs: int, filter_rate: float
 
 
 def _windows(server: Server, names: list[str], pods: int, window: float, pairs: int, filter_rate: float,
-             gap: float, modes: tuple[tuple[str, float, float], ...], load_before: float) -> dict:
+             gap: float, modes: tuple[tuple[str, float, float, bool], ...], load_before: float) -> dict:
     clients = None
     try:
         drifted = server.settled(pods)
         clients = Clients(server.verbs.port, filter_bodies(names), filter_rate)
         time.sleep(min(window, 3.0))  # the kube-scheduler's first answers (each shape once)
         windows = []
-        for mode, rate, burst in modes:
+        for mode, rate, burst, polite in modes:
             port = server.side(rate, burst)
             for pair in range(pairs):
                 for admins in (0, len(ADMINS)):
                     if admins:
-                        clients.drift_on(port)
+                        clients.drift_on(port, polite)
                     start = time.monotonic()
                     time.sleep(window)
                     end = time.monotonic()
@@ -360,7 +376,7 @@ def _windows(server: Server, names: list[str], pods: int, window: float, pairs: 
         samples = clients.stop()
         clients = None
         results = []
-        for mode, rate, burst in modes:
+        for mode, rate, burst, _ in modes:
             rows = [w for w in windows if w["mode"] == mode]
             for w in rows:
                 w["samples"] = [s for s in samples if w["start"] <= s[0] < w["end"]]
@@ -396,7 +412,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = options.parser("drift_flood", __doc__, whole_doc=True, nodes=5000, pods=50_000,
                             out=Path(__file__).resolve().parent / "results" / "drift-flood.json")
     parser.add_argument("--window", type=float, default=8.0, help="seconds per window (default 8)")
-    parser.add_argument("--pairs", type=int, default=3, help="windows without and with the admins, per mode (default 3)")
+    parser.add_argument("--pairs", type=int, default=2, help="windows without and with the admins, per mode (default 2)")
     parser.add_argument("--filter-rate", type=float, default=100.0, help="/filter requests per second (default 100)")
     args = parser.parse_args(argv)
     result = measure(args.nodes, args.pods, args.window, args.pairs, args.filter_rate)

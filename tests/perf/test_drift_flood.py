@@ -31,11 +31,11 @@ def switch_interval():
 
 
 def test_the_harness_measures_filter_without_and_with_the_admins(switch_interval):
-    modes = (("rate-limited", 0.01, 2), ("unlimited", UNLIMITED, UNLIMITED))
+    modes = (("rate-limited", 0.01, 2, False), ("polite", 0.01, 2, True), ("unlimited", UNLIMITED, UNLIMITED, False))
     result = measure(nodes=20, pods=200, window=0.6, pairs=1, filter_rate=40, gap=0.2, modes=modes)
     assert result["drifted_pods"] == 200 and result["nodes"] == 20
-    limited, unlimited = result["results"]
-    for row in (limited, unlimited):
+    limited, polite, unlimited = result["results"]
+    for row in (limited, polite, unlimited):
         assert [w["admins"] for w in row["windows"]] == [0, len(ADMINS)]
         for w in row["windows"]:
             assert w["requests"] > 0 and w["ok"] == w["requests"]  # every /filter answered 200
@@ -46,6 +46,8 @@ def test_the_harness_measures_filter_without_and_with_the_admins(switch_interval
     # the rate limit at work: each admin answered its burst (nothing refills in the window)
     assert limited["drift_answers"]["200"] == len(ADMINS) * 2
     assert limited["drift_answers"].get("429", 0) > 0
+    # waiting as Retry-After says (100 s at this rate): one 429 each in the window
+    assert polite["drift_answers"] == {"200": len(ADMINS) * 2, "429": len(ADMINS)}
     assert "429" not in unlimited["drift_answers"]
     assert set(result["load_average_1m"]) == {"before", "after"}
 
