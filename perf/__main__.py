@@ -36,6 +36,7 @@ BENCHMARKS = {
     "soak": "a long soak: memory and latency over time",
     "staleness": "how fast a frozen watch is noticed",
     "side_flood": "floods of the side listener: probes, scrapes and reviews under each (issue 48)",
+    "drift_flood": "four admins asking /drift: /filter's latency without and with them (issue 48)",
     "tiebreak": "slim answers and score ties with the real kube-scheduler",
     "watchcost": "the Pod watch's CPU per pod scheduled and per event, by pod shape",
 }

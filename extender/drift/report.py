@@ -26,6 +26,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from extender.drift.evaluate import SEVERITIES, gauge_reason
 
 DEFAULT_LIMIT = 1000
@@ -57,7 +59,7 @@ def parse_query(args: Any) -> dict[str, Any]:
     return {"namespace": namespace, "severities": severities, "limit": int(limit)}
 
 
-def _pod_json(key: tuple[str, str], node: str, uid: str, since: float | None, violations: list) -> dict[str, Any]:
+def _pod_json(key: tuple[str, str], node: str, uid: str, since: float | None, violations: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": key[0], "name": key[1], "uid": uid, "node": node}
     if since is not None:
         out["since"] = _stamp(since)
@@ -70,16 +72,22 @@ def build(tracker: Any, namespace: str | None = None, severities: set[str] | Non
     """The report of `tracker` as of its last settle, cut to one namespace and some
     severities, at most `limit` pods (`omittedPods` says how many more)."""
     pods, totals, omitted = [], Counter(), 0
-    for key, drifted in tracker.entries(namespace):
-        violations = [v for v in drifted.violations if severities is None or v.severity in severities]
-        if not violations:
-            continue
-        for labels in {(v.plugin, gauge_reason(v), v.severity) for v in violations}:
-            totals[labels] += 1
-        if len(pods) < limit:
-            pods.append(_pod_json(key, drifted.node, drifted.uid, drifted.since, violations))
-        else:
-            omitted += 1
+    if namespace is None and severities is None:  # the tracker keeps these totals: `limit` pods read
+        first, count, every_total = tracker.first(limit)
+        totals.update(every_total)
+        pods = [_pod_json(key, d.node, d.uid, d.since, d.violations) for key, d in first]
+        omitted = count - len(pods)
+    else:
+        for key, drifted in tracker.entries(namespace):
+            violations = [v for v in drifted.violations if severities is None or v.severity in severities]
+            if not violations:
+                continue
+            for labels in {(v.plugin, gauge_reason(v), v.severity) for v in violations}:
+                totals[labels] += 1
+            if len(pods) < limit:
+                pods.append(_pod_json(key, drifted.node, drifted.uid, drifted.since, violations))
+            else:
+                omitted += 1
     spread: dict[str, Any] = {"enabled": tracker.spread is not None}
     if tracker.spread is not None:
         report = tracker.spread
@@ -112,10 +120,21 @@ def build(tracker: Any, namespace: str | None = None, severities: set[str] | Non
     }
 
 
+def _serialized(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` with its pods as JSON text (`orjson.Fragment`): one object kept per list,
+    not several per pod (kept pods, thousands of objects a report, made the cyclic
+    collector's full passes come every few reports)."""
+    spread = report["spread"]
+    if "pods" in spread:
+        spread = {**spread, "pods": orjson.Fragment(orjson.dumps(spread["pods"]))}
+    return {**report, "pods": orjson.Fragment(orjson.dumps(report["pods"])), "spread": spread}
+
+
 class Reports:
     """The reports of one tracker by query, kept while the tracker's state is the same
     (its settle count and generation, and its spread run): a report is built once per
-    settle and query, at most `KEEP` queries."""
+    settle and query, at most `KEEP` queries. Their pods are kept as JSON text
+    (`orjson.dumps` writes them as they are)."""
 
     KEEP = 16
 
@@ -137,7 +156,7 @@ class Reports:
             with self._building:
                 held = self._kept(state, query)
                 if held is None:
-                    held = build(tracker, namespace, severities, limit)
+                    held = _serialized(build(tracker, namespace, severities, limit))
                     with self._lock:
                         if state == self._state and len(self._held) < self.KEEP:
                             self._held[query] = held

@@ -25,9 +25,11 @@ once). Pods are reported as of the last settle; `pending` says how many changes 
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
+from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -51,6 +53,11 @@ from extender.drift.spread import SPREAD_INTERVAL, SpreadDrift
 log = logging.getLogger("extender.drift")
 
 BATCH_SECONDS = 0.05  # a burst of events (a relist, a node drain) is settled together
+# The drifted pods' keys are kept sorted for the report (`first`): a settle that adds or
+# removes at most this many is applied to the order in place (a bisection each), a bigger
+# one has it sorted again, in runs of SORT_RUN keys, when the report is next read.
+REORDER_AT = 256
+SORT_RUN = 1024
 Labels = tuple[str, str, str]  # (plugin, reason, severity) of the gauge
 
 
@@ -116,6 +123,8 @@ class DriftTracker:
         self._marks = 0  # marks made so far (a mark that changed the marked set)
         self._settled_marks = 0  # marks covered by the last settle
         self.drifted: dict[Key, Drifted] = {}
+        self._order: list[Key] | None = []  # drifted's keys sorted (None: to be sorted again)
+        self._reorders = 0  # settles that changed drifted's keys
         self.totals: Counter[Labels] = Counter()
         self.settles = 0  # completed settles
         self.settled_at = 0.0  # monotonic time of the last one
@@ -275,6 +284,8 @@ class DriftTracker:
         results = self._evaluate(work, snapshot)
         changed: set[Labels] = set()
         fresh: list[tuple[Key, Drifted]] = []
+        added: list[Key] = []
+        removed: list[Key] = []
         now = time.time()
         with self._lock:
             for key, (running, violations) in results.items():
@@ -298,8 +309,13 @@ class DriftTracker:
                     changed.add(labels)
                 if new is None:
                     self.drifted.pop(key, None)
+                    removed.append(key)
                 else:
+                    if old is None:
+                        added.append(key)
                     self.drifted[key] = new
+            if added or removed:
+                self._reorder(added, removed)
             self.settles += 1
             self.settled_at = time.monotonic()
             self.last_generation = snapshot.generation
@@ -373,11 +389,62 @@ class DriftTracker:
 
     # --- reading ---------------------------------------------------------------------------------
 
+    def _reorder(self, added: list[Key], removed: list[Key]) -> None:
+        """Keep `_order` in step with `drifted`'s keys (under the lock): a few changes in
+        place, many by sorting again when next read."""
+        self._reorders += 1
+        order = self._order
+        if order is None or len(added) + len(removed) > REORDER_AT:
+            self._order = None
+            return
+        for key in removed:
+            at = bisect_left(order, key)
+            if at == len(order) or order[at] != key:  # never: the order missed a key
+                self._order = None
+                return
+            del order[at]
+        for key in added:
+            insort(order, key)
+
+    def first(self, limit: int) -> tuple[list[tuple[Key, Drifted]], int, dict[Labels, int]]:
+        """The first `limit` drifted pods by namespace and name, how many there are, and
+        the gauge's totals (spread aside), as of one moment: read under the lock from the
+        kept order, nothing the size of the report copied (a copy per read had the
+        cyclic collector walk it in every young collection, and a full one run per read)."""
+        for _ in range(3):
+            self._sort_again()
+            with self._lock:
+                if self._order is not None:
+                    return self._first(limit)
+        with self._lock:  # big settles one after another: sorted here, at once
+            if self._order is None:
+                self._order = sorted(self.drifted)
+            return self._first(limit)
+
+    def _first(self, limit: int) -> tuple[list[tuple[Key, Drifted]], int, dict[Labels, int]]:
+        assert self._order is not None
+        return ([(key, self.drifted[key]) for key in self._order[:limit]], len(self.drifted),
+                {labels: n for labels, n in self.totals.items() if n and labels[0] != SPREAD})
+
+    def _sort_again(self) -> None:
+        """Sort the keys again after a big settle: outside the lock, in runs (one sort of
+        every key would hold the GIL as long as it takes, delaying whichever `/filter`
+        waits for it)."""
+        with self._lock:
+            if self._order is not None:
+                return
+            keys, reorders = list(self.drifted), self._reorders
+        order = sorted_in_runs(keys)
+        with self._lock:
+            if self._order is None and self._reorders == reorders:
+                self._order = order
+
     def entries(self, namespace: str | None = None) -> list[tuple[Key, Drifted]]:
         """The drifted pods (of one namespace), sorted by namespace and name."""
+        self._sort_again()
         with self._lock:
-            items = [(k, d) for k, d in self.drifted.items() if namespace is None or k[0] == namespace]
-        return sorted(items, key=lambda item: item[0])
+            order = self._order if self._order is not None else sorted(self.drifted)
+            return [(key, self.drifted[key]) for key in order if namespace is None or key[0] == namespace]
 
     def running_on(self, nodes: Iterable[str], volumes: Iterable[str] = ()) -> list[tuple[Key, Running]]:
         """The tracked pods on `nodes` and those whose claims are bound to `volumes`
@@ -397,6 +464,13 @@ class DriftTracker:
     def counts(self) -> dict[Labels, int]:
         with self._lock:
             return {labels: n for labels, n in self.totals.items() if n}
+
+
+def sorted_in_runs(keys: list[Key]) -> list[Key]:
+    """`sorted(keys)`: each C-level sort (the GIL held throughout) one run of SORT_RUN
+    keys, the runs merged in Python (the GIL changes hands meanwhile)."""
+    runs = [sorted(keys[i:i + SORT_RUN]) for i in range(0, len(keys), SORT_RUN)]
+    return runs[0] if len(runs) == 1 else list(heapq.merge(*runs))
 
 
 __all__ = ["DriftTracker", "Drifted", "gauge_labels", "spread_checker"]

@@ -67,7 +67,7 @@ from extender.server.auth import (
     guard_for,
 )
 from extender.server.http1 import JSON, Refused, Reply, Request
-from extender.state import ClusterSnapshot, ClusterSource, FileSource
+from extender.state import ClusterSnapshot, ClusterSource, FileSource, gcfreeze
 from extender.state.loader import load_objects
 
 log = logging.getLogger("extender.explain")
@@ -335,9 +335,10 @@ class ExplainRoutes:
         if self.drift is None:
             raise Refused(503, "the drift report is not running: it needs a cluster state "
                           "(--kubeconfig, --in-cluster or --cluster)")
-        answer = self.reports.get(self.drift, **query)
-        answer["state"] = with_snapshot(info, source.snapshot())
-        return Response(orjson.dumps(answer), mimetype=JSON)
+        with gcfreeze.collector_paused():  # as a large verb: no collection over the pods built
+            answer = self.reports.get(self.drift, **query)
+            answer["state"] = with_snapshot(info, source.snapshot())
+            return Response(orjson.dumps(answer), mimetype=JSON)
 
     def read(self, namespace: str, name: str) -> dict[str, Any]:
         if self.reader is None:

@@ -322,3 +322,50 @@ def test_the_store_reports_every_applied_change_at_one_point():
     store.load([node("n1", [taint(SLA, "1")]), pod("q", "n1"), pvc("c", "v")])
     assert sorted(seen) == [("Node", "", "n1", False, True), ("PersistentVolume", "", "v", False, False),
                             ("Pod", "default", "q", True, False)]
+
+
+def test_the_report_reads_pods_in_order_whether_a_settle_changed_few_or_many(monkeypatch):
+    """The tracker keeps the drifted pods' keys sorted: a settle changing at most
+    REORDER_AT of them updates the order in place, a bigger one has it sorted again (in
+    runs of SORT_RUN) when next read; `first` and `entries` read it."""
+    import random
+
+    from extender.drift import tracker as tracker_module
+
+    monkeypatch.setattr(tracker_module, "REORDER_AT", 3)
+    monkeypatch.setattr(tracker_module, "SORT_RUN", 4)
+    names = [f"p{i:02d}" for i in range(30)]
+    random.Random(7).shuffle(names)
+    cluster = Cluster(objects=[node("n1", []), node("n2", []),
+                               *(pod(name, "n1" if i % 3 else "n2") for i, name in enumerate(names))])
+    tracker = cluster.tracker
+
+    def check() -> None:
+        expected = sorted(tracker.drifted.items())
+        first, count, totals = tracker.first(5)
+        assert first == expected[:5] and count == len(expected)
+        assert totals == tracker.counts()
+        assert tracker.entries() == expected
+        assert tracker.entries("other") == []
+
+    assert cluster.settle() == {}  # (`cluster.settle` reads the report: `tracker.settle` below)
+    check()
+    cluster.put(node("n1", [taint(SLA, "100")]))  # 20 pods at once: sorted again when read
+    tracker.settle()
+    assert len(tracker.drifted) == 20 and tracker._order is None
+    check()
+    cluster.put(node("n2", [taint(SLA, "100")]))  # 10 more at once
+    tracker.settle()
+    check()
+    cluster.delete("Pod", names[0])  # one removed, two added: in place
+    cluster.put(pod("p99", "n2"))
+    cluster.put(pod("a00", "n1"))  # one that sorts first
+    tracker.settle()
+    assert tracker._order is not None
+    assert len(tracker.drifted) == 31 and tracker.first(1)[0][0][0] == ("default", "a00")
+    check()
+    cluster.put(node("n1", []))  # the pods of n1 fit again: many at once
+    tracker.settle()
+    assert tracker._order is None
+    check()
+    assert len(tracker.drifted) == 10
