@@ -30,28 +30,37 @@ def pinned() -> dict[str, str]:
             for line in (ROOT / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")}
 
 
+# this repository's own distributions: installed from ./plugin and . at the one version
+FIRST_PARTY = ("scheduling-extender", "kubectl-extender")
+
+
 def test_constraints_pin_every_runtime_dependency():
+    """Every third-party runtime dependency is pinned in constraints.txt; the plugin's
+    distribution (first party, installed from ./plugin) is required at the server's own
+    version instead."""
     pins = pinned()
     project = (ROOT / "pyproject.toml").read_text()
     runtime = re.search(r"dependencies = \[(.*?)\]", project, re.S).group(1)
     names = [normal(re.match(r'\s*"([A-Za-z0-9_.-]+)', line).group(1))
              for line in runtime.splitlines() if line.strip().startswith('"')]
-    assert names and [n for n in names if n not in pins] == []
+    assert names and [n for n in names if n not in pins and n not in FIRST_PARTY] == []
+    version = re.search(r'^version = "(.*)"', project, re.M).group(1)
+    assert f'"kubectl-extender=={version}"' in runtime, "the server requires its own version of the plugin"
     build = re.search(r"^requires = \[(.*?)\]", project, re.M).group(1)
     assert all("==" in r for r in re.findall(r'"([^"]+)"', build)), "the build backend is pinned too"
 
 
 def test_everything_make_installed_is_pinned():
     """Issue 36: `make run` and `make test` install under PIP_CONSTRAINT=constraints.txt,
-    so every distribution of this venv (the project aside; pip and setuptools come with
-    the venv itself) is at the version constraints.txt pins."""
+    so every distribution of this venv (the project's own two aside; pip and setuptools
+    come with the venv itself) is at the version constraints.txt pins."""
     from importlib import metadata
 
     pins = pinned()
     unpinned = {}
     for dist in metadata.distributions():
         name = normal(dist.metadata["Name"])
-        if name in ("scheduling-extender", "pip", "setuptools"):
+        if name in (*FIRST_PARTY, "pip", "setuptools"):
             continue
         if pins.get(name) != dist.version:
             unpinned[name] = (dist.version, pins.get(name))
@@ -63,7 +72,7 @@ def test_make_run_installs_only_what_serving_needs():
     assert re.search(r"^export PIP_CONSTRAINT := \$\(CURDIR\)/constraints.txt$", makefile, re.M)
     assert re.search(r"^run: \$\(RUNSTAMP\)$", makefile, re.M)
     recipe = re.search(r"^\$\(RUNSTAMP\):.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
-    assert "pip install -q -e .\n" in recipe and "[" not in recipe.replace("[ ", "")
+    assert "pip install -q -e ./plugin -e .\n" in recipe and "[" not in recipe.replace("[ ", "")
 
 
 def test_install_tools_is_idempotent():
