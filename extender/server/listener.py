@@ -45,7 +45,6 @@ from functools import partial
 
 from extender.api import expansion
 from extender.request import deadline, lane
-from extender.server.budget import RETRY_AFTER_SECONDS, SIDE_LIMIT, BodyBudget, shed
 from extender.server.connections import (
     ANSWERING,
     MIN_SEND_RATE,
@@ -65,6 +64,7 @@ from extender.server.http1 import (
     error_body,
     head_end,
 )
+from extender.server.inflight_bytes import RETRY_AFTER_SECONDS, SIDE_LIMIT, InflightBytes, shed
 from extender.server.queues import FairLane
 
 log = logging.getLogger("extender.http")
@@ -202,13 +202,13 @@ class Listener(Connections):
                  timeout: float = 5.0, idle_timeout: float = 60.0, max_connections: int = 1024,
                  max_per_client: int = 128, threads: int = 2, ssl_context: SSLContexts = None,
                  name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES,
-                 budget: BodyBudget | None = None, min_send_rate: float = MIN_SEND_RATE,
+                 budget: InflightBytes | None = None, min_send_rate: float = MIN_SEND_RATE,
                  client_check: Callable[[ssl.SSLSocket], str] | None = None,
                  queues: dict[Hashable, tuple[int, int]] | None = None) -> None:
         side = app is None
         self.app = app if app is not None else Routes(routes, post_routes, dispatch, quick, pool=SIDE_WORK,
                                                       get_pool=SIDE_READS)
-        super().__init__(address, sockets, budget=budget if budget is not None else BodyBudget(SIDE_LIMIT, name=name),
+        super().__init__(address, sockets, budget=budget if budget is not None else InflightBytes(SIDE_LIMIT, name=name),
                          max_body_bytes=max_body_bytes, timeout=timeout, idle_timeout=idle_timeout,
                          max_connections=max_connections, max_per_client=max_per_client,
                          ssl_context=ssl_context, name=name, min_send_rate=min_send_rate,

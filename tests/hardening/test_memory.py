@@ -18,7 +18,7 @@ from conftest import example_pod, make_extender
 
 from extender import caching
 from extender.api.wire import decode_args, known_names_cache
-from extender.caching import ByteLRU, budget, memoized
+from extender.caching import ByteLRU, memoized, memory_share
 from extender.cel import CelCache
 from extender.cel.limits import MAX_EXPRESSION_BYTES
 from extender.config import Config
@@ -40,7 +40,7 @@ def fill(cache: ByteLRU, add, count: int = KEYS) -> None:
         add(i)
         if i % 100 == 0:
             assert cache.bytes <= cache.max_bytes, (cache.name, i, cache.bytes)
-    assert 0 < cache.bytes <= cache.max_bytes == budget(cache.name)
+    assert 0 < cache.bytes <= cache.max_bytes == memory_share(cache.name)
     assert len(cache) * 10 <= count, (cache.name, len(cache))  # the keys overflowed it 10 times
 
 
