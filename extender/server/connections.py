@@ -3,10 +3,9 @@ handshake, reading what arrives into a buffer charged to the in-flight budget, w
 answers, closing. What the bytes mean is the listener's (`extender.server.listener`,
 a subclass): `_serve_buffered` is offered a connection's buffer after every read.
 
-A connection costs a file descriptor and its buffered bytes, never a thread (issues
-#12 and #28: with a thread per connection, 70 idle connections or 80 that never
-finished a TLS handshake took every thread, and clients sending one byte every 4 s held
-them for ever):
+A connection costs a file descriptor and its buffered bytes, never a thread (with a
+thread per connection, a few dozen idle connections or unfinished TLS handshakes take
+every thread, and clients sending one byte every few seconds hold them for ever):
 
 * **One deadline per request.** The TLS handshake (new connection), the head and the
   body must all arrive within `timeout` seconds of the accept, or of the request's

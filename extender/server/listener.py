@@ -9,7 +9,7 @@ the gunicorn worker `extender.server.worker`), `--metrics-listen` (`/healthz`, `
 route sees is a `Request` (method, target, path, body) and what it gives back a `Reply`
 (status, content type, body, extra headers); `Routes` serves fixed tables of them.
 
-Why a loop (issues #12 and #28): a connection costs a file descriptor and its buffered
+Why a loop: a connection costs a file descriptor and its buffered
 bytes, never a thread, and a thread takes a request only once it has fully arrived (the
 limits on connections, deadlines and bytes: `extender.server.connections`; on heads and
 bodies: `extender.server.http1`).
@@ -17,8 +17,8 @@ bodies: `extender.server.http1`).
 **Where a request runs** (`place`, the lanes of `extender.request.lane`): on the loop
 (`LOOP`: microseconds of Python, or a verb whose CEL work is memoised or cheap), or on a
 pool thread. A request answered on the loop never pays a hand-off between threads,
-which waits for the GIL (~0.3-0.5 ms a call on the benchmark machine, a third of a
-`filter` at 5,000 nodes); one that turns out to need costlier CEL work raises
+which waits for the GIL (a sizeable part of a whole `filter`'s time: perf/PERFORMANCE.md);
+one that turns out to need costlier CEL work raises
 `lane.Elsewhere` before anything is written and is answered again, from its buffered
 bytes, by the pool of the lane it names. A request keeps its arrival time through every
 hop (`deadline.arrived`): its `--request-deadline` counts from its first byte, queueing
@@ -142,7 +142,8 @@ class Routes:
 
     def refuse_body(self, request: Request) -> Refused | None:
         """Why a request that declares a body is refused before it is read, or None when
-        its route takes one (health and metrics take none: issue #35)."""
+        its route takes one (health and metrics take none: a body there could only be a way
+        to hold the listener's bytes)."""
         if self.takes_body(request):
             return None
         owns = getattr(self.dispatch, "owns", None)

@@ -24,7 +24,7 @@ an object that cannot be stored anyway; it is answered 413 before its body is re
 Its bytes, and what they become once parsed, count in the webhook's own in-flight
 budget (`WEBHOOK_LIMIT`, `extender.server.inflight_bytes`): never the verbs'.
 
-Work bounded per review (issue #35): a review has `ADMISSION_DEADLINE` seconds from its
+Work bounded per review, so that no client can hold the webhook: a review has `ADMISSION_DEADLINE` seconds from its
 arrival (the manifests' `timeoutSeconds` is 2: the API server gives up first and applies
 its `failurePolicy`), stops at the next check once its client has closed the connection
 (`extender.request.deadline`), compiles at most `REVIEW_COMPILE_BYTES` of new CEL
