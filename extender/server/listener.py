@@ -9,17 +9,16 @@ the gunicorn worker `extender.server.worker`), `--metrics-listen` (`/healthz`, `
 route sees is a `Request` (method, target, path, body) and what it gives back a `Reply`
 (status, content type, body, extra headers); `Routes` serves fixed tables of them.
 
-Why a loop: a connection costs a file descriptor and its buffered
-bytes, never a thread, and a thread takes a request only once it has fully arrived (the
-limits on connections, deadlines and bytes: `extender.server.connections`; on heads and
-bodies: `extender.server.http1`).
+Why a loop: a connection costs a file descriptor and its buffered bytes, never a thread,
+and a thread takes a request only once it has fully arrived, so slow or idle clients
+cannot take the threads (the limits on connections, deadlines and bytes:
+`extender.server.connections`; on heads and bodies: `extender.server.http1`).
 
 **Where a request runs** (`place`, the lanes of `extender.request.lane`): on the loop
 (`LOOP`: microseconds of Python, or a verb whose CEL work is memoised or cheap), or on a
 pool thread. A request answered on the loop never pays a hand-off between threads,
-which waits for the GIL (a sizeable part of a whole `filter`'s time: perf/PERFORMANCE.md);
-one that turns out to need costlier CEL work raises
-`lane.Elsewhere` before anything is written and is answered again, from its buffered
+which waits for the GIL (a sizeable part of a whole `filter`'s time: docs/design/server.md);
+one that turns out to need costlier CEL work raises `lane.Elsewhere` before anything is written and is answered again, from its buffered
 bytes, by the pool of the lane it names. A request keeps its arrival time through every
 hop (`deadline.arrived`): its `--request-deadline` counts from its first byte, queueing
 included.
