@@ -207,6 +207,27 @@ class ByteLRU:
             _account(self.name, -freed)
 
 
+class OnFirstUse:
+    """A process-wide `ByteLRU` made when first asked for (`cache()`), not at import: its
+    share of `--memory-limit-bytes` is read then, once the configuration has set it.
+    `reset()` drops it (tests: made again at another limit)."""
+
+    __slots__ = ("_args", "_kwargs", "_cache")
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        self._args, self._kwargs = (name,), kwargs
+        self._cache: ByteLRU | None = None
+
+    def __call__(self) -> ByteLRU:
+        cache = self._cache
+        if cache is None:
+            cache = self._cache = ByteLRU(*self._args, **self._kwargs)
+        return cache
+
+    def reset(self) -> None:
+        self._cache = None
+
+
 def _release(name: str, held: list[int]) -> None:
     _account(name, -held[0])
 
