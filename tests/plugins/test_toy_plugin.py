@@ -184,3 +184,15 @@ def test_a_plugin_claiming_a_point_without_all_its_methods_is_refused():
     with pytest.raises(PluginContractError, match="implements Score but does not define score_nodes, "
                                                   "normalize_score, normalize_values"):
         Framework([Scoreless()], {})
+
+
+def test_the_freshness_gate_checks_the_kinds_its_record_says_it_reads():
+    """A verdict is refused while a kind it reads is not confirmed current: the engine asks
+    every record which kinds a pod's verdict reads."""
+    pod = make_extender(NODES, Config()).parse_pod(POD)
+    assert make_extender(NODES, Config()).reads(pod) == ("Node",)
+    registry.register(PluginRecord(NAME, Frozen, reads=lambda pod, plugin: ("Node", "Service")))
+    try:
+        assert make_extender(NODES, Config()).reads(pod) == ("Node", "Service")
+    finally:
+        registry.unregister(NAME)
