@@ -32,7 +32,7 @@ import time
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender import metrics
@@ -45,6 +45,7 @@ from extender.drift.evaluate import (
     Violation,
     gauge_reason,
 )
+from extender.drift.report import Fragments
 from extender.drift.shapes import Key, Running, Shapes
 from extender.drift.spread import NAME as SPREAD
 from extender.drift.spread import REASONS as SPREAD_REASONS
@@ -69,9 +70,16 @@ class Drifted:
     uid: str
     violations: tuple[Violation, ...]
     since: float  # wall-clock time these violations were first seen
+    # its JSON text in the report (`report.pod_fragment`), written once when it drifts
+    json: bytes = field(default=b"", compare=False, repr=False)
 
     def labels(self) -> set[Labels]:
         return {(v.plugin, gauge_reason(v), v.severity) for v in self.violations}
+
+
+def _same(old: Drifted | None, running: Running, violations: tuple[Violation, ...]) -> bool:
+    """Whether `old` is this pod (node, uid) drifted by these very violations."""
+    return old is not None and old.violations == violations and old.node == running.node and old.uid == running.uid
 
 
 def _spread_of(plugins: list | None) -> Any:
@@ -287,6 +295,12 @@ class DriftTracker:
         added: list[Key] = []
         removed: list[Key] = []
         now = time.time()
+        # each newly drifted pod's report text, written outside the lock (the store's
+        # hook takes it); only `settle` changes `drifted`, so what it holds is read as is
+        fragments = Fragments()
+        written = {key: fragments.pod(key, running.node, running.uid, now, violations)
+                   for key, (running, violations) in results.items()
+                   if violations and not _same(self.drifted.get(key), running, violations)}
         with self._lock:
             for key, (running, violations) in results.items():
                 if key in self._dirty:
@@ -294,10 +308,11 @@ class DriftTracker:
                 old = self.drifted.get(key)
                 new = None
                 if violations:
-                    keep = (old is not None and old.violations == violations and old.node == running.node
-                            and old.uid == running.uid)  # the same pod, drifted the same way
-                    new = Drifted(running.node, running.uid, violations, old.since if keep else now)
-                    if not keep and any(v.severity == "required" for v in violations):
+                    if _same(old, running, violations):  # the same pod, drifted the same way
+                        continue
+                    text = written.get(key) or fragments.pod(key, running.node, running.uid, now, violations)
+                    new = Drifted(running.node, running.uid, violations, now, text)
+                    if any(v.severity == "required" for v in violations):
                         fresh.append((key, new))
                 if old == new:
                     continue

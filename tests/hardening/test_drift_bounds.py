@@ -106,3 +106,28 @@ def test_drift_shares_the_per_user_rate_limit_of_explain(example_snapshot):
         assert tracker.entries_calls == 1  # one build for every answer of this settle
     finally:
         listener.stop()
+
+
+def test_a_pods_kept_text_is_the_report_text_of_its_object():
+    """The tracker writes each drifted pod's JSON text once (`pod_fragment`); the report
+    joins those texts: byte for byte what writing the pod's object gives."""
+    violations = (Violation(TAINTS, "required", REASON, ("taint a=b:NoSchedule", "ünïcode \"quoted\"")),
+                  Violation("NodeAffinity", "preferred", "node(s) didn't match", ()))
+    key, since = ("ns-1", "pod-é"), 1.7e9 + 0.75
+    text = drift_report.pod_fragment(key, "node-1", "uid-1", since, violations)
+    assert text == orjson.dumps(drift_report._pod_json(key, "node-1", "uid-1", since, violations))
+    plain, kept = Tracker(3), Tracker(3)
+    kept.drifted = {k: Drifted(d.node, d.uid, d.violations, d.since,
+                               drift_report.pod_fragment(k, d.node, d.uid, d.since, d.violations))
+                    for k, d in plain.drifted.items()}
+    answers = [Reports().get(t, limit=2) for t in (kept, plain)]
+    for answer in answers:
+        del answer["drift"]["ageSeconds"]  # the time since each fake's settle
+    assert orjson.dumps(answers[0]) == orjson.dumps(answers[1])
+    assert orjson.loads(orjson.dumps(answers[0]))["pods"][1]["name"] == "p000001"
+    # a severity that hides some violations: the pod is written with the others only
+    tracker = Tracker(0)
+    tracker.drifted = {key: Drifted("node-1", "uid-1", violations, since, text)}
+    tracker.entries = lambda namespace=None: sorted(tracker.drifted.items())
+    pods = build(tracker, severities={"preferred"})["pods"]
+    assert [v["severity"] for v in pods[0]["violations"]] == ["preferred"]
