@@ -120,7 +120,12 @@ def _build(tracker: Any, namespace: str | None, severities: set[str] | None, lim
     """`build`'s report with its pods as one JSON text (`bytes`; `Reports` writes it
     into the answer as it is)."""
     pods, totals, omitted = [], Counter(), 0
-    if namespace is None and severities is None:  # the tracker keeps these totals: `limit` pods read
+    texts = None
+    if namespace is None and severities is None and hasattr(tracker, "first_text"):
+        texts, shown, count, every_total = tracker.first_text(limit)  # the tracker keeps these
+        totals.update(every_total)
+        omitted = count - shown
+    elif namespace is None and severities is None:  # the tracker keeps these totals: `limit` pods read
         first, count, every_total = tracker.first(limit)
         totals.update(every_total)
         pods = [_text(key, d) for key, d in first]
@@ -157,7 +162,7 @@ def _build(tracker: Any, namespace: str | None, severities: set[str] | None, lim
                        if report.ran_at else None, "seconds": round(report.seconds, 3),
                        "pods": spread_pods, "omittedPods": spread_omitted})
     return {
-        "pods": _joined(pods),
+        "pods": _joined(pods) if texts is None else texts,
         "omittedPods": omitted,
         "totals": [{"plugin": p, "reason": r, "severity": s, "pods": n}
                    for (p, r, s), n in sorted(totals.items())],
