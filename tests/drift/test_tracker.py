@@ -381,7 +381,8 @@ def test_a_settle_that_drifts_many_pods_freezes_them_when_serving(monkeypatch):
     drifted pod carries its report text from then on."""
     import orjson
 
-    from extender.drift import report, tracker as tracker_module
+    from extender.drift import report
+    from extender.drift import tracker as tracker_module
 
     frozen = []
     monkeypatch.setattr(tracker_module, "FREEZE_AT", 5)
