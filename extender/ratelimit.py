@@ -38,6 +38,12 @@ class TokenBucket:
             self._refill()
             return self._tokens
 
+    def wait(self) -> float:
+        """The seconds until a token can be taken (0.0: now); none is taken."""
+        with self._lock:
+            self._refill()
+            return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.rate
+
     def try_take(self) -> float:
         """Take a token: 0.0 when one was taken, else the seconds until one will be."""
         with self._lock:
@@ -71,3 +77,10 @@ class Buckets:
             else:
                 self._buckets.move_to_end(key)
         return bucket.try_take()
+
+    def wait(self, key: Hashable) -> float:
+        """The seconds until `key`'s bucket has a token (0.0: now; a key without a bucket
+        has a full one); none is taken, and `key`'s recency is unchanged."""
+        with self._lock:
+            bucket = self._buckets.get(key)
+        return 0.0 if bucket is None else bucket.wait()

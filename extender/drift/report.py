@@ -14,8 +14,10 @@ per gauge label set (`extender_pods_violating`), over the pods the query selects
 
 Bounded: only the first `limit` pods are written out (the others are counted, in
 `omittedPods` and `totals`): at 50,000 drifted pods a JSON object each took 0.7 s of
-CPU per request, to be cut to `limit` after. `Reports` keeps the answers of the
-tracker's current settle, so asking again costs nothing until the next one.
+CPU per request, to be cut to `limit` after. Each drifted pod's JSON text is written
+once, when the tracker records it (`pod_fragment`, kept on its `Drifted`), so a report
+joins ready-made text: no Python object per pod per request. `Reports` keeps the
+answers of the tracker's current settle, so asking again costs nothing until the next one.
 """
 
 from __future__ import annotations
@@ -67,15 +69,66 @@ def _pod_json(key: tuple[str, str], node: str, uid: str, since: float | None, vi
     return out
 
 
+class Fragments:
+    """The JSON text of drifted pods as `_pod_json` writes them, for the tracker to keep
+    (`pod_fragment`) when a pod drifts: pods drifted the same way in one settle share
+    their violations' text and their `since` stamp, each written once."""
+
+    def __init__(self) -> None:
+        self._violations: dict[int, tuple[Any, bytes]] = {}  # id -> (the tuple, kept alive; its text)
+        self._stamps: dict[float, str] = {}
+
+    def pod(self, key: tuple[str, str], node: str, uid: str, since: float, violations: Any) -> bytes:
+        held = self._violations.get(id(violations))
+        if held is None or held[0] is not violations:
+            held = self._violations[id(violations)] = (violations, orjson.dumps([v.to_json() for v in violations]))
+        stamp = self._stamps.get(since)
+        if stamp is None:
+            stamp = self._stamps[since] = _stamp(since)
+        head = orjson.dumps({"namespace": key[0], "name": key[1], "uid": uid, "node": node, "since": stamp})
+        return b"%s,\"violations\":%s}" % (head[:-1], held[1])
+
+
+def pod_fragment(key: tuple[str, str], node: str, uid: str, since: float, violations: Any) -> bytes:
+    """One drifted pod's JSON text, as the report writes it (`orjson.dumps(_pod_json(...))`)."""
+    return Fragments().pod(key, node, uid, since, violations)
+
+
+def _text(key: tuple[str, str], drifted: Any, violations: Any = None) -> bytes:
+    """`drifted`'s JSON text: the one kept since it drifted when every violation is
+    shown, else written now."""
+    kept = getattr(drifted, "json", b"")
+    if kept and (violations is None or len(violations) == len(drifted.violations)):
+        return kept
+    shown = drifted.violations if violations is None else violations
+    return orjson.dumps(_pod_json(key, drifted.node, drifted.uid, drifted.since, shown))
+
+
 def build(tracker: Any, namespace: str | None = None, severities: set[str] | None = None,
           limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
     """The report of `tracker` as of its last settle, cut to one namespace and some
     severities, at most `limit` pods (`omittedPods` says how many more)."""
+    report = _build(tracker, namespace, severities, limit)
+    return {**report, "pods": orjson.loads(bytes(report["pods"]))}
+
+
+def _joined(texts: list[bytes]) -> bytes:
+    return b"[%s]" % b",".join(texts)
+
+
+def _build(tracker: Any, namespace: str | None, severities: set[str] | None, limit: int) -> dict[str, Any]:
+    """`build`'s report with its pods as one JSON text (`bytes`; `Reports` writes it
+    into the answer as it is)."""
     pods, totals, omitted = [], Counter(), 0
-    if namespace is None and severities is None:  # the tracker keeps these totals: `limit` pods read
+    texts = None
+    if namespace is None and severities is None and hasattr(tracker, "first_text"):
+        texts, shown, count, every_total = tracker.first_text(limit)  # the tracker keeps these
+        totals.update(every_total)
+        omitted = count - shown
+    elif namespace is None and severities is None:  # the tracker keeps these totals: `limit` pods read
         first, count, every_total = tracker.first(limit)
         totals.update(every_total)
-        pods = [_pod_json(key, d.node, d.uid, d.since, d.violations) for key, d in first]
+        pods = [_text(key, d) for key, d in first]
         omitted = count - len(pods)
     else:
         for key, drifted in tracker.entries(namespace):
@@ -85,7 +138,7 @@ def build(tracker: Any, namespace: str | None = None, severities: set[str] | Non
             for labels in {(v.plugin, gauge_reason(v), v.severity) for v in violations}:
                 totals[labels] += 1
             if len(pods) < limit:
-                pods.append(_pod_json(key, drifted.node, drifted.uid, drifted.since, violations))
+                pods.append(_text(key, drifted, violations))
             else:
                 omitted += 1
     spread: dict[str, Any] = {"enabled": tracker.spread is not None}
@@ -109,7 +162,7 @@ def build(tracker: Any, namespace: str | None = None, severities: set[str] | Non
                        if report.ran_at else None, "seconds": round(report.seconds, 3),
                        "pods": spread_pods, "omittedPods": spread_omitted})
     return {
-        "pods": pods,
+        "pods": _joined(pods) if texts is None else texts,
         "omittedPods": omitted,
         "totals": [{"plugin": p, "reason": r, "severity": s, "pods": n}
                    for (p, r, s), n in sorted(totals.items())],
@@ -121,13 +174,13 @@ def build(tracker: Any, namespace: str | None = None, severities: set[str] | Non
 
 
 def _serialized(report: dict[str, Any]) -> dict[str, Any]:
-    """`report` with its pods as JSON text (`orjson.Fragment`): one object kept per list,
-    not several per pod (kept pods, thousands of objects a report, made the cyclic
-    collector's full passes come every few reports)."""
+    """`_build`'s report with its pods as JSON text (`orjson.Fragment`): one object kept
+    per list, not several per pod (kept pods, thousands of objects a report, made the
+    cyclic collector's full passes come every few reports)."""
     spread = report["spread"]
     if "pods" in spread:
         spread = {**spread, "pods": orjson.Fragment(orjson.dumps(spread["pods"]))}
-    return {**report, "pods": orjson.Fragment(orjson.dumps(report["pods"])), "spread": spread}
+    return {**report, "pods": orjson.Fragment(report["pods"]), "spread": spread}
 
 
 class Reports:
@@ -156,7 +209,7 @@ class Reports:
             with self._building:
                 held = self._kept(state, query)
                 if held is None:
-                    held = _serialized(build(tracker, namespace, severities, limit))
+                    held = _serialized(_build(tracker, namespace, severities, limit))
                     with self._lock:
                         if state == self._state and len(self._held) < self.KEEP:
                             self._held[query] = held

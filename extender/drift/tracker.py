@@ -32,7 +32,8 @@ import time
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from extender import metrics
@@ -45,10 +46,12 @@ from extender.drift.evaluate import (
     Violation,
     gauge_reason,
 )
+from extender.drift.report import Fragments
 from extender.drift.shapes import Key, Running, Shapes
 from extender.drift.spread import NAME as SPREAD
 from extender.drift.spread import REASONS as SPREAD_REASONS
 from extender.drift.spread import SPREAD_INTERVAL, SpreadDrift
+from extender.state import gcfreeze
 
 log = logging.getLogger("extender.drift")
 
@@ -57,6 +60,9 @@ BATCH_SECONDS = 0.05  # a burst of events (a relist, a node drain) is settled to
 # removes at most this many is applied to the order in place (a bisection each), a bigger
 # one has it sorted again, in runs of SORT_RUN keys, when the report is next read.
 REORDER_AT = 256
+# A settle that drifts at least this many pods moves what it made out of the cyclic
+# collector's reach (`freeze`): see `DriftTracker.settle`.
+FREEZE_AT = 1024
 SORT_RUN = 1024
 Labels = tuple[str, str, str]  # (plugin, reason, severity) of the gauge
 
@@ -69,9 +75,16 @@ class Drifted:
     uid: str
     violations: tuple[Violation, ...]
     since: float  # wall-clock time these violations were first seen
+    # its JSON text in the report (`report.pod_fragment`), written once when it drifts
+    json: bytes = field(default=b"", compare=False, repr=False)
 
     def labels(self) -> set[Labels]:
         return {(v.plugin, gauge_reason(v), v.severity) for v in self.violations}
+
+
+def _same(old: Drifted | None, running: Running, violations: tuple[Violation, ...]) -> bool:
+    """Whether `old` is this pod (node, uid) drifted by these very violations."""
+    return old is not None and old.violations == violations and old.node == running.node and old.uid == running.uid
 
 
 def _spread_of(plugins: list | None) -> Any:
@@ -125,12 +138,16 @@ class DriftTracker:
         self.drifted: dict[Key, Drifted] = {}
         self._order: list[Key] | None = []  # drifted's keys sorted (None: to be sorted again)
         self._reorders = 0  # settles that changed drifted's keys
+        self._version = 0  # settles that changed `drifted` at all (keys or entries)
+        # (version, the first pods' JSON texts joined by commas, where each one ends)
+        self._texts: tuple[int, bytes, list[int]] | None = None
         self.totals: Counter[Labels] = Counter()
         self.settles = 0  # completed settles
         self.settled_at = 0.0  # monotonic time of the last one
         self.last_generation = -1  # the snapshot generation the last settle read
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self.freeze = False  # the serving process's choice (`extender.server.opening`)
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -287,6 +304,12 @@ class DriftTracker:
         added: list[Key] = []
         removed: list[Key] = []
         now = time.time()
+        # each newly drifted pod's report text, written outside the lock (the store's
+        # hook takes it); only `settle` changes `drifted`, so what it holds is read as is
+        fragments = Fragments()
+        written = {key: fragments.pod(key, running.node, running.uid, now, violations)
+                   for key, (running, violations) in results.items()
+                   if violations and not _same(self.drifted.get(key), running, violations)}
         with self._lock:
             for key, (running, violations) in results.items():
                 if key in self._dirty:
@@ -294,10 +317,11 @@ class DriftTracker:
                 old = self.drifted.get(key)
                 new = None
                 if violations:
-                    keep = (old is not None and old.violations == violations and old.node == running.node
-                            and old.uid == running.uid)  # the same pod, drifted the same way
-                    new = Drifted(running.node, running.uid, violations, old.since if keep else now)
-                    if not keep and any(v.severity == "required" for v in violations):
+                    if _same(old, running, violations):  # the same pod, drifted the same way
+                        continue
+                    text = written.get(key) or fragments.pod(key, running.node, running.uid, now, violations)
+                    new = Drifted(running.node, running.uid, violations, now, text)
+                    if any(v.severity == "required" for v in violations):
                         fresh.append((key, new))
                 if old == new:
                     continue
@@ -316,10 +340,19 @@ class DriftTracker:
                     self.drifted[key] = new
             if added or removed:
                 self._reorder(added, removed)
+            if changed:  # an entry replaced, added or removed changes its label counts
+                self._version += 1
             self.settles += 1
             self.settled_at = time.monotonic()
             self.last_generation = snapshot.generation
             self._settled_marks = marks
+        if self.freeze and len(written) >= FREEZE_AT:
+            # tens of thousands of drifted pods (a relist, a retired pool) are that many
+            # long-lived objects, which each full collection walked (0.1-0.25 s at 50,000,
+            # the GIL held, in whichever /filter ran then); they hold no reference cycles
+            # (what replaces them frees them), so they leave the collector's reach as
+            # the loaded state does (`gcfreeze.freeze_loaded_state`)
+            gcfreeze.freeze_loaded_state()
         self._publish(changed)
         if self.on_drift is not None:
             for key, drifted in fresh:
@@ -420,6 +453,31 @@ class DriftTracker:
             if self._order is None:
                 self._order = sorted(self.drifted)
             return self._first(limit)
+
+    def first_text(self, limit: int) -> tuple[bytes, int, int, dict[Labels, int]]:
+        """`first`'s answer as the report writes it: the JSON list of the first `limit`
+        drifted pods, how many it holds, how many there are, the totals. Their texts are
+        kept joined from the first read after a settle that changed the report on (up to
+        the largest `limit` asked), so a read copies one slice of bytes: no Python work
+        per pod per request."""
+        with self._lock:
+            version, kept = self._version, self._texts
+            count = len(self.drifted)
+            totals = {labels: n for labels, n in self.totals.items() if n and labels[0] != SPREAD}
+        shown = min(limit, count)
+        if kept is None or kept[0] != version or len(kept[2]) < shown:
+            first, count, totals = self.first(max(limit, len(kept[2]) if kept and kept[0] == version else 0))
+            if not first:
+                return b"[]", 0, count, totals
+            blob = b",".join(drifted.json for _, drifted in first)
+            kept = (version, blob, list(accumulate(len(drifted.json) + 1 for _, drifted in first)))
+            with self._lock:
+                if self._version == version:  # else changed meanwhile: answered, not kept
+                    self._texts = kept
+            shown = min(limit, count)
+        if not shown:
+            return b"[]", 0, count, totals
+        return b"[%b]" % memoryview(kept[1])[:kept[2][shown - 1] - 1], shown, count, totals
 
     def _first(self, limit: int) -> tuple[list[tuple[Key, Drifted]], int, dict[Labels, int]]:
         assert self._order is not None

@@ -35,11 +35,12 @@ from __future__ import annotations
 import io
 import logging
 import math
+import re
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import flask
 import orjson
@@ -79,6 +80,10 @@ DISABLED = ("the explain endpoint is off: start the extender with --explain-endp
 DRIFT_DISABLED = ("the drift endpoint is off: start the extender with --drift-endpoint=true "
                   "(env EXTENDER_DRIFT_ENDPOINT, config driftEndpoint: true)")
 PATHS = ("/explain", "/drift")  # this module's paths (and what is under them)
+
+
+# targets `early` reads as werkzeug does (no escapes, no `+`, no `;`): Flask reads others
+_PLAIN = re.compile(r"[A-Za-z0-9/?=&,._~-]*")
 
 
 def _retry_after(seconds: float) -> dict[str, str]:
@@ -349,8 +354,42 @@ class ExplainRoutes:
         """Refused (429) past `user`'s rate (`--explain-rate`, `--explain-burst`)."""
         wait = self.bucket.try_take(user.name)
         if wait:
-            raise Refused(429, f"too many {what}: at most {self.rate:g} per second per user "
-                          f"(burst {self.burst}); retry in {wait:.1f}s", _retry_after(wait))
+            raise self._too_many(what, wait)
+
+    def _too_many(self, what: str, wait: float) -> Refused:
+        return Refused(429, f"too many {what}: at most {self.rate:g} per second per user "
+                       f"(burst {self.burst}); retry in {wait:.1f}s", _retry_after(wait))
+
+    def early(self, request: Request) -> Reply | None:
+        """The 429 of a request past its user's rate limit, answered on the listener's
+        loop (`Routes.place`), before Flask and the pool: the very reply Flask would
+        give, decided only when nothing needs asking (its route on, its target plain
+        and valid, its token and its access cached as accepted, its user's bucket
+        empty). Admins asking again at once after a 429 sent hundreds a second, each
+        through Flask on a pool thread. None otherwise: Flask answers, as before."""
+        if request.method not in ("GET", "HEAD") or not _PLAIN.fullmatch(request.target):
+            return None
+        path, _, query = request.target.partition("?")
+        args = MultiDict(parse_qsl(query, keep_blank_values=True))
+        try:
+            if path == "/drift" and self.drift_enabled:
+                parse_query(args)
+                namespace = args.getlist("namespace")
+                access, what = Access("list", "pods", namespace[-1] if namespace else ""), "drift reports"
+            elif path.startswith("/explain/") and path.count("/") == 3 and self.enabled:
+                access, what = _pod_access(*path.split("/")[2:]), "explanations"
+                _options(args)
+            else:
+                return None
+        except (QueryError, Refused):
+            return None  # Flask says what is wrong
+        cached = getattr(self.guard, "cached", None)
+        user = cached(request.header, request.client, access) if cached is not None else None
+        wait = self.bucket.wait(user.name) if user is not None else 0.0
+        if not wait:
+            return None
+        refusal = self._too_many(what, wait)
+        return refusal.status, JSON, orjson.dumps({"error": str(refusal), **refusal.extra}), dict(refusal.headers)
 
     def answer(self, user: User, pod: Callable[[], dict[str, Any]]) -> Response:
         options = _options(flask.request.args)

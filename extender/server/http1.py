@@ -139,10 +139,12 @@ def _header_fields(lines: list[bytes]) -> dict[bytes, bytes]:
 class Request:
     """A parsed request head, then its body (`body`, set once it has arrived). `gone`:
     its client closed the connection while it was being answered (work on it stops:
-    `extender.request.deadline`); `parse_charge`: bytes its parsed body holds in the budget."""
+    `extender.request.deadline`); `parse_charge`: bytes its parsed body holds in the budget;
+    `reply`: its answer when it was decided as it was placed (`Routes.place`: a refusal
+    on the loop)."""
 
     __slots__ = ("method", "target", "path", "keep_alive", "head_size", "body_size", "chunked",
-                 "expect", "body", "arrived", "headers", "client", "gone", "parse_charge")
+                 "expect", "body", "arrived", "headers", "client", "gone", "parse_charge", "reply")
 
     def __init__(self, method: str, target: str, body: bytes = b"", keep_alive: bool = True) -> None:
         self.method = method
@@ -159,6 +161,7 @@ class Request:
         self.client = ""  # the peer's address
         self.gone = False
         self.parse_charge = 0
+        self.reply: tuple | None = None
 
     def header(self, name: str) -> str:
         """A header's value (latin-1), "" when absent."""

@@ -104,7 +104,9 @@ class Routes:
     one `dispatch` offered every request the tables do not answer. `place`: the `quick`
     GET routes on the loop, the other `get` routes on a thread of lane `get_pool`
     (default `pool`), everything else on a thread of lane `pool`; a path nobody owns
-    (when `dispatch` says which it owns) is answered 404 on the loop. Only `post`
+    (when `dispatch` says which it owns) is answered 404 on the loop, and so is what
+    `dispatch.early(request)` answers (a Reply: a refusal known without the pool's
+    work, such as a user past its rate limit; None: the pool answers). Only `post`
     routes and what `dispatch.takes_body` names take a body: any other request that
     declares one is refused before its body is read (`refuse_body`)."""
 
@@ -126,6 +128,10 @@ class Routes:
             return LOOP
         if path not in self.post and not self._dispatched(path):
             return LOOP  # 404 or 405: nothing to compute
+        early = getattr(self.dispatch, "early", None)
+        if early is not None and (reply := early(request)) is not None:
+            request.reply = reply  # answered by `__call__`, on the loop
+            return LOOP
         return self.pool
 
     def _dispatched(self, path: str) -> bool:
@@ -153,6 +159,8 @@ class Routes:
         return Refused(404, "not found")
 
     def __call__(self, request: Request) -> Reply:
+        if request.reply is not None:
+            return request.reply
         path, method = request.path, request.method
         get = method in ("GET", "HEAD")
         if get and path in self.get:

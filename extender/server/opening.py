@@ -39,7 +39,7 @@ def open_source(config: Config, serving: bool = False) -> ClusterSource:
     store = None
     if config.drift:
         store = Store()
-        attach_tracker(store, config)
+        attach_tracker(store, config).freeze = serving  # as the state: see `DriftTracker.settle`
     if config.live:
         if config.workers > 1:
             log.warning("live mode with several workers: each worker runs its own watch "

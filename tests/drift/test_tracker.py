@@ -345,6 +345,10 @@ def test_the_report_reads_pods_in_order_whether_a_settle_changed_few_or_many(mon
         first, count, totals = tracker.first(5)
         assert first == expected[:5] and count == len(expected)
         assert totals == tracker.counts()
+        for limit in (5, 3, 50, 1):  # the kept joined texts: cut, then grown, then cut
+            text, shown, count, totals = tracker.first_text(limit)
+            assert text == b"[%s]" % b",".join(d.json for _, d in expected[:limit])
+            assert shown == len(expected[:limit]) and count == len(expected) and totals == tracker.counts()
         assert tracker.entries() == expected
         assert tracker.entries("other") == []
 
@@ -369,3 +373,35 @@ def test_the_report_reads_pods_in_order_whether_a_settle_changed_few_or_many(mon
     assert tracker._order is None
     check()
     assert len(tracker.drifted) == 10
+
+
+def test_a_settle_that_drifts_many_pods_freezes_them_when_serving(monkeypatch):
+    """In the serving process (`freeze`), a settle that drifts FREEZE_AT pods or more
+    moves them out of the cyclic collector's reach; fewer, or outside it, nothing. Each
+    drifted pod carries its report text from then on."""
+    import orjson
+
+    from extender.drift import report
+    from extender.drift import tracker as tracker_module
+
+    frozen = []
+    monkeypatch.setattr(tracker_module, "FREEZE_AT", 5)
+    monkeypatch.setattr(tracker_module.gcfreeze, "freeze_loaded_state", lambda: frozen.append(1))
+    cluster = Cluster(objects=[node("n1", []), node("n2", []),
+                               *(pod(f"p{i}", "n1" if i < 6 else "n2") for i in range(10))])
+    tracker = cluster.tracker
+    cluster.settle()
+    tracker.freeze = True
+    cluster.put(node("n2", [taint(SLA, "100")]))  # 4 pods drift
+    tracker.settle()
+    assert len(tracker.drifted) == 4 and frozen == []
+    cluster.put(node("n1", [taint(SLA, "100")]))  # 6 more
+    tracker.settle()
+    assert len(tracker.drifted) == 10 and frozen == [1]
+    for key, drifted in tracker.drifted.items():
+        assert drifted.json == orjson.dumps(report._pod_json(key, drifted.node, drifted.uid, drifted.since,
+                                                             drifted.violations))
+    tracker.freeze = False
+    cluster.put(node("n1", [taint(SLA, "50")]))  # the 6 drift otherwise: not frozen
+    tracker.settle()
+    assert frozen == [1]

@@ -106,3 +106,84 @@ def test_drift_shares_the_per_user_rate_limit_of_explain(example_snapshot):
         assert tracker.entries_calls == 1  # one build for every answer of this settle
     finally:
         listener.stop()
+
+
+def test_a_pods_kept_text_is_the_report_text_of_its_object():
+    """The tracker writes each drifted pod's JSON text once (`pod_fragment`); the report
+    joins those texts: byte for byte what writing the pod's object gives."""
+    violations = (Violation(TAINTS, "required", REASON, ("taint a=b:NoSchedule", "ünïcode \"quoted\"")),
+                  Violation("NodeAffinity", "preferred", "node(s) didn't match", ()))
+    key, since = ("ns-1", "pod-é"), 1.7e9 + 0.75
+    text = drift_report.pod_fragment(key, "node-1", "uid-1", since, violations)
+    assert text == orjson.dumps(drift_report._pod_json(key, "node-1", "uid-1", since, violations))
+    plain, kept = Tracker(3), Tracker(3)
+    kept.drifted = {k: Drifted(d.node, d.uid, d.violations, d.since,
+                               drift_report.pod_fragment(k, d.node, d.uid, d.since, d.violations))
+                    for k, d in plain.drifted.items()}
+    answers = [Reports().get(t, limit=2) for t in (kept, plain)]
+    for answer in answers:
+        del answer["drift"]["ageSeconds"]  # the time since each fake's settle
+    assert orjson.dumps(answers[0]) == orjson.dumps(answers[1])
+    assert orjson.loads(orjson.dumps(answers[0]))["pods"][1]["name"] == "p000001"
+    # a severity that hides some violations: the pod is written with the others only
+    tracker = Tracker(0)
+    tracker.drifted = {key: Drifted("node-1", "uid-1", violations, since, text)}
+    tracker.entries = lambda namespace=None: sorted(tracker.drifted.items())
+    pods = build(tracker, severities={"preferred"})["pods"]
+    assert [v["severity"] for v in pods[0]["violations"]] == ["preferred"]
+
+
+def _raw(port: int, target: str, token: str) -> bytes:
+    """One GET's whole answer as sent, its Date line left out (the one thing that differs
+    from one answer to the next)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                     f"Connection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return b"\r\n".join(line for line in data.split(b"\r\n") if not line.startswith(b"Date: "))
+
+
+def test_a_user_past_the_rate_limit_is_refused_on_the_loop_with_flasks_very_answer(example_snapshot):
+    """A request whose token and access are cached as accepted and whose user's bucket is
+    empty is answered 429 as it is placed, without Flask: byte for byte Flask's 429."""
+    from extender.ratelimit import Buckets
+    from extender.server.auth import Delegated
+    from extender.state import StaticSource
+
+    reviews = []
+
+    def reviewer(kind, spec):
+        reviews.append(kind)
+        if kind == "tokenreviews":
+            return {"authenticated": spec["token"] == "t-alice", "user": {"username": "alice"}}
+        return {"allowed": True}
+
+    engine = Extender(Config(explain_endpoint=True, drift_endpoint=True), StaticSource(example_snapshot))
+    routes = ExplainRoutes(engine, True, rate=1.0, burst=1, drift=Tracker(50), drift_enabled=True,
+                           guard=Delegated(None, reviewer))
+    routes.bucket = Buckets(1.0, 1, clock=lambda: 0.0)  # no time passes: every wait is 1.0 s
+    flask_calls = []
+    app = routes.app
+    routes.app = lambda environ, start: flask_calls.append(environ["PATH_INFO"]) or app(environ, start)
+    listener = Listener("127.0.0.1:0", health_routes(engine), dispatch=routes).start()
+    try:
+        assert _raw(listener.port, "/drift?limit=2", "t-alice").startswith(b"HTTP/1.1 200 ")  # the one token
+        for target in ("/drift?limit=3&namespace=default", "/explain/default/some-pod?examples=2"):
+            by_flask = _raw(listener.port, target, "t-alice")  # its access reviewed now: Flask answers
+            assert flask_calls[-1] == target.partition("?")[0]
+            calls, asked = len(flask_calls), len(reviews)
+            early = _raw(listener.port, target, "t-alice")
+            assert len(flask_calls) == calls and len(reviews) == asked  # neither Flask nor the API server
+            assert early == by_flask and early.startswith(b"HTTP/1.1 429 ")
+            assert b"\r\nRetry-After: 1\r\n" in early and b"per second per user" in early
+        # what Flask must judge goes to Flask: a bad query (400), an unknown token (401)
+        assert _raw(listener.port, "/drift?limit=0", "t-alice").startswith(b"HTTP/1.1 400 ")
+        assert _raw(listener.port, "/drift?limit=2", "t-mallory").startswith(b"HTTP/1.1 401 ")
+        assert _raw(listener.port, "/drift?limit=%32", "t-alice").startswith(b"HTTP/1.1 429 ")
+        assert len(flask_calls) == 6  # the first 200, the two 429s above, these three
+    finally:
+        listener.stop()
