@@ -32,7 +32,7 @@ WORKER_CLASSES = ("inline", "pool")
 WORKER_CLASS_ALIASES = {"gthread": "pool"}
 # --max-inflight-bytes keeps its last SMALL_RESERVE bytes for requests of at most
 # SMALL_REQUEST bytes (head + body; a NodeNames request for 15,000 nodes is ~0.7 MiB):
-# the verbs' budget (`extender.server.budget`).
+# the verbs' budget (`extender.server.inflight_bytes`).
 SMALL_REQUEST = 1 << 20
 SMALL_RESERVE = 16 << 20
 
@@ -43,7 +43,7 @@ def bundled_cluster() -> str:
 
 @dataclass(frozen=True)
 class Config:
-    listen: str = "127.0.0.1:8888"  # loopback: `bind` has no authentication (issue 25)
+    listen: str = "127.0.0.1:8888"  # loopback: `bind` has no authentication of its own
     metrics_listen: str = "0.0.0.0:8889"  # "" (`off`): health and metrics on `listen` only
     workers: int = 1
     threads: int = 4
@@ -61,7 +61,7 @@ class Config:
     # Nodes mode at 5,000 kubelet-registered nodes (~3.2 KB each without image lists) is
     # 16 MB; NodeNames at 15,000 nodes < 1 MiB (docs/operate/hardening.md, "Sizes")
     max_body_bytes: int = 32 << 20
-    max_inflight_bytes: int = 48 << 20  # every request held at once (extender.server.budget)
+    max_inflight_bytes: int = 48 << 20  # every request held at once (extender.server.inflight_bytes)
     log_level: str = "info"
     plugin_args: dict[str, dict[str, Any]] = field(default_factory=dict)
     cel_program_cache_size: int = 1024
