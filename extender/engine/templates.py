@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import orjson
 
+from extender.api.templatecache import new_templates, template_budget, template_size
 from extender.api.wire import (
     EncodedNames,
     encode,
@@ -39,14 +40,7 @@ from extender.api.wire import (
 from extender.engine.candidates import Candidates, charged
 from extender.framework import Code, FilterOutcome
 from extender.framework.verdicts import Failures, Verdict
-from extender.state.nodeset import (
-    NodeSet,
-    Reads,
-    new_templates,
-    object_array,
-    template_budget,
-    template_size,
-)
+from extender.state.nodeset import NodeSet, Reads, object_array
 from extender.state.snapshot import ClusterSnapshot
 
 _LOCK = threading.Lock()
