@@ -1,12 +1,18 @@
-"""The wire encoder's per-candidate-set cache (`NodeSet.templates`): what an entry
+"""What the wire encoder keeps with a candidate set: the nodes' names encoded as JSON
+strings (`json_names`, in `NodeSet.encoded_names`; every node layer's in its memo), and
+the cache of templates and remembered answers (`NodeSet.templates`): what an entry
 weighs and how many bytes a candidate set may keep. The cluster state only holds the
-slot; what goes in it, and how big it may grow, is the encoder's business
-(`extender.engine.templates` fills it).
+slots; what goes in them, and how big they may grow, is the encoder's business
+(`extender.engine.templates` fills them).
 """
 
 from __future__ import annotations
 
+import numpy as np
+import orjson
+
 from extender.caching import ByteLRU, budget
+from extender.state.nodeset import NodeIndex, NodeSet, Reads, object_array
 
 TEMPLATE_BYTES = 4 << 20  # encoder templates and remembered answers per candidate set
 # The list of every node (each filter's NodeNames) keeps the filter answers of every
@@ -45,3 +51,21 @@ def template_budget(nodes: int, full: bool = False) -> int:
     # dozen of them filled the cache at 15,000 nodes, and the workloads' lists evicted
     # each other in a cycle (each prioritize then resolved its list again).
     return min(TEMPLATE_BYTES, 65536 + 150 * nodes)
+
+
+def json_names(nodes: NodeSet) -> np.ndarray:
+    """The candidates' names as JSON strings (bytes), an object array in request order:
+    gathered from the universe's (`universe_json_names`), so a new candidate list (the
+    feasible nodes of a pod that spreads) costs a gather, not an encoding per name."""
+    names = nodes.encoded_names
+    if names is None:
+        names = nodes.encoded_names = universe_json_names(nodes.universe)[nodes.uidx]
+    return names
+
+
+def universe_json_names(universe: NodeIndex) -> np.ndarray:
+    """Every node of the layer's name as a JSON string (bytes), in position order:
+    encoded once per node layer and kept while names and places stand
+    (`Reads.TAINTS`)."""
+    return universe.memo(("json names",), lambda: object_array(
+        [orjson.dumps(n.name) for n in universe.nodes]), Reads.TAINTS)

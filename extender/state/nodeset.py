@@ -299,7 +299,7 @@ class NodeSet:
     """
 
     __slots__ = ("_nodes", "_names", "_order", "universe", "_taint_groups", "_uidx", "templates", "_position",
-                 "_order_array", "_json_names", "_memo")
+                 "_order_array", "encoded_names", "_memo")
 
     def __init__(
         self,
@@ -332,7 +332,9 @@ class NodeSet:
         self.templates: ByteLRU | None = None
         self._position: dict[str, int] | None = None
         self._order_array: np.ndarray | None = None
-        self._json_names: np.ndarray | None = None
+        # the candidates' names as the wire encoder writes them, kept here for it
+        # (`extender.api.templatecache.json_names`); state never reads it
+        self.encoded_names: np.ndarray | None = None
         self._memo: ByteLRU | None = None
 
     def rebased(self, universe: NodeIndex) -> NodeSet:
@@ -346,7 +348,7 @@ class NodeSet:
         new._order, new._names, new.universe = self._order, self._names, universe
         new._taint_groups = None
         new._uidx, new.templates, new._position = self._uidx, self.templates, self._position
-        new._order_array, new._json_names = self._order_array, self._json_names
+        new._order_array, new.encoded_names = self._order_array, self.encoded_names
         new._memo = None  # its answers read node labels
         return new
 
@@ -362,23 +364,6 @@ class NodeSet:
         if memo is None:
             memo = self._memo = new_memo()
         return memo.get_or_build(key, compute)
-
-    def json_names(self) -> np.ndarray:
-        """The candidates' names as JSON strings (bytes), an object array in request
-        order: gathered from the universe's (`universe_json_names`), so a new candidate
-        list (the feasible nodes of a pod that spreads) costs a gather, not an encoding
-        per name."""
-        if self._json_names is None:
-            self._json_names = self.universe_json_names()[self.uidx]
-        return self._json_names
-
-    def universe_json_names(self) -> np.ndarray:
-        """Every node of the universe's name as a JSON string (bytes), in position order:
-        encoded once per node layer and kept while names and places stand
-        (`Reads.TAINTS`)."""
-        universe = self.universe
-        return universe.memo(("json names",), lambda: object_array(
-            [orjson.dumps(n.name) for n in universe.nodes]), Reads.TAINTS)
 
     def names_where(self, mask: np.ndarray) -> list[str]:
         """The candidates' names where `mask` is set, in request order."""
