@@ -8,7 +8,7 @@ few huge keys take gigabytes). An entry larger than the cache's
 `max_item_bytes` is never stored: the caller computes it again next time, which is
 what an over-limit input deserves.
 
-`--memory-limit-bytes` is split between the caches by `SHARES` (`budget`). Sizes are
+`--memory-limit-bytes` is split between the caches by `SHARES` (`memory_share`). Sizes are
 estimates (Python objects have no exact size); each cache's estimator is calibrated
 with tracemalloc and errs high. `extender_cache_bytes{cache}` exports the estimated
 bytes held, summed over the instances of a cache (per-snapshot caches come and go with
@@ -57,8 +57,12 @@ def set_memory_limit(limit: int) -> None:
     _limit = limit
 
 
-def budget(cache: str) -> int:
+def memory_share(cache: str) -> int:
+    """The bytes `cache` may hold: its share of `--memory-limit-bytes`."""
     return int(_limit * SHARES[cache])
+
+
+budget = memory_share  # the old name, still imported by extender.state.nodeset
 
 
 def _account(cache: str, delta: int) -> None:
@@ -92,7 +96,7 @@ class ByteLRU:
             raise ValueError("a first-in-first-out ByteLRU is bounded by its count and not accounted")
         self.recency = recency
         self.on_evict = on_evict  # called with the number of entries evicted by a put
-        self.max_bytes = budget(name) if max_bytes is None else max_bytes
+        self.max_bytes = memory_share(name) if max_bytes is None else max_bytes
         self.max_item_bytes = self.max_bytes if max_item_bytes is None else min(max_item_bytes, self.max_bytes)
         self.max_entries = max_entries
         self.accounted = accounted
@@ -201,6 +205,27 @@ class ByteLRU:
             self._data.clear()
         if self.accounted:
             _account(self.name, -freed)
+
+
+class OnFirstUse:
+    """A process-wide `ByteLRU` made when first asked for (`cache()`), not at import: its
+    share of `--memory-limit-bytes` is read then, once the configuration has set it.
+    `reset()` drops it (tests: made again at another limit)."""
+
+    __slots__ = ("_args", "_kwargs", "_cache")
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        self._args, self._kwargs = (name,), kwargs
+        self._cache: ByteLRU | None = None
+
+    def __call__(self) -> ByteLRU:
+        cache = self._cache
+        if cache is None:
+            cache = self._cache = ByteLRU(*self._args, **self._kwargs)
+        return cache
+
+    def reset(self) -> None:
+        self._cache = None
 
 
 def _release(name: str, held: list[int]) -> None:

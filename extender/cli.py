@@ -235,8 +235,8 @@ def _load_pods(paths: list[str]) -> list[dict]:
 
 
 # Each command imports its own modules when it runs (the engine and CEL, gunicorn, the
-# webhook): at the top of this module they would make `extender --help` and `extender
-# version` take 0.75 s instead of 0.29 s (median of 15 runs on an idle 2-core machine).
+# webhook): at the top of this module they would more than double the time `extender
+# --help` and `extender version` take, for modules neither uses (perf/PERFORMANCE.md).
 
 
 def cmd_explain(ns: argparse.Namespace) -> int:
@@ -325,8 +325,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         config = build_config(_settings(ns), config_file=ns.config)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR") or config.workers > 1:
         # several processes answer (or the deployment says they may): /metrics must add
-        # them up. In a pod the directory is a fresh emptyDir that does not exist yet
-        # (issue 36). One worker keeps its metrics in memory (each multiprocess write
+        # them up. In a pod the directory is a fresh emptyDir that does not exist yet,
+        # so it is created here. One worker keeps its metrics in memory (each multiprocess write
         # costs a pid check and an mmap write).
         prepare_multiprocess_metrics()
     metrics.install()  # after the multiprocess set-up, before any metric is written

@@ -19,11 +19,10 @@ import yaml
 
 from extender.errors import ConfigError
 from extender.features import FeatureGates, parse_bool, parse_feature_gates
-from extender.framework.scoring import DEFAULT_WEIGHTS, SCORE_MODES
+from extender.framework.scoring import SCORE_MODES
 from extender.matching.labels import validate_label_key
 from extender.model.parse import DEFAULT_ANNOTATION_PREFIX
-from extender.plugins.nodeaffinity import parse_args as parse_node_affinity_args
-from extender.plugins.podtopologyspread.args import validate_args as validate_spread_args
+from extender.plugins import registry
 from extender.schedconfig import SchedulerConfiguration, legacy_profile
 from extender.schedconfig import load as load_scheduler_config
 
@@ -31,7 +30,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 WORKER_CLASSES = ("inline", "pool")
 # deprecated names still accepted, each with the class it names and a warning at start-up
 WORKER_CLASS_ALIASES = {"gthread": "pool"}
-KNOWN_PLUGINS = tuple(DEFAULT_WEIGHTS) + ("NodeUnschedulable",)
 # --max-inflight-bytes keeps its last SMALL_RESERVE bytes for requests of at most
 # SMALL_REQUEST bytes (head + body; a NodeNames request for 15,000 nodes is ~0.7 MiB):
 # the verbs' budget (`extender.server.budget`).
@@ -58,7 +56,7 @@ class Config:
     max_unready: float = 300.0  # seconds unready before /healthz fails (0: never)
     annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
     feature_gates: FeatureGates = FeatureGates()
-    weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    weights: dict[str, int] = field(default_factory=registry.default_weights)
     score_mode: str = "in-tree"
     # Nodes mode at 5,000 kubelet-registered nodes (~3.2 KB each without image lists) is
     # 16 MB; NodeNames at 15,000 nodes < 1 MiB (docs/operate/hardening.md, "Sizes")
@@ -245,10 +243,10 @@ def _weights(value: Any, key: str) -> dict[str, int]:
         value = pairs
     if not isinstance(value, dict):
         raise ConfigError(f"{key}: expected a mapping of plugin name to weight")
-    weights = dict(DEFAULT_WEIGHTS)
+    weights = registry.default_weights()
     for name, weight in value.items():
-        if name not in DEFAULT_WEIGHTS:
-            raise ConfigError(f"{key}: unknown score plugin {name!r} (known: {', '.join(DEFAULT_WEIGHTS)})")
+        if name not in weights:
+            raise ConfigError(f"{key}: unknown score plugin {name!r} (known: {', '.join(weights)})")
         weights[name] = _int_at_least(0)(weight, f"{key}.{name}")
     return weights
 
@@ -326,33 +324,23 @@ def _plugin_config(value: Any, key: str) -> dict[str, dict[str, Any]]:
         if not isinstance(entry, dict) or set(entry) - {"name", "args"}:
             raise ConfigError(f"{where}: expected {{name, args}}")
         name = entry.get("name")
-        if name not in KNOWN_PLUGINS:
+        record = registry.PLUGINS.get(name) if isinstance(name, str) else None
+        if record is None:
             raise ConfigError(f"{where}.name: unknown plugin {name!r}")
         args = entry.get("args") or {}
         if not isinstance(args, dict):
             raise ConfigError(f"{where}.args: expected a mapping")
         args = {k: v for k, v in args.items() if k not in ("apiVersion", "kind")}
-        validate = PLUGIN_ARG_VALIDATORS.get(name)
-        if validate is not None:
-            validate(args, f"{where}.args")
+        (record.parse_args or _no_args)(args, f"{where}.args")
         out[name] = args
     return out
 
 
 def _no_args(args: dict[str, Any], key: str) -> None:
-    """TaintToleration and NodeUnschedulable take no arguments upstream either."""
+    """A plugin without an argument parser in its record takes none (as TaintToleration
+    and NodeUnschedulable take none upstream either)."""
     if args:
         raise ConfigError(f"{key}: this plugin takes no arguments, got {', '.join(sorted(args))}")
-
-
-# Each plugin's arguments are validated as the plugin parses them (PodTopologySpreadArgs,
-# NodeAffinityArgs live with their plugin); a validator raises ConfigError naming the key.
-PLUGIN_ARG_VALIDATORS: dict[str, Any] = {
-    "PodTopologySpread": validate_spread_args,
-    "NodeAffinity": parse_node_affinity_args,
-    "TaintToleration": _no_args,
-    "NodeUnschedulable": _no_args,
-}
 
 
 def load_file(path: str | os.PathLike) -> dict[str, Any]:

@@ -89,7 +89,7 @@ _CHILDREN: dict[tuple, object] = {}
 
 def child(metric, *labels: str):
     """`metric.labels(*labels)`, remembered: prometheus-client validates and locks on
-    every `labels` call (~10 µs here), and the hot path makes ~25 such calls a request.
+    every `labels` call, and the hot path makes a few dozen such calls a request.
     Label sets are few (plugins x extension points x codes); nothing here removes them."""
     key = (metric, labels)
     hit = _CHILDREN.get(key)

@@ -21,23 +21,12 @@ import yaml
 
 from extender.errors import ConfigError
 from extender.model.objects import DEFAULT_SCHEDULER_NAME
-from extender.plugins.nodeaffinity import parse_args as parse_node_affinity_args
-from extender.plugins.podtopologyspread.args import validate_args as validate_spread_args
+from extender.plugins import registry
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
-# upstream default_plugins.go: the weights of the default multiPoint set's score plugins
-DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
-# The extension points of each plugin the extender implements (v1.30-v1.36; master's
-# PreFilter of TaintToleration and NodeUnschedulable is not counted: disabling it there
-# alone changes nothing the extender answers for).
-POINTS = {
-    "NodeUnschedulable": ("filter",),
-    "TaintToleration": ("filter", "preScore", "score"),
-    "NodeAffinity": ("preFilter", "filter", "preScore", "score"),
-    "PodTopologySpread": ("preFilter", "filter", "preScore", "score"),
-}
-ARG_VALIDATORS = {"PodTopologySpread": validate_spread_args, "NodeAffinity": parse_node_affinity_args}
+# The plugins' default weights, their in-tree points and argument parsers are their
+# records' (`extender.plugins.registry`), read at each load.
 LARGE_CLUSTER = 500  # nodes: past this, Node objects in every request cost megabytes
 EXTENSION_POINTS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score",
                     "reserve", "permit", "preBind", "bind", "postBind", "multiPoint")
@@ -242,7 +231,7 @@ def _enabled_at(plugins: dict[str, Any], plugin: str, point: str) -> bool:
     multi = plugins.get("multiPoint") or {}
     multi_disabled = {p.get("name") for p in _names(multi, "disabled")}
     multi_enabled = {p.get("name") for p in _names(multi, "enabled")}
-    in_multi = (plugin in DEFAULT_WEIGHTS or plugin == "NodeUnschedulable") and not (
+    in_multi = plugin in registry.in_tree_points() and not (
         {plugin, "*"} & multi_disabled)
     in_multi = in_multi or plugin in multi_enabled
     at = plugins.get(point) or {}
@@ -259,13 +248,13 @@ def _weight(plugins: dict[str, Any], plugin: str) -> int:
         for entry in _names(plugins.get(point), "disabled"):
             if entry.get("name") == plugin and entry.get("weight"):
                 return entry["weight"]
-    return DEFAULT_WEIGHTS[plugin]
+    return registry.PLUGINS[plugin].weight
 
 
 def _profile(raw: dict[str, Any], name: str, where: str, percentage: int) -> Profile:
     plugins = raw.get("plugins") or {}
     delegated = set()
-    for plugin, points in POINTS.items():
+    for plugin, points in registry.in_tree_points().items():
         running = [p for p in points if _enabled_at(plugins, plugin, p)]
         if running and len(running) < len(points):
             off = [p for p in points if p not in running]
@@ -281,18 +270,21 @@ def _profile(raw: dict[str, Any], name: str, where: str, percentage: int) -> Pro
         plugin = entry.get("name")
         if plugin in args:
             raise ConfigError(f"{where}.pluginConfig[{i}]: Duplicate value: {_quote(plugin)}")
-        if plugin in ARG_VALIDATORS:
+        record = registry.PLUGINS.get(plugin) if isinstance(plugin, str) else None
+        if record is not None and record.parse_args is not None:
             value = {k: v for k, v in (entry.get("args") or {}).items() if k not in ("apiVersion", "kind")}
-            ARG_VALIDATORS[plugin](value, f"{where}.pluginConfig[{i}].args")
+            record.parse_args(value, f"{where}.pluginConfig[{i}].args")
             args[plugin] = value
-    weights = {p: _weight(plugins, p) for p in DEFAULT_WEIGHTS if p in delegated}
+    # a plugin kube-scheduler does not have runs wherever the profile delegates any
+    runs = delegated | ({r.name for r in registry.records() if r.in_tree_points is None} if delegated else set())
+    weights = {p: _weight(plugins, p) for p in registry.default_weights() if p in runs}
     return Profile(name, frozenset(delegated), weights, args, percentage)
 
 
 def legacy_profile(name: str, weights: dict[str, int], plugin_args: dict[str, dict[str, Any]]) -> Profile:
     """The single profile the old flags describe (`--scheduler-profile`, `--weights`,
     `pluginConfig`): every plugin answered for."""
-    return Profile(name, frozenset(POINTS), dict(weights), dict(plugin_args), 100)
+    return Profile(name, frozenset(registry.in_tree_points()), dict(weights), dict(plugin_args), 100)
 
 
 def start_warnings(config: SchedulerConfiguration, nodes: int = 0, score_mode: str = "in-tree") -> list[str]:

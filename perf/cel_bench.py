@@ -35,7 +35,7 @@ from pathlib import Path
 
 from extender.cel import CelCache
 from extender.cel.program import compile_program, run_program
-from extender.cel.runtime import Budget
+from extender.cel.runtime import Activation
 from extender.model.objects import Taint
 from perf import options
 
@@ -141,9 +141,9 @@ def _median_us(fn, n: int, clock=time.perf_counter) -> float:
 
 
 def units_used(expression: str, taint: Taint) -> int:
-    budget = Budget(10**9)
-    compile_program(expression).runner.run((taint.key, taint.value, taint.effect), budget)
-    return budget.used
+    activation = Activation(10**9)
+    compile_program(expression).runner.run((taint.key, taint.value, taint.effect), activation)
+    return activation.used
 
 
 def time_evaluation(expression: str, taint: Taint, repeats: int,
@@ -190,10 +190,10 @@ def compile_depths() -> dict:
 def _cpu_seconds(expression: str, taint: Taint) -> tuple[float, float, int]:
     """(CPU seconds, wall seconds, units used) of one evaluation of a compiled program."""
     program = compile_program(expression)
-    budget = Budget(10**9)
+    activation = Activation(10**9)
     wall, cpu = time.perf_counter(), time.process_time()
-    program.runner.run((taint.key, taint.value, taint.effect), budget)
-    return time.process_time() - cpu, time.perf_counter() - wall, budget.used
+    program.runner.run((taint.key, taint.value, taint.effect), activation)
+    return time.process_time() - cpu, time.perf_counter() - wall, activation.used
 
 
 def oracle_path(given: str | None = None) -> str | None:

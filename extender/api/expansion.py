@@ -1,10 +1,10 @@
 """What a JSON body becomes once parsed, accounted before it is parsed.
 
-Why (issue #35): the in-flight budget counted a request's bytes, and the documented
-memory ceiling assumed ~6x growth when parsed (a kubelet-registered node grows 5.2x in
-RSS). A body of empty lists grows ~18x (`[],`: 3 bytes, a 56-byte list and its slot),
-of one-member objects ~34x (`{"":0},`: 7 bytes, a 184-byte dict); a 31 MiB Nodes-mode
-request took a worker from 47 MB to over 1 GB.
+Why: counting only a request's bytes against the in-flight budget assumes a body grows
+about as much as a kubelet-registered node does when parsed (~6x). A body of empty lists
+grows ~18x (`[],`: 3 bytes, a 56-byte list and its slot), of one-member objects ~34x
+(`{"":0},`: 7 bytes, a 184-byte dict), so one Nodes-mode request of such shapes could take
+a worker past a gigabyte (docs/operate/hardening.md).
 
 So every decoder calls `account(text)` before it hands `text` to the JSON parser: the
 server (`extender.server.listener`) has set, for the request being answered, what to
@@ -31,8 +31,9 @@ test_expansion.py` measures every shape against it in a fresh process):
   the BMP makes a whole string four bytes a character).
 
 Counts overcount (a `[` or `,` inside a string counts too), which only loosens the bound.
-Counting costs ~2.7 ms per MiB, so texts under `COUNTED_FROM` bytes are not counted:
-each weighs at most ~3 MB parsed, and only the few threads answering hold one.
+Counting reads the whole text (its cost is in docs/operate/hardening.md), so texts under
+`COUNTED_FROM` bytes are not counted: each weighs at most ~3 MB parsed, and only the few
+threads answering hold one.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from extender.caching import ByteLRU, budget
+from extender.caching import ByteLRU, memory_share
 from extender.state.nodeset import NodeIndex, NodeSet, Reads, object_array
 
 TEMPLATE_BYTES = 4 << 20  # encoder templates and remembered answers per candidate set
@@ -45,7 +45,7 @@ def template_budget(nodes: int, full: bool = False) -> int:
     exact verdict they encode, and under churn the verdicts of pods that do not spread
     repeat pod after pod while a smaller budget evicted them in a cycle."""
     if full:  # an eighth of the candidate-set cache at most: the set must still fit in it
-        return min(FULL_TEMPLATE_BYTES, 65536 + 1000 * nodes, budget("candidate-sets") // 8)
+        return min(FULL_TEMPLATE_BYTES, 65536 + 1000 * nodes, memory_share("candidate-sets") // 8)
     # Other lists (prioritize's: each workload's feasible nodes) hold a score template
     # or two (~45 B a node each) and an answer: charged 400 B a node, up to 4 MB, a
     # dozen of them filled the cache at 15,000 nodes, and the workloads' lists evicted

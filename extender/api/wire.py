@@ -18,7 +18,7 @@ import orjson
 
 from extender import metrics
 from extender.api import expansion
-from extender.caching import ByteLRU
+from extender.caching import OnFirstUse
 from extender.framework import Code, Status
 from extender.framework.verdicts import Failures, group
 from extender.gotext import no_lone_surrogates
@@ -49,16 +49,9 @@ _NAMES_MARK = b',"NodeNames":['
 # Larger arrays are decoded but not remembered (nor their candidate sets); the cache is
 # bounded in bytes (extender.caching), whatever clients send.
 MAX_CACHED_NAMES_BYTES = 4 << 20
-_KNOWN_NAMES: ByteLRU | None = None
-
-
-def known_names_cache() -> ByteLRU:
-    """The process's NodeNames cache, created on first use (after the memory limit is
-    set from the configuration)."""
-    global _KNOWN_NAMES
-    if _KNOWN_NAMES is None:
-        _KNOWN_NAMES = ByteLRU("node-names", max_entries=64)
-    return _KNOWN_NAMES
+#: The process's NodeNames cache, created on first use (after the memory limit is set
+#: from the configuration).
+known_names_cache = OnFirstUse("node-names", max_entries=64)
 
 
 class EncodedNames(Sequence[str]):

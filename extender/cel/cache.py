@@ -159,7 +159,7 @@ class CelCache:
         if restricted and self._lookup(expression) is None:
             lane.admit(None)
         entry = self._get_or_compile(expression)
-        if restricted:  # charged to the lane's budget (or handed on) before it runs
+        if restricted:  # charged to the lane's cost allowance (or handed on) before it runs
             lane.admit(_estimate(entry))
         if isinstance(entry, _Failed):
             outcome = CelOutcome(False, "compile", entry.message)

@@ -12,18 +12,18 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.cel import fastops
-from extender.cel.budget import DEADLINE_CALL_COST, Budget, CostLimitExceeded, charged
+from extender.cel.activation import DEADLINE_CALL_COST, Activation, CostLimitExceeded, charged
 from extender.cel.lib import FUNCTIONS
 from extender.cel.plan import Call, Equals, Logic
 from extender.cel.tracker import ARGUMENT_COSTED, TRACKERS, call_cost, cost_rule
 from extender.cel.values import CelError, equal, kind
 from extender.request import deadline
 
-Fn = Callable[[Budget], Any]
+Fn = Callable[[Activation], Any]
 _STOCK = dict(FUNCTIONS)  # the library as shipped (the typed fast paths must match it)
 
 
-def _invoker(p: Call) -> Callable[[Budget, list], Any]:
+def _invoker(p: Call) -> Callable[[Activation, list], Any]:
     """How a call runs its implementation: its result, or its error as a value.  The list
     functions whose charge depends on their arguments only and whose work grows faster
     than their input (``distinct``, ``sort``, ``sortBy``, ``sets.*``: quadratic charges)
@@ -32,10 +32,10 @@ def _invoker(p: Call) -> Callable[[Budget, list], Any]:
     oversized list would otherwise run for minutes before the charge stops it)."""
     impl, name = p.impl, p.function
     if impl is None:
-        def invoke(b: Budget, args: list) -> Any:
+        def invoke(b: Activation, args: list) -> Any:
             return CelError(f"no such overload: {name}")
     else:
-        def invoke(b: Budget, args: list) -> Any:
+        def invoke(b: Activation, args: list) -> Any:
             try:
                 return impl(*args)
             except CelError as exc:
@@ -45,7 +45,7 @@ def _invoker(p: Call) -> Callable[[Budget, list], Any]:
     if p.overload not in ARGUMENT_COSTED:
         return invoke
 
-    def charged_first(b: Budget, args: list) -> Any:
+    def charged_first(b: Activation, args: list) -> Any:
         units = call_cost(name, p.overload, args, None)
         if b.used + units > b.limit:
             b.used += units
@@ -55,7 +55,7 @@ def _invoker(p: Call) -> Callable[[Budget, list], Any]:
     return charged_first
 
 
-def _finisher(p: Call) -> Callable[[Budget, list, Any], Any]:
+def _finisher(p: Call) -> Callable[[Activation, list, Any], Any]:
     """How a call is charged once it ran (cel-go's tracker sees its arguments and its
     result): most calls cost a constant, the others what ``call_cost`` makes of them."""
     name, oid = p.function, p.overload
@@ -68,7 +68,7 @@ def _finisher(p: Call) -> Callable[[Budget, list, Any], Any]:
     return lambda b, args, result: charged(b, call_cost(name, oid, args, result), result)
 
 
-def _value(fn: Fn, b: Budget) -> Any:
+def _value(fn: Fn, b: Activation) -> Any:
     try:
         return fn(b)
     except CelError as exc:
@@ -84,7 +84,7 @@ def compile_call(p: Call, compile_plan: Callable[[Any], Fn]) -> Fn:
     if p.non_strict:  # @not_strictly_false: anything but false is true
         (arg,) = fns
 
-        def not_strictly_false(b: Budget) -> Any:
+        def not_strictly_false(b: Activation) -> Any:
             v = _value(arg, b)
             return finish(b, [v], v if v is True or v is False else True)
 
@@ -98,7 +98,7 @@ def compile_call(p: Call, compile_plan: Callable[[Any], Fn]) -> Fn:
     if p.mode == "unary":
         (arg,) = fns
 
-        def unary(b: Budget) -> Any:
+        def unary(b: Activation) -> Any:
             try:
                 v = arg(b)
             except CelError as exc:
@@ -110,7 +110,7 @@ def compile_call(p: Call, compile_plan: Callable[[Any], Fn]) -> Fn:
     if p.mode == "binary":
         lhs, rhs = fns
 
-        def binary(b: Budget) -> Any:
+        def binary(b: Activation) -> Any:
             x, y = _value(lhs, b), _value(rhs, b)
             args = [x, y]
             if isinstance(x, CelError):
@@ -123,7 +123,7 @@ def compile_call(p: Call, compile_plan: Callable[[Any], Fn]) -> Fn:
 
     last = len(fns) - 1
 
-    def varargs(b: Budget) -> Any:
+    def varargs(b: Activation) -> Any:
         """cel-go evaluates the arguments up to the first error; the call is charged only
         if that was the last one (its cost tracker finds every argument's value)."""
         values = []
@@ -145,7 +145,7 @@ def _unary_at(arg: Fn, impl: Callable[[Any], Any], name: str, units: int) -> Fn:
     in one closure, one Python call instead of four per evaluation (``double(x)``,
     ``string(d)``, ``x.size()`` of a dyn ... in a comprehension's body)."""
 
-    def unary_at(b: Budget) -> Any:
+    def unary_at(b: Activation) -> Any:
         try:
             v = arg(b)
         except CelError as exc:
@@ -203,7 +203,7 @@ def compile_equals(p: Equals, compile_plan: Callable[[Any], Fn]) -> Fn:
         return fastops.text_equals(lhs, rhs, negate, *leaves)
     fn, oid = ("_!=_", "not_equals") if negate else ("_==_", "equals")
 
-    def equals(b: Budget) -> Any:
+    def equals(b: Activation) -> Any:
         x, y = _value(lhs, b), _value(rhs, b)
         if isinstance(x, CelError):
             result: Any = x
@@ -230,7 +230,7 @@ def compile_logic(p: Logic, compile_plan: Callable[[Any], Fn]) -> Fn:
     decisive = p.is_or
     op = "_||_" if decisive else "_&&_"
 
-    def logic(b: Budget) -> Any:
+    def logic(b: Activation) -> Any:
         try:
             lv = left(b)
         except CelError as exc:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from extender.cel.budget import CostLimitExceeded, charge_each
+from extender.cel.activation import CostLimitExceeded, charge_each
 from extender.cel.plan import Attr, Const, Plan
 from extender.cel.values import INT64_MAX, INT64_MIN, CelError
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from extender.cel.budget import UNINIT, CostLimitExceeded, charge_each
+from extender.cel.activation import UNINIT, CostLimitExceeded, charge_each
 from extender.cel.cost import LIST_CREATE
 from extender.cel.lib.comprehensions import insert
 from extender.cel.plan import Attr, Call, Const, ListLit, Logic

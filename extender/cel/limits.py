@@ -26,9 +26,9 @@ TAINT_EFFECT_MAX = 16
 #: raises it (``RECURSION_LIMIT``).
 MAX_NESTING_DEPTH = 250
 
-#: Programs estimated at ``extender.request.lane.EXPENSIVE_COST`` units or more (at most
-#: ~0.13 s here: the evaluator's slowest measured rate is ~400,000 units per CPU second,
-#: see perf/PERFORMANCE.md) are "expensive": at most ``EXPENSIVE_SLOTS`` of their
+#: Programs estimated at ``extender.request.lane.EXPENSIVE_COST`` units or more (long
+#: enough, at the evaluator's slowest rate in perf/PERFORMANCE.md, to keep other threads
+#: waiting for the GIL) are "expensive": at most ``EXPENSIVE_SLOTS`` of their
 #: evaluations run at once per process, the others wait (within their request's deadline).
 #: Cheap programs never wait.  With the GIL, eight concurrent expensive evaluations would
 #: each get an eighth of a core and make every other thread (health probes, cheap pods)

@@ -277,8 +277,9 @@ class Planner:
 
 
 # First in, first out (`recency=False`): a hit is one dict read, as a plain dict's; the
-# LRU flavour's lock and bookkeeping made the parse-bound evaluations 20-35% slower (the
-# url() class is the floor the CEL admission rule assumes, extender/validation/limits.py).
+# LRU flavour's lock and bookkeeping slow the parse-bound evaluations down, and the
+# url() class is the floor the CEL admission rule assumes (extender/validation/limits.py;
+# figures in docs/design/caching.md).
 _PARSED = ByteLRU.counted("cel-parsers", 8192, recency=False)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from extender.cel import ast, check, estimator
-from extender.cel.budget import Budget, CostLimitExceeded
+from extender.cel.activation import Activation, CostLimitExceeded
 from extender.cel.environment import CompileError, parse
 from extender.cel.limits import MAX_COST, MAX_MESSAGE_CHARS
 from extender.cel.runtime import Runner, compile_tree
@@ -105,20 +105,20 @@ def run_program(program: Program | Built, key: str, value: str, effect: str, *,
 def evaluate(runner: Runner, key: str, value: str, effect: str, *,
              cost_limit: int = MAX_COST) -> tuple[str, str, int]:
     """(kind, message, units used).  A pure function of (program, taint): the only
-    limiter is the deterministic cost budget.  ``deadline.DeadlineExceeded`` (the request
+    limiter is the deterministic cost limit.  ``deadline.DeadlineExceeded`` (the request
     ran out of time) propagates: it is not an outcome."""
-    budget = Budget(cost_limit)
+    activation = Activation(cost_limit)
     try:
-        result = runner.run(taint_activation(key, value, effect), budget)
+        result = runner.run(taint_activation(key, value, effect), activation)
     except CostLimitExceeded:
         return "cost", (f"operation cancelled: actual cost limit exceeded "
-                        f"({budget.used} > {cost_limit})"), budget.used
+                        f"({activation.used} > {cost_limit})"), activation.used
     except CelError as exc:
-        return "runtime", truncate(str(exc) or "evaluation error"), budget.used
+        return "runtime", truncate(str(exc) or "evaluation error"), activation.used
     except RecursionError:
-        return "runtime", "expression is nested too deeply to evaluate", budget.used
+        return "runtime", "expression is nested too deeply to evaluate", activation.used
     except Exception as exc:  # a library defect: never let it escape
-        return "runtime", truncate(f"{type(exc).__name__}: {exc}"), budget.used
+        return "runtime", truncate(f"{type(exc).__name__}: {exc}"), activation.used
     if result is True or result is False:
-        return ("true" if result else "false"), "", budget.used
-    return "non-bool", f"expression evaluated to {kind(result)}, not bool", budget.used
+        return ("true" if result else "false"), "", activation.used
+    return "non-bool", f"expression evaluated to {kind(result)}, not bool", activation.used

@@ -2,14 +2,14 @@
 
 ``compile_tree(root)`` plans the checked IR and turns the plan into nested closures over
 native values (``extender.cel.values``), once per program; an evaluation is one call of
-the root closure with a fresh ``Budget``.  Programs are shared read-only by all threads;
+the root closure with a fresh ``Activation``.  Programs are shared read-only by all threads;
 the per-evaluation state (cost used, comprehension variables, the taint) lives in the
-``Budget``.
+``Activation``.
 
 Cost is charged where cel-go's cost tracker charges, in the same order and the same
 amounts (``extender.cel.tracker.call_cost`` for calls), and checked after every charge, so
 the limit interrupts at the same point with the same units used (``CostLimitExceeded``,
-``extender.cel.budget``).  Errors are raised ``CelError``s; where cel-go passes an error
+``extender.cel.activation``).  Errors are raised ``CelError``s; where cel-go passes an error
 on as a value (``&&``, ``||``, the ternary's condition, a comprehension's accumulator,
 ``@not_strictly_false``) it is caught and carried.  The request deadline
 (``extender.request.deadline``) is checked every 32 comprehension iterations and after
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.cel import calls, fastops, folds
+from extender.cel.activation import UNINIT, Activation, CostLimitExceeded, charge_each, charged
 from extender.cel.ast import Node
-from extender.cel.budget import UNINIT, Budget, CostLimitExceeded, charge_each, charged
 from extender.cel.cost import LIST_CREATE, MAP_CREATE
 from extender.cel.lib.optional import NONE, Optional
 from extender.cel.plan import (
@@ -53,23 +53,23 @@ from extender.cel.values import (
     qualifier_type,
 )
 
-Fn = Callable[[Budget], Any]
+Fn = Callable[[Activation], Any]
 TAINT_FIELDS = fastops.TAINT_FIELDS
 _MISSING = object()
 
 
 class Runner:
-    """A compiled program: ``run`` evaluates it for one taint under a budget."""
+    """A compiled program: ``run`` evaluates it for one taint in a fresh `Activation`."""
 
     __slots__ = ("root", "slots")
 
     def __init__(self, root: Fn, slots: int) -> None:
         self.root, self.slots = root, slots
 
-    def run(self, taint: tuple[str, str, str], budget: Budget) -> Any:
-        budget.taint = taint
-        budget.vars = [UNINIT] * self.slots
-        return self.root(budget)
+    def run(self, taint: tuple[str, str, str], activation: Activation) -> Any:
+        activation.taint = taint
+        activation.vars = [UNINIT] * self.slots
+        return self.root(activation)
 
 
 def compile_tree(root: Node) -> Runner:
@@ -102,7 +102,7 @@ def _attr(p: Attr) -> Fn:
     if p.cond is not None:
         return resolve
 
-    def attribute(b: Budget) -> Any:
+    def attribute(b: Activation) -> Any:
         try:
             value = resolve(b)
         except CelError:
@@ -119,7 +119,7 @@ def _attr(p: Attr) -> Fn:
 def _presence(p: Attr) -> Fn:
     resolve = _resolve(p.relative)
 
-    def presence(b: Budget) -> Any:
+    def presence(b: Activation) -> Any:
         value = resolve(b)
         if isinstance(value, Optional):
             return value.has_value
@@ -137,7 +137,7 @@ def _fast_attr(p: Attr) -> Fn | None:
     if operand.kind == "taint":
         index = operand.arg
 
-        def taint_field(b: Budget) -> Any:  # the qualifier and the attribute: 1 + 1
+        def taint_field(b: Activation) -> Any:  # the qualifier and the attribute: 1 + 1
             used = b.used + 2
             if used > b.limit:
                 charge_each(b, (1, 1))
@@ -147,7 +147,7 @@ def _fast_attr(p: Attr) -> Fn | None:
         return taint_field
     slot = operand.arg
 
-    def variable(b: Budget) -> Any:
+    def variable(b: Activation) -> Any:
         b.used += 1
         if b.used > b.limit:
             raise CostLimitExceeded(b.used)
@@ -171,7 +171,7 @@ def _resolve(p: Attr) -> Fn:
     quals = [_qualifier(q) for q in p.quals]
     optional = [q.optional for q in p.quals]
 
-    def qualified(b: Budget) -> Any:
+    def qualified(b: Activation) -> Any:
         obj = base(b)
         is_opt = False
         if isinstance(obj, Optional):
@@ -192,7 +192,7 @@ def _global(name: str | None) -> Fn:
     if name == "taint":
         return lambda b: dict(zip(TAINT_FIELDS, b.taint, strict=True))
 
-    def undeclared(b: Budget) -> Any:  # the checker rejects these first
+    def undeclared(b: Activation) -> Any:  # the checker rejects these first
         raise CelError(f"no such attribute(s): {name}")
 
     return undeclared
@@ -204,7 +204,7 @@ def _slot_reader(p: Attr) -> Fn:
         return lambda b: b.vars[slot]
     init = compile_plan(p.lazy)
 
-    def accumulator(b: Budget) -> Any:
+    def accumulator(b: Activation) -> Any:
         value = b.vars[slot]
         if value is UNINIT:
             try:
@@ -223,7 +223,7 @@ def _conditional(p: Attr) -> Fn:
     cond = compile_plan(p.cond)
     then, otherwise = _resolve(p.then), _resolve(p.otherwise)
 
-    def conditional(b: Budget) -> Any:
+    def conditional(b: Activation) -> Any:
         c = cond(b)
         if c is True:
             return then(b)
@@ -234,7 +234,7 @@ def _conditional(p: Attr) -> Fn:
     return conditional
 
 
-def _qualifier(q: Qual) -> Callable[[Budget, Any, bool], Any]:
+def _qualifier(q: Qual) -> Callable[[Activation, Any, bool], Any]:
     """One qualification, charged 1 unit as cel-go observes it: always when applied
     plainly (before a failure is raised), only when present when applied as an optional
     or presence test; an attribute or computed key first costs what resolving it costs."""
@@ -242,13 +242,13 @@ def _qualifier(q: Qual) -> Callable[[Budget, Any, bool], Any]:
     if q.attr is None:
         key = q.const
 
-        def constant(b: Budget, obj: Any, if_present: bool) -> Any:
+        def constant(b: Activation, obj: Any, if_present: bool) -> Any:
             return _apply(b, obj, key, if_present, test_only)
 
         return constant
     resolve = _resolve(q.attr)
 
-    def computed(b: Budget, obj: Any, if_present: bool) -> Any:
+    def computed(b: Activation, obj: Any, if_present: bool) -> Any:
         try:
             key = resolve(b)
         except CelError:
@@ -264,7 +264,7 @@ def _qualifier(q: Qual) -> Callable[[Budget, Any, bool], Any]:
     return computed
 
 
-def _apply(b: Budget, obj: Any, key: Any, if_present: bool, test_only: bool) -> Any:
+def _apply(b: Activation, obj: Any, key: Any, if_present: bool, test_only: bool) -> Any:
     present, value, error = _select(obj, key, presence=if_present or test_only)
     if if_present:
         if error is not None:
@@ -325,7 +325,7 @@ def _list(p: ListLit) -> Fn:
     elems = [compile_plan(e) for e in p.elems]
     optional = p.optional
 
-    def list_literal(b: Budget) -> Any:
+    def list_literal(b: Activation) -> Any:
         out: list = []
         result: Any = out
         for i, f in enumerate(elems):
@@ -352,7 +352,7 @@ def _map(p: MapLit) -> Fn:
     entries = [compile_plan(e) for e in p.entries]
     optional = p.optional
 
-    def map_literal(b: Budget) -> Any:
+    def map_literal(b: Activation) -> Any:
         out: dict = {}
         result: Any = out
         try:
@@ -378,7 +378,7 @@ def _map(p: MapLit) -> Fn:
 def _set_in(p: SetIn) -> Fn:
     arg, keys = compile_plan(p.arg), p.keys
 
-    def set_membership(b: Budget) -> Any:
+    def set_membership(b: Activation) -> Any:
         v = arg(b)
         k = kind(v)
         if k in ("int", "uint", "string", "bool"):
@@ -396,7 +396,7 @@ def _optional_or(p: OptionalOr) -> Fn:
     lhs, rhs = compile_plan(p.lhs), compile_plan(p.rhs)
     value = p.value
 
-    def optional_or(b: Budget) -> Any:
+    def optional_or(b: Activation) -> Any:
         opt = lhs(b)
         if not isinstance(opt, Optional):
             return opt

@@ -53,15 +53,12 @@ from extender.framework.status import unschedulable
 from extender.model import Pod
 from extender.model.parse import ModelError
 from extender.plugins.podtopologyspread import PodTopologySpread
-from extender.plugins.registry import default_plugins
-from extender.plugins.volumenodeaffinity import VolumeNodeAffinity
+from extender.plugins.registry import records
 from extender.request import deadline, lane
 from extender.request.deadline import DeadlineExceeded, request_deadline
 from extender.schedconfig import Profile
 from extender.state import ClusterSnapshot, ClusterSource, NodeSet
-from extender.state.layers import WORKLOAD_KINDS
 from extender.state.store import KINDS
-from extender.state.volumes import VOLUME_KINDS
 from extender.validation.pod import pod_from_dict
 
 __all__ = ["ERR_UNKNOWN_NODE", "STATE_VERSION_HEADER", "Extender", "ScoringError", "UnknownProfile"]
@@ -311,14 +308,8 @@ class Extender:
         spread; volumes with claims. Only those must be confirmed current."""
         if every:
             return KINDS
-        kinds: tuple[str, ...] = ("Node",)
-        if pod.topology_spread_constraints:
-            kinds += ("Pod",)
-        elif self.profile_of(pod).hard_defaults:
-            kinds += ("Pod", *WORKLOAD_KINDS)
-        if pod.volume_claims:
-            kinds += VOLUME_KINDS
-        return kinds
+        read = {kind for reads, plugin in self.profile_of(pod).readers for kind in reads(pod, plugin)}
+        return tuple(kind for kind in KINDS if kind in read)
 
     def _used(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         """Remember `snapshot` as the state behind this thread's verdict."""
@@ -335,10 +326,8 @@ class Extender:
         return version
 
     def new_state(self, snapshot: ClusterSnapshot, explain: bool = False) -> CycleState:
-        state = CycleState(record_plugin_metrics=metrics.counting() and metrics.sample_plugin_metrics())
+        state = CycleState(metrics.counting() and metrics.sample_plugin_metrics(), explain)
         state.write(SNAPSHOT_KEY, snapshot)
-        if explain:
-            state.write("explain", True)
         return state
 
     def run_filter(self, state: CycleState, pod: Pod, cands: Candidates, run_all: bool = False,
@@ -372,14 +361,14 @@ class UnknownProfile(ModelError):
 @dataclass(frozen=True, slots=True)
 class Profiled:
     """One profile's framework, built once: its plugins (those it delegates to the
-    extender), their arguments and weights; `hard_defaults`: its cluster-level default
-    spread constraints include a hard one (a pod without its own then reads pods and
-    workloads in its filter)."""
+    extender), their arguments and weights; `readers`: every registered plugin's
+    `reads` with the profile's instance of it (None where it does not run it: a pod's
+    own spread constraints and claims are read whichever plugins it runs)."""
 
     framework: Framework
     handle: Handle
     spread: PodTopologySpread | None
-    hard_defaults: bool
+    readers: tuple[tuple[Any, Any], ...]
 
 
 def _profiled(profile: Profile, config: Config, cel: Any, fast: bool) -> Profiled:
@@ -387,8 +376,9 @@ def _profiled(profile: Profile, config: Config, cel: Any, fast: bool) -> Profile
     order, VolumeNodeAffinity with them (nothing when it delegates none: its pods then
     pass every node with score 0, kube-scheduler's own plugins decide)."""
     handle = Handle(config.feature_gates, cel, profile.plugin_args, config.annotation_prefix)
-    plugins = [p for p in default_plugins(handle) if p.name in profile.delegated or
-               (p.name == VolumeNodeAffinity.name and profile.delegated)]
+    running = {r.name: r.factory(handle) for r in records() if r.name in profile.delegated or
+               (r.in_tree_points is None and profile.delegated)}
+    plugins = list(running.values())
     spread = next((p for p in plugins if isinstance(p, PodTopologySpread)), None)
-    hard = spread is not None and any(c.get("whenUnsatisfiable") == "DoNotSchedule" for c in spread.args.defaults)
-    return Profiled(Framework(plugins, profile.weights, fast=fast, profile=profile.name), handle, spread, hard)
+    readers = tuple((r.reads, running.get(r.name)) for r in records())
+    return Profiled(Framework(plugins, profile.weights, fast=fast, profile=profile.name), handle, spread, readers)

@@ -46,6 +46,7 @@ from extender.errors import ScoringError
 from extender.framework.status import Code, Status
 from extender.framework.verdicts import Failures
 from extender.model import Pod
+from extender.plugins.registry import records
 from extender.state import ClusterSnapshot, Reads
 from extender.state.layers import PodLayerWriter
 
@@ -164,11 +165,6 @@ def without(snapshot: ClusterSnapshot, victims: Victims) -> ClusterSnapshot:
     return snapshot.with_pods(writer.publish())
 
 
-def has_hard_spread(pod: Pod) -> bool:
-    return any(c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
-               for c in pod.topology_spread_constraints)
-
-
 def surviving_nodes(engine, snapshot: ClusterSnapshot, pod: Pod, args: PreemptionArgs) -> dict[str, Victims]:
     """The candidates where the preemptor passes our filters once its victims are gone.
 
@@ -184,15 +180,16 @@ def surviving_nodes(engine, snapshot: ClusterSnapshot, pod: Pod, args: Preemptio
         raise ScoringError(outcome.error)
     statuses = outcome.statuses
     kept: dict[str, Victims] = {}
-    hard_spread = has_hard_spread(pod)
+    # a plugin whose verdict eviction can change (the registry's `eviction_matters`)
+    eviction_matters = any(r.eviction_matters(pod) for r in records() if r.eviction_matters is not None)
     for name in names:
         status = statuses.get(name)
         if status is not None and status.code is not Code.UNSCHEDULABLE:
             continue  # taints, affinity, cordon, a missing topology label: eviction cannot help
-        if status is None and not hard_spread:
+        if status is None and not eviction_matters:
             kept[name] = args.victims[name]
             continue
-        # only PodTopologySpread answers Unschedulable: judge again without the victims
+        # eviction may help (only such a plugin answers Unschedulable): judge again without the victims
         reduced = without(snapshot, args.victims[name])
         again = engine.run_filter(engine.new_state(reduced), pod, resolve(reduced, [name]))
         if again.error:

@@ -5,7 +5,17 @@ points PreFilter -> Filter -> PreScore -> Score -> NormalizeScore run by `Framew
 """
 
 from extender.framework.cycle_state import CycleState
-from extender.framework.interface import MAX_NODE_SCORE, NodeScore, Plugin, PreFilterResult
+from extender.framework.interface import (
+    MAX_NODE_SCORE,
+    FilterPlugin,
+    NodeScore,
+    Plugin,
+    PluginContractError,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+)
 from extender.framework.runner import FilterOutcome, Framework, ScoreOutcome
 from extender.framework.status import Code, Status
 
@@ -14,10 +24,15 @@ __all__ = [
     "Code",
     "CycleState",
     "FilterOutcome",
+    "FilterPlugin",
     "Framework",
     "NodeScore",
     "Plugin",
+    "PluginContractError",
+    "PreFilterPlugin",
     "PreFilterResult",
+    "PreScorePlugin",
     "ScoreOutcome",
+    "ScorePlugin",
     "Status",
 ]

@@ -25,7 +25,7 @@ import numpy as np
 from extender import metrics
 from extender.framework import verdicts
 from extender.framework.cycle_state import CycleState
-from extender.framework.interface import MAX_NODE_SCORE, NodeScore, PreFilterResult
+from extender.framework.interface import MAX_NODE_SCORE, NodeScore, PreFilterResult, points_of
 from extender.framework.status import Code, Status
 from extender.model import Pod
 from extender.state.nodeset import NodeSet
@@ -98,20 +98,11 @@ class ScoreOutcome:
     error: str = ""
 
 
-# (plugin, point, profile, code) -> the counter's child
-_EVALUATIONS: dict[tuple[str, str, str, Code], object] = {}
-
-
 def _record_evaluations(plugin: str, point: str, profile: str, code: Code, n: int) -> None:
     """Count `n` evaluations into scheduler_plugin_evaluation_total (not inside
     `metrics.quiet()`: explain runs)."""
-    if not n or not metrics.counting():
-        return
-    child = _EVALUATIONS.get((plugin, point, profile, code))
-    if child is None:
-        child = _EVALUATIONS[(plugin, point, profile, code)] = metrics.child(
-            metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, profile, str(code))
-    child.inc(n)
+    if n and metrics.counting():
+        metrics.child(metrics.PLUGIN_EVALUATION_TOTAL, plugin, point, profile, str(code)).inc(n)
 
 
 def _observe(state: CycleState, plugin: str, point: str, status: Code, started: float) -> None:
@@ -139,7 +130,11 @@ def _unsatisfied(plugins: str) -> Status:
 class Framework:
     """One scheduling profile: ordered plugins, score weights, and which form of their
     per-node points runs: the batch forms (`fast`) or the per-node reference forms.
-    `profile` (its schedulerName) labels the scheduler_* metrics of its runs."""
+    `profile` (its schedulerName) labels the scheduler_* metrics of its runs.
+
+    Registration checks each plugin's contract (`interface.points_of`: a plugin
+    claiming a point without all its methods is refused) and builds the per-point
+    lists, in profile order, once."""
 
     def __init__(self, plugins: Sequence, weights: dict[str, int], fast: bool = True,
                  profile: str = "default-scheduler") -> None:
@@ -147,6 +142,14 @@ class Framework:
         self.weights = weights
         self.fast = fast
         self.profile = profile
+        points = {p.name: points_of(p) for p in self.plugins}
+        self.pre_filters = [p for p in self.plugins if "PreFilter" in points[p.name]]
+        self.filters = frozenset(p.name for p in self.plugins if "Filter" in points[p.name])
+        # the plugins a run_filter may report on: a PreFilter rejection counts as its Filter's
+        self.filtering = [p for p in self.plugins if {"PreFilter", "Filter"} & set(points[p.name])]
+        # scorers with whether their PreScore runs before their Score (a PreScore without
+        # a Score would prepare for nothing: it is not run)
+        self.scorers = [(p, "PreScore" in points[p.name]) for p in self.plugins if "Score" in points[p.name]]
 
     def plugin_names(self) -> list[str]:
         return [p.name for p in self.plugins]
@@ -162,12 +165,9 @@ class Framework:
         allowed: frozenset[str] | None = None
         restricting: list[str] = []
 
-        for plugin in self.plugins:
-            pre = getattr(plugin, "pre_filter", None)
-            if pre is None:
-                continue
+        for plugin in self.pre_filters:
             t0 = time.perf_counter()
-            result, status = pre(state, pod, nodes)
+            result, status = plugin.pre_filter(state, pod, nodes)
             _observe(state, plugin.name, "PreFilter", status.code, t0)
             if status.is_skip:
                 out.skipped.add(plugin.name)
@@ -216,10 +216,10 @@ class Framework:
 
     def _filter_plugins(self, out: FilterOutcome, rejected_all: dict[str, Status], run_all: bool):
         """The plugins whose Filter runs (or whose PreFilter rejected every node)."""
-        for plugin in self.plugins:
+        for plugin in self.filtering:
             if plugin.name in rejected_all:
                 yield plugin
-            elif hasattr(plugin, "filter") and plugin.name not in out.skipped and not (rejected_all and not run_all):
+            elif plugin.name in self.filters and plugin.name not in out.skipped and not (rejected_all and not run_all):
                 yield plugin
 
     # --- scoring ------------------------------------------------------------------
@@ -228,8 +228,9 @@ class Framework:
         started = time.perf_counter()
         out = ScoreOutcome(nodes=nodes)  # names are not read: a new list's are never built
         active = []
-        for plugin in self.plugins:
-            if not hasattr(plugin, "score"):
+        for plugin, pre_scores in self.scorers:
+            if not pre_scores:
+                active.append(plugin)
                 continue
             t0 = time.perf_counter()
             status = plugin.pre_score(state, pod, nodes)

@@ -24,7 +24,6 @@ from extender.framework.runner import ScoreOutcome
 
 MAX_EXTENDER_PRIORITY = 10
 SCORE_MODES = ("scaled", "in-tree")
-DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2}
 
 
 def combine(outcome: ScoreOutcome, weights: dict[str, int], mode: str = "in-tree") -> list[int]:

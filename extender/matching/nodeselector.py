@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from extender.caching import ByteLRU
+from extender.caching import OnFirstUse
 from extender.features import FeatureGates
 from extender.matching.labels import validate_label_key, validate_label_value
 from extender.matching.numeric import go_quote
@@ -282,7 +282,7 @@ class CompiledSelector:
         return reasons[0] if len(reasons) == 1 else "no term matches: " + "; ".join(reasons)
 
 
-_COMPILED: ByteLRU | None = None
+compiled_selectors = OnFirstUse("node-selectors", max_entries=4096)
 
 
 def selector_bytes(selector: NodeSelector) -> int:
@@ -296,14 +296,12 @@ def selector_bytes(selector: NodeSelector) -> int:
 
 def compile_selector(selector: NodeSelector, semver_enabled: bool = True) -> CompiledSelector:
     """Compiled once per distinct selector, in a byte-bounded cache (pods send them)."""
-    global _COMPILED
-    if _COMPILED is None:
-        _COMPILED = ByteLRU("node-selectors", max_entries=4096)
+    cache = compiled_selectors()
     key = (selector, semver_enabled)
-    hit = _COMPILED.get(key)
+    hit = cache.get(key)
     if hit is None:
         hit = _compile_selector(selector, semver_enabled)
-        _COMPILED.put(key, hit, selector_bytes(selector))
+        cache.put(key, hit, selector_bytes(selector))
     return hit
 
 

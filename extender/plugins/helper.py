@@ -58,7 +58,7 @@ def universe_memo(state, nodes, key, compute, reads: Reads = Reads.NODES):
     taint); None when memoising does not apply: explain runs (they want details) and
     `Nodes`-mode requests (their nodes are not the snapshot's)."""
     snapshot = state.get(SNAPSHOT_KEY)
-    if snapshot is None or state.get("explain") or nodes.universe is not snapshot.nodes:
+    if snapshot is None or state.explain or nodes.universe is not snapshot.nodes:
         return None
     return snapshot.memo(key, compute, reads)
 

@@ -17,6 +17,7 @@ import numpy as np
 from extender.errors import ConfigError
 from extender.framework import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
 from extender.framework.handle import Handle
+from extender.framework.interface import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.framework.status import SKIP, error, unschedulable
 from extender.framework.verdicts import Masks, masks_of
 from extender.matching.nodeselector import (
@@ -99,7 +100,7 @@ def _node_names_of(selector: NodeSelector) -> set[str] | None:
     return union
 
 
-class NodeAffinity:
+class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
@@ -139,7 +140,7 @@ class NodeAffinity:
         required = self._state(state, pod)
         if required.matches(node):
             return Status()
-        if state.get("explain") and required.errors:
+        if state.explain and required.errors:
             return unschedulable(ERR_REASON_POD, *(f"invalid requirement never matches: {e}" for e in required.errors))
         return REJECTED
 
@@ -161,7 +162,7 @@ class NodeAffinity:
 
         masks = [(status, nodes.gather(mask)) for status, mask in
                  nodes.memo((NAME, "Filter masks", required, self.added.required), rejected, Reads.NODES)]
-        if state.get("explain"):  # the failing candidates' statuses with their details
+        if state.explain:  # the failing candidates' statuses with their details
             failing = np.logical_or.reduce([mask for _, mask in masks]) if masks else np.zeros(len(nodes), bool)
             by_name = universe.by_name
             return masks_of({name: self.filter(state, pod, by_name[name]) for name in nodes.names_where(failing)},

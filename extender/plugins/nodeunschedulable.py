@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from extender.framework import CycleState, Status
 from extender.framework.handle import Handle
+from extender.framework.interface import FilterPlugin
 from extender.framework.status import unschedulable
 from extender.framework.verdicts import Masks
 from extender.matching.tolerations import matcher_for
@@ -21,7 +22,7 @@ UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule"
 REJECTED = unschedulable(ERR_REASON_UNSCHEDULABLE)
 
 
-class NodeUnschedulable:
+class NodeUnschedulable(FilterPlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:

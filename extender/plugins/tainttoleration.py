@@ -12,6 +12,7 @@ import numpy as np
 
 from extender.framework import MAX_NODE_SCORE, CycleState, NodeScore, Status
 from extender.framework.handle import Handle
+from extender.framework.interface import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.framework.status import error, unschedulable
 from extender.framework.verdicts import Masks, masks_of
 from extender.matching.tolerations import TolerationMatcher, do_not_schedule, matcher_for
@@ -27,7 +28,6 @@ NAME = "TaintToleration"
 ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 PRE_SCORE_KEY = "PreScore" + NAME
 REJECTED = unschedulable(ERR_REASON_UNTOLERATED)
-EXPLAIN_KEY = "explain"
 
 
 def _prefer_no_schedule(taint: Taint) -> bool:
@@ -40,7 +40,7 @@ def untolerated_details(matcher: TolerationMatcher, taint: Taint) -> tuple[str, 
     return (f"taint {taint} is not tolerated", *matcher.explain(taint))
 
 
-class TaintToleration:
+class TaintToleration(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
@@ -50,7 +50,7 @@ class TaintToleration:
         return matcher_for(state, pod, self.handle.gates, self.handle.cel)
 
     def _reject(self, state: CycleState, matcher: TolerationMatcher, taint: Taint) -> Status:
-        if not state.get(EXPLAIN_KEY):
+        if not state.explain:
             return REJECTED  # one shared status: the wire message names no taint
         return unschedulable(ERR_REASON_UNTOLERATED, *untolerated_details(matcher, taint))
 
@@ -75,7 +75,7 @@ class TaintToleration:
         if pod.tolerations_error:
             return [(unschedulable(pod.tolerations_error), np.ones(len(nodes), dtype=bool))]
         matcher = self._matcher(state, pod)
-        if state.get(EXPLAIN_KEY):
+        if state.explain:
             return masks_of(self._fails(state, pod, nodes.taint_groups()), nodes)
         mask = untolerated_mask(nodes.universe, pod, matcher, self.handle.gates)
         return [(REJECTED, nodes.gather(mask))]

@@ -35,6 +35,7 @@ from extender.caching import ByteLRU, memoized
 from extender.cel.lib.quantity import QuantityError, parse_quantity
 from extender.framework import CycleState, Status
 from extender.framework.handle import SNAPSHOT_KEY, Handle
+from extender.framework.interface import FilterPlugin, PreFilterPlugin
 from extender.framework.status import SKIP, SUCCESS, unschedulable
 from extender.framework.verdicts import Masks, masks_of
 from extender.matching.nodeselector import CompiledSelector, compile_selector, selector_bytes
@@ -240,7 +241,7 @@ def _volumes(state: CycleState) -> VolumeLayer:
     return snapshot.volume_layer if snapshot is not None else EMPTY_VOLUMES
 
 
-class VolumeNodeAffinity:
+class VolumeNodeAffinity(PreFilterPlugin, FilterPlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
@@ -311,7 +312,7 @@ class VolumeNodeAffinity:
     def filter(self, state: CycleState, pod: Pod, node: Node) -> Status:
         for check in self._checks(state, pod):
             if check.fails(node.labels):
-                if state.get("explain"):
+                if state.explain:
                     return unschedulable(check.status.reasons[0], check.explain(node.labels))
                 return check.status
         return SUCCESS
@@ -333,7 +334,7 @@ class VolumeNodeAffinity:
         set of checks (pods sharing volumes or requirements share them); per candidate in
         an explain run (a status with the label that fails), over the candidates' own
         nodes in Nodes mode."""
-        if state.get("explain"):
+        if state.explain:
             return masks_of({n.name: s for n in nodes if not (s := self.filter(state, pod, n)).is_success}, nodes)
         checks = self._checks(state, pod)
 

@@ -17,7 +17,7 @@ a request (``extender explain``, tests) there is no deadline and only the cost l
 applies.
 
 A request whose client has gone (the server saw its connection close while a thread
-answered it: issue #35) stops at the next check the same way, with ``ClientGone``: no
+answered it) stops at the next check the same way, with ``ClientGone``: no
 work continues for an answer nobody reads.
 """
 

@@ -14,8 +14,8 @@ anything that is not memoised, whether the lane allows it (`admit`):
 * ``EXPENSIVE``: anything (also the default outside a server: `explain`, tests, the
   webhook).
 
-"Together": a lane's budget is for all of one request's evaluations that are not
-memoised (the sum of their estimates), so neither many cheap evaluations (a new
+"Together": a lane's cost allowance (`COST_PER_REQUEST`) is for all of one request's
+evaluations that are not memoised (the sum of their estimates), so neither many cheap evaluations (a new
 expression over hundreds of distinct taints) nor many mid-cost ones keep a thread for
 long; the request moves on when the next one would exceed it. Estimates, not clocks,
 decide, so where a request runs does not depend on load either.
@@ -36,14 +36,14 @@ from contextvars import ContextVar
 
 from extender import metrics
 
-#: Programs estimated below this many units (~5 ms at the evaluator's slowest measured
-#: rate, ~400,000 units per CPU second: perf/PERFORMANCE.md) may run on a server worker's
-#: event loop; costlier ones, and any expression not compiled yet (a 10 KiB expression
-#: takes most of a second to compile), run on a pool thread, and those at
-#: ``EXPENSIVE_COST`` or more in the expensive lane.
+#: Programs estimated below this many units may run on a server worker's event loop: at
+#: the evaluator's slowest rate they take a few milliseconds, which the loop's other
+#: clients do not notice (perf/PERFORMANCE.md has the rate). Costlier ones, and any
+#: expression not compiled yet (compiling a long expression costs far more than running
+#: it), run on a pool thread, and those at ``EXPENSIVE_COST`` or more in the expensive lane.
 LOOP_COST = 2_000
-#: Programs estimated at this many units or more (~0.13 s) are "expensive": they run in the
-#: expensive lane, and at most ``extender.cel.limits.EXPENSIVE_SLOTS`` of their
+#: Programs estimated at this many units or more are "expensive" (long enough to hold a
+#: pool thread that other requests need): they run in the expensive lane, and at most ``extender.cel.limits.EXPENSIVE_SLOTS`` of their
 #: evaluations at once per process.
 EXPENSIVE_COST = 50_000
 
@@ -52,7 +52,8 @@ NAMES = {LOOP: "loop", POOL: "pool", EXPENSIVE: "expensive"}
 
 _LANE: ContextVar[int] = ContextVar("extender_cel_lane", default=EXPENSIVE)
 _SPENT: ContextVar[list[int]] = ContextVar("extender_cel_lane_spent")  # [units]
-BUDGET = {LOOP: LOOP_COST, POOL: EXPENSIVE_COST}
+#: the summed estimates one request may run in a lane before it moves to the next
+COST_PER_REQUEST = {LOOP: LOOP_COST, POOL: EXPENSIVE_COST}
 
 
 class Elsewhere(BaseException):  # noqa: N818 - a redirection, not an error
@@ -65,7 +66,7 @@ class Elsewhere(BaseException):  # noqa: N818 - a redirection, not an error
 
 @contextmanager
 def running_in(lane: int) -> Iterator[None]:
-    """Run the block (one request's answer) in `lane`, with its budget unspent."""
+    """Run the block (one request's answer) in `lane`, none of its cost allowance spent."""
     token, spent = _LANE.set(lane), _SPENT.set([0])
     try:
         yield
@@ -107,14 +108,14 @@ def needed(estimated_cost: int | None) -> int:
 def admit(estimated_cost: int | None) -> None:
     """Raise `Elsewhere` if the current lane may not compile (None) or run a program
     estimated at `estimated_cost` now; a program it may run is charged to the lane's
-    budget for this request."""
+    cost allowance for this request."""
     here = _LANE.get()
     if here == EXPENSIVE:
         return
     lane = needed(estimated_cost)
     if lane <= here and estimated_cost is not None:
         spent = _SPENT.get()
-        if spent[0] + estimated_cost >= BUDGET[here]:
+        if spent[0] + estimated_cost >= COST_PER_REQUEST[here]:
             lane = here + 1
         else:
             spent[0] += estimated_cost

@@ -46,8 +46,8 @@ from extender.engine.extender import STATE_VERSION_HEADER, Extender
 from extender.events import recorder_for
 from extender.request import deadline, lane
 from extender.server import multiproc
-from extender.server.budget import VERBS
 from extender.server.http1 import JSON, Refused, Reply, Request
+from extender.server.inflight_bytes import VERBS_INFLIGHT_BYTES
 from extender.server.listener import LOOP, Listener, Route, Routes
 from extender.server.opening import open_source, start_in_worker
 from extender.server.tls import ReloadingContext, client_policy
@@ -197,7 +197,7 @@ def create_app(config: Config, source: ClusterSource | None = None, extender: Ex
     if source is None:
         source = open_source(config)
         start_in_worker(source)  # under gunicorn the master handles HUP
-    VERBS.configure(config.max_inflight_bytes)  # the verbs' in-flight byte budget
+    VERBS_INFLIGHT_BYTES.configure(config.max_inflight_bytes)  # the verbs' in-flight byte budget
     if extender is None:
         extender = Extender(config, source)
         extender.events = recorder_for(extender)  # --record-events
@@ -216,4 +216,4 @@ def serve(app: Routes, config: Config, sockets: list | None = None, address: str
                     pools={POOL: config.threads, EXPENSIVE: EXPENSIVE_SLOTS, BIND: BIND_THREADS},
                     max_body_bytes=config.max_body_bytes, timeout=REQUEST_READ_TIMEOUT,
                     idle_timeout=KEEPALIVE, max_connections=MAX_CONNECTIONS,
-                    max_per_client=MAX_CONNECTIONS, budget=VERBS)
+                    max_per_client=MAX_CONNECTIONS, budget=VERBS_INFLIGHT_BYTES)

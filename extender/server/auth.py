@@ -1,6 +1,7 @@
 """Who may use the side listener's protected routes (`/explain`, and what else reads the
 cluster through it): delegated authentication and authorization, as kube-scheduler's
-own secure port does it (issue #35).
+own secure port does it: the routes read the cluster, so they answer only whom
+the cluster's own authorization allows.
 
 * **Authentication**: a bearer token, checked with a TokenReview. It comes in
   `Authorization: Bearer TOKEN`, or, through the API server's service proxy (which

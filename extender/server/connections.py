@@ -3,10 +3,9 @@ handshake, reading what arrives into a buffer charged to the in-flight budget, w
 answers, closing. What the bytes mean is the listener's (`extender.server.listener`,
 a subclass): `_serve_buffered` is offered a connection's buffer after every read.
 
-A connection costs a file descriptor and its buffered bytes, never a thread (issues
-#12 and #28: with a thread per connection, 70 idle connections or 80 that never
-finished a TLS handshake took every thread, and clients sending one byte every 4 s held
-them for ever):
+A connection costs a file descriptor and its buffered bytes, never a thread (with a
+thread per connection, a few dozen idle connections or unfinished TLS handshakes take
+every thread, and clients sending one byte every few seconds hold them for ever):
 
 * **One deadline per request.** The TLS handshake (new connection), the head and the
   body must all arrive within `timeout` seconds of the accept, or of the request's
@@ -22,7 +21,7 @@ them for ever):
   is over its share, else one of the client holding most). Only when every connection
   is being answered does accepting pause: the kernel queues new ones meanwhile.
 * **Bytes are budgeted.** Every byte a connection holds counts against the listener's
-  in-flight budget (`extender.server.budget`): over it, room is made first, then the
+  in-flight budget (`extender.server.inflight_bytes`): over it, room is made first, then the
   request is answered 503 with `Retry-After` (`_charge`).
 """
 
@@ -38,8 +37,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from functools import partial
 
-from extender.server.budget import RETRY_AFTER_SECONDS, BodyBudget, shed
 from extender.server.http1 import JSON, Request, declared_size, error_body, response
+from extender.server.inflight_bytes import RETRY_AFTER_SECONDS, InflightBytes, shed
 
 log = logging.getLogger("extender.http")
 
@@ -103,7 +102,7 @@ class Connections:
     connection once its handshake is done, returns why its client may not be served
     ("": it may; `extender.server.tls.ClientPolicy`)."""
 
-    def __init__(self, address: str | None, sockets: list | None, *, budget: BodyBudget,
+    def __init__(self, address: str | None, sockets: list | None, *, budget: InflightBytes,
                  max_body_bytes: int, timeout: float, idle_timeout: float, max_connections: int,
                  max_per_client: int, ssl_context: SSLContexts, name: str, min_send_rate: float,
                  client_check: Callable[[ssl.SSLSocket], str] | None) -> None:

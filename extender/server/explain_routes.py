@@ -13,7 +13,7 @@ result is the summary view (nodes grouped by reason with counts and a few exampl
 many were left out); `?nodes=all` returns every node. `?examples=N` (0..50) and
 `?candidates=a,b` as for the CLI.
 
-Authenticated (issue #35, `extender.server.auth`): a bearer token, checked with a
+Authenticated (`extender.server.auth`), since it shows what the cluster holds: a bearer token, checked with a
 TokenReview, of a user a SubjectAccessReview allows `get` on the pod (GET) or `list` on
 pods in the posted pod's namespace (POST); without an API server (file mode) loopback
 clients only. Never on the verbs' path: the side listener's own threads serve it. Bounded: one

@@ -3,7 +3,7 @@ parsed from its bytes, its body's framing (`Content-Length` or chunked) found in
 buffer, and the bytes of an answer. No sockets here: the listener reads and writes.
 
 Strict, because a request another parser could read differently is a request smuggled
-past it (issue #35): a bare CR or LF anywhere in a head, a chunk line or trailers, a
+past it: a bare CR or LF anywhere in a head, a chunk line or trailers, a
 repeated `Content-Length`, `Transfer-Encoding` or `Host`, both framings at once, a
 transfer coding other than chunked (or chunked on HTTP/1.0), a malformed chunk size or
 extension, a header name that is not a token, a control character other than HTAB in

@@ -77,10 +77,11 @@ class ExtenderServer(BaseApplication):
         setup_logging(server.cfg.loglevel)
         if self.source is not None:
             start_in_worker(self.source)
-        # A thread waiting for the GIL gets it after at most this long (default 5 ms).
-        # Each socket call of a probe waits once: at 5 ms, with the pool busy, a probe
-        # took ~100 ms p99; at 1 ms it stays well under. Without contention it costs
-        # nothing (the interval only matters while another thread waits).
+        # A thread waiting for the GIL gets it after at most this long. Each socket call
+        # of a probe waits once, so with the pool busy Python's default interval adds up
+        # to probes slow enough to fail under load; a shorter one keeps them quick
+        # (perf/PERFORMANCE.md). Without contention it costs nothing (the interval only
+        # matters while another thread waits).
         sys.setswitchinterval(SWITCH_INTERVAL)
         self._start_metrics_listener(server.app.wsgi().engine)
         if self.config.webhook_listen:

@@ -9,17 +9,16 @@ the gunicorn worker `extender.server.worker`), `--metrics-listen` (`/healthz`, `
 route sees is a `Request` (method, target, path, body) and what it gives back a `Reply`
 (status, content type, body, extra headers); `Routes` serves fixed tables of them.
 
-Why a loop (issues #12 and #28): a connection costs a file descriptor and its buffered
-bytes, never a thread, and a thread takes a request only once it has fully arrived (the
-limits on connections, deadlines and bytes: `extender.server.connections`; on heads and
-bodies: `extender.server.http1`).
+Why a loop: a connection costs a file descriptor and its buffered bytes, never a thread,
+and a thread takes a request only once it has fully arrived, so slow or idle clients
+cannot take the threads (the limits on connections, deadlines and bytes:
+`extender.server.connections`; on heads and bodies: `extender.server.http1`).
 
 **Where a request runs** (`place`, the lanes of `extender.request.lane`): on the loop
 (`LOOP`: microseconds of Python, or a verb whose CEL work is memoised or cheap), or on a
 pool thread. A request answered on the loop never pays a hand-off between threads,
-which waits for the GIL (~0.3-0.5 ms a call on the benchmark machine, a third of a
-`filter` at 5,000 nodes); one that turns out to need costlier CEL work raises
-`lane.Elsewhere` before anything is written and is answered again, from its buffered
+which waits for the GIL (a sizeable part of a whole `filter`'s time: docs/design/server.md);
+one that turns out to need costlier CEL work raises `lane.Elsewhere` before anything is written and is answered again, from its buffered
 bytes, by the pool of the lane it names. A request keeps its arrival time through every
 hop (`deadline.arrived`): its `--request-deadline` counts from its first byte, queueing
 included.
@@ -45,7 +44,6 @@ from functools import partial
 
 from extender.api import expansion
 from extender.request import deadline, lane
-from extender.server.budget import RETRY_AFTER_SECONDS, SIDE_LIMIT, BodyBudget, shed
 from extender.server.connections import (
     ANSWERING,
     MIN_SEND_RATE,
@@ -65,6 +63,7 @@ from extender.server.http1 import (
     error_body,
     head_end,
 )
+from extender.server.inflight_bytes import RETRY_AFTER_SECONDS, SIDE_LIMIT, InflightBytes, shed
 from extender.server.queues import FairLane
 
 log = logging.getLogger("extender.http")
@@ -142,7 +141,8 @@ class Routes:
 
     def refuse_body(self, request: Request) -> Refused | None:
         """Why a request that declares a body is refused before it is read, or None when
-        its route takes one (health and metrics take none: issue #35)."""
+        its route takes one (health and metrics take none: a body there could only be a way
+        to hold the listener's bytes)."""
         if self.takes_body(request):
             return None
         owns = getattr(self.dispatch, "owns", None)
@@ -202,13 +202,13 @@ class Listener(Connections):
                  timeout: float = 5.0, idle_timeout: float = 60.0, max_connections: int = 1024,
                  max_per_client: int = 128, threads: int = 2, ssl_context: SSLContexts = None,
                  name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES,
-                 budget: BodyBudget | None = None, min_send_rate: float = MIN_SEND_RATE,
+                 budget: InflightBytes | None = None, min_send_rate: float = MIN_SEND_RATE,
                  client_check: Callable[[ssl.SSLSocket], str] | None = None,
                  queues: dict[Hashable, tuple[int, int]] | None = None) -> None:
         side = app is None
         self.app = app if app is not None else Routes(routes, post_routes, dispatch, quick, pool=SIDE_WORK,
                                                       get_pool=SIDE_READS)
-        super().__init__(address, sockets, budget=budget if budget is not None else BodyBudget(SIDE_LIMIT, name=name),
+        super().__init__(address, sockets, budget=budget if budget is not None else InflightBytes(SIDE_LIMIT, name=name),
                          max_body_bytes=max_body_bytes, timeout=timeout, idle_timeout=idle_timeout,
                          max_connections=max_connections, max_per_client=max_per_client,
                          ssl_context=ssl_context, name=name, min_send_rate=min_send_rate,

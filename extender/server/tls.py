@@ -13,7 +13,7 @@ Every context speaks TLS 1.2 with AEAD suites only (ECDHE with AES-GCM or
 ChaCha20-Poly1305) and TLS 1.3. With a client CA, `ClientPolicy` decides, once a
 handshake has verified a client's certificate, whether that client is served: never
 with a CA certificate, and only with an allowed subject when `--client-cert-allowed-names`
-is set (issue #35).
+is set.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from extender.engine.extender import Extender, ScoringError
 from extender.engine.gate import StateNotReady
 from extender.engine.preemption import decode_preemption_args
 from extender.model.parse import ModelError
-from extender.server.budget import SMALL_REQUEST
+from extender.server.inflight_bytes import SMALL_REQUEST
 from extender.state import gcfreeze
 
 log = logging.getLogger("extender.http")
@@ -33,7 +33,7 @@ DECODE = {
     "bind": lambda body: decode_binding_args(decode_json(body)),
     "preempt": lambda body: decode_preemption_args(decode_json(body)),
 }
-VERBS = tuple(DECODE)
+VERB_NAMES = tuple(DECODE)
 
 
 def answer(engine: Extender, verb: str, body: bytes) -> tuple[int, bytes]:
@@ -83,7 +83,7 @@ def verb_of(path: str) -> str | None:
     """A verb's name for `/filter` or `/<prefix>/filter` (prefix not starting
     with a slash); None otherwise."""
     head, _, last = path.rpartition("/")
-    if last not in VERBS:
+    if last not in VERB_NAMES:
         return None
     if head == "" or (head.startswith("/") and len(head) > 1 and head[1] != "/"):
         return last

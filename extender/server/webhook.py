@@ -22,9 +22,9 @@ request limit; kube-apiserver itself refuses write bodies over 3 MiB,
 objects (`object`, `oldObject`) and a small envelope: under 8 MiB. A larger review is of
 an object that cannot be stored anyway; it is answered 413 before its body is read.
 Its bytes, and what they become once parsed, count in the webhook's own in-flight
-budget (`WEBHOOK_LIMIT`, `extender.server.budget`): never the verbs'.
+budget (`WEBHOOK_LIMIT`, `extender.server.inflight_bytes`): never the verbs'.
 
-Work bounded per review (issue #35): a review has `ADMISSION_DEADLINE` seconds from its
+Work bounded per review, so that no client can hold the webhook: a review has `ADMISSION_DEADLINE` seconds from its
 arrival (the manifests' `timeoutSeconds` is 2: the API server gives up first and applies
 its `failurePolicy`), stops at the next check once its client has closed the connection
 (`extender.request.deadline`), compiles at most `REVIEW_COMPILE_BYTES` of new CEL
@@ -50,8 +50,8 @@ from extender.api import expansion
 from extender.features import FeatureGates
 from extender.request import deadline, lane
 from extender.schedconfig import SchedulerConfiguration
-from extender.server.budget import SMALL_REQUEST, WEBHOOK_LIMIT, BodyBudget
 from extender.server.http1 import JSON
+from extender.server.inflight_bytes import SMALL_REQUEST, WEBHOOK_LIMIT, InflightBytes
 from extender.server.listener import Listener, PostRoute, Route, Routes
 from extender.server.tls import ReloadingContext, client_policy
 from extender.state import gcfreeze
@@ -229,7 +229,7 @@ def webhook_listener(listen: str, tls: ReloadingContext, prefix: str, gates: Fea
     `limits`: the listener's (`client_check`: `extender.server.tls.ClientPolicy`)."""
     ok: Route = lambda: (200, "text/plain", b"ok")  # noqa: E731 - a one-line route
     limits.setdefault("timeout", REQUEST_TIMEOUT)
-    limits.setdefault("budget", BodyBudget(WEBHOOK_LIMIT, name="webhook"))
+    limits.setdefault("budget", InflightBytes(WEBHOOK_LIMIT, name="webhook"))
     routes = Routes({"/healthz": ok, "/readyz": ok}, {VALIDATE: validate_route(prefix, gates, seconds, profiles)},
                     pool=lane.POOL)
     return Listener(listen, app=routes, pools={lane.POOL: POOL_THREADS, lane.EXPENSIVE: 1},

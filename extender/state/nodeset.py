@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from extender.caching import ByteLRU, budget
+from extender.caching import ByteLRU, memory_share
 from extender.model import Node
 from extender.state.nodeindexes import (
     LabelIndex,
@@ -73,7 +73,7 @@ def new_candidate_sets() -> ByteLRU:
     """Candidate sets of one node layer (see NodeIndex.candidates): a fresh cache per
     layer, since positions and encodings belong to the layer."""
     return ByteLRU("candidate-sets", max_entries=CANDIDATE_SETS,
-                   max_item_bytes=budget("candidate-sets") // 4)
+                   max_item_bytes=memory_share("candidate-sets") // 4)
 
 
 def object_array(items: list) -> np.ndarray:

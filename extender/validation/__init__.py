@@ -1,4 +1,5 @@
-"""API-server-exact decoding and validation of the annotation channel (issues 14, 17).
+"""API-server-exact decoding and validation of the annotation channel: the pod is judged
+by what the API server would have stored, so a text it would refuse is refused here too.
 
 * `gojson`, `goschema`: Go/`sigs.k8s.io/json` parsing and typed decoding of the annotation texts;
 * `field`: apimachinery `field.Error` formatting;

@@ -24,15 +24,14 @@ MAX_ANNOTATION_BYTES = 64 * 1024
 #: An expression whose estimated cost is at least this share of MAX_COST gets a warning.
 COST_WARNING_RATIO = 0.8
 
-#: The admission rule for CEL expressions that cannot be answered in time (issue #23).
+#: The admission rule for CEL expressions that cannot be answered in time.
 #: A first /filter of a pod evaluates each CEL toleration once per distinct taint of the
 #: cluster (the memo answers the rest).  We claim clusters of 5,000 nodes; the generated
 #: 5,000-node fleet of `perf/generate.py` has 78 distinct taints, so admission assumes 100.
-#: Units are cel-go's (issue 34).  The evaluator's measured floor (`perf/cel_bench.py`,
-#: units per CPU second, the slowest class of its at-limit set) is url() parsing of
-#: distinct strings, 0.43 M units/s; comprehensions do 10-23 M, quantity() parsing
-#: 0.6-1.9 M.  The rule assumes 400,000 units a second, so cost / 400,000 s bounds one
-#: evaluation's CPU time (docs/reference/cel.md, "Admission").
+#: Units are cel-go's.  The rule assumes 400,000 units a second, just under the
+#: evaluator's slowest class (`perf/cel_bench.py`'s at-limit set: url() parsing of
+#: distinct strings; its rate and the others' are in perf/PERFORMANCE.md), so
+#: cost / 400,000 s bounds one evaluation's CPU time (docs/reference/cel.md, "Admission").
 ASSUMED_DISTINCT_TAINTS = 100
 ASSUMED_UNITS_PER_SECOND = 400_000
 

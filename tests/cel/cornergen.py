@@ -27,7 +27,7 @@ import json
 import math
 import random
 
-from extender.cel.budget import Budget
+from extender.cel.activation import Activation
 from extender.cel.limits import MAX_COST
 from extender.cel.program import build, taint_activation
 from extender.cel.values import kind
@@ -90,7 +90,7 @@ def literal(v: object) -> str:
 def ours(expression: str) -> object:
     """Our engine's value of a closed expression (raises on any error)."""
     return build(expression).runner.run(taint_activation("k", "v", "NoSchedule"),
-                                        Budget(MAX_COST))
+                                        Activation(MAX_COST))
 
 
 def rendered(expression: str) -> str:

@@ -20,7 +20,7 @@ from conftest import make_extender
 from extender.api.wire import ExtenderArgs
 from extender.cel import MAX_COST, CelCache
 from extender.cel.program import compile_program, taint_activation
-from extender.cel.runtime import Budget
+from extender.cel.runtime import Activation
 from extender.config import Config, build_config
 from extender.engine.extender import ScoringError
 from extender.model import Taint
@@ -47,10 +47,10 @@ SLOW = slow(100)  # ~0.25 s, estimate 161,411: above EXPENSIVE_COST
 
 
 def runtime_cost(expression: str, taint: Taint) -> int:
-    budget = Budget(2**62)
+    activation = Activation(2**62)
     program = compile_program(expression)
-    program.runner.run(taint_activation(taint.key, taint.value, taint.effect), budget)
-    return budget.used
+    program.runner.run(taint_activation(taint.key, taint.value, taint.effect), activation)
+    return activation.used
 
 
 def verdicts(cache: CelCache) -> list[tuple[str, str]]:

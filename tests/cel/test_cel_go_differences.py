@@ -18,7 +18,7 @@ from extender.cel.decls import parse_declaration
 from extender.cel.environment import CompileError
 from extender.cel.lib import REGISTRY
 from extender.cel.program import compile_program, run_program
-from extender.cel.runtime import Budget
+from extender.cel.runtime import Activation
 
 
 def ev(expression: str, key: str = "k", value: str = "v") -> tuple[str, str]:
@@ -69,9 +69,9 @@ def test_dyn_does_not_inflate_member_call_estimates(expression):
 def test_estimate_bounds_the_runtime_cost_with_dyn_arguments(expression):
     """A dyn argument may resolve to the dearest overload: the estimate takes it."""
     program = compile_program(expression)
-    budget = Budget(10**9)
-    program.runner.run(("k" * 317, "v" * 63, "NoSchedule"), budget)
-    assert budget.used <= program.estimated_cost
+    activation = Activation(10**9)
+    program.runner.run(("k" * 317, "v" * 63, "NoSchedule"), activation)
+    assert activation.used <= program.estimated_cost
 
 
 # --- the standard library's overload table, systematically --------------------------------
@@ -289,8 +289,8 @@ def test_format(expression, expected):
     if "%b %b" in expression:
         expression = "'%x %X %o %b'.format([255, 255, 8, 5])"
         expected = "ff FF 10 101"
-    budget = Budget(10**6)
-    assert compile_program(expression + " != ''").runner.run(("k", "v", "e"), budget) is True
+    activation = Activation(10**6)
+    assert compile_program(expression + " != ''").runner.run(("k", "v", "e"), activation) is True
     program = compile_program(f"{expression} == {_cel_string(expected)}")
     assert run_program(program, "k", "v", "NoSchedule") == ("true", "")
 

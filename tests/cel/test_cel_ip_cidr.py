@@ -8,7 +8,7 @@ import pytest
 from extender.cel.environment import CompileError
 from extender.cel.lib.netip import AddrError, parse_addr, parse_prefix
 from extender.cel.program import compile_program, taint_activation
-from extender.cel.runtime import Budget
+from extender.cel.runtime import Activation
 
 
 def ev(expr: str, value: str = ""):
@@ -229,8 +229,8 @@ COSTS = [
 @pytest.mark.parametrize("expr,estimate,runtime", COSTS)
 def test_costs(expr, estimate, runtime):
     program = compile_program(f"[{expr}].size() == 1")  # a bool-valued wrapper
-    budget = Budget(10**6)
-    program.runner.run(taint_activation("k", "v", "e"), budget)
+    activation = Activation(10**6)
+    program.runner.run(taint_activation("k", "v", "e"), activation)
     # the wrapper adds a list literal (10), size() (1), == (1): 12 in both
     assert program.estimated_cost - 12 == estimate
-    assert budget.used - 12 == runtime
+    assert activation.used - 12 == runtime

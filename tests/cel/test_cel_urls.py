@@ -6,7 +6,7 @@ import pytest
 from extender.cel.environment import CompileError
 from extender.cel.lib import gourl
 from extender.cel.program import compile_program, run_program, taint_activation
-from extender.cel.runtime import Budget
+from extender.cel.runtime import Activation
 
 
 def ev(expr: str, value: str = ""):
@@ -127,7 +127,7 @@ COSTS = [(".getScheme()", 4, 4), (".getHostname()", 4, 4), (".getHost()", 4, 4),
 @pytest.mark.parametrize("suffix,estimate,runtime", COSTS)
 def test_costs(suffix, estimate, runtime):
     program = compile_program(f"[{URL}{suffix}].size() == 1")  # a bool-valued wrapper
-    budget = Budget(10**6)
-    program.runner.run(taint_activation("k", "v", "e"), budget)
+    activation = Activation(10**6)
+    program.runner.run(taint_activation("k", "v", "e"), activation)
     assert program.estimated_cost - 12 == estimate  # list literal 10, size 1, == 1
-    assert budget.used - 12 == runtime
+    assert activation.used - 12 == runtime

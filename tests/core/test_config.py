@@ -94,6 +94,14 @@ def test_weights_and_plugin_config(tmp_path):
     assert build_config({"weights": "NodeAffinity=9"}, env={}).weights["NodeAffinity"] == 9
 
 
+def test_volume_node_affinity_is_a_known_plugin_without_arguments(tmp_path):
+    path = write(tmp_path, "pluginConfig:\n- name: VolumeNodeAffinity\n  args: {}\n")
+    assert build_config({}, env={}, config_file=path).plugin_args == {"VolumeNodeAffinity": {}}
+    path = write(tmp_path, "pluginConfig:\n- name: VolumeNodeAffinity\n  args: {strict: true}\n")
+    with pytest.raises(ConfigError, match=r"pluginConfig\[0\]\.args: this plugin takes no arguments, got strict"):
+        build_config({}, env={}, config_file=path)
+
+
 @pytest.mark.parametrize(
     "text, fragment",
     [

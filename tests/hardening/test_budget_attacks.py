@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.server.budget import SIDE_LIMIT
+from extender.server.inflight_bytes import SIDE_LIMIT
 from extender.server.listener import Listener
 from perf import attacks
 

@@ -26,7 +26,7 @@ import pytest
 from validation.pki import serving_pki
 
 from extender.features import FeatureGates
-from extender.server.budget import WEBHOOK_LIMIT
+from extender.server.inflight_bytes import WEBHOOK_LIMIT
 from extender.server.listener import Listener
 from extender.server.tls import ReloadingContext
 from extender.server.webhook import MAX_REVIEW_BYTES, webhook_listener

@@ -18,7 +18,7 @@ from conftest import example_pod, make_extender
 
 from extender import caching
 from extender.api.wire import decode_args, known_names_cache
-from extender.caching import ByteLRU, budget, memoized
+from extender.caching import ByteLRU, memoized, memory_share
 from extender.cel import CelCache
 from extender.cel.limits import MAX_EXPRESSION_BYTES
 from extender.config import Config
@@ -40,7 +40,7 @@ def fill(cache: ByteLRU, add, count: int = KEYS) -> None:
         add(i)
         if i % 100 == 0:
             assert cache.bytes <= cache.max_bytes, (cache.name, i, cache.bytes)
-    assert 0 < cache.bytes <= cache.max_bytes == budget(cache.name)
+    assert 0 < cache.bytes <= cache.max_bytes == memory_share(cache.name)
     assert len(cache) * 10 <= count, (cache.name, len(cache))  # the keys overflowed it 10 times
 
 
@@ -161,7 +161,7 @@ def test_parsed_pods(example_extender):
 def test_node_names_arrays():
     from extender.api import wire
 
-    wire._KNOWN_NAMES = None  # the process-wide cache, created again at the test's limit
+    wire.known_names_cache.reset()  # the process-wide cache, created again at the test's limit
     try:
         cache = known_names_cache()
         pod = orjson.dumps({"Pod": {"metadata": {"name": "p"}}, "Nodes": None})[:-1]
@@ -171,7 +171,7 @@ def test_node_names_arrays():
         assert len(cache._data) <= cache.max_entries
         assert all(len(key) <= 4 << 20 for key in cache._data)
     finally:
-        wire._KNOWN_NAMES = None
+        wire.known_names_cache.reset()
 
 
 def test_candidate_sets(example_objects):
@@ -196,16 +196,16 @@ def test_compiled_node_selectors():
     from extender.matching import nodeselector
     from extender.model import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
-    nodeselector._COMPILED = None  # created again at the test's limit
+    nodeselector.compiled_selectors.reset()  # created again at the test's limit
     try:
         def add(i: int) -> None:
             req = NodeSelectorRequirement("zone", "In", (f"z{i}", "y" * 500))
             nodeselector.compile_selector(NodeSelector((NodeSelectorTerm((req,)),)))
 
         add(0)
-        fill(nodeselector._COMPILED, add)
+        fill(nodeselector.compiled_selectors(), add)
     finally:
-        nodeselector._COMPILED = None
+        nodeselector.compiled_selectors.reset()
 
 
 def test_memoized_skips_long_arguments_and_remembers_none():

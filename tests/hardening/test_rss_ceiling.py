@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.server.budget import DEFAULT_LIMIT, SIDE_LIMIT, WEBHOOK_LIMIT
+from extender.server.inflight_bytes import DEFAULT_LIMIT, SIDE_LIMIT, WEBHOOK_LIMIT
 from perf import attacks
 from testing import kubelet
 

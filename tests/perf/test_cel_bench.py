@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from extender.cel import MAX_COST
 from extender.cel.program import compile_program
-from extender.cel.runtime import Budget
+from extender.cel.runtime import Activation
 from perf.cel_bench import AT_LIMIT, TAINT_DEPENDENT, compile_depths
 
 
@@ -20,9 +20,9 @@ def test_the_cel_go_comparison_set_is_admitted_and_runs_every_iteration():
     for name, (expr, taint) in TAINT_DEPENDENT.items():
         program = compile_program(expr)
         assert program.estimated_cost <= MAX_COST, name
-        budget = Budget(MAX_COST)
-        program.runner.run((taint.key, taint.value, taint.effect), budget)
-        assert budget.used > program.estimated_cost // 2, name  # no early exit
+        activation = Activation(MAX_COST)
+        program.runner.run((taint.key, taint.value, taint.effect), activation)
+        assert activation.used > program.estimated_cost // 2, name  # no early exit
 
 
 def test_the_depth_series_reports_every_depth():

@@ -152,13 +152,13 @@ def test_the_heap_is_trimmed_once_the_last_pause_ends(monkeypatch):
 def test_the_heap_is_trimmed_once_the_listeners_let_go_of_large_bodies(monkeypatch):
     """A large body released (stalled, refused or answered) trims the heap once no
     listener holds any request bytes; small requests alone never do."""
-    from extender.server import budget
+    from extender.server import inflight_bytes
     from extender.state import gcfreeze
 
     trims = []
-    monkeypatch.setattr(gcfreeze, "trim_heap", lambda: trims.append(budget._export()))
-    monkeypatch.setattr(budget, "_untrimmed", [0])
-    verbs, webhook = budget.BodyBudget(64 << 20, name="verbs-test"), budget.BodyBudget(16 << 20, name="hook-test")
+    monkeypatch.setattr(gcfreeze, "trim_heap", lambda: trims.append(inflight_bytes._export()))
+    monkeypatch.setattr(inflight_bytes, "_untrimmed", [0])
+    verbs, webhook = inflight_bytes.InflightBytes(64 << 20, name="verbs-test"), inflight_bytes.InflightBytes(16 << 20, name="hook-test")
     small = 200 << 10
     for _ in range(20):  # ordinary traffic: 4 MB in all, but every request small
         assert verbs.acquire(small, small)

@@ -287,10 +287,8 @@ class World:
     handle: Handle
 
     def state(self, explain: bool = False) -> CycleState:
-        state = CycleState()
+        state = CycleState(explain=explain)
         state.write(SNAPSHOT_KEY, self.snapshot)
-        if explain:
-            state.write("explain", True)
         return state
 
     def nodeset(self, names: list[str] | None = None) -> NodeSet:

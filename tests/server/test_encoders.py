@@ -174,13 +174,13 @@ def test_an_answer_is_kept_from_its_second_sighting_so_one_offs_do_not_evict_rep
 
 def test_the_every_node_set_gets_a_larger_template_budget_within_the_cache():
     from extender.api.templatecache import FULL_TEMPLATE_BYTES, template_budget
-    from extender.caching import budget, set_memory_limit
+    from extender.caching import memory_share, set_memory_limit
 
     assert template_budget(5000, full=True) > template_budget(5000)
     assert template_budget(15000, full=True) <= FULL_TEMPLATE_BYTES
     try:
         set_memory_limit(64 << 20)  # a small --memory-limit-bytes: the set must still be cached
-        assert template_budget(15000, full=True) <= budget("candidate-sets") // 8
+        assert template_budget(15000, full=True) <= memory_share("candidate-sets") // 8
     finally:
         set_memory_limit(256 << 20)
 

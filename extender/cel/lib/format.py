@@ -191,7 +191,6 @@ FORMATS: dict[str, Format] = {
     "datetime": Format("datetime", _check(is_datetime, "invalid datetime"),
                        _DATETIME_REGEX_SIZE),
 }
-MAX_REGEX_SIZE = max(f.max_regex_size for f in FORMATS.values())
 
 
 @cel_function("format.named")

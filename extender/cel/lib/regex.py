@@ -109,5 +109,3 @@ def find_all(text: Any, pattern: Any, limit: Any = None) -> Any:
 
 
 FUNCTIONS = {"matches": matches, "find": find, "findAll": find_all}
-#: (function name, index of the pattern argument incl. receiver) checked at compile time
-PATTERN_ARGS = {"matches": 1, "find": 1, "findAll": 1}

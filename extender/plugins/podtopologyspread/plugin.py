@@ -12,6 +12,7 @@ import numpy as np
 from extender.errors import ConfigError
 from extender.framework import CycleState, NodeScore, Status, verdicts
 from extender.framework.handle import SNAPSHOT_KEY, Handle
+from extender.framework.interface import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.framework.status import SKIP, error
 from extender.framework.verdicts import Masks
 from extender.matching.tolerations import matcher_for
@@ -38,7 +39,7 @@ from extender.state.snapshot import ClusterSnapshot
 NAME = "PodTopologySpread"
 
 
-class PodTopologySpread:
+class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
@@ -48,6 +49,9 @@ class PodTopologySpread:
         except ArgsError as exc:
 
             raise ConfigError(str(exc)) from None
+        # cluster-level default constraints with a hard one: a pod without its own then
+        # reads pods and workloads in its filter
+        self.hard_defaults = any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in self.args.defaults)
 
     def _inclusion(self, state: CycleState, pod: Pod) -> Inclusion:
         matcher = matcher_for(state, pod, self.handle.gates, self.handle.cel)
@@ -92,7 +96,7 @@ class PodTopologySpread:
                 filtering.reference_nominated(snapshot, pod),
             )
         counts, nominated_on = st.reference
-        return filtering.check_with_nominated(st, counts, nominated_on, node, bool(state.get("explain")))
+        return filtering.check_with_nominated(st, counts, nominated_on, node, state.explain)
 
     def _counted(self, state: CycleState, pod: Pod) -> filtering.PreFilterState | None:
         """The PreFilter state with the fast path's counts filled in (once per cycle)."""
@@ -110,7 +114,7 @@ class PodTopologySpread:
         if st is None:
             status = error(f'reading "{filtering.PRE_FILTER_KEY}" from cycleState: not found')
             return [(status, np.ones(len(nodes), dtype=bool))]
-        if not state.get("explain"):
+        if not state.explain:
             return self._masks(st, nodes)
         keys = [c.topology_key for c in st.constraints]
         by_projection: dict[tuple, Status] = {}

@@ -1,4 +1,4 @@
-"""In-flight byte budgets: one per listener, never borrowed by another.
+"""In-flight request bytes: each listener's own limit, never borrowed by another.
 
 `--memory-limit-bytes` bounds the caches; these bound the requests. Every byte a
 connection holds for a request (its head and body as they arrive, then what its body
@@ -6,11 +6,11 @@ becomes once parsed: `extender.api.expansion`) counts against its listener's bud
 request that would take its budget over the limit is shed: 503 with `Retry-After`,
 before more of it is read.
 
-Issue #35: one budget for the whole process let 49 stalled bodies on the unauthenticated
+One budget shared by the whole process would let stalled bodies on the unauthenticated
 metrics port take every byte, and kube-scheduler's `/filter` and the kubelet's probes
-were shed with it. Now:
+would be shed with them. So:
 
-* the verbs' listener owns `--max-inflight-bytes` (`VERBS`), with the last
+* the verbs' listener owns `--max-inflight-bytes` (`VERBS_INFLIGHT_BYTES`), with the last
   `SMALL_RESERVE` bytes kept for small requests (at most `SMALL_REQUEST` bytes: every
   NodeNames request kube-scheduler sends at 15,000 nodes);
 * `--metrics-listen` (`SIDE_LIMIT`) and the webhook (`WEBHOOK_LIMIT`), reachable by
@@ -42,13 +42,13 @@ SIDE_LIMIT = 2 << 20  # --metrics-listen: heads, and POST /explain bodies of at 
 WEBHOOK_LIMIT = 10 << 20  # one AdmissionReview of the 8 MiB limit, with its head
 RETRY_AFTER_SECONDS = 1
 
-_ALL: weakref.WeakSet[BodyBudget] = weakref.WeakSet()  # the process's budgets: the gauge is their sum
+_ALL: weakref.WeakSet[InflightBytes] = weakref.WeakSet()  # the process's budgets: the gauge is their sum
 _ALL_LOCK = threading.Lock()
 _untrimmed = [0]  # bytes of large requests released since the C heap was last trimmed
 
 
-class BodyBudget:
-    """Bytes held for the requests of one listener (`reserve`: the last bytes only
+class InflightBytes:
+    """The in-flight byte budget of one listener: bytes held for its requests (`reserve`: the last bytes only
     requests of at most `SMALL_REQUEST` may take)."""
 
     def __init__(self, limit: int = DEFAULT_LIMIT, reserve: int = 0, name: str = "") -> None:
@@ -122,8 +122,8 @@ def _export() -> int:
 def _trim_when_idle(large: int, held: int) -> None:
     """Once large requests' bytes were released and no listener holds any (`held`
     0), trim the C heap (`gcfreeze.trim_heap`). Bodies that are buffered and never
-    parsed (stalled, refused, cut) leave their pages with the allocator otherwise: 16
-    stalled 7 MiB bodies a round took a worker from 53 to 57 MiB in four rounds. Small
+    parsed (stalled, refused, cut) leave their pages with the allocator otherwise, and
+    the worker's RSS creeps up round after round of them. Small
     requests never trigger it (kube-scheduler's NodeNames requests stay under
     `SMALL_REQUEST`), so ordinary traffic never pays for it."""
     with _ALL_LOCK:
@@ -140,5 +140,5 @@ def shed(listener: str) -> None:
     metrics.REQUESTS_SHED_TOTAL.labels(listener).inc()
 
 
-# the verbs' budget: `configure`d from --max-inflight-bytes by the app
-VERBS = BodyBudget(DEFAULT_LIMIT, SMALL_RESERVE, "verbs")
+# the verbs' listener's: `configure`d from --max-inflight-bytes by the app
+VERBS_INFLIGHT_BYTES = InflightBytes(DEFAULT_LIMIT, SMALL_RESERVE, "verbs")

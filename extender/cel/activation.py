@@ -1,4 +1,6 @@
-"""One evaluation's budget, and how the compiled closures charge it.
+"""One evaluation's activation (cel-go's word for what a program runs against: here the
+taint, the comprehension variables, the cost used so far and the request deadline), and
+how the compiled closures charge cost to it.
 
 Cost is checked after every charge, so the limit interrupts where cel-go's cost tracker
 does, with the same units used (``CostLimitExceeded``); the request deadline
@@ -23,9 +25,10 @@ class CostLimitExceeded(BaseException):  # noqa: N818 - mirrors cel-go's wording
     """The runtime cost budget was exhausted."""
 
 
-class Budget:
+class Activation:
     """One evaluation's state: the cost used against the limit, the request deadline
-    (None outside a request), the taint and the comprehension variables."""
+    (None outside a request), the taint and the comprehension variables. Programs are
+    shared by every thread, so all that changes while one runs lives here."""
 
     __slots__ = ("used", "limit", "deadline", "ticks", "taint", "vars")
 
@@ -41,7 +44,7 @@ class Budget:
             raise CostLimitExceeded(self.used)
 
 
-def charge_each(b: Budget, parts: tuple[int, ...]) -> None:
+def charge_each(b: Activation, parts: tuple[int, ...]) -> None:
     """Charge ``parts`` one at a time (a fused charge went over the limit: report the
     units used where the unfused charges stop)."""
     for units in parts:
@@ -49,7 +52,7 @@ def charge_each(b: Budget, parts: tuple[int, ...]) -> None:
 
 
 
-def charged(b: Budget, units: int, result: Any) -> Any:
+def charged(b: Activation, units: int, result: Any) -> Any:
     b.used += units
     if b.used > b.limit:
         raise CostLimitExceeded(b.used)
