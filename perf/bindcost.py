@@ -54,7 +54,7 @@ def _binders(url: str, ca: str):
     from kubernetes import client
 
     from extender.engine.binding import ApiBinder, LeanBinder
-    from extender.state.live import keepalive_socket_options
+    from extender.state.kubeapi import keepalive_socket_options
 
     config = client.Configuration()
     config.host = url

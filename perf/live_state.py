@@ -122,7 +122,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def event_to_visible(nodes: int, pods: int, events: int) -> dict:
-    from extender.state.live import Reflector
+    from extender.state.reflector import Reflector
     from extender.state.store import Store
     from perf.generate import generate_cluster
 

@@ -36,7 +36,8 @@ OPENAPI_CLIENT = "OpenAPI-Generator"
 
 
 def _source(api, tmp: Path, max_staleness: float):
-    from extender.state.live import Backoff, LiveSource
+    from extender.state.kubeapi import Backoff
+    from extender.state.live import LiveSource
 
     kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
     source = LiveSource.connect(str(kubeconfig), False, max_staleness=max_staleness,
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--values", default="60,30,20,15", help="--max-staleness values to compare")
     parser.add_argument("--trials", type=int, default=3)
     args = parser.parse_args(argv)
-    from extender.state.live import probe_interval
+    from extender.state.watchdog import probe_interval
 
     rows = []
     for value in (float(v) for v in args.values.split(",")):

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
+from extender.api.templatecache import new_templates, template_budget
 from extender.model import Node
 from extender.model.parse import ModelError, node_from_dict
-from extender.state.nodeset import NodeSet, new_templates, template_budget
+from extender.state.nodeset import NodeSet
 from extender.state.snapshot import ClusterSnapshot
 
 ERR_UNPARSEABLE_NODE = "node object could not be read by the extender"

@@ -28,6 +28,13 @@ from collections.abc import Callable
 import numpy as np
 import orjson
 
+from extender.api.templatecache import (
+    json_names,
+    new_templates,
+    template_budget,
+    template_size,
+    universe_json_names,
+)
 from extender.api.wire import (
     EncodedNames,
     encode,
@@ -39,14 +46,7 @@ from extender.api.wire import (
 from extender.engine.candidates import Candidates, charged
 from extender.framework import Code, FilterOutcome
 from extender.framework.verdicts import Failures, Verdict
-from extender.state.nodeset import (
-    NodeSet,
-    Reads,
-    new_templates,
-    object_array,
-    template_budget,
-    template_size,
-)
+from extender.state.nodeset import NodeSet, Reads, object_array
 from extender.state.snapshot import ClusterSnapshot
 
 _LOCK = threading.Lock()
@@ -110,7 +110,7 @@ def filter_json(verdict: Verdict, extra: Failures = ()) -> bytes:
 
 
 def _filter_json(verdict: Verdict, extra: Failures) -> bytes:
-    names = verdict.nodes.json_names()
+    names = json_names(verdict.nodes)
     groups: dict[bool, list[bytes]] = {True: [], False: []}  # Unschedulable?
     for status, mask in verdict.groups():
         value = b":" + orjson.dumps(status.msg)
@@ -146,12 +146,12 @@ def padded_rows(nodes: NodeSet, head: bytes, tail: bytes) -> tuple[np.ndarray, i
     if nodes.templates is None or len(nodes) < PADDED_MIN:
         return None
     hit = nodes.universe.memo(("padded rows", head, tail),
-                              lambda: _padded(nodes.universe_json_names(), head, tail), Reads.TAINTS)
+                              lambda: _padded(universe_json_names(nodes.universe), head, tail), Reads.TAINTS)
     return None if hit[0] is None else hit
 
 
-def _padded(json_names: np.ndarray, head: bytes, tail: bytes) -> tuple:
-    names = json_names.tolist()
+def _padded(encoded: np.ndarray, head: bytes, tail: bytes) -> tuple:
+    names = encoded.tolist()
     if not names:
         return (None,)
     widest = max(map(len, names))
@@ -170,7 +170,7 @@ def slim_filter_json(verdict: Verdict) -> bytes:
     if padded is not None:  # one copy of the rows, one into the answer (without the last comma)
         rows = padded[0][verdict.nodes.uidx[feasible]]
         return b"".join((_SLIM_HEAD, memoryview(rows.view(np.uint8))[:-1], _SLIM_TAIL))
-    return _SLIM_HEAD + b",".join(verdict.nodes.json_names()[feasible].tolist()) + _SLIM_TAIL
+    return _SLIM_HEAD + b",".join(json_names(verdict.nodes)[feasible].tolist()) + _SLIM_TAIL
 
 
 def feasible_names_text(answer: bytes, padded: bool = False) -> bytes | None:
@@ -205,7 +205,7 @@ def expect_prioritize(snapshot: ClusterSnapshot, cands: Candidates, feasible: np
     if nodes.templates is None or cands.served != 1 or count < 2:
         return
     text = (feasible_names_text(answer, padded=padded_rows(nodes, b"", b",") is not None)
-            or b"[" + b",".join(nodes.json_names()[feasible].tolist()) + b"]")
+            or b"[" + b",".join(json_names(nodes)[feasible].tolist()) + b"]")
     cache = known_names_cache()
     if cache.get(text) is None:  # decoded only if the call finds no registered set
         cache.put(text, EncodedNames(text, count), names_bytes(text, count))
@@ -268,7 +268,7 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray, signed: bool = False)
             return b"".join((b"[", memoryview(out.view(np.uint8))[:-1], b"]"))
     values = (np.flatnonzero(counts) if counts is not None else np.unique(above))[::-1] - base
     if len(values) - 1 <= FEW_SCORES:  # values hold 0 (the base), never listed
-        names = nodes.json_names()
+        names = json_names(nodes)
         parts = []
         for value in values[values != 0].tolist():
             tail = b',"Score":%d}' % value
@@ -276,7 +276,7 @@ def slim_priority_json(nodes: NodeSet, scores: np.ndarray, signed: bool = False)
         return b"[" + b",".join(parts) + b"]"
     pieces = np.empty(3 * len(listed), dtype=object)
     pieces[0::3] = b'{"Host":'
-    pieces[1::3] = nodes.json_names()[listed]
+    pieces[1::3] = json_names(nodes)[listed]
     pieces[2::3] = _score_tails(shifted[listed], low, high)
     return b"[" + b"".join(pieces.tolist())[:-1] + b"]"
 
@@ -363,7 +363,7 @@ def _digit_rows(width: int) -> np.ndarray:
 def _template(nodes: NodeSet, width: int) -> tuple[np.ndarray, np.ndarray]:
     """`[{"Host":<name>,"Score":<width digits>},...]` in one C-level join of the
     pre-encoded names, and the offset of each entry's digits."""
-    names = nodes.json_names().tolist()
+    names = json_names(nodes).tolist()
     head, tail = b'{"Host":', b',"Score":' + _SCORE_SLOT[:width] + b"}"
     text = b"[" + head + (tail + b"," + head).join(names) + tail + b"]" if names else b"[]"
     sizes = np.fromiter(map(len, names), dtype=np.intp, count=len(names))

@@ -25,17 +25,26 @@ from typing import Any
 import numpy as np
 import orjson
 
-from extender.caching import ByteLRU, budget
-from extender.model import Node, Taint
+from extender.caching import ByteLRU, memory_share
+from extender.model import Node
+from extender.state.nodeindexes import (
+    LabelIndex,
+    TaintGroups,
+    apply_changes,
+    build_label_index,
+    group_by_taints,
+    label_changes,
+    patched_codes,
+    patched_groups,
+    patched_label_index,
+    patched_unschedulable,
+    same_places,
+)
 from extender.state.taints import TaintTable
 
 _VERSIONS = itertools.count(1)  # every NodeIndex is one node-layer version
 NODE_MEMO_SIZE = 128  # entries can be node-name sets of the whole cluster: ~0.25 MB each at 5k
 CANDIDATE_SETS = 32  # distinct NodeNames lists remembered per snapshot (~0.5 MB each at 5k)
-TEMPLATE_BYTES = 4 << 20  # encoder templates and remembered answers per candidate set
-# The list of every node (each filter's NodeNames) keeps the filter answers of every
-# workload that repeats (~35 B a node each): room for ~25 at 5,000 nodes, ~16 at 15,000.
-FULL_TEMPLATE_BYTES = 8 << 20
 
 
 class Reads(enum.Enum):
@@ -55,127 +64,16 @@ class Reads(enum.Enum):
     VOLUMES = "volumes"
 
 
-def template_size(value: object) -> int:
-    """Bytes an entry of `NodeSet.templates` holds (answers, numpy templates, tuples)."""
-    if isinstance(value, tuple):
-        return 64 + sum(template_size(v) for v in value)
-    if isinstance(value, bytes):
-        return 64 + len(value)
-    return 64 + getattr(value, "nbytes", 0)
-
-
-def new_templates(limit: int = TEMPLATE_BYTES) -> ByteLRU:
-    """`NodeSet.templates`: bounded by `template_size` bytes, not exported (charged to
-    the candidate set up front). A value larger than the whole cache is not stored
-    (`ByteLRU.put`): the caller answers with what it computed, so an answer never
-    depends on how small the cache is (a retried request answers as the first did)."""
-    return ByteLRU("templates", max_bytes=limit, accounted=False)
-
-
 def new_memo() -> ByteLRU:
     """The memo of one layer (`Reads`)."""
     return ByteLRU.counted("memo", NODE_MEMO_SIZE)
-
-
-def template_budget(nodes: int, full: bool = False) -> int:
-    """Template bytes allowed for a candidate set of `nodes` names: enough for its
-    encoded names and a few answers, charged up front to the candidate-set cache.
-    `full` (the set is every node: what kube-scheduler sends to every filter) gets
-    room for the filter answers of every workload in the queue: answers are kept by the
-    exact verdict they encode, and under churn the verdicts of pods that do not spread
-    repeat pod after pod while a smaller budget evicted them in a cycle."""
-    if full:  # an eighth of the candidate-set cache at most: the set must still fit in it
-        return min(FULL_TEMPLATE_BYTES, 65536 + 1000 * nodes, budget("candidate-sets") // 8)
-    # Other lists (prioritize's: each workload's feasible nodes) hold a score template
-    # or two (~45 B a node each) and an answer: charged 400 B a node, up to 4 MB, a
-    # dozen of them filled the cache at 15,000 nodes, and the workloads' lists evicted
-    # each other in a cycle (each prioritize then resolved its list again).
-    return min(TEMPLATE_BYTES, 65536 + 150 * nodes)
 
 
 def new_candidate_sets() -> ByteLRU:
     """Candidate sets of one node layer (see NodeIndex.candidates): a fresh cache per
     layer, since positions and encodings belong to the layer."""
     return ByteLRU("candidate-sets", max_entries=CANDIDATE_SETS,
-                   max_item_bytes=budget("candidate-sets") // 4)
-
-
-TaintGroups = dict[tuple[Taint, ...], list[Node]]
-LabelIndex = dict[str, dict[str, set[str]]]
-
-
-def group_by_taints(nodes: Iterable[Node]) -> TaintGroups:
-    groups: TaintGroups = {}
-    for node in nodes:
-        groups.setdefault(node.taints, []).append(node)
-    return groups
-
-
-def build_label_index(nodes: Iterable[Node]) -> LabelIndex:
-    index: LabelIndex = {}
-    for node in nodes:
-        name = node.name
-        for key, value in node.labels.items():
-            index.setdefault(key, {}).setdefault(value, set()).add(name)
-    return index
-
-
-def _patched_groups(groups: TaintGroups, removed: list[Node], added: list[Node]) -> TaintGroups:
-    """Taint groups with `removed` taken out and `added` put in (touched lists copied)."""
-    out = dict(groups)
-    fresh: set[tuple[Taint, ...]] = set()
-
-    def own(taints: tuple[Taint, ...]) -> list[Node]:
-        if taints not in fresh:
-            out[taints] = list(out.get(taints, ()))
-            fresh.add(taints)
-        return out[taints]
-
-    for node in removed:
-        members = own(node.taints)
-        for i, member in enumerate(members):
-            if member is node:
-                del members[i]
-                break
-        if not members:
-            del out[node.taints]
-            fresh.discard(node.taints)
-    for node in added:
-        own(node.taints).append(node)
-    return out
-
-
-def _patched_label_index(
-    index: LabelIndex, gone: list[tuple[str, str, str]], came: list[tuple[str, str, str]]
-) -> LabelIndex:
-    """The inverted label index without the (node, key, value) pairs `gone` and with
-    those that `came` (only the touched entries are copied)."""
-    out = dict(index)
-    fresh_keys: set[str] = set()
-    fresh_sets: set[tuple[str, str]] = set()
-
-    def names(key: str, value: str) -> set[str]:
-        if key not in fresh_keys:
-            out[key] = dict(out.get(key, {}))
-            fresh_keys.add(key)
-        by_value = out[key]
-        if (key, value) not in fresh_sets:
-            by_value[value] = set(by_value.get(value, ()))
-            fresh_sets.add((key, value))
-        return by_value[value]
-
-    for name, key, value in gone:
-        members = names(key, value)
-        members.discard(name)
-        if not members:
-            del out[key][value]
-            fresh_sets.discard((key, value))
-            if not out[key]:
-                del out[key]
-                fresh_keys.discard(key)
-    for name, key, value in came:
-        names(key, value).add(name)
-    return out
+                   max_item_bytes=memory_share("candidate-sets") // 4)
 
 
 def object_array(items: list) -> np.ndarray:
@@ -234,11 +132,8 @@ class NodeIndex:
         deletion), in O(changed nodes + their taint groups and label index entries) plus
         C-level copies of the name tables; this layer is not modified. `carry=False`: a
         private layer (a what-if) that shares none of this layer's candidate sets, whose
-        encoder templates the verbs keep.
-
-        Positions stay put (an added node is appended; a deleted node's slot is taken by
-        the last node), so the per-key label codes are patched, not rebuilt. A value
-        that lost its last node keeps its code (no node maps to it: harmless)."""
+        encoder templates the verbs keep. Each step is a function of
+        `extender.state.nodeindexes` (positions stay put: the label codes are patched)."""
         new = NodeIndex.__new__(NodeIndex)
         new.version = next(_VERSIONS)
         new._memo = new_memo()
@@ -249,85 +144,34 @@ class NodeIndex:
         by_name = dict(self.by_name)
         position = dict(self._position) if self._position is not None else position_table(
             [n.name for n in nodes])
-        moved: set[int] = set()  # positions whose node changed
-        removed: list[Node] = []
-        added: list[Node] = []
-        for name, node in changes.items():
-            old = by_name.get(name)
-            if node is None:
-                if old is None:
-                    continue
-                i = position.pop(name)
-                last = nodes.pop()
-                if i < len(nodes):
-                    nodes[i] = last
-                    position[last.name] = i
-                    moved.add(i)
-                moved.discard(len(nodes))
-                del by_name[name]
-                removed.append(old)
-            elif old is None:
-                position[name] = len(nodes)
-                moved.add(len(nodes))
-                nodes.append(node)
-                by_name[name] = node
-                added.append(node)
-            else:
-                nodes[position[name]] = node
-                moved.add(position[name])
-                by_name[name] = node
-                removed.append(old)
-                added.append(node)
+        moved, removed, added = apply_changes(nodes, by_name, position, changes)
         new.nodes, new.by_name, new._position = nodes, by_name, position
         new._taint_memo = None
-        pairs = list(zip(removed, added, strict=True)) if len(removed) == len(added) else None
-        if pairs is not None and all(o.name == n.name for o, n in pairs):  # same names, same places
+        new._taint_memo = self._carry_into(new, same_places(removed, added), carry)
+        new.names = self.names if by_name.keys() == self.names else frozenset(by_name)
+        new.unschedulable = patched_unschedulable(self.unschedulable, removed, added)
+        new._taint_groups = None
+        if self._taint_groups is not None:
+            new._taint_groups = patched_groups(self._taint_groups, removed, added)
+        new._label_index = None
+        if self._label_index is not None:
+            new._label_index = patched_label_index(self._label_index, *label_changes(removed, added))
+        new._codes, new._code_of = patched_codes(self._codes, self._code_of, nodes, moved)
+        return new
+
+    def _carry_into(self, new: NodeIndex, pairs: list[tuple[Node, Node]] | None, carry: bool) -> ByteLRU:
+        """What stays valid in `new` when every node kept its name and place (`pairs`):
+        this layer's candidate sets, rebased onto `new` (unless not `carry`), and, when no
+        taint changed either, the taint memo: returned (copied), or a fresh memo."""
+        taint_memo = None
+        if pairs is not None:
             with self._lock:
                 if all(o.taints == n.taints for o, n in pairs):  # e.g. a relabel
-                    new._taint_memo = self._taint_memo.copy()
+                    taint_memo = self._taint_memo.copy()
                 for key, cands, size in self._candidates.entries() if carry else ():  # still valid
                     if getattr(cands, "nodes", None) is not None and cands.nodes.universe is self:
                         new._candidates.put(key, dataclasses.replace(cands, nodes=cands.nodes.rebased(new)), size)
-        if new._taint_memo is None:
-            new._taint_memo = new_memo()
-        new.names = self.names if by_name.keys() == self.names else frozenset(by_name)
-        cordoned = set(self.unschedulable)
-        cordoned.difference_update(n.name for n in removed)
-        cordoned.update(n.name for n in added if n.unschedulable)
-        new.unschedulable = self.unschedulable if cordoned == self.unschedulable else frozenset(cordoned)
-        new._taint_groups = None
-        if self._taint_groups is not None:
-            new._taint_groups = _patched_groups(self._taint_groups, removed, added)
-        new._label_index = None
-        if self._label_index is not None:
-            gone: list[tuple[str, str, str]] = []  # (node, key, value) pairs that changed
-            came: list[tuple[str, str, str]] = []
-            olds = {n.name: n for n in removed}
-            for node in added:
-                old = olds.pop(node.name, None)
-                before = old.labels.items() if old is not None else {}.items()
-                gone += [(node.name, k, v) for k, v in before - node.labels.items()]
-                came += [(node.name, k, v) for k, v in node.labels.items() - before]
-            gone += [(n.name, k, v) for n in olds.values() for k, v in n.labels.items()]
-            new._label_index = _patched_label_index(self._label_index, gone, came)
-        new._codes, new._code_of = {}, {}
-        for key, (codes, values) in self._codes.items():
-            codes = np.resize(codes, len(nodes)) if len(codes) != len(nodes) else codes.copy()
-            values = list(values)
-            code_of = dict(self._code_of[key]) if key in self._code_of else {v: c for c, v in enumerate(values)}
-            for i in moved:
-                value = nodes[i].labels.get(key)
-                if value is None:
-                    codes[i] = -1
-                    continue
-                code = code_of.get(value)
-                if code is None:
-                    code = code_of[value] = len(values)
-                    values.append(value)
-                codes[i] = code
-            new._codes[key] = (codes, values)
-            new._code_of[key] = code_of
-        return new
+        return taint_memo if taint_memo is not None else new_memo()
 
     def code_of(self, key: str) -> dict[str, int]:
         """Label value -> its code in `codes(key)`."""
@@ -455,7 +299,7 @@ class NodeSet:
     """
 
     __slots__ = ("_nodes", "_names", "_order", "universe", "_taint_groups", "_uidx", "templates", "_position",
-                 "_order_array", "_json_names", "_memo")
+                 "_order_array", "encoded_names", "_memo")
 
     def __init__(
         self,
@@ -488,7 +332,9 @@ class NodeSet:
         self.templates: ByteLRU | None = None
         self._position: dict[str, int] | None = None
         self._order_array: np.ndarray | None = None
-        self._json_names: np.ndarray | None = None
+        # the candidates' names as the wire encoder writes them, kept here for it
+        # (`extender.api.templatecache.json_names`); state never reads it
+        self.encoded_names: np.ndarray | None = None
         self._memo: ByteLRU | None = None
 
     def rebased(self, universe: NodeIndex) -> NodeSet:
@@ -502,7 +348,7 @@ class NodeSet:
         new._order, new._names, new.universe = self._order, self._names, universe
         new._taint_groups = None
         new._uidx, new.templates, new._position = self._uidx, self.templates, self._position
-        new._order_array, new._json_names = self._order_array, self._json_names
+        new._order_array, new.encoded_names = self._order_array, self.encoded_names
         new._memo = None  # its answers read node labels
         return new
 
@@ -518,23 +364,6 @@ class NodeSet:
         if memo is None:
             memo = self._memo = new_memo()
         return memo.get_or_build(key, compute)
-
-    def json_names(self) -> np.ndarray:
-        """The candidates' names as JSON strings (bytes), an object array in request
-        order: gathered from the universe's (`universe_json_names`), so a new candidate
-        list (the feasible nodes of a pod that spreads) costs a gather, not an encoding
-        per name."""
-        if self._json_names is None:
-            self._json_names = self.universe_json_names()[self.uidx]
-        return self._json_names
-
-    def universe_json_names(self) -> np.ndarray:
-        """Every node of the universe's name as a JSON string (bytes), in position order:
-        encoded once per node layer and kept while names and places stand
-        (`Reads.TAINTS`)."""
-        universe = self.universe
-        return universe.memo(("json names",), lambda: object_array(
-            [orjson.dumps(n.name) for n in universe.nodes]), Reads.TAINTS)
 
     def names_where(self, mask: np.ndarray) -> list[str]:
         """The candidates' names where `mask` is set, in request order."""

@@ -9,14 +9,8 @@ O(the object). `snapshot()` returns one immutable, consistent `ClusterSnapshot` 
 whole request; a changed layer is published (sealed and combined with the unchanged
 ones) at most once per read, so bursts of events cost one publish.
 
-Assumed pods (kube-scheduler's cache; the `bind` verb) are an overlay on the pod layer:
-`assume` puts the pod, bound to its node, into the pod layer before the API call;
-`forget` (the call failed) restores what the watch last said. A successful binding
-(`bound`) is never expired by a timer, as upstream's cache never expires an assumed pod
-whose binding succeeded: the assumption ends only when the state shows the pod bound
-(to any node), deleted, replaced by a pod of another UID, or absent from a relist
-that started after the binding succeeded, or listed unbound by such a relist (the
-binding was undone: an etcd restore). Until then it is the only truth we have.
+Assumed pods (kube-scheduler's cache; the `bind` verb) are an overlay on the pod layer,
+kept in `extender.state.assumed`; the store applies them to the pod layer under its lock.
 
 Feeds that know the API's resourceVersion pass it with each change (`upsert`,
 `delete`, `advance` for bookmarks and relists): every snapshot carries, per kind, the
@@ -38,6 +32,7 @@ from extender import metrics
 from extender.model import Node, Pod
 from extender.model.parse import ModelError, existing_pod_from_dict, node_from_dict
 from extender.model.volumes import PersistentVolume
+from extender.state.assumed import AssumedPods, PodKey
 from extender.state.layers import WORKLOAD_KINDS, PodLayerWriter, WorkloadLayerWriter
 from extender.state.nodeset import NodeIndex
 from extender.state.snapshot import ClusterSnapshot, parse_objects
@@ -48,7 +43,6 @@ log = logging.getLogger("extender.state")
 KINDS = ("Node", "Pod", *WORKLOAD_KINDS, *VOLUME_KINDS)
 # the topology keys of upstream's default (system) spreading, which most pods get
 DEFAULT_TOPOLOGY_KEYS = ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
-PodKey = tuple[str, str]
 CLUSTER_SCOPED = ("Node", "PersistentVolume")
 
 
@@ -67,12 +61,6 @@ class StoreObserver(Protocol):
 
     def start(self) -> None:
         """Start its threads, in the process that serves (`extender.server.opening`)."""
-
-
-@dataclasses.dataclass(slots=True)
-class Assumed:
-    pod: Pod  # bound to its node
-    bound_at: float | None = None  # monotonic time the binding call succeeded
 
 
 def prepare_nodes(nodes: NodeIndex) -> None:
@@ -110,10 +98,7 @@ class Store:
         self._pods = PodLayerWriter()
         self._workloads = WorkloadLayerWriter()
         self._volumes = VolumeLayerWriter()
-        self._assumed: dict[PodKey, Assumed] = {}
-        self._shadow: dict[PodKey, Pod | None] = {}  # what the watch says under an assumption
-        # bound by the API for us, not shown by the watch yet, in the order bound (-> when)
-        self._awaiting: dict[PodKey, float] = {}
+        self.assumptions = AssumedPods()  # the bind verb's overlay on the pod layer
         self._resource_versions: dict[str, str] = {}  # kind -> resourceVersion the content is current to
         self._generation = 0
         self._snapshot = self._combine()
@@ -225,8 +210,8 @@ class Store:
                 return True
             if kind == "Pod":
                 key = (namespace or "default", name)
-                if key in self._assumed:
-                    self._end_assumption(key)
+                if key in self.assumptions:
+                    self.assumptions.end(key)
                 removed = self._pods.remove(*key) is not None
                 self._dirty |= removed
                 self._observe(kind, *key, None, None)
@@ -338,17 +323,9 @@ class Store:
             self._resource_versions[kind] = rv
 
     def _put_pod(self, pod: Pod, listed_at: float | None = None) -> bool:
+        if self.assumptions.holds_back(pod, listed_at):
+            return False
         key = (pod.namespace, pod.name)
-        assumed = self._assumed.get(key)
-        if assumed is not None:
-            other = pod.uid and assumed.pod.uid and pod.uid != assumed.pod.uid  # deleted, recreated
-            # a list that started after the binding succeeded shows what the API holds:
-            # listed unbound, the binding is gone (undone by an etcd restore)
-            undone = listed_at is not None and assumed.bound_at is not None and assumed.bound_at < listed_at
-            if not pod.node_name and not other and not undone:  # not bound yet as far as the watch knows
-                self._shadow[key] = pod
-                return False
-            self._end_assumption(key)  # confirmed (or bound elsewhere, or replaced: the watch wins)
         old = self._pods.get(*key)
         if old is not None and pod_fingerprint(old) == pod_fingerprint(pod):
             return False
@@ -361,50 +338,35 @@ class Store:
         if self.observer is not None:
             self.observer.changed(kind, namespace, name, raw, model)
 
-    # --- assumed pods (the overlay for the bind verb) -------------------------------
+    # --- assumed pods (the overlay for the bind verb, `extender.state.assumed`) -------
 
     def assume(self, pod: Pod, node_name: str) -> None:
         """Count `pod` on `node_name` from now on, before the binding API call returns."""
         key = (pod.namespace, pod.name)
         with self._lock:
-            if key not in self._assumed:
-                self._shadow[key] = self._pods.get(*key)
             bound = dataclasses.replace(pod, node_name=node_name, raw=None)
-            self._assumed[key] = Assumed(bound)
+            self.assumptions.assume(key, bound, self._pods.get(*key))
             self._pods.put(bound)
             self._dirty = True
-            metrics.ASSUMED_PODS.set(len(self._assumed))
 
     def bound(self, namespace: str, name: str) -> None:
         """The binding call succeeded: from now on only the state ends the assumption."""
         with self._lock:
-            assumed = self._assumed.get((namespace, name))
-            if assumed is not None and assumed.bound_at is None:
-                assumed.bound_at = time.monotonic()
-                self._awaiting[(namespace, name)] = assumed.bound_at
+            self.assumptions.bound((namespace, name))
 
     def oldest_unconfirmed_bind(self, after: float = 0.0) -> tuple[PodKey, float] | None:
         """The pod bound longest ago (after `after`, monotonic) that the watch has not
         shown yet, with when it was bound; None if there is none."""
         with self._lock:
-            older = []
-            found = None
-            for key, at in self._awaiting.items():
-                if at > after:
-                    found = (key, at)
-                    break
-                older.append(key)
-            for key in older:  # looked into already: the assumption stays, the check does not
-                del self._awaiting[key]
-            return found
+            return self.assumptions.oldest_unconfirmed_bind(after)
 
     def forget(self, namespace: str, name: str) -> bool:
         """Drop an assumption (the bind failed): the pod is what the watch last said."""
         key = (namespace, name)
         with self._lock:
-            if key not in self._assumed:
+            if key not in self.assumptions:
                 return False
-            watched = self._end_assumption(key)
+            watched = self.assumptions.end(key)
             if watched is None:
                 self._pods.remove(*key)
             else:
@@ -415,18 +377,10 @@ class Store:
     def assumed(self) -> dict[PodKey, str]:
         """Assumed pods still waiting for the watch: (namespace, name) -> node name."""
         with self._lock:
-            return {k: a.pod.node_name for k, a in self._assumed.items()}
-
-    def _end_assumption(self, key: PodKey) -> Pod | None:
-        """Under the lock: drop the overlay entry; returns what the watch last said."""
-        self._assumed.pop(key)
-        self._awaiting.pop(key, None)
-        metrics.ASSUMED_PODS.set(len(self._assumed))
-        return self._shadow.pop(key, None)
+            return self.assumptions.nodes()
 
     def _listed_too_early(self, key: PodKey, started: float) -> bool:
         """An assumed pod missing from a list that started before its binding succeeded
         (or while the call is still out): the watch from that list will show it."""
         with self._lock:
-            assumed = self._assumed.get(key)
-            return assumed is not None and (assumed.bound_at is None or assumed.bound_at >= started)
+            return self.assumptions.listed_too_early(key, started)

@@ -42,7 +42,7 @@ LAZY_ALLOWED = {"cli"}
 # room not named imports none. A new one is a decision: the web framework stays in the
 # server, the API client where the cluster is read, written or told.
 THIRD_PARTY = {
-    "api": {"orjson"},
+    "api": {"numpy", "orjson"},
     "caching": {"cachetools"},
     "cel": {"celpy", "lark", "re2"},
     "cli": {"orjson"},

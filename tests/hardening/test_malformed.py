@@ -13,11 +13,11 @@ from conftest import EXAMPLES, example_pod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.api.templatecache import new_templates
 from extender.config import Config
 from extender.engine.templates import remembered
 from extender.server.app import create_app
 from extender.state import NodeSet
-from extender.state.nodeset import new_templates
 from testing.client import Client
 from testing.scores import host_scores, slim_base
 

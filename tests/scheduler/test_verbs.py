@@ -374,7 +374,7 @@ def test_a_binding_slower_than_the_deadline_is_answered_in_time_and_lands(tmp_pa
         assert engine.source.snapshot().pod_layer.get("default", "w1").node_name == "a1"
         deadline = time.monotonic() + 30
         while (api.get("pods", "w1", "default")["spec"].get("nodeName") != "a1"
-               or engine.source.store._assumed["default", "w1"].bound_at is None):
+               or engine.source.store.assumptions.get(("default", "w1")).bound_at is None):
             assert time.monotonic() < deadline, "the binding never landed"
             time.sleep(0.02)
         engine.bindings.close()
@@ -400,7 +400,7 @@ def test_a_binding_the_api_timed_out_and_dropped_is_posted_again(tmp_path, binde
         api.faults.request_timeout = 0.5
         assert orjson.loads(engine.bind(BindingArgs("w1", "default", "", "a1"))) == {"Error": ""}
         deadline = time.monotonic() + 30
-        while engine.source.store._assumed["default", "w1"].bound_at is None:
+        while engine.source.store.assumptions.get(("default", "w1")).bound_at is None:
             assert time.monotonic() < deadline, "never settled"
             time.sleep(0.02)
         assert api.get("pods", "w1", "default")["spec"]["nodeName"] == "a1"
@@ -483,7 +483,7 @@ def test_an_unreachable_api_after_an_unknown_outcome_does_not_settle_it():
     engine.bindings.sleep = lambda seconds: False  # no back-off in the test
     assert orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1"))) == {"Error": ""}
     assert engine.binder.calls == 3
-    assert engine.source.store._assumed["default", "w1"].bound_at is not None
+    assert engine.source.store.assumptions.get(("default", "w1")).bound_at is not None
 
 
 @pytest.mark.parametrize("where, calls, bound", [
@@ -497,7 +497,7 @@ def test_an_unknown_binding_outcome_is_settled_by_a_get(where, calls, bound):
     result = orjson.loads(engine.bind(BindingArgs("w1", "default", "uid-w1", "a1")))
     assert (result == {"Error": ""}) is bound, result
     assert engine.binder.calls == calls
-    assumed = engine.source.store._assumed.get(("default", "w1"))
+    assumed = engine.source.store.assumptions.get(("default", "w1"))
     assert (assumed is not None and assumed.bound_at is not None) is bound
 
 

@@ -12,6 +12,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.api.templatecache import new_templates
 from extender.api.wire import filter_result, host_priority_list
 from extender.engine import templates
 from extender.engine.templates import (
@@ -24,7 +25,7 @@ from extender.engine.templates import (
 from extender.framework import Code, Status
 from extender.framework.verdicts import Verdict
 from extender.model import Node
-from extender.state.nodeset import NodeSet, new_templates
+from extender.state.nodeset import NodeSet
 from testing.scores import host_scores
 
 STATUSES = [
@@ -172,8 +173,8 @@ def test_an_answer_is_kept_from_its_second_sighting_so_one_offs_do_not_evict_rep
 
 
 def test_the_every_node_set_gets_a_larger_template_budget_within_the_cache():
+    from extender.api.templatecache import FULL_TEMPLATE_BYTES, template_budget
     from extender.caching import memory_share, set_memory_limit
-    from extender.state.nodeset import FULL_TEMPLATE_BYTES, template_budget
 
     assert template_budget(5000, full=True) > template_budget(5000)
     assert template_budget(15000, full=True) <= FULL_TEMPLATE_BYTES

@@ -14,8 +14,9 @@ import orjson
 from extender.config import Config
 from extender.model.parse import existing_pod_from_dict, node_from_dict
 from extender.server.app import create_app
+from extender.state.kubeapi import Backoff
 from extender.state.layers import WORKLOAD_KINDS, slim_workload
-from extender.state.live import Backoff, LiveSource
+from extender.state.live import LiveSource
 from extender.state.store import node_fingerprint, pod_fingerprint
 from testing.apiserver import RESOURCES, FakeApiServer
 from testing.client import Client

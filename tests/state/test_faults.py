@@ -164,14 +164,15 @@ TOO_LARGE = {"code": 504, "reason": "Timeout", "status": "Failure",
     ({"code": 410, "reason": "Expired"}, False),
 ])
 def test_too_large_is_read_as_client_go_reads_it(status, meaning):
-    from extender.state.live import too_large
+    from extender.state.kubeapi import too_large
 
     assert too_large(status) is meaning
 
 
 def test_a_probe_answered_too_large_relists():
     """A probe (or a watch) ERROR event 504 Too large: the kind relists, not retried."""
-    from extender.state.live import Reflector
+    from extender.state.reflector import Reflector
+    from extender.state.watchdog import Watchdog
 
     class Answer:
         def stream(self, amt=None, decode_content=False):
@@ -182,4 +183,4 @@ def test_a_probe_answered_too_large_relists():
 
     reflector = Reflector("Node", lambda **kw: Answer(), Store())
     reflector.resource_version = "180"
-    assert reflector.probe() == "relist" and reflector._relist
+    assert Watchdog(reflector).probe() == "relist" and reflector._relist

@@ -14,6 +14,7 @@ from live_truth import start_live
 from extender import metrics
 from extender.config import Config
 from extender.server.app import create_app
+from extender.state.watchdog import Watchdog
 from testing.apiserver import FakeApiServer
 from testing.client import Client
 
@@ -167,7 +168,8 @@ def test_a_hung_server_makes_the_state_stale_and_the_verbs_refuse(api, tmp_path)
 
 
 def test_the_client_sockets_keep_alive_and_watch_reads_time_out(api, tmp_path):
-    from extender.state.live import WATCH_READ_TIMEOUT, probe_interval
+    from extender.state.kubeapi import WATCH_READ_TIMEOUT
+    from extender.state.watchdog import probe_interval
 
     source = start_live(api, tmp_path)
     try:
@@ -200,7 +202,7 @@ class _Answer:
 
 
 def _reflector(answer):
-    from extender.state.live import Reflector
+    from extender.state.reflector import Reflector
     from extender.state.store import Store
 
     calls: list[dict] = []
@@ -223,16 +225,16 @@ def test_probe_outcomes():
     answer confirms nothing."""
     bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "180"}}}
     reflector, calls = _reflector(_Answer(bookmark))
-    assert reflector.probe() == "current" and reflector.unconfirmed_for() < 1
+    assert Watchdog(reflector).probe() == "current" and reflector.unconfirmed_for() < 1
     assert calls[0]["resource_version"] == "100" and calls[0]["timeout_seconds"] == 1 and calls[0]["watch"]
     modified = {"type": "MODIFIED", "object": {"metadata": {"name": "n", "resourceVersion": "150"}}}
     reflector, _ = _reflector(_Answer(modified))
-    assert reflector.probe() == "restarted" and reflector._restart == "silent"
+    assert Watchdog(reflector).probe() == "restarted" and reflector._restart == "silent"
     reflector, _ = _reflector(_Answer(modified))
     reflector.resource_version = "150"  # the stream delivered it meanwhile
-    assert reflector.probe() == "delivered" and reflector._restart is None
+    assert Watchdog(reflector).probe() == "delivered" and reflector._restart is None
     gone = {"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "too old"}}
     reflector, _ = _reflector(_Answer(gone))
-    assert reflector.probe() == "relist" and reflector._relist
+    assert Watchdog(reflector).probe() == "relist" and reflector._relist
     reflector, _ = _reflector(TimeoutError("no answer"))
-    assert reflector.probe() == "failed" and reflector.unconfirmed_for() >= 30 and reflector.failing_since
+    assert Watchdog(reflector).probe() == "failed" and reflector.unconfirmed_for() >= 30 and reflector.failing_since
