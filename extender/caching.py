@@ -62,7 +62,6 @@ def memory_share(cache: str) -> int:
     return int(_limit * SHARES[cache])
 
 
-budget = memory_share  # the old name, still imported by extender.state.nodeset
 
 
 def _account(cache: str, delta: int) -> None:

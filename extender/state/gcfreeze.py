@@ -1,7 +1,7 @@
 """Keeping the cyclic garbage collector's full passes off the cluster state.
 
 At 50,000 pods the state is millions of long-lived objects; a full (generation 2)
-collection walks them all, 40-100 ms with the GIL held, and lands in whichever
+collection walks them all with the GIL held, and lands in whichever
 request is running (a p99 spike under churn). The state holds no reference cycles
 (`docs/design/live-state.md`), so reference counting alone frees what an event replaces:
 the collector has nothing to find there. `freeze_state` moves every object alive
@@ -119,8 +119,8 @@ LARGE_BLOCK = 1 << 20
 
 def return_large_blocks() -> bool:
     """Serve request buffers of `LARGE_BLOCK` bytes or more from their own mappings, so
-    that memory returns after a flood of large requests (issue #35: 8 MiB reviews left
-    169-197 MB resident). glibc otherwise raises its mmap threshold to the size of the
+    that memory returns after a flood of large requests (large reviews otherwise stay
+    resident: docs/operate/hardening.md). glibc otherwise raises its mmap threshold to the size of the
     largest block freed (up to 32 MiB): from then on every such buffer comes from the
     heap, which keeps what it has. A fixed threshold ends that adjustment; blocks under
     1 MiB (every NodeNames request) still come from the heap, as fast as before. False
