@@ -39,7 +39,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from extender import metrics
-from extender.engine.candidates import resolve
+from extender.api.candidates import resolve
 from extender.explain import diagnose, key_details, summarize
 from extender.ratelimit import TokenBucket
 from extender.request.deadline import DeadlineExceeded, request_deadline

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender import metrics
+from extender.api.candidates import Candidates, resolve
 from extender.api.wire import filter_result
 from extender.engine import Extender
-from extender.engine.candidates import Candidates, resolve
 from extender.framework import FilterOutcome, Status
 from extender.model import Pod
 from extender.state import ClusterSnapshot, NodeSet, StaticSource

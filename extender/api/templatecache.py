@@ -3,7 +3,7 @@ strings (`json_names`, in `NodeSet.encoded_names`; every node layer's in its mem
 the cache of templates and remembered answers (`NodeSet.templates`): what an entry
 weighs and how many bytes a candidate set may keep. The cluster state only holds the
 slots; what goes in them, and how big they may grow, is the encoder's business
-(`extender.engine.templates` fills them).
+(`extender.api.answers` fills them).
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ known_names_cache = OnFirstUse("node-names", max_entries=64)
 class EncodedNames(Sequence[str]):
     """A NodeNames list known by its JSON text and its length, decoded only when a name
     is asked for: what a filter answer registers for the prioritize call that follows
-    (`engine.templates.expect_prioritize`), which normally finds its candidate set by the
+    (`api.answers.expect_prioritize`), which normally finds its candidate set by the
     text and never reads a name. Read-only, as every cached list."""
 
     __slots__ = ("text", "_count", "_names")

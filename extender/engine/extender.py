@@ -18,6 +18,13 @@ from typing import Any
 import numpy as np
 
 from extender import metrics
+from extender.api.answers import (
+    expect_prioritize,
+    filter_answer,
+    host_priority_json,
+    slim_priority_json,
+)
+from extender.api.candidates import Candidates, resolve
 from extender.api.wire import ExtenderArgs, encode, error_filter_result
 from extender.caching import ByteLRU, set_memory_limit
 from extender.cel import CelCache
@@ -30,7 +37,6 @@ from extender.engine.binding import (
     binder_for,
     refused,
 )
-from extender.engine.candidates import Candidates, resolve
 from extender.engine.gate import Gate, StateNotReady
 from extender.engine.inflight import InFlight, Unconfirmed, inflight_wait
 from extender.engine.preemption import (
@@ -38,12 +44,6 @@ from extender.engine.preemption import (
     meta_victims_json,
     surviving_nodes,
     unresolvable_without_victims,
-)
-from extender.engine.templates import (
-    expect_prioritize,
-    filter_answer,
-    host_priority_json,
-    slim_priority_json,
 )
 from extender.errors import ScoringError
 from extender.framework import CycleState, FilterOutcome, Framework, ScoreOutcome

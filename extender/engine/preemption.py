@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender import metrics
+from extender.api.candidates import resolve
 from extender.api.wire import WireError, go_fields
-from extender.engine.candidates import resolve
 from extender.errors import ScoringError
 from extender.framework.status import Code, Status
 from extender.framework.verdicts import Failures

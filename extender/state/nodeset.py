@@ -327,7 +327,7 @@ class NodeSet:
         self.universe = universe
         self._taint_groups: TaintGroups | None = None
         self._uidx: np.ndarray | None = uidx
-        # The wire encoder's templates and remembered answers (`engine.templates`);
+        # The wire encoder's templates and remembered answers (`api.answers`);
         # None: this set serves a single request, not worth templates.
         self.templates: ByteLRU | None = None
         self._position: dict[str, int] | None = None

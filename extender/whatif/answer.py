@@ -41,12 +41,12 @@ from typing import Any
 import orjson
 
 from extender import metrics
+from extender.api.candidates import resolve
 from extender.drift.evaluate import REQUIRED, SEVERITIES, Violation, gauge_reason
 from extender.drift.shapes import Key, Running
 from extender.drift.spread import SpreadDrift
 from extender.drift.tracker import spread_checker
 from extender.engine import Extender
-from extender.engine.candidates import resolve
 from extender.explain import diagnose, explain_pod, snapshot_without, summarize
 from extender.matching.tolerations import TolerationMatcher
 from extender.model.parse import ModelError

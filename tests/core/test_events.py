@@ -10,10 +10,10 @@ import orjson
 import pytest
 from conftest import example_pod
 
+from extender.api.candidates import resolve
 from extender.api.wire import decode_args
 from extender.config import Config
 from extender.engine import Extender
-from extender.engine.candidates import resolve
 from extender.events import (
     AGGREGATE_INTERVAL,
     COMBINED,

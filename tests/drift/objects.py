@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 
+from extender.api.candidates import resolve
 from extender.config import Config
 from extender.drift import attach_tracker
 from extender.engine import Extender
-from extender.engine.candidates import resolve
 from extender.explain import key_details, snapshot_without
 from extender.state import StaticSource
 from extender.state.store import Store

@@ -9,10 +9,10 @@ import random
 import pytest
 from objects import Cluster, node, pod, taint
 
+from extender.api.candidates import resolve
 from extender.config import Config
 from extender.drift.spread import minimum_stats
 from extender.engine import Extender
-from extender.engine.candidates import resolve
 from extender.explain import snapshot_without
 from extender.state import StaticSource
 from extender.validation.pod import pod_from_dict

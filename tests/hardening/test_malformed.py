@@ -13,9 +13,9 @@ from conftest import EXAMPLES, example_pod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.api.answers import remembered
 from extender.api.templatecache import new_templates
 from extender.config import Config
-from extender.engine.templates import remembered
 from extender.server.app import create_app
 from extender.state import NodeSet
 from testing.client import Client
@@ -133,7 +133,7 @@ def test_a_value_larger_than_the_templates_cache_is_not_stored():
 def test_a_retried_filter_answers_as_the_first_whatever_the_cache_size(monkeypatch, budget):
     """kube-scheduler retries a filter with the same body; the remembered answer was
     offered to a cache smaller than it and cachetools raised (500 on every retry)."""
-    monkeypatch.setattr("extender.engine.candidates.template_budget", lambda nodes, full=False: budget)
+    monkeypatch.setattr("extender.api.candidates.template_budget", lambda nodes, full=False: budget)
     config = Config(cluster=str(EXAMPLES / "cluster.yaml"), reload_interval=0)
     client = Client(create_app(config))
     for name in ("sla-gt", "spread-spot", "plain"):

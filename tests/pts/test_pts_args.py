@@ -9,10 +9,10 @@ import orjson
 import pytest
 from pts_harness import FakeCel
 
+from extender.api.candidates import resolve
 from extender.api.wire import ExtenderArgs
 from extender.config import ConfigError, build_config
 from extender.engine import Extender
-from extender.engine.candidates import resolve
 from extender.plugins.podtopologyspread.args import (
     LIST,
     SYSTEM,

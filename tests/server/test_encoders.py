@@ -12,16 +12,16 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.api.templatecache import new_templates
-from extender.api.wire import filter_result, host_priority_list
-from extender.engine import templates
-from extender.engine.templates import (
+from extender.api import answers as templates
+from extender.api.answers import (
     FEW_SCORES,
     filter_json,
     host_priority_json,
     slim_filter_json,
     slim_priority_json,
 )
+from extender.api.templatecache import new_templates
+from extender.api.wire import filter_result, host_priority_list
 from extender.framework import Code, Status
 from extender.framework.verdicts import Verdict
 from extender.model import Node

@@ -11,11 +11,11 @@ import numpy as np
 import orjson
 from conftest import EXAMPLES, example_pod
 
+from extender.api.answers import expect_prioritize
+from extender.api.candidates import resolve
 from extender.api.wire import decode_args, known_names_cache
 from extender.config import Config
 from extender.engine import Extender
-from extender.engine.candidates import resolve
-from extender.engine.templates import expect_prioritize
 from extender.state.source import FileSource
 
 
@@ -59,7 +59,7 @@ def test_a_list_seen_before_registers_nothing():
 
 
 def test_the_registered_text_is_the_answers_names_or_a_fresh_join():
-    from extender.engine.templates import feasible_names_text
+    from extender.api.answers import feasible_names_text
 
     ext = engine()
     snapshot = ext.source.snapshot()

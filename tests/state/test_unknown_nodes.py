@@ -6,8 +6,8 @@ import orjson
 from conftest import example_pod
 
 from extender import metrics
+from extender.api.candidates import ERR_UNPARSEABLE_NODE
 from extender.api.wire import decode_args
-from extender.engine.candidates import ERR_UNPARSEABLE_NODE
 from extender.engine.extender import ERR_UNKNOWN_NODE
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import orjson
 
+from extender.api.candidates import Candidates, charged
 from extender.api.templatecache import (
     json_names,
     new_templates,
@@ -43,7 +44,6 @@ from extender.api.wire import (
     known_names_cache,
     names_bytes,
 )
-from extender.engine.candidates import Candidates, charged
 from extender.framework import Code, FilterOutcome
 from extender.framework.verdicts import Failures, Verdict
 from extender.state.nodeset import NodeSet, Reads, object_array
