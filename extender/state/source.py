@@ -160,6 +160,12 @@ def _last_good_dir() -> Path | None:
     return path
 
 
+def read_bytes(path: Path) -> bytes:
+    """The cluster file's bytes (one place a test can stand between the read and the
+    writer)."""
+    return path.read_bytes()
+
+
 def _free_gradually(objects: list) -> None:
     """Drop the parsed objects a slice at a time: freeing millions of dicts in one
     statement holds the GIL for tens of milliseconds."""
@@ -180,6 +186,7 @@ class FileSource(ClusterSource):
         self.store = store or Store()
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
+        self._read_stamp: tuple[int, int] | None = None
         self._broken_since: float | None = None  # the file stopped matching what we serve
         self._dir = _last_good_dir() if last_good else None
         self._replaced = gcfreeze.ReplacedStates()
@@ -203,10 +210,19 @@ class FileSource(ClusterSource):
         """Apply `path` to the store; `keep_copy`: also make it the last-good copy (not
         needed for the start-up file: a new worker starts from that state anyway)."""
         stamp = self._file_stamp()
+        self._read_stamp = stamp  # what a failed load records (`reload`)
         try:
-            data = path.read_bytes()
+            data = read_bytes(path)
         except OSError as exc:
             raise ClusterFileError(f"cannot read cluster file {str(path)!r}: {exc.strerror}") from exc
+        if self._stamp is not None and not data.strip():
+            # An empty file on reload is a writer caught between truncating and writing
+            # (`>` in a shell, `write_bytes`), far more often than a cluster emptied on
+            # purpose: applying it would drop every node until the next poll, and a
+            # worker restarting then would start from it. An empty cluster is written as
+            # an empty list.
+            raise ClusterFileError(f"cluster file {str(path)!r} is empty (a write in progress?); "
+                                   "an empty cluster is written as an empty list")
         replaced = self.store.snapshot() if self.freeze and self._stamp is not None else None
         if self.freeze:
             gcfreeze.collect_unfrozen()
@@ -257,7 +273,11 @@ class FileSource(ClusterSource):
                 metrics.CLUSTER_STATE_RELOADS_TOTAL.labels("error").inc()
                 log.error("cluster state reload failed; keeping the previous state",
                           extra={"reason": reason, "error": str(exc), "path": str(self.path)})
-                self._stamp = self._file_stamp()  # do not retry the same broken file forever
+                # Do not retry the same broken file forever, but record the file as it
+                # was before it was read: a writer that rewrites in place (truncate, then
+                # write) may finish between our read and now, and that newer file must
+                # still be read on the next poll, not taken for the broken one.
+                self._stamp = self._read_stamp
                 if self._broken_since is None:
                     self._broken_since = time.monotonic()
                 return False

@@ -95,6 +95,45 @@ def test_reload_when_the_file_changes_and_keep_old_state_on_error(tmp_path):
         source.stop()
 
 
+def test_a_file_rewritten_in_place_while_it_is_read_is_read_again(tmp_path, monkeypatch):
+    """A writer that truncates and then writes (`write_bytes`, `>` in a shell) can finish
+    between the reload's read of the partial file and its bookkeeping: the reload refuses
+    what it read, and the finished file is still read on the next poll, not taken for the
+    broken one (it once kept a cordon from ever being applied, under load)."""
+    from extender.state import source as source_module
+
+    path = tmp_path / "cluster.json"
+    _write(path, ["a"])
+    source = FileSource(path, poll_seconds=0, last_good=False)
+    real_read = source_module.read_bytes
+    path.write_text("")  # the writer has truncated: the reload reads this
+
+    def read_then_the_writer_finishes(p):
+        data = real_read(p)
+        _write(path, ["a", "b"])  # the rest of the write lands after the read
+        os.utime(path, ns=(time.time_ns() + 10**9,) * 2)
+        return data
+
+    monkeypatch.setattr(source_module, "read_bytes", lambda p: read_then_the_writer_finishes(p))
+    assert not source.reload_if_changed()  # the empty file it read is refused, not applied
+    assert source.snapshot().nodes.names == {"a"}
+    monkeypatch.setattr(source_module, "read_bytes", real_read)
+    assert source.reload_if_changed()  # the finished file, on the next poll
+    assert source.snapshot().nodes.names == {"a", "b"}
+
+
+def test_an_empty_file_on_reload_keeps_the_state_an_empty_list_empties_it(tmp_path):
+    path = tmp_path / "cluster.json"
+    _write(path, ["a"])
+    source = FileSource(path, poll_seconds=0, last_good=False)
+    path.write_text(" \n")
+    assert not source.reload("test")
+    assert source.snapshot().nodes.names == {"a"}
+    _write(path, [])
+    assert source.reload("test")
+    assert source.snapshot().nodes.names == set()
+
+
 def test_reload_on_sighup(tmp_path):
     path = tmp_path / "cluster.json"
     _write(path, ["a"])
