@@ -298,6 +298,10 @@ class FakeApiServer:
         self.default_watch_timeout = default_watch_timeout
         self.requests: deque[str] = deque(maxlen=10_000)  # "METHOD /path?query" seen
         self.agents: deque[tuple[str, str]] = deque(maxlen=10_000)  # (User-Agent, request line)
+        # requests ever put in `agents`: once it is full a position in it moves, so "the
+        # requests since now" is a count (`agents_since`), never a position
+        self.agents_total = 0
+        self._agents_lock = threading.Lock()
         self._cond = threading.Condition()
         self._rv = 1000
         self._objects: dict[str, dict[Key, dict]] = {p: {} for p in RESOURCES}
@@ -491,6 +495,14 @@ class FakeApiServer:
             self.apply(plural_of(obj), obj)
             n += 1
         return n
+
+    def agents_since(self, mark: int) -> list[tuple[str, str]]:
+        """The (User-Agent, request line) pairs recorded after `agents_total` was `mark`
+        (those still kept: the newest 10,000)."""
+        with self._agents_lock:
+            kept = list(self.agents)
+            first = self.agents_total - len(kept)  # the count the oldest kept one was recorded at
+        return kept[max(0, mark - first):]
 
     # ---- faults --------------------------------------------------------------------------
 
@@ -833,7 +845,9 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def _dispatch(self, method: str) -> None:
             line = f"{method} {self.path}"
             api.requests.append(line)
-            api.agents.append((self.headers.get("User-Agent") or "", line))
+            with api._agents_lock:
+                api.agents.append((self.headers.get("User-Agent") or "", line))
+                api.agents_total += 1
             delay = api.faults.delay_of(line)
             if delay:
                 self._cached_body = self._raw_body()  # read, so a closed client shows as EOF

@@ -405,3 +405,20 @@ def test_a_slow_write_lands_late_or_is_lost(api):
     time.sleep(0.5)
     assert api.get("pods", "q", "default")["spec"].get("nodeName") is None  # dropped
 
+
+
+def test_the_requests_since_a_mark_are_found_after_the_record_is_full(api):
+    """The record keeps the newest requests only; "since now" is a count, so the requests
+    made after a mark are found even once the record is full (its length then stops
+    moving, and a slice after the old length found nothing)."""
+    from collections import deque
+
+    api.agents = deque(maxlen=3)
+    for _ in range(4):
+        assert request(api, "GET", "/api/v1/nodes")[0] == 200
+    mark = api.agents_total
+    assert len(api.agents) == 3 and mark == 4
+    assert request(api, "GET", "/api/v1/pods?limit=500")[0] == 200
+    assert [line for _, line in api.agents_since(mark)] == ["GET /api/v1/pods?limit=500"]
+    assert list(api.agents)[len(api.agents):] == []  # what the old position-based slice saw
+    assert len(api.agents_since(0)) == 3  # only what is kept
