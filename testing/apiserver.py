@@ -301,6 +301,10 @@ class FakeApiServer:
         # requests ever put in `agents`: once it is full a position in it moves, so "the
         # requests since now" is a count (`agents_since`), never a position
         self.agents_total = 0
+        # watch streams the server accepted (agent, resource, epoch): a watch from a
+        # resourceVersion ahead of a restore is accepted once writes reach it (the watch
+        # cache's catch-up), so the request line alone cannot say whether it was
+        self.accepted_watches: deque[tuple[str, str, int]] = deque(maxlen=10_000)
         self._agents_lock = threading.Lock()
         self._cond = threading.Condition()
         self._rv = 1000
@@ -503,6 +507,14 @@ class FakeApiServer:
             kept = list(self.agents)
             first = self.agents_total - len(kept)  # the count the oldest kept one was recorded at
         return kept[max(0, mark - first):]
+
+    def watching_since_restore(self, agent: str, resource: str) -> bool:
+        """Has a client whose User-Agent contains `agent` had a `resource` watch accepted
+        since the last restore (from a resourceVersion the restored server holds or has
+        reached since)?"""
+        with self._agents_lock:
+            return any(agent in who and r == resource and e == self._epoch
+                       for who, r, e in self.accepted_watches)
 
     # ---- faults --------------------------------------------------------------------------
 
@@ -1025,6 +1037,10 @@ def _handler_for(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             agent = self.headers.get("User-Agent") or ""
             with api._cond:
                 epoch = len(api._freezes)
+                restores = api._epoch if api._closes == closes else None  # None: ends at once
+            if restores is not None:
+                with api._agents_lock:
+                    api.accepted_watches.append((agent, resource, restores))
             if api.faults.hang_watches and api.faults.hang_agent in agent:
                 return self._silent(closes)
             pending: list[_Event] = []

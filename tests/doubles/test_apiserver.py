@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -372,6 +373,31 @@ def test_restore_goes_back_to_the_checkpoint_and_a_newer_resource_version_is_too
         ("MODIFIED", "p"), ("DELETED", "q")}
     api.create("pods", pod("r"))  # the next write continues from the restored resourceVersion
     assert api.resource_version == backup.rv + 1 and api.journal[-1].epoch == 1
+
+
+def test_a_watch_ahead_of_a_restore_is_accepted_once_writes_reach_it(api):
+    """The watch cache waits for a resourceVersion it has not reached: writes after a
+    restore (kube-scheduler's own event posts) can reach a watch's within the wait, and
+    the watch then goes on without a relist. The double records which watches it
+    accepted since the restore; one answered Too large is not one of them."""
+    api.too_large_wait = 2.0
+    backup = api.checkpoint()
+    api.create("pods", pod("p"))
+    ahead = api.resource_version
+    api.restore(backup)
+    assert not api.watching_since_restore("python", "pods")
+    threading.Timer(0.3, lambda: api.create("events", {"metadata": {"name": "e", "namespace": "default"}})).start()
+    threading.Timer(0.6, lambda: api.create("pods", pod("q"))).start()
+    (event,) = watch_lines(api, f"/api/v1/pods?watch=true&resourceVersion={ahead}", until=1)
+    assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "q"
+    assert api.watching_since_restore("Python-urllib", "pods") is False  # another agent
+    assert api.watching_since_restore("", "pods") and not api.watching_since_restore("", "nodes")
+    api.restore(backup)  # a new epoch: nothing accepted in it yet
+    assert not api.watching_since_restore("", "pods")
+    api.too_large_wait = 0.2
+    (event,) = watch_lines(api, f"/api/v1/pods?watch=true&resourceVersion={ahead + 5}", until=1)
+    assert event["type"] == "ERROR" and event["object"]["code"] == 504
+    assert not api.watching_since_restore("", "pods")
 
 
 def test_a_slow_write_lands_late_or_is_lost(api):
