@@ -85,7 +85,14 @@ class PluginRecord:
     * `eviction_matters(pod)`: removing pods from a node can change its verdict there
       (preemption then judges the node again without the victims); None: never;
     * `drift`: how the drift report judges a running pod's node by it; None: it does
-      not (a cordoned node keeps running pods by design).
+      not (a cordoned node keeps running pods by design);
+    * `inflight_selectors(pod, plugin, snapshot)`: the label selectors of the pods (of
+      `pod`'s namespace) whose coming or going can change its Filter verdict for `pod`
+      (the engine then waits for those in flight between a filter and their bind);
+      None: other pods never change it;
+    * `reads_other_nodes(pod, plugin, snapshot)`: its Filter verdict for `pod` on a node
+      reads other nodes too (a what-if then judges every node again, not only the
+      touched ones); None: never.
     """
 
     name: str
@@ -96,6 +103,8 @@ class PluginRecord:
     reads: Callable[[Pod, Any], tuple[str, ...]] = reads_nodes
     eviction_matters: Callable[[Pod], bool] | None = None
     drift: DriftRecord | None = None
+    inflight_selectors: Callable[[Pod, Any, Any], list] | None = None
+    reads_other_nodes: Callable[[Pod, Any, Any], bool] | None = None
 
 
 def _volume_reads(pod: Pod, plugin: Any) -> tuple[str, ...]:
@@ -110,6 +119,15 @@ def _spread_reads(pod: Pod, plugin: Any) -> tuple[str, ...]:
     if plugin is not None and plugin.hard_defaults:
         return ("Pod", *WORKLOAD_KINDS)
     return ()
+
+
+def _spread_selectors(pod: Pod, plugin: Any, snapshot: Any) -> list:
+    return plugin.hard_selectors(pod, snapshot)
+
+
+def _spread_reads_other_nodes(pod: Pod, plugin: Any, snapshot: Any) -> bool:
+    """Hard constraints count every node's labels and pods."""
+    return plugin.has_hard_constraints(pod, snapshot)
 
 
 def _hard_spread(pod: Pod) -> bool:
@@ -173,6 +191,7 @@ for _record in (
                                    "invalid PersistentVolume node affinity")),
     PluginRecord(PodTopologySpread.name, PodTopologySpread, weight=2, parse_args=validate_spread_args,
                  in_tree_points=("preFilter", "filter", "preScore", "score"), reads=_spread_reads,
-                 eviction_matters=_hard_spread),
+                 eviction_matters=_hard_spread, inflight_selectors=_spread_selectors,
+                 reads_other_nodes=_spread_reads_other_nodes),
 ):
     register(_record)
