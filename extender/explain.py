@@ -15,8 +15,6 @@ example nodes for the live endpoint's default view (same shape, a true subset).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +23,8 @@ from extender.api.candidates import Candidates, resolve
 from extender.api.wire import filter_result
 from extender.engine import Extender
 from extender.framework import FilterOutcome, Status
+from extender.matching.tolerations import UNRELATED_LINE
+from extender.matching.tolerations import key_details as key_details
 from extender.model import Pod
 from extender.state import ClusterSnapshot, NodeSet, StaticSource
 from extender.state.layers import PodLayerWriter
@@ -36,21 +36,9 @@ MAX_EXAMPLES = 50
 MAX_GROUPS = 10  # detail groups shown per reason; the rest are counted
 MAX_DETAIL_CHARS = 1000  # per detail line in the summary (CEL errors can be long)
 CLUSTER_STATE = "ClusterState"  # the "plugin" of nodes the state does not know
-
-# Toleration lines that only say a toleration is about another taint: true, and noise
-# next to the line that says why the matching toleration did not tolerate.
-_UNRELATED = re.compile(r"^\S+\[\d+\] .*: (key does not match|effect \S+ does not match \S+)$")
-
-
-def key_details(details: Sequence[str]) -> list[str]:
-    """The detail lines worth a first look (events, drift reports): unrelated-toleration
-    lines dropped, unless nothing else is left to say. The kubectl plugin's tables
-    (`kubectl_extender.render`) filter the report's details the same way; the server does
-    not import the plugin (`extender serve` runs without it), so the filter is written in
-    both and tests/core/test_explain_summary.py keeps the two equal."""
-    kept = [d for d in details if not _UNRELATED.match(d)]
-    return kept or list(details)
-
+# The filter of detail lines the drift report, events and summaries share, here where the
+# kubectl plugin's copy of it (`kubectl_extender.render`) is compared with it.
+_UNRELATED = UNRELATED_LINE
 
 def snapshot_without(snapshot: ClusterSnapshot, pod: Pod) -> ClusterSnapshot:
     """The cluster minus a pod with the explained pod's namespace/name (if any): a new

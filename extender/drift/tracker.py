@@ -37,15 +37,7 @@ from itertools import accumulate
 from typing import Any
 
 from extender import metrics
-from extender.drift.evaluate import (
-    INVALID,
-    KNOWN_REASONS,
-    SEVERITIES,
-    TAINTS,
-    ByProfile,
-    Violation,
-    gauge_reason,
-)
+from extender.drift.evaluate import ByProfile, Labels, Violation, gauge_labels, gauge_reason
 from extender.drift.report import Fragments
 from extender.drift.shapes import Key, Running, Shapes
 from extender.drift.spread import NAME as SPREAD
@@ -64,7 +56,6 @@ REORDER_AT = 256
 # collector's reach (`freeze`): see `DriftTracker.settle`.
 FREEZE_AT = 1024
 SORT_RUN = 1024
-Labels = tuple[str, str, str]  # (plugin, reason, severity) of the gauge
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,16 +93,6 @@ def spread_checker(plugins: list | None, profiles: Mapping[str, list] | None = N
 
 def spread_labels() -> list[Labels]:
     return [(SPREAD, reason, "required") for reason in SPREAD_REASONS]
-
-
-def gauge_labels() -> list[Labels]:
-    """Every label set the gauge can have (exported at 0 from the start)."""
-    out = []
-    for plugin, reasons in KNOWN_REASONS.items():
-        for reason in (*reasons, INVALID[plugin]):
-            severities = SEVERITIES if plugin == TAINTS and reason in KNOWN_REASONS[TAINTS] else ("required",)
-            out += [(plugin, reason, s) for s in severities]
-    return out
 
 
 class DriftTracker:

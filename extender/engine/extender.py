@@ -52,7 +52,6 @@ from extender.framework.scoring import combine_vector
 from extender.framework.status import unschedulable
 from extender.model import Pod
 from extender.model.parse import ModelError
-from extender.plugins.podtopologyspread import PodTopologySpread
 from extender.plugins.registry import records
 from extender.request import deadline, lane
 from extender.request.deadline import DeadlineExceeded, request_deadline
@@ -226,9 +225,17 @@ class Extender:
 
     def _hard_selectors(self, pod: Pod) -> list:
         found = self.profiles.get(pod.scheduler_name, self._any_pod)
-        if found is None or found.spread is None:
+        if found is None or not found.inflight_selectors:
             return []
-        return found.spread.hard_selectors(pod, self.source.snapshot())
+        snapshot = self.source.snapshot()
+        return [selector for selectors, plugin in found.inflight_selectors
+                for selector in selectors(pod, plugin, snapshot)]
+
+    def reads_other_nodes(self, pod: Pod, snapshot: Any) -> bool:
+        """Whether a Filter verdict of the pod's profile (the first one for a pod of none)
+        on a node reads other nodes too (`PluginRecord.reads_other_nodes`)."""
+        found = self.profile_of(pod, explaining=True)
+        return any(reads(pod, plugin, snapshot) for reads, plugin in found.reads_other_nodes)
 
     def parse_pod(self, raw: dict[str, Any], key: bytes | None = None) -> Pod:
         """The Pod model; with `key` (the request body without its NodeNames), parsed
@@ -363,12 +370,15 @@ class Profiled:
     """One profile's framework, built once: its plugins (those it delegates to the
     extender), their arguments and weights; `readers`: every registered plugin's
     `reads` with the profile's instance of it (None where it does not run it: a pod's
-    own spread constraints and claims are read whichever plugins it runs)."""
+    own spread constraints and claims are read whichever plugins it runs);
+    `inflight_selectors`, `reads_other_nodes`: those records' fields with the profile's
+    instance, for the plugins it runs that have them."""
 
     framework: Framework
     handle: Handle
-    spread: PodTopologySpread | None
     readers: tuple[tuple[Any, Any], ...]
+    inflight_selectors: tuple[tuple[Any, Any], ...]
+    reads_other_nodes: tuple[tuple[Any, Any], ...]
 
 
 def _profiled(profile: Profile, config: Config, cel: Any, fast: bool) -> Profiled:
@@ -379,6 +389,10 @@ def _profiled(profile: Profile, config: Config, cel: Any, fast: bool) -> Profile
     running = {r.name: r.factory(handle) for r in records() if r.name in profile.delegated or
                (r.in_tree_points is None and profile.delegated)}
     plugins = list(running.values())
-    spread = next((p for p in plugins if isinstance(p, PodTopologySpread)), None)
     readers = tuple((r.reads, running.get(r.name)) for r in records())
-    return Profiled(Framework(plugins, profile.weights, fast=fast, profile=profile.name), handle, spread, readers)
+    selectors = tuple((r.inflight_selectors, running[r.name]) for r in records()
+                      if r.inflight_selectors is not None and r.name in running)
+    wide = tuple((r.reads_other_nodes, running[r.name]) for r in records()
+                 if r.reads_other_nodes is not None and r.name in running)
+    return Profiled(Framework(plugins, profile.weights, fast=fast, profile=profile.name), handle, readers,
+                    selectors, wide)

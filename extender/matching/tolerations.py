@@ -10,6 +10,7 @@ a 5,000-node request evaluates each distinct taint once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 from extender.features import FeatureGates
@@ -24,6 +25,22 @@ from extender.model import Taint, Toleration
 from extender.model.objects import NO_EXECUTE
 
 TaintFilter = Callable[[Taint], bool]
+
+
+# Toleration lines that only say a toleration is about another taint: true, and noise
+# next to the line that says why the matching toleration did not tolerate.
+UNRELATED_LINE = re.compile(r"^\S+\[\d+\] .*: (key does not match|effect \S+ does not match \S+)$")
+
+
+def key_details(details: Sequence[str]) -> list[str]:
+    """The detail lines worth a first look (explain's summary, events, the drift report):
+    the lines `TolerationMatcher.explain` writes that only say a toleration is about
+    another taint are dropped, unless nothing else is left to say. The kubectl plugin's
+    tables (`kubectl_extender.render`) filter the report's details the same way; the
+    server does not import the plugin (`extender serve` runs without it), so the filter
+    is written in both and tests/core/test_explain_summary.py keeps the two equal."""
+    kept = [d for d in details if not UNRELATED_LINE.match(d)]
+    return kept or list(details)
 
 
 def invalid_expression_toleration(tol: Toleration) -> bool:

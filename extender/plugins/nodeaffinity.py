@@ -5,10 +5,15 @@ PreFilter parses the required part once (and turns `matchFields metadata.name In
 into a PreFilterResult); Filter matches it; PreScore parses the preferred terms
 (a broken term fails the whole set with an Error); Score sums matching weights;
 NormalizeScore scales by the maximum.
+
+For a running pod (the drift report, `drift_judge`): the required node affinity it was
+placed by (nodeSelector, spec and annotation terms) and the scheduler-enforced
+`addedAffinity` are `required`, each failing part named by where the pod says it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +21,7 @@ import numpy as np
 
 from extender.errors import ConfigError
 from extender.framework import MAX_NODE_SCORE, CycleState, NodeScore, PreFilterResult, Status
+from extender.framework.drift import REQUIRED, Judge, Violation
 from extender.framework.handle import Handle
 from extender.framework.interface import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.framework.status import SKIP, error, unschedulable
@@ -30,6 +36,7 @@ from extender.matching.nodeselector import (
     preferred_terms,
     required_affinity,
 )
+from extender.matching.numeric import go_quote
 from extender.model import Node, NodeSelector, Pod
 from extender.model.parse import ModelError, node_affinity_from_dict
 from extender.plugins.helper import (
@@ -209,3 +216,40 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
 
     def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: np.ndarray) -> np.ndarray:
         return default_normalize_values(MAX_NODE_SCORE, False, raw)
+
+
+def _label(labels: Mapping[str, str], key: str) -> str:
+    value = labels.get(key)
+    return "the node has no such label" if value is None else f"the node's value is {go_quote(value)}"
+
+
+def affinity_details(required: RequiredAffinity, sources: tuple[str, ...], node: Node) -> tuple[str, ...]:
+    """Which part of a pod's required affinity the node fails, each named by where the
+    pod says it (nodeSelector, spec affinity, the annotation)."""
+    labels = node.labels
+    out = [f"nodeSelector {key}={value}: {_label(labels, key)}"
+           for key, value in required.node_selector if labels.get(key) != value]
+    for where, selector in zip(sources, required.selectors, strict=False):
+        if not selector.matches(node):
+            out.append(f"{where}: {selector.why_not(labels)}")
+    return tuple(out)
+
+
+def drift_judge(plugin: NodeAffinity) -> Judge:
+    """A running pod's verdict on its node's labels (see the module docstring), from the
+    required affinity its shape keeps compiled (`shape.required`, `shape.sources`)."""
+
+    def judge(shape, node: Node, namespace: str, claims: tuple, volumes, name: str = "") -> tuple[Violation, ...]:
+        if shape.pod.affinity_error:  # PreFilter rejects every node
+            return (Violation(NAME, REQUIRED, shape.pod.affinity_error),)
+        added = plugin.added.required
+        if added is not None and not added.matches(node):
+            return (Violation(NAME, REQUIRED, ERR_REASON_ENFORCED,
+                              (f"scheduler-enforced addedAffinity: {added.why_not(node.labels)}",)),)
+        if shape.required.matches(node):
+            return ()
+        details = affinity_details(shape.required, shape.sources, node)
+        details += tuple(f"invalid requirement never matches: {e}" for e in shape.required.errors)
+        return (Violation(NAME, REQUIRED, ERR_REASON_POD, details),)
+
+    return judge

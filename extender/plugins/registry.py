@@ -4,8 +4,9 @@
 Everything outside a plugin's own module that needs to know about it reads its record
 here: the configuration (known names, argument parsers, default weights), the
 scheduler configuration (the in-tree points a profile disables), the engine (which
-kinds of objects a verdict reads, for the freshness gate) and preemption (whether
-evicting pods can change the verdict). So adding a plugin is its module plus one
+kinds of objects a verdict reads, for the freshness gate), preemption (whether
+evicting pods can change the verdict) and the drift report (how a running pod's node is
+judged, and the gauge's labels). So adding a plugin is its module plus one
 `register(PluginRecord(...))`.
 
 The records live on the plugins' floor, not in `config`: the configuration and the
@@ -19,8 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from extender.framework.drift import REQUIRED, SEVERITIES, Judge, by_filter
 from extender.framework.handle import Handle
 from extender.model import Pod
+from extender.plugins import nodeaffinity, tainttoleration, volumenodeaffinity
 from extender.plugins.nodeaffinity import NodeAffinity
 from extender.plugins.nodeaffinity import parse_args as parse_node_affinity_args
 from extender.plugins.nodeunschedulable import NodeUnschedulable
@@ -35,6 +38,33 @@ from extender.state.volumes import VOLUME_KINDS
 def reads_nodes(pod: Pod, plugin: Any) -> tuple[str, ...]:
     """A plugin that judges the node object alone."""
     return ("Node",)
+
+
+@dataclass(frozen=True, slots=True)
+class DriftRecord:
+    """How the drift report judges a running pod's node by one plugin
+    (`extender.framework.drift`).
+
+    * `judge(plugin)`: the `Judge` of the profile's instance (built once per profile;
+      `by_filter`: its own Filter verdict, `required`);
+    * `reasons`: the plugin's own reasons, the `reason` labels of the gauge
+      `extender_pods_violating`, each exported with every one of `severities`;
+    * `invalid`: the label any other reason is counted under (a validation error's
+      text, an invalid volume's message), so the label set stays bounded.
+    """
+
+    judge: Callable[[Any], Judge] = by_filter
+    reasons: tuple[str, ...] = ()
+    invalid: str = "other"
+    severities: tuple[str, ...] = (REQUIRED,)
+
+    def gauge_reason(self, reason: str) -> str:
+        return reason if reason in self.reasons else self.invalid
+
+    def gauge_labels(self, plugin: str) -> list[tuple[str, str, str]]:
+        """(plugin, reason, severity) of every series the gauge can have for it."""
+        return [*((plugin, reason, s) for reason in self.reasons for s in self.severities),
+                (plugin, self.invalid, REQUIRED)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +83,16 @@ class PluginRecord:
       (`plugin`: the profile's instance, None if the profile does not run it), which
       the freshness gate must see current;
     * `eviction_matters(pod)`: removing pods from a node can change its verdict there
-      (preemption then judges the node again without the victims); None: never.
+      (preemption then judges the node again without the victims); None: never;
+    * `drift`: how the drift report judges a running pod's node by it; None: it does
+      not (a cordoned node keeps running pods by design);
+    * `inflight_selectors(pod, plugin, snapshot)`: the label selectors of the pods (of
+      `pod`'s namespace) whose coming or going can change its Filter verdict for `pod`
+      (the engine then waits for those in flight between a filter and their bind);
+      None: other pods never change it;
+    * `reads_other_nodes(pod, plugin, snapshot)`: its Filter verdict for `pod` on a node
+      reads other nodes too (a what-if then judges every node again, not only the
+      touched ones); None: never.
     """
 
     name: str
@@ -63,6 +102,9 @@ class PluginRecord:
     in_tree_points: tuple[str, ...] | None = None
     reads: Callable[[Pod, Any], tuple[str, ...]] = reads_nodes
     eviction_matters: Callable[[Pod], bool] | None = None
+    drift: DriftRecord | None = None
+    inflight_selectors: Callable[[Pod, Any, Any], list] | None = None
+    reads_other_nodes: Callable[[Pod, Any, Any], bool] | None = None
 
 
 def _volume_reads(pod: Pod, plugin: Any) -> tuple[str, ...]:
@@ -77,6 +119,15 @@ def _spread_reads(pod: Pod, plugin: Any) -> tuple[str, ...]:
     if plugin is not None and plugin.hard_defaults:
         return ("Pod", *WORKLOAD_KINDS)
     return ()
+
+
+def _spread_selectors(pod: Pod, plugin: Any, snapshot: Any) -> list:
+    return plugin.hard_selectors(pod, snapshot)
+
+
+def _spread_reads_other_nodes(pod: Pod, plugin: Any, snapshot: Any) -> bool:
+    """Hard constraints count every node's labels and pods."""
+    return plugin.has_hard_constraints(pod, snapshot)
 
 
 def _hard_spread(pod: Pod) -> bool:
@@ -128,12 +179,19 @@ for _record in (
     PluginRecord(NodeUnschedulable.name, NodeUnschedulable, in_tree_points=("filter",)),
     # master's PreFilter of TaintToleration is not counted: disabling it there alone
     # changes nothing the extender answers for
-    PluginRecord(TaintToleration.name, TaintToleration, weight=3, in_tree_points=("filter", "preScore", "score")),
+    PluginRecord(TaintToleration.name, TaintToleration, weight=3, in_tree_points=("filter", "preScore", "score"),
+                 drift=DriftRecord(tainttoleration.drift_judge, (tainttoleration.ERR_REASON_UNTOLERATED,),
+                                   "invalid tolerations annotation", SEVERITIES)),
     PluginRecord(NodeAffinity.name, NodeAffinity, weight=2, parse_args=parse_node_affinity_args,
-                 in_tree_points=("preFilter", "filter", "preScore", "score")),
-    PluginRecord(VolumeNodeAffinity.name, VolumeNodeAffinity, reads=_volume_reads),
+                 in_tree_points=("preFilter", "filter", "preScore", "score"),
+                 drift=DriftRecord(nodeaffinity.drift_judge, (nodeaffinity.ERR_REASON_POD, nodeaffinity.ERR_REASON_ENFORCED),
+                                   "invalid node-affinity annotation")),
+    PluginRecord(VolumeNodeAffinity.name, VolumeNodeAffinity, reads=_volume_reads,
+                 drift=DriftRecord(volumenodeaffinity.drift_judge, (volumenodeaffinity.ERR_REASON_NODE_CONFLICT,),
+                                   "invalid PersistentVolume node affinity")),
     PluginRecord(PodTopologySpread.name, PodTopologySpread, weight=2, parse_args=validate_spread_args,
                  in_tree_points=("preFilter", "filter", "preScore", "score"), reads=_spread_reads,
-                 eviction_matters=_hard_spread),
+                 eviction_matters=_hard_spread, inflight_selectors=_spread_selectors,
+                 reads_other_nodes=_spread_reads_other_nodes),
 ):
     register(_record)

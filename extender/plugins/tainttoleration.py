@@ -4,19 +4,34 @@ extender's operators through the shared `TolerationMatcher`.
 Filter rejects on the first NoSchedule/NoExecute taint no toleration tolerates;
 Score counts PreferNoSchedule taints tolerated by none of the pod's PreferNoSchedule
 (or effect-less) tolerations, normalized in reverse (fewer is better).
+
+For a running pod (the drift report, `drift_judge`): the first untolerated `NoSchedule`
+taint is `required` (Filter would reject the node now, and nothing in Kubernetes acts on
+it); the first untolerated `NoExecute` taint is `evicting` (the kubelet and the
+taint-eviction controller act on it themselves, from `spec.tolerations` with the API's
+operators, which is also the only toleration such a taint counts for here); untolerated
+`PreferNoSchedule` taints are `preferred` (Score would steer away, nothing more).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from extender.caching import ByteLRU
 from extender.framework import MAX_NODE_SCORE, CycleState, NodeScore, Status
+from extender.framework.drift import EVICTING, PREFERRED, REQUIRED, Judge, Violation
 from extender.framework.handle import Handle
 from extender.framework.interface import FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from extender.framework.status import error, unschedulable
 from extender.framework.verdicts import Masks, masks_of
-from extender.matching.tolerations import TolerationMatcher, do_not_schedule, matcher_for
+from extender.matching.tolerations import (
+    TolerationMatcher,
+    do_not_schedule,
+    key_details,
+    matcher_for,
+)
 from extender.model import Node, Pod, Taint
+from extender.model.objects import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE
 from extender.plugins.helper import (
     default_normalize_score,
     default_normalize_values,
@@ -28,6 +43,7 @@ NAME = "TaintToleration"
 ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 PRE_SCORE_KEY = "PreScore" + NAME
 REJECTED = unschedulable(ERR_REASON_UNTOLERATED)
+DRIFT_MEMO = 65536  # (shape, taint tuple) verdicts a drift judge keeps
 
 
 def _prefer_no_schedule(taint: Taint) -> bool:
@@ -126,3 +142,37 @@ class TaintToleration(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin
 
     def normalize_values(self, state: CycleState, pod: Pod, nodes: NodeSet, raw: np.ndarray) -> np.ndarray:
         return default_normalize_values(MAX_NODE_SCORE, True, raw)
+
+
+def drift_judge(plugin: TaintToleration) -> Judge:
+    """A running pod's verdicts on its node's taints (see the module docstring): once
+    per distinct taint tuple and pod shape (memoised), in explain's words."""
+    gates, cel = plugin.handle.gates, plugin.handle.cel
+    memo = ByteLRU.counted("drift-taints", DRIFT_MEMO)  # (shape, taints) -> violations
+
+    def verdicts(pod: Pod, taints: tuple[Taint, ...]) -> tuple[Violation, ...]:
+        matcher = TolerationMatcher(pod.tolerations, gates, cel)
+        out = []
+        for effect, severity in ((NO_SCHEDULE, REQUIRED), (NO_EXECUTE, EVICTING)):
+            taint = matcher.first_untolerated(taints, lambda t, e=effect: t.effect == e)
+            if taint is not None:
+                details = tuple(key_details(untolerated_details(matcher, taint)))
+                out.append(Violation(NAME, severity, ERR_REASON_UNTOLERATED, details))
+        # Score's PreferNoSchedule taints no toleration tolerates (tolerations with
+        # another effect never tolerate them, so the whole matcher answers as Score's
+        # PreferNoSchedule-only one does)
+        preferred = [t for t in taints if t.effect == PREFER_NO_SCHEDULE and not matcher.tolerated(t)]
+        if preferred:
+            details = tuple(line for t in preferred for line in key_details(untolerated_details(matcher, t)))
+            out.append(Violation(NAME, PREFERRED, ERR_REASON_UNTOLERATED, details))
+        return tuple(out)
+
+    def judge(shape, node: Node, namespace: str, claims: tuple, volumes, name: str = "") -> tuple[Violation, ...]:
+        pod = shape.pod
+        if pod.tolerations_error:  # PreFilter rejects every node
+            return (Violation(NAME, REQUIRED, pod.tolerations_error),)
+        if not node.taints:
+            return ()
+        return memo.get_or_build((shape, node.taints), lambda: verdicts(pod, node.taints))
+
+    return judge

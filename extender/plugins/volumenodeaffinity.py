@@ -24,6 +24,10 @@ nothing). A failing node is UnschedulableAndUnresolvable with VolumeBinding's re
 PreFilter resolves a pod's claims (each claim's checks once per volume layer: binds and
 other pod events keep them); Filter is set algebra over the label index, memoized on the
 node layer per set of checks; volumes with equal requirements make one check.
+
+For a running pod (the drift report, `drift_judge`): each volume a claim of the pod is
+bound to that no longer admits its node is `required`. Unbound or missing claims and
+volumes the state does not hold are not a question of where the pod runs: no verdict.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from decimal import Decimal
 from extender.caching import ByteLRU, memoized
 from extender.cel.lib.quantity import QuantityError, parse_quantity
 from extender.framework import CycleState, Status
+from extender.framework.drift import REQUIRED, Judge, Violation
 from extender.framework.handle import SNAPSHOT_KEY, Handle
 from extender.framework.interface import FilterPlugin, PreFilterPlugin
 from extender.framework.status import SKIP, SUCCESS, unschedulable
@@ -347,3 +352,20 @@ class VolumeNodeAffinity(PreFilterPlugin, FilterPlugin):
             return [(status, nodes.mask_of(failing & nodes.names))
                     for status, failing in self._universe_failures(checks, nodes)]
         return [(status, nodes.gather(mask)) for status, mask in masks]
+
+
+def drift_judge(plugin: VolumeNodeAffinity) -> Judge:
+    """A running pod's verdicts on its bound volumes' node affinity (see the module
+    docstring), by the checks Filter runs."""
+
+    def judge(shape, node: Node, namespace: str, claims: tuple, volumes: VolumeLayer,
+              name: str = "") -> tuple[Violation, ...]:
+        if not claims:
+            return ()
+        checks, status = plugin.checks(Pod(namespace, name, volume_claims=claims), volumes)
+        if not status.is_success:
+            return ()  # a claim or volume the state does not hold: nothing to say about the node
+        return tuple(Violation(NAME, REQUIRED, check.status.reasons[0], (check.explain(node.labels),))
+                     for check in checks if check.bound and check.fails(node.labels))
+
+    return judge

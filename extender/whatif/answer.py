@@ -229,17 +229,11 @@ def _feasible(engine: Extender, pod: Any, snapshot: ClusterSnapshot, names: list
 def node_local(engine: Extender, pod: Any, snapshot: ClusterSnapshot, volumes_changed: bool) -> bool:
     """Whether the filter's verdict on a node, for this pod, reads that node alone (and
     the volumes, when none changed): no hard topology spread, whose counts read every
-    node's labels and pods. Then only the touched nodes' verdicts can change."""
+    node's labels and pods (a plugin's record says so: `reads_other_nodes`). Then only
+    the touched nodes' verdicts can change."""
     if volumes_changed and pod.volume_claims:
         return False
-    plugin = engine.profile_of(pod, explaining=True).spread
-    if plugin is None:  # its profile runs PodTopologySpread in-tree
-        return True
-    try:
-        constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, plugin.args, snapshot, plugin.handle.gates)
-    except ConstraintError:
-        return False
-    return not constraints
+    return not engine.reads_other_nodes(pod, snapshot)
 
 
 def pending_pods(engine: Extender, pending: list[dict[str, Any]], base: ClusterSnapshot, hyp: Hypothesis,

@@ -14,7 +14,7 @@ SUCCESS = "Success"  # a plugin's code in the report when it passed (framework.C
 
 # Toleration lines that only say a toleration is about another taint: true, and noise
 # next to the line that says why the matching toleration did not tolerate. The server's
-# events and drift reports filter with extender.explain.key_details: the same filter,
+# events and drift reports filter with extender.matching.tolerations.key_details: the same filter,
 # written in both since neither distribution imports the other's code at run time
 # (tests/core/test_explain_summary.py keeps them equal).
 _UNRELATED = re.compile(r"^\S+\[\d+\] .*: (key does not match|effect \S+ does not match \S+)$")

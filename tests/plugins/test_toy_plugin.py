@@ -1,7 +1,8 @@
 """A new plugin is its class plus one registry record: this file defines a toy filter and
 score plugin (`Frozen`: nodes labelled frozen fail; nodes of the gold tier score 100),
 registers it and nothing else in the package changes, yet /filter, /prioritize (through
-the Flask app), `explain`, the configuration (its arguments, its weight, a scheduler
+the Flask app), `explain`, the drift report (its JSON, the gauge, `kubectl extender
+drift`, the what-if), the configuration (its arguments, its weight, a scheduler
 configuration's profiles) and the framework's contract check all know it."""
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ import numpy as np
 import orjson
 import pytest
 from conftest import make_extender
+from kubectl_extender.cli import render_drift
 
 from extender.api.wire import ExtenderArgs
 from extender.config import Config, build_config
+from extender.drift import attach_tracker
+from extender.drift import report as drift_report
+from extender.drift.evaluate import gauge_labels
+from extender.engine import Extender
 from extender.errors import ConfigError
 from extender.explain import explain
 from extender.framework import (
@@ -26,12 +32,15 @@ from extender.framework import (
     ScorePlugin,
     Status,
 )
+from extender.framework.drift import REQUIRED, Violation
 from extender.framework.handle import Handle
 from extender.framework.verdicts import Masks, masks_of
 from extender.plugins import registry
-from extender.plugins.registry import PluginRecord
+from extender.plugins.registry import DriftRecord, PluginRecord
 from extender.server.app import create_app
 from extender.state import ClusterSnapshot, StaticSource
+from extender.state.store import Store
+from extender.whatif import offline
 from testing.client import Client
 
 NAME = "Frozen"
@@ -74,8 +83,10 @@ def parse_args(args: dict, key: str) -> None:
 
 
 # No `in_tree_points`: kube-scheduler has no such plugin, so it runs wherever a profile
-# delegates any (as VolumeNodeAffinity does).
-RECORD = PluginRecord(NAME, Frozen, weight=5, parse_args=parse_args)
+# delegates any (as VolumeNodeAffinity does). Its drift verdict is its own Filter's
+# (`DriftRecord`'s default judge, `by_filter`), and its reason labels the gauge.
+RECORD = PluginRecord(NAME, Frozen, weight=5, parse_args=parse_args,
+                      drift=DriftRecord(reasons=FROZEN.reasons, invalid="invalid frozen label"))
 
 
 @pytest.fixture
@@ -157,6 +168,45 @@ def test_a_scheduler_configuration_profile_runs_it_with_its_weight(toy, tmp_path
     assert profile.weights[NAME] == 5
     extender = make_extender(NODES, Config(scheduler_config=str(path)))
     assert NAME in extender.framework.plugin_names()
+
+
+def running(name: str, node_name: str) -> dict:
+    return {**POD, "metadata": {**POD["metadata"], "name": name, "uid": f"u-{name}"},
+            "spec": {**POD["spec"], "nodeName": node_name}, "status": {"phase": "Running"}}
+
+
+RUNNING = [running("on-ice", "ice"), running("on-gold", "gold")]
+
+
+def test_the_drift_report_shows_its_verdict_on_a_running_pod(toy):
+    """A pod running on a node the toy rejects is drifted by the toy's own Filter verdict,
+    in the report's JSON, the gauge's labels, `kubectl extender drift` and a what-if."""
+    config = Config(drift_report=True)
+    store = Store()
+    tracker = attach_tracker(store, config)
+    store.load([*NODES, *RUNNING])
+    fallback, profiles = Extender(config, StaticSource(store.snapshot())).plugins_by_profile()
+    tracker.bind(fallback, profiles=profiles)
+    tracker.settle()
+
+    frozen = Violation(NAME, REQUIRED, "node(s) were frozen")
+    assert [(key, d.node, d.violations) for key, d in tracker.entries()] == [(("default", "on-ice"), "ice", (frozen,))]
+    assert (NAME, "node(s) were frozen", REQUIRED) in gauge_labels()
+    assert (NAME, "invalid frozen label", REQUIRED) in gauge_labels()
+    assert tracker.counts() == {(NAME, "node(s) were frozen", REQUIRED): 1}
+    tracker.export_zeros()  # every label set, the toy's included, without a KeyError
+
+    answer = drift_report.build(tracker)
+    assert [(p["name"], p["node"], p["violations"]) for p in answer["pods"]] == [
+        ("on-ice", "ice", [{"plugin": NAME, "severity": REQUIRED, "reason": "node(s) were frozen", "details": []}])]
+    assert answer["totals"] == [{"plugin": NAME, "reason": "node(s) were frozen", "severity": REQUIRED, "pods": 1}]
+    table = render_drift(orjson.loads(orjson.dumps(answer)), all_namespaces=False).splitlines()
+    assert table[1].split() == ["on-ice", "ice", "required", NAME, "node(s)", "were", "frozen"]
+
+    whatif = offline(config, [*NODES, *RUNNING], {"changes": [{"nodes": ["gold"], "label": "example.com/frozen=true"}]})
+    [pod] = whatif["running"]["pods"]
+    assert (pod["name"], pod["change"], pod["severity"]) == ("on-gold", "violates", REQUIRED)
+    assert pod["after"] == [frozen.to_json()]
 
 
 def test_unregistered_it_is_unknown_again():

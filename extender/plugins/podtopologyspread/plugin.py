@@ -69,6 +69,16 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             return []
         return [c.selector for c in constraints if counts_pods(c)]
 
+    def has_hard_constraints(self, pod: Pod, snapshot: ClusterSnapshot) -> bool:
+        """Whether `pod` has DoNotSchedule constraints (its own, or the cluster defaults
+        where they apply), or constraints that do not convert (the filter answers an
+        Error then): its verdict on a node then reads every node's labels and pods."""
+        try:
+            constraints, _ = constraints_for(pod, DO_NOT_SCHEDULE, self.args, snapshot, self.handle.gates)
+        except ConstraintError:
+            return True
+        return bool(constraints)
+
     # --- PreFilter / Filter ------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeSet):
