@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from extender.caching import ByteLRU, memoized
+from extender.caching import OnFirstUse, memoized
 from extender.cel.lib.quantity import QuantityError, parse_quantity
 from extender.framework import CycleState, Status
 from extender.framework.drift import REQUIRED, Judge, Violation
@@ -152,7 +152,9 @@ class VolumeCheck:
 
 # --- volumes' requirements, parsed once ---------------------------------------------------
 
-_REQUIREMENTS: ByteLRU | None = None
+# per (spec affinity, annotation text, prefix, gates); counted (and its memory share read,
+# on first use) as a node-selectors cache, which is what it holds
+volume_requirements = OnFirstUse("node-selectors", max_entries=4096)
 
 
 def _compiled(selector: NodeSelector | None, semver: bool) -> CompiledSelector | None:
@@ -161,17 +163,15 @@ def _compiled(selector: NodeSelector | None, semver: bool) -> CompiledSelector |
 
 def requirement(pv: PersistentVolume, prefix: str, gates) -> VolumeRequirement:
     """A volume's requirement, cached per (spec affinity, annotation text, prefix, gates)."""
-    global _REQUIREMENTS
-    if _REQUIREMENTS is None:
-        _REQUIREMENTS = ByteLRU("node-selectors", max_entries=4096)
+    cache = volume_requirements()
     name = f"{prefix}/node-affinity"
     text = pv.annotations.get(name)
     key = (pv.node_affinity, text, name, gates)
-    hit = _REQUIREMENTS.get(key)
+    hit = cache.get(key)
     if hit is None:
         hit = _build_requirement(pv.node_affinity, text, name, gates)
         size = 2 * len(text or "") + (selector_bytes(pv.node_affinity) if pv.node_affinity else 0) + 1024
-        _REQUIREMENTS.put(key, hit, size)
+        cache.put(key, hit, size)
     return hit
 
 

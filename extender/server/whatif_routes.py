@@ -45,7 +45,7 @@ from extender.server.explain_routes import refusal, state_info, with_snapshot
 from extender.server.http1 import JSON, Refused, Reply, Request
 from extender.state import ClusterSource, FileSource
 from extender.state.loader import load_objects
-from extender.whatif import MAX_PENDING, Budget, WhatIfError, answer
+from extender.whatif import MAX_PENDING, TimeLimit, WhatIfError, answer
 
 log = logging.getLogger("extender.whatif")
 
@@ -172,7 +172,7 @@ class WhatIfRoutes:
                           "(--kubeconfig, --in-cluster or --cluster)")
         try:
             with request_deadline(self.seconds):
-                result = answer(self.engine, self.tracker, body, self.pending(), Budget(self.seconds))
+                result = answer(self.engine, self.tracker, body, self.pending(), TimeLimit(self.seconds))
         except WhatIfError as exc:
             raise Refused(exc.status, str(exc)) from None
         except DeadlineExceeded as exc:

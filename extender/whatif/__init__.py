@@ -23,7 +23,7 @@ from extender.drift.shapes import TERMINAL_PHASES
 from extender.engine import Extender
 from extender.state import StaticSource
 from extender.state.store import Store
-from extender.whatif.answer import MAX_PENDING, Budget, what_if
+from extender.whatif.answer import MAX_PENDING, TimeLimit, what_if
 from extender.whatif.changes import (
     MAX_CHANGES,
     MAX_NODES_TOUCHED,
@@ -33,7 +33,7 @@ from extender.whatif.changes import (
     parse_request,
 )
 
-__all__ = ["MAX_CHANGES", "MAX_NODES_TOUCHED", "MAX_PENDING", "Budget", "Plan", "WhatIfError", "answer",
+__all__ = ["MAX_CHANGES", "MAX_NODES_TOUCHED", "MAX_PENDING", "TimeLimit", "Plan", "WhatIfError", "answer",
            "is_pending", "offline", "parse_request"]
 
 
@@ -47,7 +47,7 @@ def is_pending(raw: Mapping[str, Any]) -> bool:
 
 
 def answer(engine: Extender, tracker: Any, body: Any, pending: Iterable[Mapping[str, Any]],
-           budget: Budget | None = None) -> dict[str, Any]:
+           time_limit: TimeLimit | None = None) -> dict[str, Any]:
     """The what-if of a request body on the engine's current snapshot (WhatIfError for
     a bad request). `tracker`: the drift report's (its running pods and evaluator)."""
     plan = parse_request(body)
@@ -56,7 +56,7 @@ def answer(engine: Extender, tracker: Any, body: Any, pending: Iterable[Mapping[
     pods = sorted((dict(p) for p in pending if is_pending(p)),
                   key=lambda p: ((p.get("metadata") or {}).get("namespace") or "default",
                                  (p.get("metadata") or {}).get("name") or ""))
-    return what_if(engine, tracker, snapshot, plan, hyp, pods[:MAX_PENDING], budget)
+    return what_if(engine, tracker, snapshot, plan, hyp, pods[:MAX_PENDING], time_limit)
 
 
 def offline(config: Config, objects: list[dict[str, Any]], body: Any) -> dict[str, Any]:

@@ -70,15 +70,15 @@ REMOVED = "node removed by the what-if"
 ORDER = {s: i for i, s in enumerate(SEVERITIES)}
 
 
-class Budget:
-    """The wall-clock budget of one what-if: past it, pending pods are no longer
+class TimeLimit:
+    """The wall-clock limit of one what-if: past it, pending pods are no longer
     evaluated and the answer says how many were left out (`incomplete`)."""
 
     def __init__(self, seconds: float | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.until = None if not seconds else clock() + seconds
 
-    def spent(self) -> bool:
+    def passed(self) -> bool:
         return self.until is not None and self.clock() > self.until
 
 
@@ -237,12 +237,12 @@ def node_local(engine: Extender, pod: Any, snapshot: ClusterSnapshot, volumes_ch
 
 
 def pending_pods(engine: Extender, pending: list[dict[str, Any]], base: ClusterSnapshot, hyp: Hypothesis,
-                 budget: Budget, examples: int) -> dict[str, Any]:
+                 time_limit: TimeLimit, examples: int) -> dict[str, Any]:
     """Pending pods whose feasible nodes change, with the reasons for the nodes lost."""
     answers: dict[bytes, dict[str, Any] | None] = {}
     out, evaluated, omitted = [], 0, 0
     for raw in pending:
-        if budget.spent():
+        if time_limit.passed():
             omitted += 1
             continue
         meta = raw.get("metadata") or {}
@@ -291,9 +291,9 @@ def _pending_change(engine: Extender, pod: Any, base: ClusterSnapshot, hyp: Hypo
 
 
 def what_if(engine: Extender, tracker: Any, base: ClusterSnapshot, plan: Plan, hyp: Hypothesis,
-            pending: list[dict[str, Any]], budget: Budget | None = None, examples: int = EXAMPLES) -> dict[str, Any]:
+            pending: list[dict[str, Any]], time_limit: TimeLimit | None = None, examples: int = EXAMPLES) -> dict[str, Any]:
     """The answer (module docstring) for `plan`, already applied to `base` as `hyp`."""
-    budget = budget or Budget(None)
+    time_limit = time_limit or TimeLimit(None)
     removed = {name for name, (_, node) in hyp.nodes.items() if node is None}
     with metrics.quiet():
         running = running_pods(tracker, hyp, base)
@@ -311,7 +311,7 @@ def what_if(engine: Extender, tracker: Any, base: ClusterSnapshot, plan: Plan, h
             spread["workloads"] = workloads
         pods = [_pod_entry(key, changes[key]) for key in sorted(changes)]
         pods.sort(key=lambda p: (ORDER.get(p["severity"], len(ORDER)), p["namespace"], p["name"]))
-        pending_answer = pending_pods(engine, pending, base, hyp, budget, examples)
+        pending_answer = pending_pods(engine, pending, base, hyp, time_limit, examples)
         asked = [{"pod": f"{(p.get('metadata') or {}).get('namespace') or 'default'}/"
                          f"{(p.get('metadata') or {}).get('name') or ''}",
                   "before": where_to(engine, p, base, examples), "after": where_to(engine, p, hyp.snapshot, examples)}

@@ -162,19 +162,19 @@ def test_render_says_when_nothing_changes():
 
 
 def test_past_the_time_budget_pending_pods_are_counted_not_evaluated():
-    """`Budget` on a clock that moves a second per reading: the first pending pod is
+    """`TimeLimit` on a clock that moves a second per reading: the first pending pod is
     evaluated, the other is counted in `incomplete` (the answer says so, never hangs)."""
     from extender import metrics
     from extender.config import Config
     from extender.state import load_objects
-    from extender.whatif import Budget, answer
+    from extender.whatif import TimeLimit, answer
 
     metrics.install()
     objects = load_objects(CLUSTER)
     ticks = iter(range(10**6))
-    budget = Budget(1.5, clock=lambda: float(next(ticks)))
+    time_limit = TimeLimit(1.5, clock=lambda: float(next(ticks)))
     engine, tracker = _engine(Config(), objects)
-    result = answer(engine, tracker, {"changes": [{"nodes": ["spot-a1"], "cordon": True}]}, objects, budget)
+    result = answer(engine, tracker, {"changes": [{"nodes": ["spot-a1"], "cordon": True}]}, objects, time_limit)
     assert (result["pending"]["evaluated"], result["pending"]["incomplete"]) == (1, 1)
     assert "1 pending pods not evaluated (time budget)" in render_whatif(result)
 
