@@ -134,7 +134,7 @@ class CelCache:
         """Outcome of ``expression`` for ``taint`` (memoised).
 
         Raises only ``deadline.DeadlineExceeded`` (the request is out of time) and
-        ``lane.Elsewhere`` (the work needs another thread, before it starts); neither is
+        ``lane.NeedsCostlierLane`` (the work needs another thread, before it starts); neither is
         ever memoised, while every outcome computed before it is.  An expression over
         the length limit is refused before any cache sees it (it is never a key)."""
         if too_long(expression):

@@ -306,7 +306,7 @@ class Extender:
         if not isinstance(rv, str) or not self.source.behind("Pod", rv):
             return
         if lane.on_loop():
-            raise lane.Elsewhere(lane.POOL)
+            raise lane.NeedsCostlierLane(lane.POOL)
         self.source.await_version("Pod", rv, f"pod {pod.key}")
 
     def reads(self, pod: Pod, every: bool = False) -> tuple[str, ...]:

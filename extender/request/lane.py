@@ -20,7 +20,7 @@ expression over hundreds of distinct taints) nor many mid-cost ones keep a threa
 long; the request moves on when the next one would exceed it. Estimates, not clocks,
 decide, so where a request runs does not depend on load either.
 
-A request that needs more than its lane allows raises `Elsewhere` (a ``BaseException``,
+A request that needs more than its lane allows raises `NeedsCostlierLane` (a ``BaseException``,
 so no ``except Exception`` on the way turns it into an answer) before any of that work
 starts; the listener then answers the whole request again in the lane named (see
 `extender.server.app`). Nothing is lost: outcomes computed before are memoised, and
@@ -56,7 +56,7 @@ _SPENT: ContextVar[list[int]] = ContextVar("extender_cel_lane_spent")  # [units]
 COST_PER_REQUEST = {LOOP: LOOP_COST, POOL: EXPENSIVE_COST}
 
 
-class Elsewhere(BaseException):  # noqa: N818 - a redirection, not an error
+class NeedsCostlierLane(BaseException):  # noqa: N818 - a redirection, not an error
     """This request needs a costlier lane than the one it runs in (`lane`)."""
 
     def __init__(self, lane: int) -> None:
@@ -80,10 +80,10 @@ def current() -> int:
     return _LANE.get()
 
 
-def move(lane: int) -> Elsewhere:
-    """The `Elsewhere` that moves the current request to `lane`, counted."""
+def move(lane: int) -> NeedsCostlierLane:
+    """The `NeedsCostlierLane` that moves the current request to `lane`, counted."""
     metrics.child(metrics.CEL_LANE_MOVES_TOTAL, NAMES[_LANE.get()], NAMES[lane]).inc()
-    return Elsewhere(lane)
+    return NeedsCostlierLane(lane)
 
 
 def on_loop() -> bool:
@@ -106,7 +106,7 @@ def needed(estimated_cost: int | None) -> int:
 
 
 def admit(estimated_cost: int | None) -> None:
-    """Raise `Elsewhere` if the current lane may not compile (None) or run a program
+    """Raise `NeedsCostlierLane` if the current lane may not compile (None) or run a program
     estimated at `estimated_cost` now; a program it may run is charged to the lane's
     cost allowance for this request."""
     here = _LANE.get()
@@ -121,4 +121,4 @@ def admit(estimated_cost: int | None) -> None:
             spent[0] += estimated_cost
     if lane > here:
         metrics.child(metrics.CEL_LANE_MOVES_TOTAL, NAMES[here], NAMES[lane]).inc()
-        raise Elsewhere(lane)
+        raise NeedsCostlierLane(lane)

@@ -6,7 +6,7 @@ is placed in a lane (`App.place`) and `extender.server.verbs.answer` turns its b
 the verb's status and JSON. Where it runs:
 
 * on the event loop (`LOOP`): a verb whose CEL work is memoised or cheap (the CEL cache
-  raises `lane.Elsewhere` otherwise, before anything is written), and the probes;
+  raises `lane.NeedsCostlierLane` otherwise, before anything is written), and the probes;
 * on a pool thread (`POOL`, `--threads`): with `--worker-class pool` every verb; a
   body over `INLINE_MAX_BYTES` (a Nodes-mode request: tens of milliseconds of parsing);
   and any verb while pods answered by `filter` are in flight, because it may then wait

@@ -18,7 +18,7 @@ cannot take the threads (the limits on connections, deadlines and bytes:
 (`LOOP`: microseconds of Python, or a verb whose CEL work is memoised or cheap), or on a
 pool thread. A request answered on the loop never pays a hand-off between threads,
 which waits for the GIL (a sizeable part of a whole `filter`'s time: docs/design/server.md);
-one that turns out to need costlier CEL work raises `lane.Elsewhere` before anything is written and is answered again, from its buffered
+one that turns out to need costlier CEL work raises `lane.NeedsCostlierLane` before anything is written and is answered again, from its buffered
 bytes, by the pool of the lane it names. A request keeps its arrival time through every
 hop (`deadline.arrived`): its `--request-deadline` counts from its first byte, queueing
 included.
@@ -353,7 +353,7 @@ class Listener(Connections):
                 return True
             try:
                 reply = self._call(request, LOOP)
-            except lane.Elsewhere as moved:  # needs a costlier lane: nothing sent yet
+            except lane.NeedsCostlierLane as moved:  # needs a costlier lane: nothing sent yet
                 self._hand_on(conn, request, moved.lane)
                 return True
             if not self._send(conn, encode(request, reply)):
@@ -401,7 +401,7 @@ class Listener(Connections):
         return request
 
     def _call(self, request: Request, where: Hashable) -> Reply:
-        """The app's reply, in lane `where` (lane.Elsewhere: it needs a costlier one; a
+        """The app's reply, in lane `where` (lane.NeedsCostlierLane: it needs a costlier one; a
         lane that is not a CEL lane, such as the bind pool's, limits no CEL work). What
         its body becomes when parsed is charged to this listener's budget while it runs
         (`extender.api.expansion`); its work stops once its client has gone
@@ -512,7 +512,7 @@ class Listener(Connections):
         (`deadline.ClientGone`)."""
         try:
             reply = self._call(request, where)
-        except lane.Elsewhere as moved:
+        except lane.NeedsCostlierLane as moved:
             self._submit(conn, request, moved.lane)
             return
         self._hand_back(conn, reply, request)

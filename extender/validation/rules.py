@@ -91,7 +91,7 @@ def unchecked_expressions() -> int:
 def compile_expression(expression: str) -> tuple[str | None, int] | None:
     """(error or None, estimated cost); only expressions within the length limit get here.
     Within an admission review (`compile_budget`): None for an expression its budget
-    cannot compile, and `lane.Elsewhere` from the webhook's pool lane for one past the
+    cannot compile, and `lane.NeedsCostlierLane` from the webhook's pool lane for one past the
     pool's share; the review's deadline and its client's leaving end it between the
     compile's phases (`extender.request.deadline`)."""
     hit = _compiled.get(expression)

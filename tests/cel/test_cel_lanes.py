@@ -42,7 +42,7 @@ def redirected(cache: CelCache, expression: str, where: int) -> int | None:
     with lane.running_in(where):
         try:
             cache.evaluate(expression, TAINT)
-        except lane.Elsewhere as moved:
+        except lane.NeedsCostlierLane as moved:
             return moved.lane
     return None
 
@@ -91,7 +91,7 @@ def test_a_lane_budget_is_per_request_and_a_request_moves_on_when_it_is_spent():
     with lane.running_in(lane.LOOP):
         for taint in taints[:fit]:
             assert cache.evaluate(rack, taint).matched
-        with pytest.raises(lane.Elsewhere) as moved:
+        with pytest.raises(lane.NeedsCostlierLane) as moved:
             cache.evaluate(rack, taints[fit])
     assert moved.value.lane == lane.POOL
     with lane.running_in(lane.LOOP):  # a retry: memoised answers are free, fresh budget
@@ -102,7 +102,7 @@ def test_a_lane_budget_is_per_request_and_a_request_moves_on_when_it_is_spent():
     with lane.running_in(lane.POOL):
         for i in range(fit):
             cache.evaluate(MIDDLE, Taint(f"k{i}", "", "NoSchedule"))
-        with pytest.raises(lane.Elsewhere) as moved:
+        with pytest.raises(lane.NeedsCostlierLane) as moved:
             cache.evaluate(MIDDLE, Taint(f"k{fit}", "", "NoSchedule"))
     assert moved.value.lane == lane.EXPENSIVE
 
