@@ -20,6 +20,7 @@ from typing import Any
 
 from extender.drift.events import DriftEvents
 from extender.drift.shapes import Shapes
+from extender.drift.spread import NAME as SPREAD
 from extender.drift.tracker import DriftTracker
 from extender.events import ApiEventSink
 from extender.plugins.podtopologyspread.args import DO_NOT_SCHEDULE, parse_args
@@ -34,8 +35,8 @@ def attach_tracker(store: Any, config: Any) -> DriftTracker:
     cluster file's first load, the first list)."""
     hard_defaults = False
     for profile in config.profiles().profiles.values():
-        if "PodTopologySpread" in profile.delegated:
-            args = parse_args(profile.plugin_args.get("PodTopologySpread", {}), "pluginConfig[PodTopologySpread].args")
+        if SPREAD in profile.delegated:
+            args = parse_args(profile.plugin_args.get(SPREAD, {}), f"pluginConfig[{SPREAD}].args")
             hard_defaults = hard_defaults or any(c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE for c in args.defaults)
     shapes = Shapes(config.annotation_prefix, config.feature_gates, spread=config.drift_topology_spread,
                     owners=hard_defaults)
