@@ -136,7 +136,7 @@ def svg(structure: Structure, title: str) -> str:
                    f'<text x="{x + BOX_W / 2:.0f}" y="{y + 18:.0f}" font-size="13" '
                    f'font-weight="bold" text-anchor="middle">{escape(room)}</text>'
                    f'<text x="{x + BOX_W / 2:.0f}" y="{y + 35:.0f}" font-size="11" '
-                   f'text-anchor="middle">{modules} modules · {lines:,} lines</text>')
+                   f'text-anchor="middle">{modules} module{"s" * (modules != 1)} · {lines:,} lines</text>')
     return "\n".join(out + ["</svg>", ""])
 
 
