@@ -152,17 +152,40 @@ class Server:
 # --- the clients (processes of their own: they must not take the server's GIL) --------
 
 
-def _read_answer(data: bytes) -> tuple[int, bytes] | None:
-    """(status, what follows the answer) once `data` holds a whole answer, else None."""
-    head, sep, rest = data.partition(b"\r\n\r\n")
-    if not sep:
-        return None
-    lines = head.split(b"\r\n")
-    length = next((int(line.split(b":", 1)[1]) for line in lines[1:]
-                   if line.lower().startswith(b"content-length:")), 0)
-    if len(rest) < length:
-        return None
-    return int(lines[0].split()[1]), rest[length:]
+class _Answer:
+    """One HTTP answer arriving in chunks, read in linear time: the chunks are appended to
+    one buffer and the head is parsed once, so a 1-2 MB `/drift` report costs the client
+    one copy, not a copy of everything so far per chunk (the clients share the server's
+    two cores: their own waste would be counted against the server)."""
+
+    __slots__ = ("data", "status", "head", "total")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.status, self.head, self.total = 0, b"", -1  # total: head + body, once the head is in
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take `chunk` (b"": the server closed, status 0); True once the answer is whole."""
+        if not chunk:
+            self.status, self.total = 0, len(self.data)
+            return True
+        seen = len(self.data)
+        self.data += chunk
+        if self.total < 0:
+            end = self.data.find(b"\r\n\r\n", max(0, seen - 3))
+            if end < 0:
+                return False
+            self.head = bytes(self.data[:end])
+            lines = self.head.split(b"\r\n")
+            length = next((int(line.split(b":", 1)[1]) for line in lines[1:]
+                           if line.lower().startswith(b"content-length:")), 0)
+            self.status, self.total = int(lines[0].split()[1]), end + 4 + length
+        return len(self.data) >= self.total
+
+    @property
+    def closes(self) -> bool:
+        """Whether the connection ends with this answer (closed, or `Connection: close`)."""
+        return self.status == 0 or b"\r\nConnection: close" in self.head
 
 
 def _filter_main(port: int, bodies: list[bytes], interval: float, stop, out) -> None:
@@ -182,18 +205,13 @@ def _filter_main(port: int, bodies: list[bytes], interval: float, stop, out) -> 
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        data, answer = b"", None
-        while answer is None:
-            chunk = sock.recv(1 << 20)
-            if not chunk:  # closed by the server: no answer (status 0)
-                answer = (0, b"")
-                break
-            data += chunk
-            answer = _read_answer(data)
-        if answer[0] == 0 or b"\r\nConnection: close\r\n" in data.partition(b"\r\n\r\n")[0]:
+        answer = _Answer()
+        while not answer.feed(sock.recv(1 << 20)):
+            pass
+        if answer.closes:
             sock.close()
             sock = None
-        samples.append((started, time.monotonic() - started, answer[0]))
+        samples.append((started, time.monotonic() - started, answer.status))
     if sock is not None:
         sock.close()
     out.put(samples)
@@ -211,7 +229,7 @@ class _Admins:
         self.port, self.polite = port, polite
         self.due: dict[str, tuple[float, socket.socket | None]] = {}  # polite: token -> when it asks again
         self.selector = selectors.DefaultSelector()
-        self.pending: dict[socket.socket, tuple[str, float, bytes]] = {}
+        self.pending: dict[socket.socket, tuple[str, float, _Answer]] = {}
         self.counts: Counter[int] = Counter()
         self.took: list[float] = []
         for token in ADMINS:
@@ -224,7 +242,7 @@ class _Admins:
             self.selector.register(sock, selectors.EVENT_READ)
         sock.sendall(f"GET /drift?limit={1000 + _Admins.asked % 1000} HTTP/1.1\r\nHost: x\r\n"
                      f"Authorization: Bearer {token}\r\n\r\n".encode())
-        self.pending[sock] = (token, time.monotonic(), b"")
+        self.pending[sock] = (token, time.monotonic(), _Answer())
 
     def turn(self) -> None:
         now = time.monotonic()
@@ -234,24 +252,19 @@ class _Admins:
                 self.ask(sock, token)
         for key, _ in self.selector.select(0.01 if self.due else 0.05):
             sock = key.fileobj
-            token, started, data = self.pending[sock]
-            chunk = sock.recv(1 << 20)
-            data += chunk
-            answer = _read_answer(data) if chunk else (0, b"")  # 0: closed by the server
-            if answer is None:
-                self.pending[sock] = (token, started, data)
+            token, started, answer = self.pending[sock]
+            if not answer.feed(sock.recv(1 << 20)):
                 continue
-            self.counts[answer[0]] += 1
-            if answer[0] == 200:
+            self.counts[answer.status] += 1
+            if answer.status == 200:
                 self.took.append(time.monotonic() - started)
-            head = data.partition(b"\r\n\r\n")[0]
-            if answer[0] == 0 or b"\r\nConnection: close\r\n" in head:
+            if answer.closes:
                 self.close(sock)
                 sock = None
-            if self.polite and answer[0] == 429:  # as `Retry-After` says
+            if self.polite and answer.status == 429:  # as `Retry-After` says
                 if sock is not None:
                     del self.pending[sock]
-                wait = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                wait = next((int(line.split(b":", 1)[1]) for line in answer.head.split(b"\r\n")
                              if line.lower().startswith(b"retry-after:")), 1)
                 self.due[token] = (time.monotonic() + wait, sock)
                 continue

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import perf.__main__ as perf_entry
-from perf.drift_flood import ADMINS, RETIRED, UNLIMITED, drifted_cluster, measure
+from perf.drift_flood import ADMINS, RETIRED, UNLIMITED, _Answer, drifted_cluster, measure
 
 
 def test_every_pod_of_the_cluster_is_running_on_a_node_it_does_not_tolerate():
@@ -50,6 +50,28 @@ def test_the_harness_measures_filter_without_and_with_the_admins(switch_interval
     assert polite["drift_answers"] == {"200": len(ADMINS) * 2, "429": len(ADMINS)}
     assert "429" not in unlimited["drift_answers"]
     assert set(result["load_average_1m"]) == {"before", "after"}
+
+
+def _fed(*chunks: bytes) -> tuple[_Answer, list[bool]]:
+    answer = _Answer()
+    return answer, [answer.feed(chunk) for chunk in chunks]
+
+
+def test_an_answer_is_whole_once_its_head_and_content_length_have_arrived_in_any_chunks():
+    text = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\nhello"
+    for cut in range(1, len(text)):  # the head's end split anywhere, "\r\n\r\n" included
+        answer, whole = _fed(text[:cut], text[cut:])
+        assert whole == [False, True] and answer.status == 200 and not answer.closes
+    answer, whole = _fed(*(text[i:i + 1] for i in range(len(text))))
+    assert whole == [False] * (len(text) - 1) + [True]
+
+
+def test_a_closed_connection_and_connection_close_end_the_connection():
+    answer, whole = _fed(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\n", b"")
+    assert whole == [False, True] and answer.status == 0 and answer.closes
+    # the last header line too (the head ends without its CRLF)
+    answer, whole = _fed(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    assert whole == [True] and answer.status == 503 and answer.closes
 
 
 def test_it_is_listed():
