@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from extender.drift.evaluate import SEVERITIES, gauge_reason
+from extender.state import gcfreeze
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 20000
@@ -209,7 +210,8 @@ class Reports:
             with self._building:
                 held = self._kept(state, query)
                 if held is None:
-                    held = _serialized(_build(tracker, namespace, severities, limit))
+                    with gcfreeze.collector_paused():  # as a large verb: no collection over what is built
+                        held = _serialized(_build(tracker, namespace, severities, limit))
                     with self._lock:
                         if state == self._state and len(self._held) < self.KEEP:
                             self._held[query] = held

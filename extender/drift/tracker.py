@@ -33,7 +33,7 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any
 
 from extender import metrics
@@ -43,6 +43,7 @@ from extender.drift.shapes import Key, Running, Shapes
 from extender.drift.spread import NAME as SPREAD
 from extender.drift.spread import REASONS as SPREAD_REASONS
 from extender.drift.spread import SPREAD_INTERVAL, SpreadDrift
+from extender.request.foreground import FOREGROUND
 from extender.state import gcfreeze
 
 log = logging.getLogger("extender.drift")
@@ -56,6 +57,7 @@ REORDER_AT = 256
 # collector's reach (`freeze`): see `DriftTracker.settle`.
 FREEZE_AT = 1024
 SORT_RUN = 1024
+YIELD_RUNS = 8  # runs' worth of sorting or merging between two yields to the verbs
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,9 +509,22 @@ class DriftTracker:
 
 def sorted_in_runs(keys: list[Key]) -> list[Key]:
     """`sorted(keys)`: each C-level sort (the GIL held throughout) one run of SORT_RUN
-    keys, the runs merged in Python (the GIL changes hands meanwhile)."""
-    runs = [sorted(keys[i:i + SORT_RUN]) for i in range(0, len(keys), SORT_RUN)]
-    return runs[0] if len(runs) == 1 else list(heapq.merge(*runs))
+    keys, the runs merged in Python (the GIL changes hands meanwhile); between runs,
+    and every few runs' worth of the merge, kube-scheduler's calls go first
+    (`extender.request.foreground`)."""
+    runs = []
+    for i in range(0, len(keys), SORT_RUN):
+        if not i % (YIELD_RUNS * SORT_RUN):
+            FOREGROUND.yield_to()
+        runs.append(sorted(keys[i:i + SORT_RUN]))
+    if len(runs) == 1:
+        return runs[0]
+    merged: list[Key] = []
+    merging = heapq.merge(*runs)
+    while piece := list(islice(merging, YIELD_RUNS * SORT_RUN)):
+        merged += piece
+        FOREGROUND.yield_to()
+    return merged
 
 
 __all__ = ["DriftTracker", "Drifted", "gauge_labels", "spread_checker"]

@@ -213,7 +213,7 @@ def serve(app: Routes, config: Config, sockets: list | None = None, address: str
         tls = ReloadingContext(config.tls_cert_file, config.tls_private_key_file, config.client_ca_file).current
         check = client_policy(config)
     return Listener(address, app=app, sockets=sockets, name="verbs", ssl_context=tls, client_check=check,
-                    pools={POOL: config.threads, EXPENSIVE: EXPENSIVE_SLOTS, BIND: BIND_THREADS},
+                    foreground=True, pools={POOL: config.threads, EXPENSIVE: EXPENSIVE_SLOTS, BIND: BIND_THREADS},
                     max_body_bytes=config.max_body_bytes, timeout=REQUEST_READ_TIMEOUT,
                     idle_timeout=KEEPALIVE, max_connections=MAX_CONNECTIONS,
                     max_per_client=MAX_CONNECTIONS, budget=VERBS_INFLIGHT_BYTES)

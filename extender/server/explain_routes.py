@@ -56,6 +56,7 @@ from extender.model.parse import ModelError
 from extender.ratelimit import Buckets
 from extender.request import deadline
 from extender.request.deadline import DeadlineExceeded, request_deadline
+from extender.request.foreground import FOREGROUND
 from extender.server.auth import (
     FLASK_KEY,
     TOKEN_HEADERS,
@@ -68,7 +69,7 @@ from extender.server.auth import (
     guard_for,
 )
 from extender.server.http1 import JSON, Refused, Reply, Request
-from extender.state import ClusterSnapshot, ClusterSource, FileSource, gcfreeze
+from extender.state import ClusterSnapshot, ClusterSource, FileSource
 from extender.state.loader import load_objects
 
 log = logging.getLogger("extender.explain")
@@ -340,10 +341,10 @@ class ExplainRoutes:
         if self.drift is None:
             raise Refused(503, "the drift report is not running: it needs a cluster state "
                           "(--kubeconfig, --in-cluster or --cluster)")
-        with gcfreeze.collector_paused():  # as a large verb: no collection over the pods built
-            answer = self.reports.get(self.drift, **query)
-            answer["state"] = with_snapshot(info, source.snapshot())
-            return Response(orjson.dumps(answer), mimetype=JSON)
+        answer = self.reports.get(self.drift, **query)
+        answer["state"] = with_snapshot(info, source.snapshot())
+        FOREGROUND.yield_to()  # kube-scheduler's calls first: the copy below holds the GIL
+        return Response(orjson.dumps(answer), mimetype=JSON)
 
     def read(self, namespace: str, name: str) -> dict[str, Any]:
         if self.reader is None:

@@ -44,6 +44,7 @@ from functools import partial
 
 from extender.api import expansion
 from extender.request import deadline, lane
+from extender.request.foreground import FOREGROUND
 from extender.server.connections import (
     ANSWERING,
     MIN_SEND_RATE,
@@ -84,6 +85,7 @@ SWEEP_INTERVAL = 0.1  # seconds between deadline checks
 FAIR_BATCH = 64  # events in one turn beyond which each client address gets at most ...
 CLIENT_EVENTS = 8  # ... this many of them (`_fair`)
 QUICK_ROUTES = frozenset({"/healthz", "/readyz", "/livez"})  # GET routes answered on the loop
+LOOP_YIELD = 0.005  # seconds the side listener's loop waits at most a turn while the verbs' loop works
 
 
 def _left(sock: socket.socket) -> bool:
@@ -201,7 +203,9 @@ class Listener(Connections):
     (`threads`), both bounded (`SIDE_QUEUES`). `budget`: this listener's in-flight
     bytes (default: a small one of its own, `SIDE_LIMIT`). `client_check`: called with
     a TLS connection once its handshake is done, returns why its client may not be
-    served ("": it may; `extender.server.tls.ClientPolicy`)."""
+    served ("": it may; `extender.server.tls.ClientPolicy`). `foreground`: the verbs'
+    listener, whose loop marks `FOREGROUND` while at work; the side listener's queued
+    requests wait for it (`extender.request.foreground`)."""
 
     def __init__(self, address: str | None = None, routes: dict[str, Route] | None = None, *,
                  post_routes: dict[str, PostRoute] | None = None, dispatch: Dispatch | None = None,
@@ -212,8 +216,10 @@ class Listener(Connections):
                  name: str = "metrics-listener", quick: frozenset[str] = QUICK_ROUTES,
                  budget: InflightBytes | None = None, min_send_rate: float = MIN_SEND_RATE,
                  client_check: Callable[[ssl.SSLSocket], str] | None = None,
-                 queues: dict[Hashable, tuple[int, int]] | None = None) -> None:
+                 queues: dict[Hashable, tuple[int, int]] | None = None, foreground: bool = False) -> None:
         side = app is None
+        self.foreground = foreground  # the verbs' loop: marks FOREGROUND while at work
+        self.background = side  # admin work: its queued requests yield to FOREGROUND
         self.app = app if app is not None else Routes(routes, post_routes, dispatch, quick, pool=SIDE_WORK,
                                                       get_pool=SIDE_READS)
         super().__init__(address, sockets, budget=budget if budget is not None else InflightBytes(SIDE_LIMIT, name=name),
@@ -289,9 +295,7 @@ class Listener(Connections):
         while not self.stopping:
             try:
                 events = self.selector.select(0 if self.ready else SWEEP_INTERVAL)
-                for key, mask in (self._fair(events) if len(events) > FAIR_BATCH else events):
-                    key.data(mask)
-                self._serve_ready()
+                self._turn(events)
                 now = time.monotonic()
                 if now - swept >= SWEEP_INTERVAL:
                     swept = now
@@ -300,6 +304,23 @@ class Listener(Connections):
                         return
             except Exception:  # the loop must never die: log, and go on
                 log.exception("listener loop error", extra={"listener": self.name})
+
+    def _turn(self, events: list) -> None:
+        """One turn of the loop: `events`, then the connections waiting their turn. The
+        verbs' loop is marked at work meanwhile; the side listener's waits briefly
+        before each event while it is (`extender.request.foreground`)."""
+        working = self.foreground and bool(events or self.ready)
+        if working:
+            FOREGROUND.enter()
+        try:
+            for key, mask in (self._fair(events) if len(events) > FAIR_BATCH else events):
+                if self.background:
+                    FOREGROUND.yield_to(LOOP_YIELD)  # briefly: this loop answers the health probes
+                key.data(mask)
+            self._serve_ready()
+        finally:
+            if working:
+                FOREGROUND.leave()
 
     def _fair(self, events: list) -> list:
         """The events of this turn, at most `CLIENT_EVENTS` of each client address (the
@@ -496,6 +517,8 @@ class Listener(Connections):
         `timeout` (503: its client has given up, or is about to). Its socket is peeked
         at too: a client that left while the loop was busy is not waited for."""
         conn, request, where = item
+        if self.background:
+            FOREGROUND.yield_to()  # kube-scheduler's calls first
         if request.gone or _left(conn.sock):
             request.gone = True
             self._hand_back(conn, None, request)
@@ -510,11 +533,16 @@ class Listener(Connections):
         client has gone still starts (a half-closed client may be reading: what is cheap
         is answered), and its costly work stops at the first deadline check
         (`deadline.ClientGone`)."""
+        if self.foreground:
+            FOREGROUND.enter()
         try:
             reply = self._call(request, where)
         except lane.NeedsCostlierLane as moved:
             self._submit(conn, request, moved.lane)
             return
+        finally:
+            if self.foreground:
+                FOREGROUND.leave()
         self._hand_back(conn, reply, request)
 
     def _drain_done(self, _mask: int) -> None:
