@@ -7,13 +7,14 @@ waits for the GIL, then shares it with that thread one switch interval at a time
 a report built beside it doubles or triples its latency. Admin work can wait a few
 milliseconds; kube-scheduler's sequential scheduling cycle cannot.
 
-So the verbs' event loop says when it is at work (`at_work`, from the moment its
-`select` returns events until it goes back to wait), and admin work calls
-`yield_to()` at its checkpoints (before a queued side request starts, before a report
-is written out, between the runs of a sort): while the loop is at work it waits,
-releasing the GIL and not asking for it back, at most `MOST` seconds per checkpoint,
-so admin answers are delayed, never starved, by a busy scheduler. Health probes are
-answered on the side listener's loop and never wait here.
+So the verbs' listener says when it is at work (`enter`/`leave`: its event loop from
+the moment `select` returns events until it goes back to wait, a pool thread of its while
+it answers), and admin work calls `yield_to()` at its checkpoints (a queued side request
+before it starts, the side listener's loop before each event, a report before it is
+written out, the drift report's sort between runs): while the verbs' listener is at work
+it waits, releasing the GIL and not asking for it back, at most `MOST` seconds per
+checkpoint (the side loop less: it answers the health probes), so admin answers are
+delayed, never starved, by a busy scheduler.
 """
 
 from __future__ import annotations
