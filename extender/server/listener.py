@@ -85,7 +85,7 @@ SWEEP_INTERVAL = 0.1  # seconds between deadline checks
 FAIR_BATCH = 64  # events in one turn beyond which each client address gets at most ...
 CLIENT_EVENTS = 8  # ... this many of them (`_fair`)
 QUICK_ROUTES = frozenset({"/healthz", "/readyz", "/livez"})  # GET routes answered on the loop
-LOOP_YIELD = 0.005  # seconds the side listener's loop waits at most a turn while the verbs' loop works
+LOOP_YIELD = 0.005  # seconds the side listener's loop waits at most per turn while the verbs' loop works
 
 
 def _left(sock: socket.socket) -> bool:
@@ -219,7 +219,7 @@ class Listener(Connections):
                  queues: dict[Hashable, tuple[int, int]] | None = None, foreground: bool = False) -> None:
         side = app is None
         self.foreground = foreground  # the verbs' loop: marks FOREGROUND while at work
-        self.background = side  # admin work: its queued requests yield to FOREGROUND
+        self.background = side and not foreground  # admin work: it yields to FOREGROUND
         self.app = app if app is not None else Routes(routes, post_routes, dispatch, quick, pool=SIDE_WORK,
                                                       get_pool=SIDE_READS)
         super().__init__(address, sockets, budget=budget if budget is not None else InflightBytes(SIDE_LIMIT, name=name),
@@ -307,15 +307,19 @@ class Listener(Connections):
 
     def _turn(self, events: list) -> None:
         """One turn of the loop: `events`, then the connections waiting their turn. The
-        verbs' loop is marked at work meanwhile; the side listener's waits briefly
-        before each event while it is (`extender.request.foreground`)."""
+        verbs' loop is marked at work meanwhile; the side listener's waits before each
+        event while it is, `LOOP_YIELD` at most in all (`extender.request.foreground`)."""
         working = self.foreground and bool(events or self.ready)
         if working:
             FOREGROUND.enter()
+        yield_until = 0.0  # the side loop waits LOOP_YIELD at most a turn: it answers the probes
         try:
             for key, mask in (self._fair(events) if len(events) > FAIR_BATCH else events):
-                if self.background:
-                    FOREGROUND.yield_to(LOOP_YIELD)  # briefly: this loop answers the health probes
+                if self.background and FOREGROUND.working:
+                    now = time.monotonic()
+                    yield_until = yield_until or now + LOOP_YIELD
+                    if now < yield_until:
+                        FOREGROUND.yield_to(yield_until - now)
                 key.data(mask)
             self._serve_ready()
         finally:

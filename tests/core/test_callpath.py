@@ -1,6 +1,8 @@
 """The path of one POST /filter (`testing/callpath.py`): it starts where the server reads
-the request, goes through a plugin's filter and ends where the server writes the answer;
-its counts are those of the path it lists."""
+the request, goes through a plugin's filter and ends where the server writes the answer,
+the loop's turns marking the verbs' listener at work and idle around it
+(`extender.request.foreground`: first called before or after the write, as the turns
+fall); its counts are those of the path it lists."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from testing.floors import PACKAGE
 def test_the_filter_path_runs_from_the_server_through_a_plugin_filter_and_back():
     for record in trace(PACKAGE.parent):
         files = [file for file, _ in record.path]
-        assert files[0].startswith("server/") and files[-1].startswith("server/")
+        served = [file for file in files if file != "request/foreground.py"]  # the turn's marks
+        assert served[0].startswith("server/") and served[-1].startswith("server/")
+        assert {("request/foreground.py", "Foreground.enter"),
+                ("request/foreground.py", "Foreground.leave")} <= set(record.path)
         assert any(file.startswith("plugins/") and function.endswith((".filter", ".filter_nodes"))
                    for file, function in record.path)
         assert any(file.startswith("engine/") for file in files)

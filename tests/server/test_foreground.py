@@ -7,6 +7,7 @@ bound no run reaches, so a request that should wait is seen waiting, then let go
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -16,8 +17,9 @@ from extender.config import Config
 from extender.drift.tracker import SORT_RUN, YIELD_RUNS, sorted_in_runs
 from extender.request import foreground
 from extender.request.foreground import FOREGROUND, Foreground
+from extender.server import listener as listener_module
 from extender.server.app import create_app, serve
-from extender.server.listener import Listener
+from extender.server.listener import LOOP_YIELD, Listener, Routes
 from testing.harness import pod
 from testing.live import NAMES, request
 
@@ -126,6 +128,40 @@ def test_the_side_listener_answers_probes_and_holds_reports_while_the_verbs_work
         assert out == [(200, b"report")] and ran == ["report"]
     finally:
         listener.stop()
+
+
+def test_the_side_loop_waits_for_the_verbs_at_most_its_bound_per_turn(monkeypatch):
+    """Its events are its clients' (a probe's among them): however many a turn holds,
+    the loop waits `LOOP_YIELD` in all, not per event."""
+    clock = [100.0]
+    waits: list[float] = []
+
+    def waited(most=None):  # as if the verbs' loop stayed at work the whole bound
+        waits.append(most)
+        clock[0] += most
+        return False
+
+    monkeypatch.setattr(listener_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(FOREGROUND, "yield_to", waited)
+    ran: list[int] = []
+    events = [(SimpleNamespace(data=ran.append), mask) for mask in range(5)]
+    side = Listener("127.0.0.1:0", {"/healthz": lambda: (200, "text/plain", b"ok")})
+    loop = Loop(FOREGROUND)
+    try:
+        side._turn(events)
+        assert ran == [0, 1, 2, 3, 4] and waits == [pytest.approx(LOOP_YIELD)]
+        waits.clear()
+        side._turn(events[:2])  # the next turn may wait again
+        assert waits == [pytest.approx(LOOP_YIELD)]
+    finally:
+        loop.leave()
+        side.close()
+    verbs = Listener("127.0.0.1:0", app=Routes({"/x": lambda: (200, "text/plain", b"x")}), foreground=True)
+    try:
+        verbs._turn(events[:1])  # the verbs' loop never waits
+        assert waits == [pytest.approx(LOOP_YIELD)] and not FOREGROUND.working
+    finally:
+        verbs.close()
 
 
 def test_the_drift_reports_sort_waits_between_runs_and_sorts(held_foreground):
